@@ -1,0 +1,31 @@
+# shardctl — see README.md. `make test` is the one test command CI runs.
+PKG      := github.com/shardctl/shardctl/internal/version
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+DATE     ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+LDFLAGS  := -X $(PKG).version=$(VERSION) -X $(PKG).commit=$(COMMIT) -X $(PKG).date=$(DATE)
+
+.PHONY: build test bench lint snapshot completions clean
+
+build: ## bin/shardctl with version stamped
+	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/shardctl ./cmd/shardctl
+
+test: ## everything CI checks: installs what is missing, lint, go test -race
+	scripts/test.sh
+
+bench: ## every benchmark; figures and peer ratios print as they run
+	go test -run '^$$' -bench . -benchmem ./...
+
+lint: ## gofmt, go vet, staticcheck
+	@test -z "$$(gofmt -l .)" || { gofmt -l .; echo "run gofmt -w on the files above"; exit 1; }
+	go vet ./...
+	$$(scripts/tools.sh staticcheck) ./...
+
+snapshot: ## release build of every platform into dist/, without publishing
+	$$(scripts/tools.sh goreleaser) release --snapshot --clean --config goreleaser.yaml
+
+completions: ## shell completion scripts into build/completions
+	scripts/completions.sh
+
+clean:
+	rm -rf bin build dist

@@ -1,0 +1,114 @@
+package commands
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/shardctl/shardctl/commands/output"
+	"github.com/shardctl/shardctl/completions"
+	"github.com/shardctl/shardctl/plugins"
+)
+
+// DefaultRegistry is the registry URL when neither --registry nor
+// SHARDCTL_REGISTRY says otherwise.
+const DefaultRegistry = "http://127.0.0.1:8761/eureka"
+
+// Globals holds the global flags of CLI.md and what every command shares:
+// the streams it writes to, the environment it reads, and how the binary
+// was invoked. Commands receive it instead of reading os.* themselves, so
+// each one runs the same in a test as at a shell.
+type Globals struct {
+	Streams genericiooptions.IOStreams
+	Getenv  func(string) string
+	// DisplayName is "shardctl", or "kubectl shard" in kubectl plugin mode.
+	DisplayName string
+	Plugins     plugins.Finder
+
+	Registry   string
+	Prometheus string
+	Scrape     []string
+	Output     string
+	NoColor    bool
+	// Kube resolves --kubeconfig/--context/-n exactly as kubectl does. It
+	// reads nothing until a command asks it for a client or a namespace.
+	Kube *genericclioptions.ConfigFlags
+}
+
+func (g *Globals) addFlags(cmd *cobra.Command) {
+	f := cmd.PersistentFlags()
+	f.StringVar(&g.Registry, "registry", "", "registry base URL (env SHARDCTL_REGISTRY; default "+DefaultRegistry+")")
+	f.StringVar(&g.Prometheus, "prometheus", "", "Prometheus server URL for signals (env SHARDCTL_PROMETHEUS)")
+	f.StringArrayVar(&g.Scrape, "scrape", nil, "read a /metrics endpoint directly instead of Prometheus, as [NAME=]URL (repeatable)")
+	f.StringVarP(&g.Output, "output", "o", "", "output format: table, wide, json or yaml (default table)")
+	f.BoolVar(&g.NoColor, "no-color", false, "plain output without colour (env NO_COLOR)")
+
+	// shardctl talks to Kubernetes only for cutover in k8s mode; of
+	// kubectl's connection flags it takes the three that select where.
+	g.Kube = genericclioptions.NewConfigFlags(true)
+	g.Kube.CacheDir, g.Kube.ClusterName, g.Kube.AuthInfoName = nil, nil, nil
+	g.Kube.CertFile, g.Kube.KeyFile, g.Kube.CAFile = nil, nil, nil
+	g.Kube.BearerToken, g.Kube.Impersonate, g.Kube.ImpersonateUID, g.Kube.ImpersonateGroup = nil, nil, nil, nil
+	g.Kube.Username, g.Kube.Password, g.Kube.APIServer, g.Kube.TLSServerName = nil, nil, nil, nil
+	g.Kube.Insecure, g.Kube.DisableCompression, g.Kube.Timeout = nil, nil, nil
+	g.Kube.ImpersonateUserExtra, g.Kube.ProxyURL = nil, nil
+	g.Kube.AddFlags(f)
+
+	_ = cmd.RegisterFlagCompletionFunc("output", completions.Values("table", "wide", "json", "yaml"))
+	_ = cmd.RegisterFlagCompletionFunc("context", completions.Contexts(g.contextNames))
+}
+
+func (g *Globals) contextNames() ([]string, error) {
+	cfg, err := g.Kube.ToRawKubeConfigLoader().RawConfig()
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(cfg.Contexts))
+	for n := range cfg.Contexts {
+		names = append(names, n)
+	}
+	return names, nil
+}
+
+// RegistryURL is the registry to talk to: --registry, else
+// SHARDCTL_REGISTRY, else the default.
+func (g *Globals) RegistryURL() string {
+	if g.Registry != "" {
+		return strings.TrimRight(g.Registry, "/")
+	}
+	if v := g.Getenv("SHARDCTL_REGISTRY"); v != "" {
+		return strings.TrimRight(v, "/")
+	}
+	return DefaultRegistry
+}
+
+// PrometheusURL is --prometheus, else SHARDCTL_PROMETHEUS, else "".
+func (g *Globals) PrometheusURL() string {
+	if g.Prometheus != "" {
+		return g.Prometheus
+	}
+	return g.Getenv("SHARDCTL_PROMETHEUS")
+}
+
+// Printer returns the printer for -o, writing to standard output.
+func (g *Globals) Printer() (*output.Printer, error) {
+	f, err := output.ParseFormat(g.Output)
+	if err != nil {
+		return nil, UsageError(fmt.Errorf("-o/--output: %w", err))
+	}
+	return &output.Printer{Format: f, Out: g.Streams.Out, Colors: g.Colors()}, nil
+}
+
+// Colors decides colour for standard output.
+func (g *Globals) Colors() output.Colors {
+	return output.ColorDecision(g.Streams.Out, g.NoColor, g.Getenv)
+}
+
+// Warnf writes a warning line to standard error, as kubectl does.
+func (g *Globals) Warnf(format string, a ...any) {
+	c := output.ColorDecision(g.Streams.ErrOut, g.NoColor, g.Getenv)
+	fmt.Fprintf(g.Streams.ErrOut, "%s %s\n", c.Warn("Warning:"), fmt.Sprintf(format, a...))
+}

@@ -1,0 +1,188 @@
+// Package commands is the shardctl command tree. Each command is an options
+// struct with Complete (fill in from flags and environment), Validate
+// (reject bad flag combinations, naming the flag) and Run (call the package
+// that does the work and print its result through the output layer), as
+// kubectl's commands are. No business logic lives here.
+package commands
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/shardctl/shardctl/completions"
+	"github.com/shardctl/shardctl/plugins"
+)
+
+// Options is the shape of every command.
+type Options interface {
+	Complete(cmd *cobra.Command, args []string) error
+	Validate() error
+	Run(ctx context.Context) error
+}
+
+// runOptions wires an Options into cobra. A Validate error is a usage error.
+func runOptions(o Options) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := o.Complete(cmd, args); err != nil {
+			return err
+		}
+		if err := o.Validate(); err != nil {
+			var ee *ExitError
+			if errors.As(err, &ee) {
+				return err
+			}
+			return UsageError(err)
+		}
+		return o.Run(cmd.Context())
+	}
+}
+
+// Command groups, in the order help lists them. A group appears only once
+// a command belongs to it.
+var groups = []*cobra.Group{
+	{ID: "runtime", Title: "Runtimes:"},
+	{ID: "operate", Title: "Operating Commands:"},
+	{ID: "observe", Title: "Observing Commands:"},
+	{ID: "other", Title: "Other Commands:"},
+}
+
+// NewRootCommand builds the whole command tree around g.
+func NewRootCommand(g *Globals) *cobra.Command {
+	name := g.DisplayName
+	root := &cobra.Command{
+		Use:   strings.ReplaceAll(name, " ", "-"),
+		Short: "Run and operate a Zeebe workload on several small clusters as if it were one",
+		Long: fmt.Sprintf(`%[1]s runs a Zeebe (Camunda 8) workload on several small clusters ("shards")
+as if it were one gateway, and operates it: a federation proxy, a registry of
+shards, live signals, Blue-Green cutover and drain, probes and a simulator.
+
+Every command works without a terminal: -o json prints one JSON document (JSON
+lines with --watch). Exit codes: 0 ok, 1 error, 2 usage error, 3 a gate or
+check refused, 4 timed out waiting.
+
+Executables named shardctl-NAME on PATH run as "%[1]s NAME".`, name),
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		// Bare `shardctl` shows help rather than an error.
+		Run: func(cmd *cobra.Command, _ []string) { _ = cmd.Help() },
+		CompletionOptions: cobra.CompletionOptions{
+			// `completion` is our own command, with setup help per shell.
+			DisableDefaultCmd: true,
+		},
+	}
+	if name != root.Use {
+		root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: name}
+	}
+	root.SetIn(g.Streams.In)
+	root.SetOut(g.Streams.Out)
+	root.SetErr(g.Streams.ErrOut)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return UsageError(err) })
+	g.addFlags(root)
+
+	root.AddCommand(
+		NewCmdPlugin(g, root),
+		NewCmdCompletion(g, root),
+		NewCmdVersion(g),
+	)
+	for _, grp := range groups {
+		for _, c := range root.Commands() {
+			if c.GroupID == grp.ID {
+				root.AddGroup(grp)
+				break
+			}
+		}
+	}
+	root.SetHelpCommandGroupID("other")
+	return root
+}
+
+// isBuiltin reports whether the words select a built-in command, by the
+// same rule the dispatcher uses: cobra finds a command other than the root.
+func isBuiltin(root *cobra.Command) plugins.IsBuiltin {
+	return func(words []string) bool {
+		c, _, err := root.Find(words)
+		return err == nil && c != root
+	}
+}
+
+// Main runs shardctl with os.Args-style args and returns the exit code.
+func Main(args []string, streams genericiooptions.IOStreams) int {
+	inv := plugins.InvokedAs(args[0])
+	g := &Globals{
+		Streams:     streams,
+		Getenv:      os.Getenv,
+		DisplayName: plugins.StandaloneDisplayName,
+		Plugins:     plugins.FromEnv(),
+	}
+	rest := args[1:]
+	switch inv {
+	case plugins.KubectlPlugin:
+		g.DisplayName = plugins.KubectlDisplayName
+	case plugins.KubectlComplete:
+		// kubectl runs kubectl_complete-shard with the words typed after
+		// "kubectl shard"; answer as cobra's hidden __complete would.
+		g.DisplayName = plugins.KubectlDisplayName
+		rest = append([]string{cobra.ShellCompRequestCmd}, rest...)
+	}
+	root := NewRootCommand(g)
+	root.SetArgs(rest)
+
+	if len(rest) > 0 {
+		switch rest[0] {
+		case cobra.ShellCompRequestCmd, cobra.ShellCompNoDescRequestCmd:
+			addPluginCompletions(root, g)
+		case "help":
+		default:
+			if code, ran := dispatchPlugin(root, g, rest); ran {
+				return code
+			}
+		}
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	code := CodeOf(err)
+	fmt.Fprintf(streams.ErrOut, "error: %s\n", err)
+	if code == ExitUsage && cmd != nil {
+		fmt.Fprintf(streams.ErrOut, "See '%s --help' for usage.\n", cmd.CommandPath())
+	}
+	return code
+}
+
+// dispatchPlugin runs shardctl-NAME when the words are no built-in command.
+func dispatchPlugin(root *cobra.Command, g *Globals, args []string) (int, bool) {
+	if _, _, err := root.Find(args); err == nil {
+		return 0, false
+	}
+	m, ok, err := g.Plugins.Find(args)
+	if err != nil || !ok {
+		// Let cobra report the unknown command, with its suggestions.
+		return 0, false
+	}
+	code, err := plugins.Run(context.Background(), m.Path, m.Args, os.Environ(), g.Streams.In, g.Streams.Out, g.Streams.ErrOut)
+	if err != nil {
+		fmt.Fprintf(g.Streams.ErrOut, "error: %s\n", err)
+	}
+	return code, true
+}
+
+// addPluginCompletions lets `shardctl <TAB>` offer plugins next to the
+// built-in commands, and delegates their arguments to their helpers.
+func addPluginCompletions(root *cobra.Command, g *Globals) {
+	builtin := isBuiltin(root)
+	for _, name := range g.Plugins.Names(builtin) {
+		root.AddCommand(completions.PluginCommand(name, g.Plugins.LookPath))
+	}
+}

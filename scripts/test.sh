@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The project's one test command (README, .ci/run): installs what the suite
+# needs when it is missing, then gofmt, go vet, staticcheck, goreleaser
+# check and the whole test suite with the race detector.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+# Debian packages the tests use, one per line, with the reason.
+DEBIAN_PACKAGES=(
+  bash-completion   # completion is tested by completing words in a real bash
+)
+
+step() { printf '\n==> %s\n' "$*"; }
+
+install_debian_packages() {
+  local missing=()
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [[ ${#missing[@]} -eq 0 ]] && return 0
+  step "installing Debian packages: ${missing[*]}"
+  local sudo=()
+  if [[ $(id -u) -ne 0 ]]; then
+    command -v sudo >/dev/null || { echo "need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+    sudo=(sudo)
+  fi
+  "${sudo[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+install_debian_packages "${DEBIAN_PACKAGES[@]}"
+staticcheck=$(scripts/tools.sh staticcheck)
+goreleaser=$(scripts/tools.sh goreleaser)
+
+step "gofmt -l"
+unformatted=$(gofmt -l .)
+if [[ -n $unformatted ]]; then
+  echo "these files need gofmt -w:" >&2
+  echo "$unformatted" >&2
+  exit 1
+fi
+
+step "go vet"
+go vet ./...
+
+step "staticcheck"
+"$staticcheck" ./...
+
+step "goreleaser check"
+"$goreleaser" check --config goreleaser.yaml
+
+step "go test -race"
+go test -race -count=1 -timeout 30m ./...

@@ -21,6 +21,9 @@ func PluginCommand(name string, lookPath func(string) (string, error)) *cobra.Co
 		Use:                name,
 		Short:              "The plugin shardctl-" + name,
 		DisableFlagParsing: true,
+		// Never runs (shardctl dispatches plugins before cobra); cobra
+		// offers only runnable commands as completions.
+		Run: func(*cobra.Command, []string) {},
 		ValidArgsFunction: func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
 			helper, err := lookPath("shardctl_complete-" + strings.ReplaceAll(name, "-", "_"))
 			if err != nil {

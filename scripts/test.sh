@@ -5,6 +5,10 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
+# CI starts with a bare environment: make sure go and its caches resolve.
+[[ -n ${HOME:-} ]] || export HOME=$(getent passwd "$(id -u)" | cut -d: -f6)
+command -v go >/dev/null || export PATH="$PATH:/usr/local/go/bin"
+
 # Debian packages the tests use, one per line, with the reason.
 DEBIAN_PACKAGES=(
   bash-completion   # completion is tested by completing words in a real bash

@@ -1,0 +1,172 @@
+package bpmn
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+func TestParseOrder(t *testing.T) {
+	data, err := os.ReadFile("testdata/order.bpmn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	procs, err := Parse("order.bpmn", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(procs) != 1 {
+		t.Fatalf("%d processes, want 1", len(procs))
+	}
+	p := procs[0]
+	if p.ID != "order" || p.NoneStart == nil || p.NoneStart.ID != "start" {
+		t.Fatalf("process %q, none start %v", p.ID, p.NoneStart)
+	}
+	if len(p.MessageStarts) != 1 || p.MessageStarts[0].MessageName != "order-placed" {
+		t.Errorf("message starts: %+v", p.MessageStarts)
+	}
+	if len(p.SignalStarts) != 1 || p.SignalStarts[0].SignalName != "audit" {
+		t.Errorf("signal starts: %+v", p.SignalStarts)
+	}
+	reserve := p.Elements["reserve"]
+	if reserve.Kind != ServiceTask || reserve.JobType != "reserve" || reserve.Retries != 5 {
+		t.Errorf("reserve: %+v", reserve)
+	}
+	if len(reserve.Boundaries) != 1 || reserve.Boundaries[0].ErrorCode != "NO_STOCK" {
+		t.Errorf("reserve boundaries: %+v", reserve.Boundaries)
+	}
+	if got := p.Elements["approve"]; got.JobType != "approve" || got.Retries != 3 {
+		t.Errorf("approve: type %q retries %d (want the static expression unwrapped, default retries 3)", got.JobType, got.Retries)
+	}
+	gw := p.Elements["big"]
+	if gw.Default == nil || gw.Default.ID != "small" || len(gw.Outgoing) != 2 {
+		t.Errorf("gateway: %+v", gw)
+	}
+	wait := p.Elements["waitPaid"]
+	if wait.MessageName != "payment-received" || strings.Join(wait.CorrelationKey, ".") != "orderId" {
+		t.Errorf("catch event: %+v", wait)
+	}
+	if j := p.Elements["join"]; len(j.Incoming) != 2 {
+		t.Errorf("join has %d incoming flows", len(j.Incoming))
+	}
+}
+
+const head = `<?xml version="1.0"?><definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL" xmlns:zeebe="http://camunda.org/schema/zeebe/1.0">`
+
+func TestParseRejects(t *testing.T) {
+	tests := []struct {
+		name, xml, want string
+	}{
+		{"not xml", `{"json": true}`, "not well-formed XML"},
+		{"truncated", head + `<process id="p" isExecutable="true">`, "not well-formed XML"},
+		{"wrong root", `<html/>`, "expected a BPMN <definitions>"},
+		{"no executable process", head + `<process id="p" isExecutable="false"/></definitions>`, "at least one executable process"},
+		{"user task", head + `<process id="p" isExecutable="true"><startEvent id="s"/><userTask id="approveByHand"/><sequenceFlow id="f" sourceRef="s" targetRef="approveByHand"/></process></definitions>`,
+			"element 'approveByHand' of type <userTask> in process 'p' is not supported"},
+		{"timer start", head + `<process id="p" isExecutable="true"><startEvent id="tick"><timerEventDefinition/></startEvent></process></definitions>`,
+			"start event 'tick' with <timerEventDefinition> is not supported"},
+		{"task without type", head + `<process id="p" isExecutable="true"><startEvent id="s"/><serviceTask id="t"/><sequenceFlow id="f" sourceRef="s" targetRef="t"/></process></definitions>`,
+			"service task 't' must have a zeebe:taskDefinition"},
+		{"blank job type", head + `<process id="p" isExecutable="true"><startEvent id="s"/><serviceTask id="t"><extensionElements><zeebe:taskDefinition type=" "/></extensionElements></serviceTask></process></definitions>`,
+			"zeebe:taskDefinition must have a type"},
+		{"dangling flow", head + `<process id="p" isExecutable="true"><startEvent id="s"/><endEvent id="e"/><sequenceFlow id="f" sourceRef="s" targetRef="nowhere"/></process></definitions>`,
+			"sequence flow 'f' connects unknown elements"},
+		{"no start", head + `<process id="p" isExecutable="true"><endEvent id="e"/></process></definitions>`, "has no incoming sequence flow"},
+		{"dead end", head + `<process id="p" isExecutable="true"><startEvent id="s"/></process></definitions>`, "element 's' has no outgoing sequence flow"},
+		{"unconditioned gateway flow", head + `<process id="p" isExecutable="true"><startEvent id="s"/><exclusiveGateway id="g"/><endEvent id="a"/><endEvent id="b"/>
+			<sequenceFlow id="f0" sourceRef="s" targetRef="g"/><sequenceFlow id="fa" sourceRef="g" targetRef="a"/><sequenceFlow id="fb" sourceRef="g" targetRef="b"/></process></definitions>`,
+			"sequence flow 'fa' leaving exclusive gateway 'g' needs a condition"},
+		{"bad condition", head + `<process id="p" isExecutable="true"><startEvent id="s"/><endEvent id="e"/><sequenceFlow id="f" sourceRef="s" targetRef="e"><conditionExpression>= a ~ 1</conditionExpression></sequenceFlow></process></definitions>`,
+			"sequence flow 'f'"},
+		{"catch without correlation key", head + `<message id="m" name="x"/><process id="p" isExecutable="true"><startEvent id="s"/><intermediateCatchEvent id="c"><messageEventDefinition messageRef="m"/></intermediateCatchEvent><endEvent id="e"/>
+			<sequenceFlow id="f1" sourceRef="s" targetRef="c"/><sequenceFlow id="f2" sourceRef="c" targetRef="e"/></process></definitions>`,
+			"message catch event 'c': message 'm' must have a zeebe:subscription correlationKey"},
+		{"duplicate id", head + `<process id="p" isExecutable="true"><startEvent id="s"/><endEvent id="s"/></process></definitions>`, "two elements with id 's'"},
+		{"two none starts", head + `<process id="p" isExecutable="true"><startEvent id="a"/><startEvent id="b"/><endEvent id="e"/><sequenceFlow id="f1" sourceRef="a" targetRef="e"/><sequenceFlow id="f2" sourceRef="b" targetRef="e"/></process></definitions>`,
+			"more than one none start event"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse("x.bpmn", []byte(tt.xml))
+			if err == nil {
+				t.Fatalf("accepted; want an error containing %q", tt.want)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %q does not contain %q", err, tt.want)
+			}
+			if !strings.Contains(err.Error(), "'x.bpmn'") {
+				t.Errorf("error %q does not name the resource", err)
+			}
+		})
+	}
+}
+
+func TestCondition(t *testing.T) {
+	vars := map[string]any{"amount": 150.0, "vip": false, "status": "open", "customer": map[string]any{"tier": "gold"}, "flag": true}
+	tests := []struct {
+		expr string
+		want bool
+	}{
+		{"= amount > 100", true},
+		{"= amount >= 150", true},
+		{"= amount < 100", false},
+		{"=amount=150", true},
+		{`= status = "open"`, true},
+		{`= status != "open"`, false},
+		{`= customer.tier = "gold"`, true},
+		{"= flag", true},
+		{"= vip", false},
+		{"= missing = null", true},
+		{"= missing > 1", false},
+		{`= amount = "150"`, false},
+		{"= amount > 100 and vip = true", false},
+		{"= amount > 1000 or flag", true},
+		{"= amount > 1000 or vip and flag", false},
+		{`= amount > 100 and status = "open" or vip`, true},
+	}
+	for _, tt := range tests {
+		c, err := ParseCondition(tt.expr)
+		if err != nil {
+			t.Errorf("ParseCondition(%q): %v", tt.expr, err)
+			continue
+		}
+		if got := c.Eval(vars); got != tt.want {
+			t.Errorf("%q = %v, want %v", tt.expr, got, tt.want)
+		}
+	}
+	for _, bad := range []string{"amount > 1", "=", "= a >", "= a ! b", `= a = "x`, "= 1 = a", "= a > 1 and", "= a b", "= a = x"} {
+		if _, err := ParseCondition(bad); err == nil {
+			t.Errorf("ParseCondition(%q) accepted", bad)
+		}
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	seed, _ := os.ReadFile("testdata/order.bpmn")
+	f.Add(seed)
+	f.Add([]byte(head + `<process id="p" isExecutable="true"><startEvent id="s"/></process></definitions>`))
+	f.Add([]byte("<definitions><process"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		procs, err := Parse("fuzz.bpmn", data)
+		if err == nil && len(procs) == 0 {
+			t.Fatal("no error and no process")
+		}
+		for _, p := range procs {
+			if p.NoneStart == nil && len(p.MessageStarts) == 0 && len(p.SignalStarts) == 0 {
+				t.Fatal("accepted a process without a start event")
+			}
+		}
+	})
+}
+
+func FuzzCondition(f *testing.F) {
+	for _, s := range []string{"= a > 1", `= a = "x" or b`, "= a.b.c != null and d <= -1.5e3"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, expr string) {
+		c, err := ParseCondition(expr)
+		if err == nil {
+			c.Eval(map[string]any{"a": 1.0, "b": true, "x": "y"})
+		}
+	})
+}

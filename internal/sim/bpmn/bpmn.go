@@ -2,8 +2,8 @@
 // message and signal start events; end events; service tasks
 // (zeebe:taskDefinition type, retries); sequence flows; exclusive gateways
 // with simple conditions and a default flow; parallel gateways;
-// intermediate message catch events (zeebe:subscription correlationKey);
-// and error boundary events. Anything else is rejected with an error that
+// intermediate message catch events (zeebe:subscription correlationKey)
+// and signal catch events; and error boundary events. Anything else is rejected with an error that
 // names the element, as Zeebe rejects a deployment it cannot execute.
 package bpmn
 
@@ -25,6 +25,7 @@ const (
 	ParallelGateway
 	MessageCatchEvent
 	ErrorBoundaryEvent
+	SignalCatchEvent
 )
 
 // BpmnElementType returns Zeebe's element type name, as metrics and
@@ -41,7 +42,7 @@ func (k Kind) BpmnElementType() string {
 		return "EXCLUSIVE_GATEWAY"
 	case ParallelGateway:
 		return "PARALLEL_GATEWAY"
-	case MessageCatchEvent:
+	case MessageCatchEvent, SignalCatchEvent:
 		return "INTERMEDIATE_CATCH_EVENT"
 	case ErrorBoundaryEvent:
 		return "BOUNDARY_EVENT"
@@ -75,7 +76,7 @@ type Element struct {
 	// correlation key expression, a variable path.
 	MessageName    string
 	CorrelationKey []string
-	// Signal start.
+	// Signal start and catch.
 	SignalName string
 
 	// Error boundary: the task it is attached to and the error code it
@@ -397,6 +398,13 @@ func (p *parser) serviceTask(n *node) (*Element, error) {
 
 func (p *parser) catchEvent(n *node) (*Element, error) {
 	defs := eventDefinitions(n)
+	if len(defs) == 1 && defs[0].name == "signalEventDefinition" {
+		name := literal(p.signals[defs[0].attr("signalRef")])
+		if name == "" {
+			return nil, p.fail("signal catch event '%s' must reference a signal with a name", n.attr("id"))
+		}
+		return &Element{Kind: SignalCatchEvent, SignalName: name}, nil
+	}
 	if len(defs) != 1 || defs[0].name != "messageEventDefinition" {
 		what := "no event definition"
 		if len(defs) > 0 {

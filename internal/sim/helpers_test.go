@@ -1,0 +1,131 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/camunda/zeebe/clients/go/v8/pkg/zbc"
+)
+
+// startSim runs a simulator on free loopback ports for one test.
+func startSim(t testing.TB, cfg Config) *Sim {
+	t.Helper()
+	cfg.Listen = "127.0.0.1:0"
+	cfg.MetricsListen = "127.0.0.1:0"
+	if cfg.TimerInterval == 0 {
+		cfg.TimerInterval = 100 * time.Millisecond
+	}
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = s.Close(ctx)
+	})
+	return s
+}
+
+// newClient is the real Zeebe Go client, as users run it.
+func newClient(t testing.TB, s *Sim) zbc.Client {
+	t.Helper()
+	t.Setenv("ZEEBE_CLIENT_ID", "") // never try OAuth from the environment
+	c, err := zbc.NewClient(&zbc.ClientConfig{GatewayAddress: s.Addr().String(), UsePlaintextConnection: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func testContext(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+const bpmnHead = `<?xml version="1.0" encoding="UTF-8"?>
+<bpmn:definitions xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL" xmlns:zeebe="http://camunda.org/schema/zeebe/1.0" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" id="d" targetNamespace="t">
+`
+
+func serviceTask(id, jobType string, retries int) string {
+	return fmt.Sprintf(`<bpmn:serviceTask id="%s"><bpmn:extensionElements><zeebe:taskDefinition type="%s" retries="%d"/></bpmn:extensionElements></bpmn:serviceTask>
+`, id, jobType, retries)
+}
+
+func flow(id, from, to string) string {
+	return fmt.Sprintf(`<bpmn:sequenceFlow id="%s" sourceRef="%s" targetRef="%s"/>
+`, id, from, to)
+}
+
+// linearProcess is start -> task types[0] -> ... -> end.
+func linearProcess(id string, retries int, types ...string) []byte {
+	var b strings.Builder
+	b.WriteString(bpmnHead)
+	fmt.Fprintf(&b, `<bpmn:process id="%s" isExecutable="true"><bpmn:startEvent id="start"/>
+`, id)
+	prev := "start"
+	for i, typ := range types {
+		task := fmt.Sprintf("task%d", i+1)
+		b.WriteString(serviceTask(task, typ, retries))
+		b.WriteString(flow("f"+task, prev, task))
+		prev = task
+	}
+	b.WriteString(`<bpmn:endEvent id="end"/>`)
+	b.WriteString(flow("fend", prev, "end"))
+	b.WriteString("</bpmn:process></bpmn:definitions>")
+	return []byte(b.String())
+}
+
+// scrape returns the value of one series from /metrics, summed over the
+// series whose labels contain every given label pair.
+func scrape(t testing.TB, s *Sim, name string, labels ...string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + s.MetricsAddr().String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	var sum float64
+	for _, line := range strings.Split(string(body), "\n") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		ok := true
+		for _, l := range labels {
+			if !strings.Contains(line, l) {
+				ok = false
+			}
+		}
+		if !ok {
+			continue
+		}
+		var v float64
+		fields := strings.Fields(line)
+		fmt.Sscan(fields[len(fields)-1], &v)
+		sum += v
+	}
+	return sum
+}
+
+// eventually polls cond until it holds or the time is up.
+func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

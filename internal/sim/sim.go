@@ -1,0 +1,327 @@
+// Package sim is a Zeebe-gateway-compatible shard simulator: one process
+// that behaves like a Zeebe 8.5 cluster at the gateway API (keys,
+// backpressure, job activation and push, messages, signals) and in its
+// metric names, with a capacity model that can reproduce the knee of an
+// overloaded cluster. shardctl's proxy, signals, drain and demo run
+// against it because Zeebe itself cannot run everywhere they are tested.
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
+	"google.golang.org/grpc"
+)
+
+// Config of a simulated cluster. Zero values take the defaults below.
+type Config struct {
+	// Listen is the gateway (gRPC) address; port 0 picks a free one.
+	Listen string
+	// MetricsListen serves /metrics, /healthz, /readyz and /fault/*.
+	MetricsListen string
+	// Partitions of the cluster (default 3, at most 127).
+	Partitions int32
+	// Capacity is the records per second each partition processes;
+	// 0 processes as fast as possible.
+	Capacity float64
+	// BacklogLimit is how many client commands a partition holds before it
+	// rejects new ones with RESOURCE_EXHAUSTED (default 1000; -1 never).
+	BacklogLimit int
+	// Degrade reproduces an overloaded monolith's knee: new instances are
+	// served first, and past DegradeThreshold queued records the work
+	// behind them gets slower the longer the backlog grows.
+	Degrade          bool
+	DegradeThreshold int // default 100
+	// TimerInterval is how often job deadlines, retry backoffs and message
+	// TTLs are checked (Zeebe: 30 s for job timeouts; default here 1 s).
+	TimerInterval time.Duration
+}
+
+// Defaults.
+const (
+	DefaultPartitions       = 3
+	DefaultBacklogLimit     = 1000
+	DefaultDegradeThreshold = 100
+	DefaultTimerInterval    = time.Second
+)
+
+func (c *Config) setDefaults() error {
+	if c.Listen == "" {
+		c.Listen = "127.0.0.1:26500"
+	}
+	if c.Partitions == 0 {
+		c.Partitions = DefaultPartitions
+	}
+	if c.Partitions < 1 || c.Partitions > MaxPartitions {
+		return fmt.Errorf("partitions must be between 1 and %d, got %d", MaxPartitions, c.Partitions)
+	}
+	if c.Capacity < 0 || math.IsNaN(c.Capacity) || math.IsInf(c.Capacity, 0) {
+		return fmt.Errorf("capacity must be 0 (unlimited) or a positive rate, got %v", c.Capacity)
+	}
+	switch {
+	case c.BacklogLimit == 0:
+		c.BacklogLimit = DefaultBacklogLimit
+	case c.BacklogLimit < 0:
+		c.BacklogLimit = 0 // no limit
+	}
+	if c.DegradeThreshold <= 0 {
+		c.DegradeThreshold = DefaultDegradeThreshold
+	}
+	if c.TimerInterval <= 0 {
+		c.TimerInterval = DefaultTimerInterval
+	}
+	return nil
+}
+
+// Sim is a running simulated cluster.
+type Sim struct {
+	cfg     Config
+	cluster *cluster
+	gw      *gateway
+
+	mu       sync.Mutex
+	grpc     *grpc.Server
+	addr     net.Addr
+	refusing bool
+	ready    bool
+
+	admin     *http.Server
+	adminAddr net.Addr
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// New builds a simulator; Start runs it.
+func New(cfg Config) (*Sim, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	m := newMetrics()
+	c := &cluster{cfg: cfg, repo: newRepository(), metrics: m}
+	for id := int32(1); id <= cfg.Partitions; id++ {
+		p := &partition{
+			id: id, cluster: c, keys: keyGenerator{partition: id},
+			m: m.forPartition(id, cfg.BacklogLimit), state: newState(),
+			wake: make(chan struct{}, 1), resumed: make(chan struct{}),
+		}
+		p.slowFactor.Store(math.Float64bits(1))
+		c.partitions = append(c.partitions, p)
+	}
+	s := &Sim{cfg: cfg, cluster: c, stop: make(chan struct{})}
+	s.gw = &gateway{c: c, addr: s.Addr, closing: make(chan struct{})}
+	return s, nil
+}
+
+// Start binds the gateway and metrics addresses and starts processing.
+func (s *Sim) Start(ctx context.Context) error {
+	if err := s.listenGateway(s.cfg.Listen); err != nil {
+		return err
+	}
+	if s.cfg.MetricsListen != "" {
+		ln, err := net.Listen("tcp", s.cfg.MetricsListen)
+		if err != nil {
+			s.stopGateway()
+			return fmt.Errorf("listen for metrics on %s: %w", s.cfg.MetricsListen, err)
+		}
+		s.adminAddr = ln.Addr()
+		s.admin = &http.Server{Handler: s.adminHandler(), ReadHeaderTimeout: 10 * time.Second}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			if err := s.admin.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				_ = err // the listener closed under us; Close reports nothing more useful
+			}
+		}()
+	}
+	for _, p := range s.cluster.partitions {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			p.run(s.stop)
+		}()
+	}
+	s.wg.Add(1)
+	go s.timer()
+	s.mu.Lock()
+	s.ready = true
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *Sim) listenGateway(addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen for the gateway on %s: %w", addr, err)
+	}
+	srv := grpc.NewServer(grpc.MaxRecvMsgSize(32 << 20))
+	pb.RegisterGatewayServer(srv, s.gw)
+	s.mu.Lock()
+	s.grpc, s.addr = srv, ln.Addr()
+	s.mu.Unlock()
+	go func() { _ = srv.Serve(ln) }()
+	return nil
+}
+
+func (s *Sim) stopGateway() {
+	s.mu.Lock()
+	srv := s.grpc
+	s.grpc = nil
+	s.mu.Unlock()
+	if srv != nil {
+		srv.Stop()
+	}
+}
+
+func (s *Sim) timer() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.cfg.TimerInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			for _, p := range s.cluster.partitions {
+				_ = p.enqueue(classInternal, p.tick)
+			}
+		case <-s.stop:
+			return
+		}
+	}
+}
+
+// Addr is the gateway address actually bound.
+func (s *Sim) Addr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.addr
+}
+
+// MetricsAddr is the metrics/admin address actually bound, or nil.
+func (s *Sim) MetricsAddr() net.Addr { return s.adminAddr }
+
+// Close stops the simulator: readiness first, then in-flight calls get up
+// to the context's time to finish, then everything stops.
+func (s *Sim) Close(ctx context.Context) error {
+	s.mu.Lock()
+	s.ready = false
+	srv := s.grpc
+	s.grpc = nil
+	s.mu.Unlock()
+	select {
+	case <-s.gw.closing:
+	default:
+		close(s.gw.closing)
+	}
+	if srv != nil {
+		done := make(chan struct{})
+		go func() { srv.GracefulStop(); close(done) }()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			srv.Stop()
+			<-done
+		}
+	}
+	select {
+	case <-s.stop:
+	default:
+		close(s.stop)
+	}
+	var err error
+	if s.admin != nil {
+		err = s.admin.Shutdown(ctx)
+	}
+	s.wg.Wait()
+	return err
+}
+
+// Pause stalls processing on every partition for d, as a long GC pause
+// does; commands keep being accepted and queue up.
+func (s *Sim) Pause(d time.Duration) {
+	until := time.Now().Add(d).UnixNano()
+	for _, p := range s.cluster.partitions {
+		p.pausedUntil.Store(until)
+	}
+}
+
+// SlowDown makes every record take factor times as long (factor ≥ 1).
+func (s *Sim) SlowDown(factor float64) error {
+	if factor < 1 || math.IsNaN(factor) || math.IsInf(factor, 0) {
+		return fmt.Errorf("slow-down factor must be 1 or more, got %v", factor)
+	}
+	for _, p := range s.cluster.partitions {
+		p.slowFactor.Store(math.Float64bits(factor))
+	}
+	return nil
+}
+
+// Refuse closes the gateway: new connections are refused and open ones
+// are cut, as when a cluster's gateway is down.
+func (s *Sim) Refuse() {
+	s.mu.Lock()
+	if s.refusing {
+		s.mu.Unlock()
+		return
+	}
+	s.refusing = true
+	s.mu.Unlock()
+	s.stopGateway()
+}
+
+// Resume ends every injected fault: processing continues, the slow-down
+// ends, and a refused gateway listens again on the same address.
+func (s *Sim) Resume() error {
+	for _, p := range s.cluster.partitions {
+		p.pausedUntil.Store(0)
+		p.slowFactor.Store(math.Float64bits(1))
+		p.mu.Lock()
+		close(p.resumed)
+		p.resumed = make(chan struct{})
+		p.mu.Unlock()
+	}
+	s.mu.Lock()
+	refusing, addr := s.refusing, s.addr
+	s.refusing = false
+	s.mu.Unlock()
+	if refusing {
+		return s.listenGateway(addr.String())
+	}
+	return nil
+}
+
+// Faults is the injected-fault state, as GET /fault reports it.
+type Faults struct {
+	PausedUntil *time.Time `json:"pausedUntil,omitempty"`
+	SlowFactor  float64    `json:"slowFactor"`
+	Refusing    bool       `json:"refusing"`
+}
+
+func (s *Sim) faults() Faults {
+	p := s.cluster.partitions[0]
+	f := Faults{SlowFactor: p.slowdown()}
+	if u := p.pausedUntil.Load(); u > time.Now().UnixNano() {
+		t := time.Unix(0, u).UTC()
+		f.PausedUntil = &t
+	}
+	s.mu.Lock()
+	f.Refusing = s.refusing
+	s.mu.Unlock()
+	return f
+}
+
+// QueueLength is the number of records written and not yet processed, per
+// partition (index 0 is partition 1).
+func (s *Sim) QueueLength() []int {
+	out := make([]int, len(s.cluster.partitions))
+	for i, p := range s.cluster.partitions {
+		out[i] = p.queueLen()
+	}
+	return out
+}

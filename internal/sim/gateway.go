@@ -510,4 +510,3 @@ func (g *gateway) MigrateProcessInstance(context.Context, *pb.MigrateProcessInst
 func (g *gateway) DeleteResource(context.Context, *pb.DeleteResourceRequest) (*pb.DeleteResourceResponse, error) {
 	return nil, notSupported("DeleteResource")
 }
-

@@ -10,6 +10,10 @@ import (
 	"time"
 
 	"github.com/camunda/zeebe/clients/go/v8/pkg/zbc"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 )
 
 // startSim runs a simulator on free loopback ports for one test.
@@ -128,4 +132,54 @@ func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// onPartitions runs fn on every partition's processing goroutine and
+// collects what it returns; tests use it to read what Zeebe exposes only
+// through Operate (incidents).
+func onPartitions[T any](t testing.TB, s *Sim, fn func(p *partition) []T) []T {
+	t.Helper()
+	var out []T
+	for _, p := range s.cluster.partitions {
+		got, err := execOn(context.Background(), p, classInternal, func() ([]T, error) { return fn(p), nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, got...)
+	}
+	return out
+}
+
+func incidentKeys(t testing.TB, s *Sim) []int64 {
+	return onPartitions(t, s, func(p *partition) []int64 {
+		var keys []int64
+		for k := range p.state.incidents {
+			keys = append(keys, k)
+		}
+		return keys
+	})
+}
+
+func activeInstances(t testing.TB, s *Sim) int {
+	return len(onPartitions(t, s, func(p *partition) []int64 {
+		var keys []int64
+		for k := range p.state.instances {
+			keys = append(keys, k)
+		}
+		return keys
+	}))
+}
+
+func grpcCode(err error) codes.Code { return status.Code(err) }
+
+// dial is a raw gRPC connection, for requests the Zeebe client would
+// refuse to build.
+func dial(t testing.TB, s *Sim) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(s.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
 }

@@ -18,6 +18,11 @@ type cluster struct {
 	pollers    pollers
 	streams    streams
 	rr         atomic.Uint32 // round-robin start for creations and polls
+	// closing ends long polls and job streams when the simulator stops,
+	// so a graceful stop does not wait out their timeouts; aborted ends
+	// calls still waiting for their partition once the grace period is
+	// over.
+	closing, aborted chan struct{}
 }
 
 func (c *cluster) partitionFor(id int32) *partition {

@@ -29,9 +29,6 @@ type gateway struct {
 	pb.UnimplementedGatewayServer
 	c    *cluster
 	addr func() net.Addr
-	// closing ends long polls and job streams when the simulator stops,
-	// so a graceful stop does not wait out their timeouts.
-	closing chan struct{}
 }
 
 func invalid(format string, a ...any) error {
@@ -85,7 +82,13 @@ func execOn[T any](ctx context.Context, p *partition, cl class, fn func() (T, er
 		return r.v, r.err
 	case <-ctx.Done():
 		return zero, status.FromContextError(ctx.Err()).Err()
+	case <-p.cluster.aborted:
+		return zero, errShuttingDown()
 	}
+}
+
+func errShuttingDown() error {
+	return status.Error(codes.Unavailable, "the gateway is shutting down: retry against another gateway")
 }
 
 // byKey finds the partition a key belongs to.

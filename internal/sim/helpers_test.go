@@ -32,7 +32,7 @@ func startSim(t testing.TB, cfg Config) *Sim {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		_ = s.Close(ctx)
 	})

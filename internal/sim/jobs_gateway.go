@@ -78,7 +78,7 @@ func (g *gateway) ActivateJobs(req *pb.ActivateJobsRequest, stream pb.Gateway_Ac
 		case <-ctx.Done():
 			g.c.pollers.unregister(req.GetType(), notify)
 			return status.FromContextError(ctx.Err()).Err()
-		case <-g.closing:
+		case <-g.c.closing:
 			g.c.pollers.unregister(req.GetType(), notify)
 			return nil
 		}
@@ -169,8 +169,8 @@ func (g *gateway) StreamActivatedJobs(req *pb.StreamActivatedJobsRequest, stream
 			}
 		case <-ctx.Done():
 			return status.FromContextError(ctx.Err()).Err()
-		case <-g.closing:
-			return status.Error(codes.Unavailable, "the gateway is shutting down")
+		case <-g.c.closing:
+			return errShuttingDown()
 		}
 	}
 }

@@ -105,7 +105,7 @@ func New(cfg Config) (*Sim, error) {
 		return nil, err
 	}
 	m := newMetrics()
-	c := &cluster{cfg: cfg, repo: newRepository(), metrics: m}
+	c := &cluster{cfg: cfg, repo: newRepository(), metrics: m, closing: make(chan struct{}), aborted: make(chan struct{})}
 	for id := int32(1); id <= cfg.Partitions; id++ {
 		p := &partition{
 			id: id, cluster: c, keys: keyGenerator{partition: id},
@@ -116,7 +116,7 @@ func New(cfg Config) (*Sim, error) {
 		c.partitions = append(c.partitions, p)
 	}
 	s := &Sim{cfg: cfg, cluster: c, stop: make(chan struct{})}
-	s.gw = &gateway{c: c, addr: s.Addr, closing: make(chan struct{})}
+	s.gw = &gateway{c: c, addr: s.Addr}
 	return s, nil
 }
 
@@ -215,9 +215,9 @@ func (s *Sim) Close(ctx context.Context) error {
 	s.grpc = nil
 	s.mu.Unlock()
 	select {
-	case <-s.gw.closing:
+	case <-s.cluster.closing:
 	default:
-		close(s.gw.closing)
+		close(s.cluster.closing)
 	}
 	if srv != nil {
 		done := make(chan struct{})
@@ -225,6 +225,7 @@ func (s *Sim) Close(ctx context.Context) error {
 		select {
 		case <-done:
 		case <-ctx.Done():
+			close(s.cluster.aborted)
 			srv.Stop()
 			<-done
 		}

@@ -112,8 +112,12 @@ func TestErrorsAsZeebeReturnsThem(t *testing.T) {
 			_, err := gw.CreateProcessInstance(ctx, &pb.CreateProcessInstanceRequest{BpmnProcessId: "p", Version: -1, StartInstructions: []*pb.ProcessInstanceCreationStartInstruction{{ElementId: "nowhere"}}})
 			return err
 		}, codes.InvalidArgument, "'nowhere'"},
-		{"activate blank type", func() error { return recvErr(gw.ActivateJobs(ctx, &pb.ActivateJobsRequest{Type: " ", MaxJobsToActivate: 1})) }, codes.InvalidArgument, "non-empty job type"},
-		{"activate zero jobs", func() error { return recvErr(gw.ActivateJobs(ctx, &pb.ActivateJobsRequest{Type: "a", MaxJobsToActivate: 0})) }, codes.InvalidArgument, "maxJobsToActivate"},
+		{"activate blank type", func() error {
+			return recvErr(gw.ActivateJobs(ctx, &pb.ActivateJobsRequest{Type: " ", MaxJobsToActivate: 1}))
+		}, codes.InvalidArgument, "non-empty job type"},
+		{"activate zero jobs", func() error {
+			return recvErr(gw.ActivateJobs(ctx, &pb.ActivateJobsRequest{Type: "a", MaxJobsToActivate: 0}))
+		}, codes.InvalidArgument, "maxJobsToActivate"},
 		{"stream blank type", func() error { return recvErr(gw.StreamActivatedJobs(ctx, &pb.StreamActivatedJobsRequest{})) }, codes.InvalidArgument, "non-empty job type"},
 		{"complete unknown job", func() error { _, err := gw.CompleteJob(ctx, &pb.CompleteJobRequest{JobKey: unknownJob}); return err }, codes.NotFound, "no such job"},
 		{"fail unknown job", func() error { _, err := gw.FailJob(ctx, &pb.FailJobRequest{JobKey: unknownJob}); return err }, codes.NotFound, "no such job"},

@@ -319,7 +319,9 @@ func TestJobStreamGivesBackUndelivered(t *testing.T) {
 	deploy(t, c, "p.bpmn", linearProcess("p", 3, "push"))
 	s.Pause(time.Hour) // hold the jobs back until the stream is full
 	for range 5 {
-		go func() { _, _ = c.NewCreateInstanceCommand().BPMNProcessId("p").LatestVersion().Send(context.Background()) }()
+		go func() {
+			_, _ = c.NewCreateInstanceCommand().BPMNProcessId("p").LatestVersion().Send(context.Background())
+		}()
 	}
 	eventually(t, 10*time.Second, "five creations to queue", func() bool { return s.QueueLength()[0] == 5 })
 	stream := &brokenStream{ctx: context.Background(), n: 1}

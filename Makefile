@@ -5,7 +5,7 @@ COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 DATE     ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 LDFLAGS  := -X $(PKG).version=$(VERSION) -X $(PKG).commit=$(COMMIT) -X $(PKG).date=$(DATE)
 
-.PHONY: build test bench lint snapshot completions clean
+.PHONY: build test bench bench-sim lint snapshot completions clean
 
 build: ## bin/shardctl with version stamped
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/shardctl ./cmd/shardctl
@@ -15,6 +15,9 @@ test: ## everything CI checks: installs what is missing, lint, go test -race
 
 bench: ## every benchmark; figures and peer ratios print as they run
 	go test -run '^$$' -bench . -benchmem ./...
+
+bench-sim: ## simulator: CreateProcessInstance/s and CompleteJob/s, real Zeebe client, 64 in flight
+	go test -run '^$$' -bench . -benchtime 50000x -count 5 ./internal/sim/ | scripts/bench-median.sh
 
 lint: ## gofmt, go vet, staticcheck
 	@test -z "$$(gofmt -l .)" || { gofmt -l .; echo "run gofmt -w on the files above"; exit 1; }

@@ -289,7 +289,7 @@ func (g *gateway) CreateProcessInstance(ctx context.Context, req *pb.CreateProce
 }
 
 func (g *gateway) CreateProcessInstanceWithResult(ctx context.Context, req *pb.CreateProcessInstanceWithResultRequest) (*pb.CreateProcessInstanceWithResultResponse, error) {
-	timeout := time.Duration(req.GetRequestTimeout()) * time.Millisecond
+	timeout := millis(req.GetRequestTimeout())
 	if timeout <= 0 {
 		timeout = defaultResultTimeout
 	}
@@ -363,7 +363,7 @@ func (g *gateway) FailJob(ctx context.Context, req *pb.FailJobRequest) (*pb.Fail
 	if req.GetRetryBackOff() < 0 {
 		return nil, invalid("Expected retryBackOff to be zero or greater, but was %d", req.GetRetryBackOff())
 	}
-	backoff := time.Duration(req.GetRetryBackOff()) * time.Millisecond
+	backoff := millis(req.GetRetryBackOff())
 	err = g.onJob(ctx, req.GetJobKey(), func(p *partition) error {
 		return p.failJob(req.GetJobKey(), req.GetRetries(), req.GetErrorMessage(), backoff, vars)
 	})
@@ -404,7 +404,7 @@ func (g *gateway) UpdateJobTimeout(ctx context.Context, req *pb.UpdateJobTimeout
 	if req.GetTimeout() < 0 {
 		return nil, invalid("Expected timeout to be zero or greater, but was %d", req.GetTimeout())
 	}
-	timeout := time.Duration(req.GetTimeout()) * time.Millisecond
+	timeout := millis(req.GetTimeout())
 	if err := g.onJob(ctx, req.GetJobKey(), func(p *partition) error { return p.updateTimeout(req.GetJobKey(), timeout) }); err != nil {
 		return nil, err
 	}
@@ -469,7 +469,7 @@ func (g *gateway) PublishMessage(ctx context.Context, req *pb.PublishMessageRequ
 		return nil, err
 	}
 	p := g.c.partitionFor(messagePartition(req.GetCorrelationKey(), g.c.cfg.Partitions))
-	ttl := time.Duration(req.GetTimeToLive()) * time.Millisecond
+	ttl := millis(req.GetTimeToLive())
 	key, err := execOn(ctx, p, classClient, func() (int64, error) {
 		return p.publish(req.GetName(), req.GetCorrelationKey(), req.GetMessageId(), ttl, vars)
 	})
@@ -512,4 +512,12 @@ func (g *gateway) MigrateProcessInstance(context.Context, *pb.MigrateProcessInst
 
 func (g *gateway) DeleteResource(context.Context, *pb.DeleteResourceRequest) (*pb.DeleteResourceResponse, error) {
 	return nil, notSupported("DeleteResource")
+}
+
+// maxMillis caps durations from requests (milliseconds) so that a huge
+// value means "practically never" instead of overflowing into the past.
+const maxMillis = int64(100 * 365 * 24 * time.Hour / time.Millisecond)
+
+func millis(ms int64) time.Duration {
+	return time.Duration(min(ms, maxMillis)) * time.Millisecond
 }

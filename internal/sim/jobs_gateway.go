@@ -42,7 +42,7 @@ func (g *gateway) ActivateJobs(req *pb.ActivateJobsRequest, stream pb.Gateway_Ac
 	}
 	ctx := stream.Context()
 	longPoll := req.GetRequestTimeout() >= 0
-	wait := time.Duration(req.GetRequestTimeout()) * time.Millisecond
+	wait := millis(req.GetRequestTimeout())
 	if req.GetRequestTimeout() == 0 {
 		wait = defaultLongPollTimeout
 	}
@@ -89,7 +89,7 @@ func (g *gateway) ActivateJobs(req *pb.ActivateJobsRequest, stream pb.Gateway_Ac
 func (g *gateway) sweep(ctx context.Context, req *pb.ActivateJobsRequest, remaining *int, stream pb.Gateway_ActivateJobsServer) (sent int, exhausted bool, err error) {
 	n := len(g.c.partitions)
 	first := int(g.c.rr.Add(1))
-	timeout := time.Duration(req.GetTimeout()) * time.Millisecond
+	timeout := millis(req.GetTimeout())
 	for i := 0; i < n && *remaining > 0; i++ {
 		p := g.c.partitions[(first+i)%n]
 		want := *remaining
@@ -108,17 +108,35 @@ func (g *gateway) sweep(ctx context.Context, req *pb.ActivateJobsRequest, remain
 			go func() { g.giveBack(<-done) }()
 			return sent, exhausted, status.FromContextError(ctx.Err()).Err()
 		}
-		if len(jobs) == 0 {
-			continue
+		for len(jobs) > 0 {
+			batch := nextBatch(jobs)
+			if err := stream.Send(&pb.ActivateJobsResponse{Jobs: batch}); err != nil {
+				g.giveBack(jobs)
+				return sent, exhausted, err
+			}
+			jobs = jobs[len(batch):]
+			sent += len(batch)
+			*remaining -= len(batch)
 		}
-		if err := stream.Send(&pb.ActivateJobsResponse{Jobs: jobs}); err != nil {
-			g.giveBack(jobs)
-			return sent, exhausted, err
-		}
-		sent += len(jobs)
-		*remaining -= len(jobs)
 	}
 	return sent, exhausted, nil
+}
+
+// maxResponseBytes keeps each response under the 4 MiB a gRPC client
+// accepts by default; Zeebe likewise caps a job batch by message size.
+const maxResponseBytes = 2 << 20
+
+// nextBatch is the longest prefix of jobs that fits one response (at least
+// one job, however large).
+func nextBatch(jobs []*pb.ActivatedJob) []*pb.ActivatedJob {
+	size := 0
+	for i, j := range jobs {
+		size += len(j.GetVariables()) + len(j.GetCustomHeaders()) + 256
+		if size > maxResponseBytes && i > 0 {
+			return jobs[:i]
+		}
+	}
+	return jobs
 }
 
 // giveBack makes undelivered jobs activatable again at once.
@@ -143,7 +161,7 @@ func (g *gateway) StreamActivatedJobs(req *pb.StreamActivatedJobsRequest, stream
 	}
 	s := &jobStream{
 		worker:  req.GetWorker(),
-		timeout: time.Duration(req.GetTimeout()) * time.Millisecond,
+		timeout: millis(req.GetTimeout()),
 		fetch:   req.GetFetchVariable(),
 		jobs:    make(chan *pb.ActivatedJob, streamBuffer),
 	}

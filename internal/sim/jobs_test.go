@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -349,4 +350,20 @@ func TestJobStreamGivesBackUndelivered(t *testing.T) {
 	if n := stream.sent.Load(); n != 1 {
 		t.Errorf("%d jobs delivered, want 1", n)
 	}
+}
+
+func TestLargeBatchesAreSplit(t *testing.T) {
+	s := startSim(t, Config{Partitions: 1})
+	c := newClient(t, s)
+	deploy(t, c, "p.bpmn", linearProcess("p", 3, "big"))
+	blob := strings.Repeat("x", 512<<10) // 0.5 MiB of variables per job
+	for range 12 {
+		create(t, c, "p", map[string]any{"blob": blob})
+	}
+	// 6 MiB of jobs: more than one gRPC message may carry to the client.
+	var got int
+	eventually(t, 10*time.Second, "all twelve jobs", func() bool {
+		got += len(activate(t, c, "big", 100, time.Minute))
+		return got == 12
+	})
 }

@@ -1,0 +1,145 @@
+package commands
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/shardctl/shardctl/internal/sim"
+)
+
+// NewCmdSim builds `shardctl sim`.
+func NewCmdSim(g *Globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "sim",
+		Short: "Run a simulated Zeebe cluster (a shard) for rehearsals, demos and tests",
+		Long: `The shard simulator behaves like a Zeebe 8.5 cluster at the gateway API and in
+its metric names, so shardctl's proxy, signals, drain and dashboards work
+against it, and runbooks can be rehearsed without a real cluster.`,
+		GroupID: "runtime",
+		Args:    cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			return Usagef("missing subcommand: use serve")
+		},
+	}
+	cmd.AddCommand(newCmdSimServe(g))
+	return cmd
+}
+
+// SimServeOptions runs one simulated cluster until SIGTERM/SIGINT.
+type SimServeOptions struct {
+	g               *Globals
+	cfg             sim.Config
+	shutdownTimeout time.Duration
+}
+
+func newCmdSimServe(g *Globals) *cobra.Command {
+	o := &SimServeOptions{g: g}
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the Zeebe gateway API and Zeebe's metrics from a simulated cluster",
+		Long: `Serve the Zeebe 8.5 gateway API (gRPC) on --listen and /metrics, /healthz,
+/readyz and fault injection on --metrics. The first line on stderr is
+"listening on HOST:PORT" (--listen 127.0.0.1:0 picks a free port).
+
+What it runs: BPMN with none, message and signal start events; end events;
+service tasks (zeebe:taskDefinition type, retries); sequence flows; exclusive
+gateways with conditions such as "= amount > 100 and vip" and a default flow;
+parallel gateways; intermediate message catch events (zeebe:subscription
+correlationKey) and signal catch events; error boundary events. Any other
+element is rejected at deploy time with INVALID_ARGUMENT naming it.
+Decisions, forms, modify, migrate and delete resource answer UNIMPLEMENTED.
+
+Keys are Zeebe's (partitionId << 51 | counter, from partitionId<<51 + 1), so
+two simulators issue the same keys, as two real clusters do.
+
+Capacity: each partition processes --capacity records per second (0: as fast
+as it can). Past --backlog-limit queued client commands a partition answers
+RESOURCE_EXHAUSTED (backpressure). --degrade reproduces an overloaded
+monolith: new instances are served first, and past --degrade-threshold queued
+records the work behind them slows down as the backlog grows, so instances
+created per second keep rising while completions collapse.
+
+Fault injection on the --metrics port:
+  POST /fault/pause?duration=5s   stall processing (a GC pause)
+  POST /fault/slow?factor=4       every record takes 4x as long
+  POST /fault/refuse              the gateway refuses connections
+  POST /fault/resume              end every fault
+  GET  /fault                     the current faults as JSON`,
+		Example: `  # a three-partition shard on Zeebe's default ports
+  shardctl sim serve --listen 127.0.0.1:26500 --metrics 127.0.0.1:9600
+
+  # a small monolith that shows the knee past 200 records/s
+  shardctl sim serve --listen :26500 --metrics :9600 --partitions 1 \
+      --capacity 200 --degrade --backlog-limit -1
+
+  # then, from another shell
+  zbctl status --address 127.0.0.1:26500 --insecure
+  curl -X POST 'http://127.0.0.1:9600/fault/pause?duration=10s'`,
+		Args:              cobra.NoArgs,
+		ValidArgsFunction: cobra.NoFileCompletions,
+		RunE:              runOptions(o),
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.cfg.Listen, "listen", "127.0.0.1:26500", "gateway (gRPC) address, HOST:PORT")
+	f.StringVar(&o.cfg.MetricsListen, "metrics", "127.0.0.1:9600", "address of /metrics, /healthz, /readyz and /fault, HOST:PORT")
+	f.Int32Var(&o.cfg.Partitions, "partitions", sim.DefaultPartitions, "partitions of the simulated cluster (1-127)")
+	f.Float64Var(&o.cfg.Capacity, "capacity", 0, "records per second each partition processes; 0 is as fast as possible")
+	f.IntVar(&o.cfg.BacklogLimit, "backlog-limit", sim.DefaultBacklogLimit, "queued client commands per partition before RESOURCE_EXHAUSTED; -1 never rejects")
+	f.BoolVar(&o.cfg.Degrade, "degrade", false, "reproduce an overloaded monolith's knee (see above)")
+	f.IntVar(&o.cfg.DegradeThreshold, "degrade-threshold", sim.DefaultDegradeThreshold, "queued records past which --degrade slows the work behind new instances")
+	f.DurationVar(&o.cfg.TimerInterval, "timer-interval", sim.DefaultTimerInterval, "how often job deadlines, retry backoffs and message TTLs are checked")
+	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGTERM, how long in-flight calls may take to finish")
+	return cmd
+}
+
+func (o *SimServeOptions) Complete(*cobra.Command, []string) error { return nil }
+
+func (o *SimServeOptions) Validate() error {
+	for flag, addr := range map[string]string{"--listen": o.cfg.Listen, "--metrics": o.cfg.MetricsListen} {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return fmt.Errorf("%s %q: want HOST:PORT, e.g. 127.0.0.1:0", flag, addr)
+		}
+	}
+	if o.cfg.Partitions < 1 || o.cfg.Partitions > sim.MaxPartitions {
+		return fmt.Errorf("--partitions %d: want 1 to %d", o.cfg.Partitions, sim.MaxPartitions)
+	}
+	if o.cfg.Capacity < 0 {
+		return fmt.Errorf("--capacity %v: want 0 (unlimited) or a positive rate", o.cfg.Capacity)
+	}
+	if o.cfg.BacklogLimit == 0 || o.cfg.BacklogLimit < -1 {
+		return fmt.Errorf("--backlog-limit %d: want a positive count, or -1 for no limit", o.cfg.BacklogLimit)
+	}
+	if o.cfg.DegradeThreshold < 1 {
+		return fmt.Errorf("--degrade-threshold %d: want a positive count", o.cfg.DegradeThreshold)
+	}
+	if o.cfg.TimerInterval <= 0 || o.shutdownTimeout < 0 {
+		return fmt.Errorf("--timer-interval must be positive and --shutdown-timeout not negative")
+	}
+	return nil
+}
+
+func (o *SimServeOptions) Run(ctx context.Context) error {
+	s, err := sim.New(o.cfg)
+	if err != nil {
+		return err
+	}
+	if err := s.Start(ctx); err != nil {
+		return err
+	}
+	errOut := o.g.Streams.ErrOut
+	fmt.Fprintf(errOut, "listening on %s\n", s.Addr())
+	fmt.Fprintf(errOut, "metrics on http://%s/metrics\n", s.MetricsAddr())
+	<-ctx.Done()
+	fmt.Fprintln(errOut, "stopping: finishing in-flight calls")
+	stopCtx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
+	defer cancel()
+	if err := s.Close(stopCtx); err != nil {
+		return fmt.Errorf("stop the simulator: %w", err)
+	}
+	fmt.Fprintln(errOut, "stopped")
+	return nil
+}

@@ -35,6 +35,9 @@ install_debian_packages() {
 install_debian_packages "${DEBIAN_PACKAGES[@]}"
 staticcheck=$(scripts/tools.sh staticcheck)
 goreleaser=$(scripts/tools.sh goreleaser)
+# The simulator is tested with the real zbctl as well as the Go client.
+ZBCTL=$(scripts/tools.sh zbctl)
+export ZBCTL
 
 step "gofmt -l"
 unformatted=$(gofmt -l .)

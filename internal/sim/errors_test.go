@@ -49,6 +49,7 @@ func TestDeployVersions(t *testing.T) {
 		t.Errorf("create version 1: %+v, %v", v1inst, err)
 	}
 	// The deprecated DeployProcess answers the same way.
+	//lint:ignore SA1019 old clients still call it
 	old, err := pb.NewGatewayClient(dial(t, s)).DeployProcess(ctx, &pb.DeployProcessRequest{Processes: []*pb.ProcessRequestObject{{Name: "p.bpmn", Definition: v1}}})
 	if err != nil || len(old.Processes) != 1 || old.Processes[0].Version != 3 {
 		t.Errorf("DeployProcess: %+v, %v", old, err)

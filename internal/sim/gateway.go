@@ -176,6 +176,9 @@ func (g *gateway) DeployResource(ctx context.Context, req *pb.DeployResourceRequ
 	return resp, nil
 }
 
+// DeployProcess is deprecated in Zeebe but still served: old clients use it.
+//
+//lint:ignore SA1019 the gateway API includes it, so the simulator serves it
 func (g *gateway) DeployProcess(ctx context.Context, req *pb.DeployProcessRequest) (*pb.DeployProcessResponse, error) {
 	resources := make([]*pb.Resource, len(req.GetProcesses()))
 	for i, p := range req.GetProcesses() {
@@ -185,7 +188,7 @@ func (g *gateway) DeployProcess(ctx context.Context, req *pb.DeployProcessReques
 	if err != nil {
 		return nil, err
 	}
-	resp := &pb.DeployProcessResponse{Key: key}
+	resp := &pb.DeployProcessResponse{Key: key} //lint:ignore SA1019 see above
 	for _, p := range procs {
 		resp.Processes = append(resp.Processes, p.metadata())
 	}

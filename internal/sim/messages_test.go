@@ -276,7 +276,7 @@ func TestGatewaysAndIncidentOnCondition(t *testing.T) {
 	}
 
 	// Parallel branches join before the end.
-	inst := create(t, c, "route", map[string]any{"amount": 500})
+	create(t, c, "route", map[string]any{"amount": 500})
 	big := activateOne(t, c, "big")
 	if _, err := c.NewCompleteJobCommand().JobKey(big.Key).Send(ctx); err != nil {
 		t.Fatal(err)
@@ -295,7 +295,7 @@ func TestGatewaysAndIncidentOnCondition(t *testing.T) {
 
 	// No condition holds and there is no default flow: an incident; set
 	// the variable and resolve, and the gateway decides again.
-	inst = create(t, c, "route", map[string]any{"amount": "unknown"})
+	inst := create(t, c, "route", map[string]any{"amount": "unknown"})
 	incidents := incidentKeys(t, s)
 	if len(incidents) != 1 {
 		t.Fatalf("incidents %v", incidents)

@@ -163,12 +163,10 @@ type message struct {
 
 // subscription is a catch event waiting, kept on the message's partition.
 type subscription struct {
-	processID    string
-	partition    int32 // where the instance lives
-	elementKey   int64
-	instanceKey  int64
-	closed       bool
-	correlatedTo int64
+	processID   string
+	partition   int32 // where the instance lives
+	elementKey  int64
+	instanceKey int64
 }
 
 func parseVariables(doc string) (map[string]any, error) {

@@ -94,14 +94,29 @@ func linearProcess(id string, retries int, types ...string) []byte {
 // series whose labels contain every given label pair.
 func scrape(t testing.TB, s *Sim, name string, labels ...string) float64 {
 	t.Helper()
+	return metricValue(scrapeAll(t, s), name, labels...)
+}
+
+// scrapeAll reads /metrics once, so values read from it are consistent.
+func scrapeAll(t testing.TB, s *Sim) string {
+	t.Helper()
 	resp, err := http.Get("http://" + s.MetricsAddr().String() + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(body)
+}
+
+// metricValue sums the series of one metric in a scrape whose labels
+// contain every given label pair.
+func metricValue(body, name string, labels ...string) float64 {
 	var sum float64
-	for _, line := range strings.Split(string(body), "\n") {
+	for _, line := range strings.Split(body, "\n") {
 		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
 			continue
 		}

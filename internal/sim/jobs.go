@@ -115,19 +115,23 @@ func (p *partition) lookupJob(key int64, intent, verb string) (*job, error) {
 	return j, nil
 }
 
-// jobOpen reports whether a job may be completed, failed or thrown:
-// Zeebe checks the job's state, not which worker holds it.
-func jobOpen(j *job) bool {
-	return j.state == jobStateActivatable || j.state == jobStateActivated
+// openJob finds a job that may be completed, failed or thrown: Zeebe
+// checks the job's state, not which worker holds it.
+func (p *partition) openJob(key int64, intent, verb string) (*job, error) {
+	j, err := p.lookupJob(key, intent, verb)
+	if err != nil {
+		return nil, err
+	}
+	if j.state != jobStateActivatable && j.state != jobStateActivated {
+		return nil, rejection(codes.FailedPrecondition, intent, "Expected to %s job with key '%d', but it is in state '%s'", verb, key, j.state)
+	}
+	return j, nil
 }
 
 func (p *partition) completeJob(key int64, vars map[string]any) error {
-	j, err := p.lookupJob(key, "COMPLETE", "complete")
+	j, err := p.openJob(key, "COMPLETE", "complete")
 	if err != nil {
 		return err
-	}
-	if !jobOpen(j) {
-		return rejection(codes.FailedPrecondition, "COMPLETE", "Expected to complete job with key '%d', but it is in state '%s'", key, j.state)
 	}
 	ei := j.elem
 	mergeVars(ei.inst, vars)
@@ -138,12 +142,9 @@ func (p *partition) completeJob(key int64, vars map[string]any) error {
 }
 
 func (p *partition) failJob(key int64, retries int32, msg string, backoff time.Duration, vars map[string]any) error {
-	j, err := p.lookupJob(key, "FAIL", "fail")
+	j, err := p.openJob(key, "FAIL", "fail")
 	if err != nil {
 		return err
-	}
-	if !jobOpen(j) {
-		return rejection(codes.FailedPrecondition, "FAIL", "Expected to fail job with key '%d', but it is in state '%s'", key, j.state)
 	}
 	mergeVars(j.elem.inst, vars)
 	j.retries, j.errorMessage = retries, msg
@@ -166,12 +167,9 @@ func (p *partition) failJob(key int64, retries int32, msg string, backoff time.D
 }
 
 func (p *partition) throwError(key int64, code, msg string, vars map[string]any) error {
-	j, err := p.lookupJob(key, "THROW_ERROR", "throw an error for")
+	j, err := p.openJob(key, "THROW_ERROR", "throw an error for")
 	if err != nil {
 		return err
-	}
-	if !jobOpen(j) {
-		return rejection(codes.FailedPrecondition, "THROW_ERROR", "Expected to throw an error for job with key '%d', but it is in state '%s'", key, j.state)
 	}
 	ei := j.elem
 	mergeVars(ei.inst, vars)

@@ -84,6 +84,9 @@ func TestFailRetryIncidentResolve(t *testing.T) {
 	if n := len(activate(t, c, "work", 5, time.Minute)); n != 0 {
 		t.Fatalf("%d jobs activatable with no retries", n)
 	}
+	if _, err := c.NewCompleteJobCommand().JobKey(job.Key).Send(ctx); grpcCode(err) != codes.FailedPrecondition {
+		t.Errorf("completing a job with an incident: %v, want FAILED_PRECONDITION", err)
+	}
 	incidents := incidentKeys(t, s)
 	if len(incidents) != 1 {
 		t.Fatalf("incidents %v, want one", incidents)

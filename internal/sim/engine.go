@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/shardctl/shardctl/internal/sim/bpmn"
+	"github.com/shardctl/shardctl/internal/bpmn"
 )
 
 var errNotObject = errors.New("expected a JSON object")

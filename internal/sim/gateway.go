@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/shardctl/shardctl/internal/sim/bpmn"
+	"github.com/shardctl/shardctl/internal/bpmn"
 )
 
 // GatewayVersion is the Zeebe version the simulator answers as.

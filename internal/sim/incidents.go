@@ -3,7 +3,7 @@ package sim
 import (
 	"google.golang.org/grpc/codes"
 
-	"github.com/shardctl/shardctl/internal/sim/bpmn"
+	"github.com/shardctl/shardctl/internal/bpmn"
 )
 
 func (p *partition) raiseIncident(kind incidentKind, ei *elementInstance, j *job) {

@@ -4,7 +4,7 @@ import (
 	"crypto/sha256"
 	"sync"
 
-	"github.com/shardctl/shardctl/internal/sim/bpmn"
+	"github.com/shardctl/shardctl/internal/bpmn"
 )
 
 // process is one deployed version of a BPMN process.

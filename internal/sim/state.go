@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/shardctl/shardctl/internal/sim/bpmn"
+	"github.com/shardctl/shardctl/internal/bpmn"
 )
 
 // state is everything a partition knows. Only its processing goroutine

@@ -472,3 +472,42 @@ func literal(s string) string {
 	}
 	return s
 }
+
+// MessageStartNames returns the message names of the message start events
+// of the executable processes in a BPMN resource. Unlike Parse it accepts
+// every BPMN element (the federation proxy reads resources that real Zeebe
+// clusters run) and returns nil for anything it cannot read.
+func MessageStartNames(data []byte) []string {
+	root, err := parseTree(data)
+	if err != nil || root.name != "definitions" {
+		return nil
+	}
+	messages := map[string]string{}
+	for _, c := range root.children {
+		if c.name == "message" {
+			messages[c.attr("id")] = literal(c.attr("name"))
+		}
+	}
+	var names []string
+	seen := map[string]bool{}
+	for _, proc := range root.children {
+		if proc.name != "process" || proc.attr("isExecutable") != "true" {
+			continue
+		}
+		for _, el := range proc.children {
+			if el.name != "startEvent" {
+				continue
+			}
+			for _, d := range eventDefinitions(el) {
+				if d.name != "messageEventDefinition" {
+					continue
+				}
+				if n := messages[d.attr("messageRef")]; n != "" && !seen[n] {
+					seen[n] = true
+					names = append(names, n)
+				}
+			}
+		}
+	}
+	return names
+}

@@ -170,3 +170,18 @@ func FuzzCondition(f *testing.F) {
 		}
 	})
 }
+
+func TestMessageStartNames(t *testing.T) {
+	data, _ := os.ReadFile("testdata/order.bpmn")
+	if got := MessageStartNames(data); len(got) != 1 || got[0] != "order-placed" {
+		t.Errorf("MessageStartNames(order) = %q", got)
+	}
+	// Elements the simulator does not run are no obstacle here.
+	withUserTask := strings.Replace(string(data), `<bpmn:endEvent id="done" />`, `<bpmn:userTask id="done" />`, 1)
+	if got := MessageStartNames([]byte(withUserTask)); len(got) != 1 {
+		t.Errorf("with a user task: %q", got)
+	}
+	if got := MessageStartNames([]byte("not xml")); got != nil {
+		t.Errorf("not XML: %q", got)
+	}
+}

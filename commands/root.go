@@ -88,6 +88,7 @@ Executables named shardctl-NAME on PATH run as "%[1]s NAME".`, name),
 	g.addFlags(root)
 
 	root.AddCommand(
+		NewCmdProxy(g),
 		NewCmdSim(g),
 		NewCmdPlugin(g, root),
 		NewCmdCompletion(g, root),

@@ -1,0 +1,176 @@
+package commands
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/shardctl/shardctl/internal/proxy"
+)
+
+// NewCmdProxy builds `shardctl proxy`.
+func NewCmdProxy(g *Globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "proxy",
+		Short: "Run the federation proxy: several Zeebe clusters behind one gateway address",
+		Long: `The federation proxy serves the Zeebe 8.5 gateway API and spreads one workload
+over several Zeebe clusters (shards); clients keep one gateway address and
+change nothing. See "shardctl proxy serve --help".`,
+		GroupID: "runtime",
+		Args:    cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			return Usagef("missing subcommand: use serve")
+		},
+	}
+	cmd.AddCommand(newCmdProxyServe(g))
+	return cmd
+}
+
+// ProxyServeOptions runs the proxy until SIGTERM/SIGINT.
+type ProxyServeOptions struct {
+	g               *Globals
+	configFile      string
+	shardFlags      []string
+	cfg             proxy.Config
+	coolingOff      time.Duration
+	shutdownTimeout time.Duration
+}
+
+func newCmdProxyServe(g *Globals) *cobra.Command {
+	o := &ProxyServeOptions{g: g}
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the Zeebe gateway API in front of several shards",
+		Long: `Serve the Zeebe 8.5 gateway API on --listen in front of the shards, and
+/metrics, /healthz, /readyz and GET /shards on --admin. The first line on
+stderr is "listening on HOST:PORT".
+
+Routing (DESIGN.md, "The federation contract"):
+  - every key the proxy returns carries the shard's slot (1-31) in bits 58-62;
+    a key without one belongs to --legacy-shard (NOT_FOUND without one);
+  - deployments go to every shard in slot order and into the deployment
+    ledger; a shard added later is replayed the ledger first;
+  - new instances go to one shard by power-of-two-choices on requests in
+    flight, skipping shards not UP, at --max-inflight-per-shard, or cooling
+    off for --cooling-off after a RESOURCE_EXHAUSTED; when every shard
+    refuses, the client gets RESOURCE_EXHAUSTED at once; an ambiguous
+    failure is never retried;
+  - jobs are collected from every UP and DRAINING shard; jobs the worker
+    cannot take are handed back at once (FailJob, retries unchanged, no
+    backoff);
+  - key-addressed calls go to the key's shard;
+  - a message whose name starts a process (per the ledger) goes to one
+    shard and starts one instance; any other message goes to every UP and
+    DRAINING shard, so a waiting instance correlates wherever it lives.
+    A name used both to start a process and to be caught is therefore sent
+    to one shard only: instances waiting for it on other shards do not get
+    it. Give start and catch messages different names.
+  - signals go to every shard.`,
+		Example: `  shardctl proxy serve --listen 127.0.0.1:26500 --admin 127.0.0.1:9700 \
+      --shard blue=127.0.0.1:26501 --shard green=127.0.0.1:26502,slot=2
+
+  # from a file (see the FileConfig fields in the docs); flags override it
+  shardctl proxy serve --config proxy.yaml`,
+		Args:              cobra.NoArgs,
+		ValidArgsFunction: cobra.NoFileCompletions,
+		RunE:              runOptions(o),
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.configFile, "config", "", "YAML configuration file (listen, admin, legacyShard, maxInflightPerShard, coolingOff, shards)")
+	f.StringVar(&o.cfg.Listen, "listen", "127.0.0.1:26500", "gateway address for clients, HOST:PORT")
+	f.StringVar(&o.cfg.AdminListen, "admin", "127.0.0.1:9700", "address of /metrics, /healthz, /readyz and /shards, HOST:PORT")
+	f.StringArrayVar(&o.shardFlags, "shard", nil, "a shard as ID=HOST:PORT[,slot=N][,state=S] (repeatable; slots default to the order given)")
+	f.StringVar(&o.cfg.LegacyShard, "legacy-shard", "", "shard that keys without a slot (from before the cutover) belong to")
+	f.Int64Var(&o.cfg.MaxInflightPerShard, "max-inflight-per-shard", proxy.DefaultMaxInflightPerShard, "requests in flight past which a shard gets no new instances (0: no limit)")
+	f.DurationVar(&o.coolingOff, "cooling-off", proxy.DefaultCoolingOff, "how long a shard that answered RESOURCE_EXHAUSTED gets no new instances")
+	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGTERM, how long in-flight calls may take to finish")
+	return cmd
+}
+
+func (o *ProxyServeOptions) Complete(cmd *cobra.Command, _ []string) error {
+	if o.configFile != "" {
+		fc, err := proxy.LoadFile(o.configFile)
+		if err != nil {
+			return err
+		}
+		set := func(flag string, apply func()) {
+			if !cmd.Flags().Changed(flag) {
+				apply()
+			}
+		}
+		set("listen", func() {
+			if fc.Listen != "" {
+				o.cfg.Listen = fc.Listen
+			}
+		})
+		set("admin", func() {
+			if fc.Admin != "" {
+				o.cfg.AdminListen = fc.Admin
+			}
+		})
+		set("legacy-shard", func() { o.cfg.LegacyShard = fc.LegacyShard })
+		set("max-inflight-per-shard", func() {
+			if fc.MaxInflightPerShard != nil {
+				o.cfg.MaxInflightPerShard = *fc.MaxInflightPerShard
+			}
+		})
+		set("cooling-off", func() {
+			if fc.CoolingOff != "" {
+				o.coolingOff, _ = time.ParseDuration(fc.CoolingOff)
+			}
+		})
+		o.cfg.Shards = append(o.cfg.Shards, fc.Shards...)
+	}
+	for _, v := range o.shardFlags {
+		sc, err := proxy.ParseShardFlag(v, len(o.cfg.Shards)+1)
+		if err != nil {
+			return UsageError(err)
+		}
+		o.cfg.Shards = append(o.cfg.Shards, sc)
+	}
+	o.cfg.CoolingOff = o.coolingOff
+	return nil
+}
+
+func (o *ProxyServeOptions) Validate() error {
+	for flag, addr := range map[string]string{"--listen": o.cfg.Listen, "--admin": o.cfg.AdminListen} {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return fmt.Errorf("%s %q: want HOST:PORT, e.g. 127.0.0.1:0", flag, addr)
+		}
+	}
+	if len(o.cfg.Shards) == 0 {
+		return fmt.Errorf("no shards: name them with --shard ID=HOST:PORT or --config FILE")
+	}
+	if o.coolingOff <= 0 {
+		return fmt.Errorf("--cooling-off %v: want a positive duration", o.coolingOff)
+	}
+	return nil
+}
+
+func (o *ProxyServeOptions) Run(ctx context.Context) error {
+	p, err := proxy.New(o.cfg)
+	if err != nil {
+		return UsageError(err)
+	}
+	if err := p.Start(ctx); err != nil {
+		return err
+	}
+	errOut := o.g.Streams.ErrOut
+	fmt.Fprintf(errOut, "listening on %s\n", p.Addr())
+	fmt.Fprintf(errOut, "admin on http://%s/shards\n", p.AdminAddr())
+	for _, s := range p.Shards() {
+		fmt.Fprintf(errOut, "shard %s slot %d at %s: %s, %d partitions\n", s.ID, s.Slot, s.Address, s.State, s.Partitions)
+	}
+	<-ctx.Done()
+	fmt.Fprintln(errOut, "stopping: finishing in-flight calls")
+	stopCtx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
+	defer cancel()
+	if err := p.Close(stopCtx); err != nil {
+		return fmt.Errorf("stop the proxy: %w", err)
+	}
+	fmt.Fprintln(errOut, "stopped")
+	return nil
+}

@@ -1,0 +1,61 @@
+package proxy
+
+import (
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// ShardStatus is one shard as GET /shards reports it.
+type ShardStatus struct {
+	ID          string     `json:"id"`
+	Slot        int        `json:"slot"`
+	Address     string     `json:"address"`
+	State       State      `json:"state"`
+	Partitions  int32      `json:"partitions"`
+	InFlight    int64      `json:"inFlight"`
+	CoolingOff  bool       `json:"coolingOff"`
+	LastError   string     `json:"lastError,omitempty"`
+	LastErrorAt *time.Time `json:"lastErrorAt,omitempty"`
+}
+
+// Shards reports every shard's state.
+func (p *Proxy) Shards() []ShardStatus {
+	now := time.Now()
+	var out []ShardStatus
+	for _, s := range p.snapshot() {
+		st := ShardStatus{ID: s.ID, Slot: s.Slot, Address: s.Addr, State: s.State(), Partitions: s.partitions,
+			InFlight: s.inflight.Load(), CoolingOff: s.cooling(now)}
+		s.mu.Lock()
+		if s.lastErr != "" {
+			at := s.lastAt.UTC()
+			st.LastError, st.LastErrorAt = s.lastErr, &at
+		}
+		s.mu.Unlock()
+		out = append(out, st)
+	}
+	return out
+}
+
+func (p *Proxy) adminHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(p.metrics.registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		p.mu.RLock()
+		ready := p.ready
+		p.mu.RUnlock()
+		if !ready {
+			http.Error(w, "not ready: starting or stopping", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /shards", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"shards": p.Shards()})
+	})
+	return mux
+}

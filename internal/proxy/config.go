@@ -1,0 +1,80 @@
+package proxy
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+// FileConfig is the proxy's YAML configuration file:
+//
+//	listen: 127.0.0.1:26500
+//	admin: 127.0.0.1:9700
+//	legacyShard: blue-0
+//	maxInflightPerShard: 1000
+//	coolingOff: 30s
+//	shards:
+//	- {id: blue-0, address: 10.0.0.5:26500, slot: 1}
+//	- {id: green-1, address: 10.0.1.5:26500, slot: 2, state: DRAINING}
+type FileConfig struct {
+	Listen              string        `json:"listen"`
+	Admin               string        `json:"admin"`
+	LegacyShard         string        `json:"legacyShard"`
+	MaxInflightPerShard *int64        `json:"maxInflightPerShard"`
+	CoolingOff          string        `json:"coolingOff"`
+	Shards              []ShardConfig `json:"shards"`
+}
+
+// LoadFile reads a configuration file; unknown fields are errors, so a
+// typo does not silently fall back to a default.
+func LoadFile(path string) (FileConfig, error) {
+	var fc FileConfig
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fc, fmt.Errorf("read proxy config: %w", err)
+	}
+	if err := yaml.UnmarshalStrict(data, &fc); err != nil {
+		return fc, fmt.Errorf("proxy config %s: %w", path, err)
+	}
+	if fc.CoolingOff != "" {
+		if _, err := time.ParseDuration(fc.CoolingOff); err != nil {
+			return fc, fmt.Errorf("proxy config %s: coolingOff %q: %w", path, fc.CoolingOff, err)
+		}
+	}
+	return fc, nil
+}
+
+// ParseShardFlag reads --shard ID=HOST:PORT[,slot=N][,state=S]; without a
+// slot the shard gets position (1-based) as its slot.
+func ParseShardFlag(v string, position int) (ShardConfig, error) {
+	id, rest, ok := strings.Cut(v, "=")
+	if !ok || id == "" || rest == "" {
+		return ShardConfig{}, fmt.Errorf("--shard %q: want ID=HOST:PORT[,slot=N][,state=UP|DRAINING|OUT_OF_SERVICE]", v)
+	}
+	parts := strings.Split(rest, ",")
+	sc := ShardConfig{ID: id, Addr: parts[0], Slot: position}
+	for _, opt := range parts[1:] {
+		k, val, _ := strings.Cut(opt, "=")
+		switch k {
+		case "slot":
+			n, err := strconv.Atoi(val)
+			if err != nil {
+				return sc, fmt.Errorf("--shard %q: slot %q is not a number", v, val)
+			}
+			sc.Slot = n
+		case "state":
+			st, err := ParseState(val)
+			if err != nil {
+				return sc, fmt.Errorf("--shard %q: %w", v, err)
+			}
+			sc.State = st
+		default:
+			return sc, fmt.Errorf("--shard %q: unknown option %q (slot=N or state=S)", v, k)
+		}
+	}
+	return sc, validateShard(sc)
+}

@@ -1,0 +1,361 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+)
+
+// Zeebe's default long-polling timeout, used when a worker sends 0.
+const defaultLongPoll = 10 * time.Second
+
+// streamBuffer bounds the jobs waiting for one worker's job stream.
+const streamBuffer = 64
+
+// handBack returns activated jobs the proxy cannot deliver: FailJob with
+// the job's own retries and no backoff makes a job activatable again at
+// once without using a retry, which is how Zeebe's gateway gives jobs
+// back. It runs detached from the client, which may be gone.
+func (p *Proxy) handBack(s *shard, jobs []*pb.ActivatedJob, reason string) {
+	if len(jobs) == 0 {
+		return
+	}
+	p.metrics.handedBack.WithLabelValues(s.ID, reason).Add(float64(len(jobs)))
+	go func() {
+		for _, j := range jobs {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_, err := s.client.FailJob(ctx, &pb.FailJobRequest{
+				JobKey: j.GetKey(), Retries: j.GetRetries(), RetryBackOff: 0,
+				ErrorMessage: "handed back by the shardctl proxy: " + reason,
+			})
+			cancel()
+			if err != nil {
+				s.noteError(err)
+			}
+		}
+	}()
+}
+
+// pollBudget is how long the proxy's own calls may take: they must end
+// before the client's deadline, with time left to answer.
+func pollBudget(ctx context.Context, requested time.Duration) time.Duration {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return requested
+	}
+	left := time.Until(deadline)
+	margin := min(max(left/10, 50*time.Millisecond), time.Second)
+	return max(min(requested, left-margin), 0)
+}
+
+func (p *Proxy) jobShards() []*shard {
+	var out []*shard
+	for _, s := range p.snapshot() {
+		if s.servesJobs() {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// ActivateJobs: a non-blocking sweep over the shards (round-robin start)
+// asking each for the jobs still wanted; with nothing found and long
+// polling asked for, a long poll on every shard at once, where the first
+// shard that returns jobs answers and the others are cancelled. A worker
+// never gets more than it asked for; anything activated beyond that, late,
+// or for a worker that went away is handed back.
+func (sv *server) ActivateJobs(req *pb.ActivateJobsRequest, stream pb.Gateway_ActivateJobsServer) error {
+	start := time.Now()
+	err := sv.activateJobs(req, stream)
+	sv.observe("ActivateJobs", start, err)
+	return err
+}
+
+func (sv *server) activateJobs(req *pb.ActivateJobsRequest, stream pb.Gateway_ActivateJobsServer) error {
+	p := sv.p
+	if strings.TrimSpace(req.GetType()) == "" {
+		return status.Error(codes.InvalidArgument, "Expected to activate jobs with a non-empty job type, but it was empty")
+	}
+	if req.GetMaxJobsToActivate() < 1 {
+		return status.Errorf(codes.InvalidArgument, "Expected to activate jobs with maxJobsToActivate greater than zero, but it was %d", req.GetMaxJobsToActivate())
+	}
+	ctx := stream.Context()
+	shards := p.jobShards()
+	if len(shards) == 0 {
+		return status.Error(codes.Unavailable, "Expected a shard that is UP or DRAINING to activate jobs on, but there is none")
+	}
+	p.mu.Lock()
+	p.rr++
+	first := int(p.rr % uint64(len(shards)))
+	p.mu.Unlock()
+
+	remaining := int(req.GetMaxJobsToActivate())
+	exhausted := 0
+	for i := range shards {
+		if remaining == 0 {
+			break
+		}
+		s := shards[(first+i)%len(shards)]
+		up := proto.Clone(req).(*pb.ActivateJobsRequest)
+		up.MaxJobsToActivate, up.RequestTimeout = int32(remaining), -1
+		if err := sv.relayJobs(ctx, s, up, stream, &remaining); err != nil {
+			if status.Code(err) == codes.ResourceExhausted {
+				exhausted++
+			}
+			if ctx.Err() != nil {
+				return status.FromContextError(ctx.Err()).Err()
+			}
+			continue // one shard's trouble is not the worker's
+		}
+	}
+	if remaining < int(req.GetMaxJobsToActivate()) || req.GetRequestTimeout() < 0 {
+		if remaining == int(req.GetMaxJobsToActivate()) && exhausted > 0 {
+			return status.Errorf(codes.ResourceExhausted, "Expected to activate jobs of type '%s', but no jobs available and at least one shard returned 'RESOURCE_EXHAUSTED'. Please try again later.", req.GetType())
+		}
+		return nil
+	}
+
+	wait := time.Duration(req.GetRequestTimeout()) * time.Millisecond
+	if req.GetRequestTimeout() == 0 {
+		wait = defaultLongPoll
+	}
+	wait = pollBudget(ctx, wait)
+	if wait <= 0 {
+		return nil
+	}
+	return sv.longPoll(ctx, shards, req, wait, stream, remaining)
+}
+
+// relayJobs runs one shard's activation to its end and passes its batches
+// on, within the remaining count.
+func (sv *server) relayJobs(ctx context.Context, s *shard, req *pb.ActivateJobsRequest, stream pb.Gateway_ActivateJobsServer, remaining *int) error {
+	p := sv.p
+	up, err := call(ctx, p, s, "ActivateJobs", func(ctx context.Context, c pb.GatewayClient) (pb.Gateway_ActivateJobsClient, error) {
+		return c.ActivateJobs(ctx, req)
+	})
+	if err != nil {
+		return err
+	}
+	failed := false
+	for {
+		resp, err := up.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			s.noteError(err)
+			return err
+		}
+		jobs := resp.GetJobs()
+		if failed {
+			p.handBack(s, jobs, "worker gone")
+			continue
+		}
+		if len(jobs) > *remaining {
+			p.handBack(s, jobs[*remaining:], "surplus")
+			jobs = jobs[:*remaining]
+		}
+		if len(jobs) == 0 {
+			continue
+		}
+		for _, j := range jobs {
+			stampSlot(j.ProtoReflect(), s.Slot)
+		}
+		if err := stream.Send(&pb.ActivateJobsResponse{Jobs: jobs}); err != nil {
+			p.handBack(s, unstamp(jobs), "worker gone")
+			failed = true
+			continue
+		}
+		*remaining -= len(jobs)
+	}
+}
+
+// unstamp takes the slot back out of jobs about to be handed back.
+func unstamp(jobs []*pb.ActivatedJob) []*pb.ActivatedJob {
+	out := make([]*pb.ActivatedJob, len(jobs))
+	for i, j := range jobs {
+		c := proto.Clone(j).(*pb.ActivatedJob)
+		_, c.Key = splitKey(c.GetKey())
+		out[i] = c
+	}
+	return out
+}
+
+// longPoll asks every shard at once; the first to return jobs answers and
+// the others are cancelled.
+func (sv *server) longPoll(ctx context.Context, shards []*shard, req *pb.ActivateJobsRequest, wait time.Duration, stream pb.Gateway_ActivateJobsServer, want int) error {
+	p := sv.p
+	pollCtx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	cancels := make([]context.CancelFunc, len(shards))
+	ctxs := make([]context.Context, len(shards))
+	for i := range shards {
+		ctxs[i], cancels[i] = context.WithCancel(pollCtx)
+	}
+	defer func() {
+		for _, c := range cancels {
+			c()
+		}
+	}()
+	var winner atomic.Int32 // index+1 of the shard that answers
+	remaining := want       // only the winner's goroutine uses it
+	var wg sync.WaitGroup
+	for i, s := range shards {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			up := proto.Clone(req).(*pb.ActivateJobsRequest)
+			up.MaxJobsToActivate, up.RequestTimeout = int32(want), wait.Milliseconds()
+			upstream, err := call(ctxs[i], p, s, "ActivateJobs", func(ctx context.Context, c pb.GatewayClient) (pb.Gateway_ActivateJobsClient, error) {
+				return c.ActivateJobs(ctx, up)
+			})
+			if err != nil {
+				return
+			}
+			for {
+				resp, err := upstream.Recv()
+				if err != nil {
+					if !errors.Is(err, io.EOF) && ctxs[i].Err() == nil {
+						s.noteError(err)
+					}
+					return
+				}
+				jobs := resp.GetJobs()
+				if len(jobs) == 0 {
+					continue
+				}
+				if winner.CompareAndSwap(0, int32(i+1)) {
+					for j, c := range cancels {
+						if j != i {
+							c()
+						}
+					}
+				} else if winner.Load() != int32(i+1) {
+					p.handBack(s, jobs, "lost the long poll")
+					continue
+				}
+				if len(jobs) > remaining {
+					p.handBack(s, jobs[remaining:], "surplus")
+					jobs = jobs[:remaining]
+				}
+				if len(jobs) == 0 {
+					continue
+				}
+				for _, j := range jobs {
+					stampSlot(j.ProtoReflect(), s.Slot)
+				}
+				if err := stream.Send(&pb.ActivateJobsResponse{Jobs: jobs}); err != nil {
+					p.handBack(s, unstamp(jobs), "worker gone")
+					remaining = 0
+					continue
+				}
+				remaining -= len(jobs)
+			}
+		}()
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return status.FromContextError(ctx.Err()).Err()
+	}
+	return nil
+}
+
+// StreamActivatedJobs merges one upstream job stream per shard into the
+// worker's stream through a bounded buffer. A job that finds the buffer
+// full, and every job still buffered when the worker's stream ends, is
+// handed back.
+func (sv *server) StreamActivatedJobs(req *pb.StreamActivatedJobsRequest, stream pb.Gateway_StreamActivatedJobsServer) error {
+	start := time.Now()
+	err := sv.streamJobs(req, stream)
+	sv.observe("StreamActivatedJobs", start, err)
+	return err
+}
+
+type pushed struct {
+	s   *shard
+	job *pb.ActivatedJob
+}
+
+func (sv *server) streamJobs(req *pb.StreamActivatedJobsRequest, stream pb.Gateway_StreamActivatedJobsServer) error {
+	p := sv.p
+	if strings.TrimSpace(req.GetType()) == "" {
+		return status.Error(codes.InvalidArgument, "Expected to stream activated jobs with a non-empty job type, but it was empty")
+	}
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	buffer := make(chan pushed, streamBuffer)
+	var wg sync.WaitGroup
+	for _, s := range p.jobShards() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sv.followShard(ctx, s, req, buffer)
+		}()
+	}
+	finish := func() {
+		cancel()
+		wg.Wait()
+		for {
+			select {
+			case it := <-buffer:
+				p.handBack(it.s, []*pb.ActivatedJob{it.job}, "worker gone")
+			default:
+				return
+			}
+		}
+	}
+	for {
+		select {
+		case it := <-buffer:
+			j := proto.Clone(it.job).(*pb.ActivatedJob)
+			stampSlot(j.ProtoReflect(), it.s.Slot)
+			if err := stream.Send(j); err != nil {
+				p.handBack(it.s, []*pb.ActivatedJob{it.job}, "worker gone")
+				finish()
+				return err
+			}
+		case <-ctx.Done():
+			finish()
+			return status.FromContextError(stream.Context().Err()).Err()
+		}
+	}
+}
+
+// followShard keeps one upstream job stream open while the worker's is,
+// reopening it after a failure.
+func (sv *server) followShard(ctx context.Context, s *shard, req *pb.StreamActivatedJobsRequest, buffer chan<- pushed) {
+	p := sv.p
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		up, err := s.client.StreamActivatedJobs(outgoing(ctx), req)
+		if err == nil {
+			for {
+				j, err := up.Recv()
+				if err != nil {
+					break
+				}
+				backoff = 100 * time.Millisecond
+				select {
+				case buffer <- pushed{s, j}:
+				default:
+					p.handBack(s, []*pb.ActivatedJob{j}, "stream buffer full")
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+			backoff = min(backoff*2, 5*time.Second)
+		}
+	}
+}

@@ -1,0 +1,118 @@
+package proxy
+
+import (
+	"strings"
+	"sync"
+
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// A Zeebe key is partitionId << 51 | counter, so bits 58-62 are free (a
+// shard has fewer than 128 partitions, bit 63 is the sign). The proxy puts
+// the shard's slot (1-31) there in every key it returns and takes it out
+// of every key it receives; slot 0 is a key no proxy wrote: the legacy
+// shard's.
+const (
+	slotShift = 58
+	slotBits  = 0x1f
+	slotMask  = int64(slotBits) << slotShift
+	// MaxSlot is the highest slot a shard can have.
+	MaxSlot = 31
+	// MaxPartitions is the most partitions a shard may have for its keys
+	// to leave the slot bits free.
+	MaxPartitions = 127
+)
+
+// noKey reports the values Zeebe uses for "no key".
+func noKey(k int64) bool { return k == 0 || k == -1 }
+
+// withSlot writes a shard's slot into a key.
+func withSlot(key int64, slot int) int64 {
+	if noKey(key) || key < 0 {
+		return key
+	}
+	return key&^slotMask | int64(slot)<<slotShift
+}
+
+// splitKey returns the slot a key carries and the key the shard issued.
+func splitKey(key int64) (slot int, raw int64) {
+	if noKey(key) || key < 0 {
+		return 0, key
+	}
+	return int(key >> slotShift & slotBits), key &^ slotMask
+}
+
+// keyPlan lists where a message type holds keys: int64 fields whose name
+// is "key" or ends in "Key" (the gateway API's convention), and the
+// message fields to search below.
+type keyPlan struct {
+	keys   []protoreflect.FieldDescriptor
+	nested []protoreflect.FieldDescriptor
+}
+
+var plans sync.Map // protoreflect.FullName -> *keyPlan
+
+func isKeyField(fd protoreflect.FieldDescriptor) bool {
+	if fd.Kind() != protoreflect.Int64Kind || fd.IsList() || fd.IsMap() {
+		return false
+	}
+	name := string(fd.Name())
+	return name == "key" || strings.HasSuffix(name, "Key")
+}
+
+func planFor(md protoreflect.MessageDescriptor) *keyPlan {
+	if p, ok := plans.Load(md.FullName()); ok {
+		return p.(*keyPlan)
+	}
+	p := &keyPlan{}
+	fields := md.Fields()
+	for i := 0; i < fields.Len(); i++ {
+		fd := fields.Get(i)
+		switch {
+		case isKeyField(fd):
+			p.keys = append(p.keys, fd)
+		case fd.Kind() == protoreflect.MessageKind && !fd.IsMap():
+			p.nested = append(p.nested, fd)
+		}
+	}
+	plans.Store(md.FullName(), p)
+	return p
+}
+
+// rewriteKeys applies fn to every key field of m and of the messages it
+// holds. fn returns the new key and whether it may be used.
+func rewriteKeys(m protoreflect.Message, fn func(fd protoreflect.FieldDescriptor, key int64) (int64, error)) error {
+	plan := planFor(m.Descriptor())
+	for _, fd := range plan.keys {
+		v := m.Get(fd).Int()
+		nv, err := fn(fd, v)
+		if err != nil {
+			return err
+		}
+		if nv != v {
+			m.Set(fd, protoreflect.ValueOfInt64(nv))
+		}
+	}
+	for _, fd := range plan.nested {
+		if fd.IsList() {
+			l := m.Get(fd).List()
+			for i := 0; i < l.Len(); i++ {
+				if err := rewriteKeys(l.Get(i).Message(), fn); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		if m.Has(fd) {
+			if err := rewriteKeys(m.Get(fd).Message(), fn); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// stampSlot writes slot into every key of a response.
+func stampSlot(m protoreflect.Message, slot int) {
+	_ = rewriteKeys(m, func(_ protoreflect.FieldDescriptor, k int64) (int64, error) { return withSlot(k, slot), nil })
+}

@@ -1,0 +1,52 @@
+package proxy
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+type metrics struct {
+	registry   *prometheus.Registry
+	inflight   *prometheus.GaugeVec     // shard
+	requests   *prometheus.CounterVec   // rpc, code
+	upstream   *prometheus.CounterVec   // shard, rpc, code
+	choices    *prometheus.CounterVec   // shard
+	coolingOff *prometheus.CounterVec   // shard
+	handedBack *prometheus.CounterVec   // shard, reason
+	ledger     prometheus.GaugeFunc     // deployments
+	duration   *prometheus.HistogramVec // rpc
+}
+
+func newMetrics(ledgerSize func() float64) *metrics {
+	m := &metrics{
+		registry: prometheus.NewRegistry(),
+		inflight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "shardctl_proxy_shard_inflight_requests", Help: "Requests the proxy has in flight to each shard.",
+		}, []string{"shard"}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shardctl_proxy_requests_total", Help: "Client requests by RPC and gRPC status code.",
+		}, []string{"rpc", "code"}),
+		upstream: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shardctl_proxy_shard_requests_total", Help: "Requests sent to shards by shard, RPC and gRPC status code.",
+		}, []string{"shard", "rpc", "code"}),
+		choices: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shardctl_proxy_p2c_choices_total", Help: "New instances placed on each shard by power-of-two-choices.",
+		}, []string{"shard"}),
+		coolingOff: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shardctl_proxy_cooling_off_total", Help: "Times a shard was set to cool off after a backpressure rejection.",
+		}, []string{"shard"}),
+		handedBack: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shardctl_proxy_jobs_handed_back_total", Help: "Activated jobs the proxy could not deliver and gave back (FailJob, retries unchanged, no backoff).",
+		}, []string{"shard", "reason"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "shardctl_proxy_request_duration_seconds", Help: "Client request latency through the proxy.",
+			Buckets: []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
+		}, []string{"rpc"}),
+	}
+	m.ledger = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "shardctl_proxy_ledger_deployments", Help: "Deployments in the deployment ledger.",
+	}, ledgerSize)
+	m.registry.MustRegister(m.inflight, m.requests, m.upstream, m.choices, m.coolingOff, m.handedBack, m.ledger, m.duration,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}

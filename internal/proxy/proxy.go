@@ -1,0 +1,389 @@
+// Package proxy is the federation proxy: it serves the Zeebe 8.5 gateway
+// API and spreads one workload over several Zeebe clusters (shards), so
+// that clients keep using one gateway address and change nothing. The
+// routing contract is "The federation contract" in DESIGN.md: the shard's
+// slot in every key, deployments to every shard, new instances by
+// power-of-two-choices with explicit backpressure, jobs from every shard
+// that holds work, key-addressed calls to the key's shard.
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// Config of a proxy. Zero values take the defaults below.
+type Config struct {
+	Listen      string // gateway address for clients
+	AdminListen string // /metrics, /healthz, /readyz, /shards
+	Shards      []ShardConfig
+	// LegacyShard is the shard keys without a slot (issued before the
+	// cutover) belong to; "" answers NOT_FOUND for them.
+	LegacyShard string
+	// MaxInflightPerShard stops new instances to a shard with that many
+	// requests in flight (0: no limit).
+	MaxInflightPerShard int64
+	// CoolingOff is how long a shard that answered RESOURCE_EXHAUSTED gets
+	// no new instances.
+	CoolingOff time.Duration
+	// Ledger keeps deployments; nil keeps them in memory.
+	Ledger Ledger
+}
+
+// Defaults.
+const (
+	DefaultMaxInflightPerShard = 1000
+	DefaultCoolingOff          = 30 * time.Second
+)
+
+func (c *Config) validate() error {
+	if len(c.Shards) == 0 {
+		return errors.New("no shards: name at least one with --shard ID=HOST:PORT or a config file")
+	}
+	ids, slots := map[string]bool{}, map[int]string{}
+	for _, s := range c.Shards {
+		if err := validateShard(s); err != nil {
+			return err
+		}
+		if ids[s.ID] {
+			return fmt.Errorf("shard id %q is named twice", s.ID)
+		}
+		if other, dup := slots[s.Slot]; dup {
+			return fmt.Errorf("shards %q and %q both have slot %d: every shard needs its own slot (1-%d)", other, s.ID, s.Slot, MaxSlot)
+		}
+		ids[s.ID], slots[s.Slot] = true, s.ID
+	}
+	if c.LegacyShard != "" && !ids[c.LegacyShard] {
+		return fmt.Errorf("legacy shard %q is not one of the shards", c.LegacyShard)
+	}
+	if c.CoolingOff == 0 {
+		c.CoolingOff = DefaultCoolingOff
+	}
+	if c.CoolingOff < 0 || c.MaxInflightPerShard < 0 {
+		return errors.New("cooling-off and max in-flight per shard must not be negative")
+	}
+	if c.Ledger == nil {
+		c.Ledger = &MemoryLedger{}
+	}
+	return nil
+}
+
+func validateShard(s ShardConfig) error {
+	if s.ID == "" {
+		return errors.New("a shard has no id")
+	}
+	if _, _, err := net.SplitHostPort(s.Addr); err != nil {
+		return fmt.Errorf("shard %q: address %q: want HOST:PORT", s.ID, s.Addr)
+	}
+	if s.Slot < 1 || s.Slot > MaxSlot {
+		return fmt.Errorf("shard %q: slot %d: want 1-%d (slot 0 is for keys of the legacy shard)", s.ID, s.Slot, MaxSlot)
+	}
+	if s.State != "" {
+		if _, err := ParseState(string(s.State)); err != nil {
+			return fmt.Errorf("shard %q: %w", s.ID, err)
+		}
+	}
+	return nil
+}
+
+// Proxy is a running federation proxy.
+type Proxy struct {
+	cfg     Config
+	metrics *metrics
+	index   *ledgerIndex
+	deploy  sync.Mutex // deployments are serialised per proxy
+
+	mu     sync.RWMutex
+	shards []*shard // by slot
+	bySlot [MaxSlot + 1]*shard
+	legacy *shard
+
+	grpc      *grpc.Server
+	addr      net.Addr
+	admin     *http.Server
+	adminAddr net.Addr
+	ready     bool
+	rr        uint64
+}
+
+// New checks the configuration; Start connects and serves.
+func New(cfg Config) (*Proxy, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	p := &Proxy{cfg: cfg, index: newLedgerIndex()}
+	p.metrics = newMetrics(func() float64 { return float64(p.index.size()) })
+	return p, nil
+}
+
+// Start connects to every shard (refusing one with too many partitions),
+// loads the ledger and serves.
+func (p *Proxy) Start(ctx context.Context) error {
+	deployments, err := p.cfg.Ledger.All(ctx)
+	if err != nil {
+		return fmt.Errorf("read the deployment ledger: %w", err)
+	}
+	for _, d := range deployments {
+		p.index.add(d)
+	}
+	for _, sc := range p.cfg.Shards {
+		if err := p.AddShard(ctx, sc); err != nil {
+			p.closeShards()
+			return err
+		}
+	}
+	if p.cfg.LegacyShard != "" {
+		p.legacy = p.shardByID(p.cfg.LegacyShard)
+	}
+	ln, err := net.Listen("tcp", p.cfg.Listen)
+	if err != nil {
+		p.closeShards()
+		return fmt.Errorf("listen for clients on %s: %w", p.cfg.Listen, err)
+	}
+	p.addr = ln.Addr()
+	p.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(32 << 20))
+	pb.RegisterGatewayServer(p.grpc, &server{p: p})
+	go func() { _ = p.grpc.Serve(ln) }()
+	if p.cfg.AdminListen != "" {
+		aln, err := net.Listen("tcp", p.cfg.AdminListen)
+		if err != nil {
+			p.grpc.Stop()
+			p.closeShards()
+			return fmt.Errorf("listen for admin on %s: %w", p.cfg.AdminListen, err)
+		}
+		p.adminAddr = aln.Addr()
+		p.admin = &http.Server{Handler: p.adminHandler(), ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = p.admin.Serve(aln) }()
+	}
+	p.mu.Lock()
+	p.ready = true
+	p.mu.Unlock()
+	return nil
+}
+
+// AddShard connects a shard, replays the ledger to it, and only then lets
+// it take new instances.
+func (p *Proxy) AddShard(ctx context.Context, sc ShardConfig) error {
+	if err := validateShard(sc); err != nil {
+		return err
+	}
+	p.mu.RLock()
+	taken := p.bySlot[sc.Slot]
+	p.mu.RUnlock()
+	if taken != nil {
+		return fmt.Errorf("slot %d is taken by shard %q", sc.Slot, taken.ID)
+	}
+	s, err := dialShard(sc)
+	if err != nil {
+		return err
+	}
+	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := s.checkTopology(tctx); err != nil {
+		s.conn.Close()
+		return err
+	}
+	if err := p.replay(ctx, s); err != nil {
+		s.conn.Close()
+		return err
+	}
+	p.mu.Lock()
+	p.shards = append(p.shards, s)
+	sort.Slice(p.shards, func(i, j int) bool { return p.shards[i].Slot < p.shards[j].Slot })
+	p.bySlot[s.Slot] = s
+	p.mu.Unlock()
+	p.metrics.inflight.WithLabelValues(s.ID).Set(0)
+	return nil
+}
+
+// replay deploys every ledger entry to a joining shard, in order, and
+// records the keys it issued.
+func (p *Proxy) replay(ctx context.Context, s *shard) error {
+	p.deploy.Lock()
+	defer p.deploy.Unlock()
+	deployments, err := p.cfg.Ledger.All(ctx)
+	if err != nil {
+		return fmt.Errorf("read the deployment ledger: %w", err)
+	}
+	for _, d := range deployments {
+		req := &pb.DeployResourceRequest{}
+		for _, r := range d.Resources {
+			req.Resources = append(req.Resources, &pb.Resource{Name: r.Name, Content: r.Content})
+		}
+		resp, err := s.client.DeployResource(ctx, req)
+		if err != nil {
+			return fmt.Errorf("shard %s: replay deployment %d of the ledger: %w", s.ID, d.Seq, err)
+		}
+		keys := map[string]int64{}
+		for _, dep := range resp.GetDeployments() {
+			if pm := dep.GetProcess(); pm != nil {
+				keys[processRef(pm.GetBpmnProcessId(), pm.GetVersion())] = pm.GetProcessDefinitionKey()
+			}
+		}
+		if err := p.cfg.Ledger.SetKeys(ctx, d.Seq, s.ID, keys); err != nil {
+			return err
+		}
+		mine := Deployment{Seq: d.Seq, MessageStarts: d.MessageStarts}
+		for _, pr := range d.Processes {
+			if k, ok := keys[processRef(pr.BpmnProcessID, pr.Version)]; ok {
+				mine.Processes = append(mine.Processes, ProcessID{BpmnProcessID: pr.BpmnProcessID, Version: pr.Version, Keys: map[string]int64{s.ID: k}})
+			}
+		}
+		p.index.add(mine)
+	}
+	return nil
+}
+
+// SetState changes a shard's state, as the registry or an operator does.
+func (p *Proxy) SetState(id string, st State) error {
+	s := p.shardByID(id)
+	if s == nil {
+		return fmt.Errorf("no shard %q", id)
+	}
+	s.setState(st)
+	return nil
+}
+
+func (p *Proxy) shardByID(id string) *shard {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	for _, s := range p.shards {
+		if s.ID == id {
+			return s
+		}
+	}
+	return nil
+}
+
+func (p *Proxy) snapshot() []*shard {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.shards
+}
+
+// shardForKey routes a key-addressed call.
+func (p *Proxy) shardForKey(key int64) (*shard, int64, error) {
+	slot, raw := splitKey(key)
+	p.mu.RLock()
+	s := p.bySlot[slot]
+	if slot == 0 {
+		s = p.legacy
+	}
+	p.mu.RUnlock()
+	if s == nil {
+		if slot == 0 {
+			return nil, 0, status.Errorf(codes.NotFound, "Expected to find the shard of key %d, but it carries no shard slot and there is no legacy shard", key)
+		}
+		return nil, 0, status.Errorf(codes.NotFound, "Expected to find the shard of key %d, but no shard has slot %d", key, slot)
+	}
+	return s, raw, nil
+}
+
+// choose orders the shards that take new instances: the power-of-two-
+// choices pick first (fewer requests in flight of two random shards), then
+// the others by in-flight count, for retries after backpressure.
+func (p *Proxy) choose() []*shard {
+	now := time.Now()
+	var ok []*shard
+	for _, s := range p.snapshot() {
+		if s.takesInstances(now, p.cfg.MaxInflightPerShard) {
+			ok = append(ok, s)
+		}
+	}
+	if len(ok) < 2 {
+		return ok
+	}
+	i := rand.IntN(len(ok))
+	j := rand.IntN(len(ok) - 1)
+	if j >= i {
+		j++
+	}
+	first := ok[i]
+	if ok[j].inflight.Load() < first.inflight.Load() {
+		first = ok[j]
+	}
+	rest := make([]*shard, 0, len(ok)-1)
+	for _, s := range ok {
+		if s != first {
+			rest = append(rest, s)
+		}
+	}
+	slices.SortStableFunc(rest, func(a, b *shard) int { return int(a.inflight.Load() - b.inflight.Load()) })
+	return append([]*shard{first}, rest...)
+}
+
+// outgoing forwards the client's authorization to a shard.
+func outgoing(ctx context.Context) context.Context {
+	md, ok := metadata.FromIncomingContext(ctx)
+	if !ok {
+		return ctx
+	}
+	if auth := md.Get("authorization"); len(auth) > 0 {
+		return metadata.AppendToOutgoingContext(ctx, "authorization", auth[0])
+	}
+	return ctx
+}
+
+// call runs one request to a shard, with in-flight accounting and metrics.
+func call[T any](ctx context.Context, p *Proxy, s *shard, rpc string, fn func(context.Context, pb.GatewayClient) (T, error)) (T, error) {
+	n := s.inflight.Add(1)
+	g := p.metrics.inflight.WithLabelValues(s.ID)
+	g.Set(float64(n))
+	v, err := fn(outgoing(ctx), s.client)
+	g.Set(float64(s.inflight.Add(-1)))
+	p.metrics.upstream.WithLabelValues(s.ID, rpc, status.Code(err).String()).Inc()
+	if err != nil {
+		s.noteError(err)
+	}
+	return v, err
+}
+
+// Addr is the client address actually bound.
+func (p *Proxy) Addr() net.Addr { return p.addr }
+
+// AdminAddr is the admin address actually bound, or nil.
+func (p *Proxy) AdminAddr() net.Addr { return p.adminAddr }
+
+// Close stops serving: readiness first, then in-flight calls get until
+// ctx ends, then the shard connections close.
+func (p *Proxy) Close(ctx context.Context) error {
+	p.mu.Lock()
+	p.ready = false
+	p.mu.Unlock()
+	if p.grpc != nil {
+		done := make(chan struct{})
+		go func() { p.grpc.GracefulStop(); close(done) }()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			p.grpc.Stop()
+			<-done
+		}
+	}
+	var err error
+	if p.admin != nil {
+		err = p.admin.Shutdown(ctx)
+	}
+	p.closeShards()
+	return err
+}
+
+func (p *Proxy) closeShards() {
+	for _, s := range p.snapshot() {
+		s.conn.Close()
+	}
+}

@@ -1,0 +1,107 @@
+package proxy
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/camunda/zeebe/clients/go/v8/pkg/entities"
+	"github.com/camunda/zeebe/clients/go/v8/pkg/worker"
+
+	"github.com/shardctl/shardctl/internal/sim"
+)
+
+func TestTwoThousandInstancesThroughTheProxy(t *testing.T) {
+	shards := startShards(t, 3, sim.Config{Partitions: 3})
+	p := startProxy(t, Config{Shards: shardConfigs(shards)})
+	c := newClient(t, p.Addr().String())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	dep, err := c.NewDeployResourceCommand().AddResource(linearProcess("order", "reserve", "charge", "ship"), "order.bpmn").Send(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slot, _ := splitKey(dep.Key); slot != 1 {
+		t.Errorf("deployment key %d carries slot %d, want the lowest slot 1", dep.Key, slot)
+	}
+
+	var delivered sync.Map // job key -> true
+	var duplicates, completeErrors atomic.Int64
+	for _, typ := range []string{"reserve", "charge", "ship"} {
+		w := c.NewJobWorker().JobType(typ).Handler(func(jc worker.JobClient, job entities.Job) {
+			if _, seen := delivered.LoadOrStore(job.Key, true); seen {
+				duplicates.Add(1)
+			}
+			if _, err := jc.NewCompleteJobCommand().JobKey(job.Key).Send(context.Background()); err != nil {
+				completeErrors.Add(1)
+			}
+		}).MaxJobsActive(128).Concurrency(8).PollInterval(10 * time.Millisecond).RequestTimeout(time.Second).Open()
+		t.Cleanup(w.Close)
+	}
+
+	const n = 2000
+	keys := make(chan int64, n)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 64)
+	for range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			resp, err := c.NewCreateInstanceCommand().BPMNProcessId("order").LatestVersion().Send(ctx)
+			if err != nil {
+				t.Errorf("create: %v", err)
+				return
+			}
+			keys <- resp.ProcessInstanceKey
+		}()
+	}
+	wg.Wait()
+	close(keys)
+	perSlot := map[int]int{}
+	seen := map[int64]bool{}
+	for k := range keys {
+		if seen[k] {
+			t.Fatalf("instance key %d returned twice", k)
+		}
+		seen[k] = true
+		slot, _ := splitKey(k)
+		perSlot[slot]++
+	}
+	if len(seen) != n {
+		t.Fatalf("%d instances created, want %d", len(seen), n)
+	}
+	for slot := 1; slot <= 3; slot++ {
+		share := float64(perSlot[slot]) / n
+		if share < 0.25 || share > 0.41 {
+			t.Errorf("slot %d got %.1f%% of the instances, want 33%% ± 8%% (all: %v)", slot, 100*share, perSlot)
+		}
+	}
+	completed := func() float64 {
+		var sum float64
+		for _, s := range shards {
+			sum += simMetric(t, s, "zeebe_executed_instances_total", `action="completed"`)
+		}
+		return sum
+	}
+	eventually(t, 90*time.Second, "every instance to complete", func() bool { return completed() == n })
+	time.Sleep(200 * time.Millisecond) // nothing completes twice
+	if got := completed(); got != n {
+		t.Errorf("%v instances completed, want exactly %d", got, n)
+	}
+	if d := duplicates.Load(); d != 0 {
+		t.Errorf("%d jobs delivered twice", d)
+	}
+	if e := completeErrors.Load(); e != 0 {
+		t.Errorf("%d job completions failed", e)
+	}
+	var jobs int
+	delivered.Range(func(any, any) bool { jobs++; return true })
+	if jobs != 3*n {
+		t.Errorf("%d distinct jobs delivered, want %d", jobs, 3*n)
+	}
+}

@@ -1,0 +1,474 @@
+package proxy
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// server implements the Zeebe gateway API over the shards.
+type server struct {
+	pb.UnimplementedGatewayServer
+	p *Proxy
+}
+
+// GatewayVersion is reported in the synthesized topology when the shards
+// do not say.
+const GatewayVersion = "8.5.20"
+
+func (sv *server) observe(rpc string, start time.Time, err error) {
+	m := sv.p.metrics
+	m.requests.WithLabelValues(rpc, status.Code(err).String()).Inc()
+	m.duration.WithLabelValues(rpc).Observe(time.Since(start).Seconds())
+}
+
+// onShard names the shard in an error the client sees, keeping its code.
+func onShard(s *shard, err error) error {
+	st, ok := status.FromError(err)
+	if !ok {
+		return status.Errorf(codes.Unavailable, "shard %s: %v", s.ID, err)
+	}
+	if st.Code() == codes.Canceled || st.Code() == codes.DeadlineExceeded {
+		return err
+	}
+	return status.Errorf(st.Code(), "shard %s: %s", s.ID, st.Message())
+}
+
+func isDefinitionKey(fd protoreflect.FieldDescriptor) bool {
+	switch fd.Name() {
+	case "processDefinitionKey", "targetProcessDefinitionKey":
+		return true
+	}
+	return false
+}
+
+// stripFor takes the slots out of a request's keys for the shard it goes
+// to. A definition key of another shard is translated through the ledger;
+// any other key of another shard cannot be served there.
+func (p *Proxy) stripFor(target *shard) func(protoreflect.FieldDescriptor, int64) (int64, error) {
+	return func(fd protoreflect.FieldDescriptor, k int64) (int64, error) {
+		if noKey(k) || k < 0 {
+			return k, nil
+		}
+		slot, raw := splitKey(k)
+		if slot == target.Slot || (slot == 0 && p.legacy == target) {
+			return raw, nil
+		}
+		if isDefinitionKey(fd) {
+			if src, _, err := p.shardForKey(k); err == nil {
+				if pid, ok := p.index.process(src.ID, raw); ok {
+					if tk, ok := p.index.keyOn(target.ID, pid); ok {
+						return tk, nil
+					}
+				}
+			}
+		}
+		return 0, status.Errorf(codes.InvalidArgument, "Expected the keys of one request to belong to one shard, but %s %d belongs to slot %d and the request goes to shard %s (slot %d)", fd.Name(), k, slot, target.ID, target.Slot)
+	}
+}
+
+// byKey forwards a key-addressed request to the shard in its key.
+func byKey[Req proto.Message, Resp proto.Message](ctx context.Context, sv *server, rpc string, req Req, key int64,
+	fn func(pb.GatewayClient, context.Context, Req, ...grpc.CallOption) (Resp, error)) (Resp, error) {
+	start := time.Now()
+	var zero Resp
+	s, _, err := sv.p.shardForKey(key)
+	if err != nil {
+		sv.observe(rpc, start, err)
+		return zero, err
+	}
+	if err := rewriteKeys(req.ProtoReflect(), sv.p.stripFor(s)); err != nil {
+		sv.observe(rpc, start, err)
+		return zero, err
+	}
+	resp, err := call(ctx, sv.p, s, rpc, func(ctx context.Context, c pb.GatewayClient) (Resp, error) { return fn(c, ctx, req) })
+	if err != nil {
+		err = onShard(s, err)
+		sv.observe(rpc, start, err)
+		return zero, err
+	}
+	stampSlot(resp.ProtoReflect(), s.Slot)
+	sv.observe(rpc, start, nil)
+	return resp, nil
+}
+
+// placeNew runs a request that starts something new on the shard that
+// power-of-two-choices picks; a shard answering RESOURCE_EXHAUSTED cools
+// off and the next best is tried, as is one that could not be reached.
+// Anything else, including an ambiguous failure, is the answer: a request
+// that may have been executed is never sent twice.
+func placeNew[Resp proto.Message](ctx context.Context, sv *server, rpc string, fn func(context.Context, *shard, pb.GatewayClient) (Resp, error)) (Resp, *shard, error) {
+	p := sv.p
+	var zero Resp
+	candidates := p.choose()
+	if len(candidates) == 0 {
+		return zero, nil, status.Error(codes.ResourceExhausted, "Expected to place the request on a shard, but every shard is at capacity, cooling off after backpressure, or not UP. Please try again later.")
+	}
+	var lastErr error
+	exhausted := false
+	for _, s := range candidates {
+		resp, err := call(ctx, p, s, rpc, func(ctx context.Context, c pb.GatewayClient) (Resp, error) { return fn(ctx, s, c) })
+		switch {
+		case err == nil:
+			p.metrics.choices.WithLabelValues(s.ID).Inc()
+			stampSlot(resp.ProtoReflect(), s.Slot)
+			return resp, s, nil
+		case status.Code(err) == codes.ResourceExhausted:
+			s.coolOff(p.cfg.CoolingOff)
+			p.metrics.coolingOff.WithLabelValues(s.ID).Inc()
+			exhausted, lastErr = true, err
+		case neverSent(err):
+			lastErr = err
+		default:
+			return zero, s, onShard(s, err)
+		}
+		if ctx.Err() != nil {
+			return zero, nil, status.FromContextError(ctx.Err()).Err()
+		}
+	}
+	if exhausted {
+		return zero, nil, status.Errorf(codes.ResourceExhausted, "Expected to place the request on a shard, but every shard rejected it: %s", status.Convert(lastErr).Message())
+	}
+	return zero, nil, status.Errorf(codes.Unavailable, "Expected to place the request on a shard, but none could be reached: %s", status.Convert(lastErr).Message())
+}
+
+// prepareCreate turns a processDefinitionKey into bpmnProcessId + version
+// through the ledger, so any shard can run it. A key the ledger does not
+// know (deployed before the proxy) only runs on the shard that issued it.
+func (p *Proxy) prepareCreate(req *pb.CreateProcessInstanceRequest) (*shard, error) {
+	if req == nil {
+		return nil, status.Error(codes.InvalidArgument, "Expected a create process instance request, but none given")
+	}
+	k := req.GetProcessDefinitionKey()
+	if noKey(k) || k < 0 {
+		return nil, nil
+	}
+	src, raw, err := p.shardForKey(k)
+	if err != nil {
+		return nil, err
+	}
+	if pid, ok := p.index.process(src.ID, raw); ok {
+		req.ProcessDefinitionKey, req.BpmnProcessId, req.Version = 0, pid.BpmnProcessID, pid.Version
+		return nil, nil
+	}
+	req.ProcessDefinitionKey = raw
+	return src, nil
+}
+
+func (sv *server) CreateProcessInstance(ctx context.Context, req *pb.CreateProcessInstanceRequest) (*pb.CreateProcessInstanceResponse, error) {
+	start := time.Now()
+	only, err := sv.p.prepareCreate(req)
+	if err != nil {
+		sv.observe("CreateProcessInstance", start, err)
+		return nil, err
+	}
+	if only != nil {
+		return byKey(ctx, sv, "CreateProcessInstance", req, withSlot(req.GetProcessDefinitionKey(), only.Slot), pb.GatewayClient.CreateProcessInstance)
+	}
+	resp, _, err := placeNew(ctx, sv, "CreateProcessInstance", func(ctx context.Context, _ *shard, c pb.GatewayClient) (*pb.CreateProcessInstanceResponse, error) {
+		return c.CreateProcessInstance(ctx, req)
+	})
+	sv.observe("CreateProcessInstance", start, err)
+	return resp, err
+}
+
+func (sv *server) CreateProcessInstanceWithResult(ctx context.Context, req *pb.CreateProcessInstanceWithResultRequest) (*pb.CreateProcessInstanceWithResultResponse, error) {
+	start := time.Now()
+	only, err := sv.p.prepareCreate(req.GetRequest())
+	if err != nil {
+		sv.observe("CreateProcessInstanceWithResult", start, err)
+		return nil, err
+	}
+	if only != nil {
+		return byKey(ctx, sv, "CreateProcessInstanceWithResult", req, withSlot(req.GetRequest().GetProcessDefinitionKey(), only.Slot), pb.GatewayClient.CreateProcessInstanceWithResult)
+	}
+	resp, _, err := placeNew(ctx, sv, "CreateProcessInstanceWithResult", func(ctx context.Context, _ *shard, c pb.GatewayClient) (*pb.CreateProcessInstanceWithResultResponse, error) {
+		return c.CreateProcessInstanceWithResult(ctx, req)
+	})
+	sv.observe("CreateProcessInstanceWithResult", start, err)
+	return resp, err
+}
+
+func (sv *server) EvaluateDecision(ctx context.Context, req *pb.EvaluateDecisionRequest) (*pb.EvaluateDecisionResponse, error) {
+	if k := req.GetDecisionKey(); !noKey(k) && k > 0 {
+		return byKey(ctx, sv, "EvaluateDecision", req, k, pb.GatewayClient.EvaluateDecision)
+	}
+	start := time.Now()
+	resp, _, err := placeNew(ctx, sv, "EvaluateDecision", func(ctx context.Context, _ *shard, c pb.GatewayClient) (*pb.EvaluateDecisionResponse, error) {
+		return c.EvaluateDecision(ctx, req)
+	})
+	sv.observe("EvaluateDecision", start, err)
+	return resp, err
+}
+
+// deployTargets are the shards a deployment goes to, in slot order: every
+// shard but those marked DOWN.
+func (p *Proxy) deployTargets() []*shard {
+	var out []*shard
+	for _, s := range p.snapshot() {
+		if s.State() != Down {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// deployAll sends a deployment to every shard in slot order, serialised,
+// records it in the ledger, and answers with the lowest slot's response.
+func deployAll[Resp proto.Message](ctx context.Context, sv *server, rpc string, resources []Resource,
+	send func(context.Context, pb.GatewayClient) (Resp, error), processes func(Resp) []*pb.ProcessMetadata) (Resp, error) {
+	p := sv.p
+	start := time.Now()
+	var zero Resp
+	p.deploy.Lock()
+	defer p.deploy.Unlock()
+	d := Deployment{Resources: resources, MessageStarts: messageStartsOf(resources)}
+	index := map[string]int{} // process version -> position in d.Processes
+	var first Resp
+	var firstShard *shard
+	for _, s := range p.deployTargets() {
+		resp, err := call(ctx, p, s, rpc, send)
+		if err != nil {
+			if s.State() != Up {
+				continue // only UP shards must accept
+			}
+			err = onShard(s, err)
+			sv.observe(rpc, start, err)
+			return zero, err
+		}
+		for _, pm := range processes(resp) {
+			ref := processRef(pm.GetBpmnProcessId(), pm.GetVersion())
+			i, ok := index[ref]
+			if !ok {
+				i = len(d.Processes)
+				index[ref] = i
+				d.Processes = append(d.Processes, ProcessID{BpmnProcessID: pm.GetBpmnProcessId(), Version: pm.GetVersion(), Keys: map[string]int64{}})
+			}
+			d.Processes[i].Keys[s.ID] = pm.GetProcessDefinitionKey()
+		}
+		if firstShard == nil {
+			first, firstShard = resp, s
+		}
+	}
+	if firstShard == nil {
+		err := status.Error(codes.Unavailable, "Expected to deploy to the shards, but none is available")
+		sv.observe(rpc, start, err)
+		return zero, err
+	}
+	rec, err := p.cfg.Ledger.Append(ctx, d)
+	if err != nil {
+		err = status.Errorf(codes.Unavailable, "deployed to every shard, but recording it in the deployment ledger failed: %v; deploy again (it is idempotent)", err)
+		sv.observe(rpc, start, err)
+		return zero, err
+	}
+	p.index.add(rec)
+	stampSlot(first.ProtoReflect(), firstShard.Slot)
+	sv.observe(rpc, start, nil)
+	return first, nil
+}
+
+func (sv *server) DeployResource(ctx context.Context, req *pb.DeployResourceRequest) (*pb.DeployResourceResponse, error) {
+	resources := make([]Resource, len(req.GetResources()))
+	for i, r := range req.GetResources() {
+		resources[i] = Resource{Name: r.GetName(), Content: r.GetContent()}
+	}
+	return deployAll(ctx, sv, "DeployResource", resources,
+		func(ctx context.Context, c pb.GatewayClient) (*pb.DeployResourceResponse, error) { return c.DeployResource(ctx, req) },
+		func(r *pb.DeployResourceResponse) []*pb.ProcessMetadata {
+			var out []*pb.ProcessMetadata
+			for _, d := range r.GetDeployments() {
+				if pm := d.GetProcess(); pm != nil {
+					out = append(out, pm)
+				}
+			}
+			return out
+		})
+}
+
+// DeployProcess is deprecated in Zeebe but still served: old clients use it.
+//
+//lint:ignore SA1019 the gateway API includes it, so the proxy serves it
+func (sv *server) DeployProcess(ctx context.Context, req *pb.DeployProcessRequest) (*pb.DeployProcessResponse, error) {
+	resources := make([]Resource, len(req.GetProcesses()))
+	for i, r := range req.GetProcesses() {
+		resources[i] = Resource{Name: r.GetName(), Content: r.GetDefinition()}
+	}
+	//lint:ignore SA1019 see above
+	return deployAll(ctx, sv, "DeployProcess", resources,
+		func(ctx context.Context, c pb.GatewayClient) (*pb.DeployProcessResponse, error) { return c.DeployProcess(ctx, req) },
+		func(r *pb.DeployProcessResponse) []*pb.ProcessMetadata { return r.GetProcesses() }) //lint:ignore SA1019 see above
+}
+
+// fanOut sends a request to every shard that serves work and answers with
+// the lowest slot's success, or the first error when none succeeded.
+func fanOut[Resp proto.Message](ctx context.Context, sv *server, rpc string, send func(context.Context, pb.GatewayClient) (Resp, error)) (Resp, error) {
+	start := time.Now()
+	var zero Resp
+	var targets []*shard
+	for _, s := range sv.p.snapshot() {
+		if s.servesJobs() {
+			targets = append(targets, s)
+		}
+	}
+	if len(targets) == 0 {
+		err := status.Error(codes.Unavailable, "Expected a shard that is UP or DRAINING, but there is none")
+		sv.observe(rpc, start, err)
+		return zero, err
+	}
+	type result struct {
+		resp Resp
+		err  error
+	}
+	results := make([]result, len(targets))
+	var wg sync.WaitGroup
+	for i, s := range targets {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := call(ctx, sv.p, s, rpc, send)
+			results[i] = result{r, err}
+		}()
+	}
+	wg.Wait()
+	var firstErr error
+	for i, r := range results {
+		if r.err == nil {
+			stampSlot(r.resp.ProtoReflect(), targets[i].Slot)
+			sv.observe(rpc, start, nil)
+			return r.resp, nil
+		}
+		if firstErr == nil {
+			firstErr = onShard(targets[i], r.err)
+		}
+	}
+	sv.observe(rpc, start, firstErr)
+	return zero, firstErr
+}
+
+// PublishMessage: a message that starts a process goes to one shard, so it
+// starts one instance; any other goes to every shard that may hold an
+// instance waiting for it.
+func (sv *server) PublishMessage(ctx context.Context, req *pb.PublishMessageRequest) (*pb.PublishMessageResponse, error) {
+	if sv.p.index.startsProcess(req.GetName()) {
+		start := time.Now()
+		resp, _, err := placeNew(ctx, sv, "PublishMessage", func(ctx context.Context, _ *shard, c pb.GatewayClient) (*pb.PublishMessageResponse, error) {
+			return c.PublishMessage(ctx, req)
+		})
+		sv.observe("PublishMessage", start, err)
+		return resp, err
+	}
+	return fanOut(ctx, sv, "PublishMessage", func(ctx context.Context, c pb.GatewayClient) (*pb.PublishMessageResponse, error) {
+		return c.PublishMessage(ctx, req)
+	})
+}
+
+func (sv *server) BroadcastSignal(ctx context.Context, req *pb.BroadcastSignalRequest) (*pb.BroadcastSignalResponse, error) {
+	return fanOut(ctx, sv, "BroadcastSignal", func(ctx context.Context, c pb.GatewayClient) (*pb.BroadcastSignalResponse, error) {
+		return c.BroadcastSignal(ctx, req)
+	})
+}
+
+func (sv *server) CancelProcessInstance(ctx context.Context, req *pb.CancelProcessInstanceRequest) (*pb.CancelProcessInstanceResponse, error) {
+	return byKey(ctx, sv, "CancelProcessInstance", req, req.GetProcessInstanceKey(), pb.GatewayClient.CancelProcessInstance)
+}
+
+func (sv *server) CompleteJob(ctx context.Context, req *pb.CompleteJobRequest) (*pb.CompleteJobResponse, error) {
+	return byKey(ctx, sv, "CompleteJob", req, req.GetJobKey(), pb.GatewayClient.CompleteJob)
+}
+
+func (sv *server) FailJob(ctx context.Context, req *pb.FailJobRequest) (*pb.FailJobResponse, error) {
+	return byKey(ctx, sv, "FailJob", req, req.GetJobKey(), pb.GatewayClient.FailJob)
+}
+
+func (sv *server) ThrowError(ctx context.Context, req *pb.ThrowErrorRequest) (*pb.ThrowErrorResponse, error) {
+	return byKey(ctx, sv, "ThrowError", req, req.GetJobKey(), pb.GatewayClient.ThrowError)
+}
+
+func (sv *server) UpdateJobRetries(ctx context.Context, req *pb.UpdateJobRetriesRequest) (*pb.UpdateJobRetriesResponse, error) {
+	return byKey(ctx, sv, "UpdateJobRetries", req, req.GetJobKey(), pb.GatewayClient.UpdateJobRetries)
+}
+
+func (sv *server) UpdateJobTimeout(ctx context.Context, req *pb.UpdateJobTimeoutRequest) (*pb.UpdateJobTimeoutResponse, error) {
+	return byKey(ctx, sv, "UpdateJobTimeout", req, req.GetJobKey(), pb.GatewayClient.UpdateJobTimeout)
+}
+
+func (sv *server) SetVariables(ctx context.Context, req *pb.SetVariablesRequest) (*pb.SetVariablesResponse, error) {
+	return byKey(ctx, sv, "SetVariables", req, req.GetElementInstanceKey(), pb.GatewayClient.SetVariables)
+}
+
+func (sv *server) ResolveIncident(ctx context.Context, req *pb.ResolveIncidentRequest) (*pb.ResolveIncidentResponse, error) {
+	return byKey(ctx, sv, "ResolveIncident", req, req.GetIncidentKey(), pb.GatewayClient.ResolveIncident)
+}
+
+func (sv *server) ModifyProcessInstance(ctx context.Context, req *pb.ModifyProcessInstanceRequest) (*pb.ModifyProcessInstanceResponse, error) {
+	return byKey(ctx, sv, "ModifyProcessInstance", req, req.GetProcessInstanceKey(), pb.GatewayClient.ModifyProcessInstance)
+}
+
+func (sv *server) MigrateProcessInstance(ctx context.Context, req *pb.MigrateProcessInstanceRequest) (*pb.MigrateProcessInstanceResponse, error) {
+	return byKey(ctx, sv, "MigrateProcessInstance", req, req.GetProcessInstanceKey(), pb.GatewayClient.MigrateProcessInstance)
+}
+
+func (sv *server) DeleteResource(ctx context.Context, req *pb.DeleteResourceRequest) (*pb.DeleteResourceResponse, error) {
+	return byKey(ctx, sv, "DeleteResource", req, req.GetResourceKey(), pb.GatewayClient.DeleteResource)
+}
+
+// Topology is one synthesized topology: every shard's brokers, with the
+// shard's id in the host ("shard-a/10.0.0.5") and node ids made unique
+// (slot*1000 + node id), so `zbctl status` through the proxy reads as the
+// federation it is.
+func (sv *server) Topology(ctx context.Context, _ *pb.TopologyRequest) (*pb.TopologyResponse, error) {
+	start := time.Now()
+	shards := sv.p.snapshot()
+	out := &pb.TopologyResponse{GatewayVersion: GatewayVersion}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	topos := make([]*pb.TopologyResponse, len(shards))
+	for i, s := range shards {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t, err := call(ctx, sv.p, s, "Topology", func(ctx context.Context, c pb.GatewayClient) (*pb.TopologyResponse, error) {
+				return c.Topology(ctx, &pb.TopologyRequest{})
+			})
+			if err == nil {
+				mu.Lock()
+				topos[i] = t
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	reached := 0
+	for i, t := range topos {
+		if t == nil {
+			continue
+		}
+		reached++
+		s := shards[i]
+		for _, b := range t.GetBrokers() {
+			b.NodeId = int32(s.Slot)*1000 + b.GetNodeId()
+			b.Host = s.ID + "/" + b.GetHost()
+			out.Brokers = append(out.Brokers, b)
+		}
+		out.ClusterSize += t.GetClusterSize()
+		out.PartitionsCount += t.GetPartitionsCount()
+		out.ReplicationFactor = max(out.ReplicationFactor, t.GetReplicationFactor())
+		if v := t.GetGatewayVersion(); v != "" {
+			out.GatewayVersion = v
+		}
+	}
+	if reached == 0 {
+		err := status.Error(codes.Unavailable, "Expected to read the topology of at least one shard, but none answered")
+		sv.observe("Topology", start, err)
+		return nil, err
+	}
+	sv.observe("Topology", start, nil)
+	return out, nil
+}

@@ -1,0 +1,134 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+)
+
+// State is a shard's state in the federation (DESIGN.md).
+type State string
+
+const (
+	// Up takes everything.
+	Up State = "UP"
+	// Draining takes no new instances but serves jobs and keys.
+	Draining State = "DRAINING"
+	// OutOfService takes nothing new.
+	OutOfService State = "OUT_OF_SERVICE"
+	// Down is set by health checks.
+	Down State = "DOWN"
+)
+
+// ParseState reads a state name.
+func ParseState(s string) (State, error) {
+	switch st := State(strings.ToUpper(s)); st {
+	case Up, Draining, OutOfService, Down:
+		return st, nil
+	}
+	return "", fmt.Errorf("unknown shard state %q: use UP, DRAINING, OUT_OF_SERVICE or DOWN", s)
+}
+
+// ShardConfig names one shard.
+type ShardConfig struct {
+	ID    string `json:"id"`
+	Addr  string `json:"address"`
+	Slot  int    `json:"slot"`
+	State State  `json:"state,omitempty"`
+}
+
+// shard is one Zeebe cluster behind the proxy.
+type shard struct {
+	ShardConfig
+	conn   *grpc.ClientConn
+	client pb.GatewayClient
+
+	state        atomic.Value // State
+	inflight     atomic.Int64
+	coolingUntil atomic.Int64 // unix nanos
+	partitions   int32
+
+	mu      sync.Mutex
+	lastErr string
+	lastAt  time.Time
+}
+
+func dialShard(cfg ShardConfig) (*shard, error) {
+	conn, err := grpc.NewClient(cfg.Addr,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(math.MaxInt32)),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("shard %s (%s): %w", cfg.ID, cfg.Addr, err)
+	}
+	s := &shard{ShardConfig: cfg, conn: conn, client: pb.NewGatewayClient(conn)}
+	st := cfg.State
+	if st == "" {
+		st = Up
+	}
+	s.state.Store(st)
+	return s, nil
+}
+
+func (s *shard) State() State      { return s.state.Load().(State) }
+func (s *shard) setState(st State) { s.state.Store(st) }
+
+// checkTopology reads the shard's partition count and refuses a shard
+// whose keys would reach into the slot bits.
+func (s *shard) checkTopology(ctx context.Context) error {
+	topo, err := s.client.Topology(ctx, &pb.TopologyRequest{})
+	if err != nil {
+		return fmt.Errorf("shard %s (%s): read its topology: %w", s.ID, s.Addr, err)
+	}
+	if topo.GetPartitionsCount() > MaxPartitions {
+		return fmt.Errorf("shard %s (%s) has %d partitions: at most %d fit beside the shard slot in a key; split it or use fewer partitions",
+			s.ID, s.Addr, topo.GetPartitionsCount(), MaxPartitions)
+	}
+	s.partitions = topo.GetPartitionsCount()
+	return nil
+}
+
+func (s *shard) coolOff(d time.Duration) {
+	s.coolingUntil.Store(time.Now().Add(d).UnixNano())
+}
+
+func (s *shard) cooling(now time.Time) bool { return now.UnixNano() < s.coolingUntil.Load() }
+
+func (s *shard) noteError(err error) {
+	s.mu.Lock()
+	s.lastErr, s.lastAt = err.Error(), time.Now()
+	s.mu.Unlock()
+}
+
+// takesInstances: UP, under the in-flight limit, not cooling off.
+func (s *shard) takesInstances(now time.Time, maxInflight int64) bool {
+	return s.State() == Up && (maxInflight <= 0 || s.inflight.Load() < maxInflight) && !s.cooling(now)
+}
+
+// servesJobs: shards that may hold work.
+func (s *shard) servesJobs() bool {
+	st := s.State()
+	return st == Up || st == Draining
+}
+
+// neverSent reports an error that proves the call did not reach the
+// shard (the connection could not be made), so it is safe to try another.
+func neverSent(err error) bool {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.Unavailable {
+		return false
+	}
+	msg := st.Message()
+	return strings.Contains(msg, "connection refused") || strings.Contains(msg, "Error while dialing") ||
+		strings.Contains(msg, "no such host") || strings.Contains(msg, "connection error")
+}

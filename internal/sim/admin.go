@@ -16,6 +16,7 @@ import (
 //	POST /fault/refuse              the gateway refuses connections
 //	POST /fault/resume              end every fault
 //	GET  /fault                     the current faults, as JSON
+//	GET  /incidents                 open incidents, as JSON
 func (s *Sim) adminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.cluster.metrics.registry, promhttp.HandlerOpts{}))
@@ -31,6 +32,17 @@ func (s *Sim) adminHandler() http.Handler {
 			return
 		}
 		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /incidents", func(w http.ResponseWriter, r *http.Request) {
+		list, err := s.Incidents(r.Context())
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		if list == nil {
+			list = []Incident{}
+		}
+		writeJSON(w, map[string]any{"incidents": list})
 	})
 	mux.HandleFunc("GET /fault", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, s.faults()) })
 	mux.HandleFunc("POST /fault/pause", func(w http.ResponseWriter, r *http.Request) {

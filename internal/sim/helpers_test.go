@@ -166,13 +166,16 @@ func onPartitions[T any](t testing.TB, s *Sim, fn func(p *partition) []T) []T {
 }
 
 func incidentKeys(t testing.TB, s *Sim) []int64 {
-	return onPartitions(t, s, func(p *partition) []int64 {
-		var keys []int64
-		for k := range p.state.incidents {
-			keys = append(keys, k)
-		}
-		return keys
-	})
+	t.Helper()
+	list, err := s.Incidents(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []int64
+	for _, i := range list {
+		keys = append(keys, i.Key)
+	}
+	return keys
 }
 
 func activeInstances(t testing.TB, s *Sim) int {

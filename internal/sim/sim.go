@@ -13,6 +13,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"sort"
 	"sync"
 	"time"
 
@@ -325,4 +326,41 @@ func (s *Sim) QueueLength() []int {
 		out[i] = p.queueLen()
 	}
 	return out
+}
+
+// Incident is an open incident, as GET /incidents lists it (what Operate
+// would show of one).
+type Incident struct {
+	Key                int64  `json:"key"`
+	Type               string `json:"type"`
+	ProcessInstanceKey int64  `json:"processInstanceKey"`
+	ElementInstanceKey int64  `json:"elementInstanceKey"`
+	ElementID          string `json:"elementId"`
+	JobKey             int64  `json:"jobKey,omitempty"`
+	BpmnProcessID      string `json:"bpmnProcessId"`
+}
+
+// Incidents lists the open incidents of every partition.
+func (s *Sim) Incidents(ctx context.Context) ([]Incident, error) {
+	var out []Incident
+	for _, p := range s.cluster.partitions {
+		got, err := execOn(ctx, p, classInternal, func() ([]Incident, error) {
+			var list []Incident
+			for _, inc := range p.state.incidents {
+				i := Incident{Key: inc.key, Type: inc.kind.String(), ProcessInstanceKey: inc.elem.inst.key,
+					ElementInstanceKey: inc.elem.key, ElementID: inc.elem.el.ID, BpmnProcessID: inc.elem.inst.proc.id}
+				if inc.job != nil {
+					i.JobKey = inc.job.key
+				}
+				list = append(list, i)
+			}
+			return list, nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, got...)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out, nil
 }

@@ -139,6 +139,21 @@ const (
 	incidentExtractValue
 )
 
+// String is Zeebe's error type name for the incident.
+func (k incidentKind) String() string {
+	switch k {
+	case incidentJobNoRetries:
+		return "JOB_NO_RETRIES"
+	case incidentUnhandledError:
+		return "UNHANDLED_ERROR_EVENT"
+	case incidentCondition:
+		return "CONDITION_ERROR"
+	case incidentExtractValue:
+		return "EXTRACT_VALUE_ERROR"
+	}
+	return "UNKNOWN"
+}
+
 type incident struct {
 	key  int64
 	kind incidentKind

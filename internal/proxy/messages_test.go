@@ -1,0 +1,138 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shardctl/shardctl/internal/sim"
+)
+
+const catchProcess = bpmnHead + `<bpmn:message id="m" name="paid"><bpmn:extensionElements><zeebe:subscription correlationKey="=orderId"/></bpmn:extensionElements></bpmn:message>
+<bpmn:process id="wait" isExecutable="true">
+<bpmn:startEvent id="start"/>
+<bpmn:intermediateCatchEvent id="waitPaid"><bpmn:messageEventDefinition messageRef="m"/></bpmn:intermediateCatchEvent>
+<bpmn:endEvent id="end"/>
+<bpmn:sequenceFlow id="f1" sourceRef="start" targetRef="waitPaid"/>
+<bpmn:sequenceFlow id="f2" sourceRef="waitPaid" targetRef="end"/>
+</bpmn:process></bpmn:definitions>`
+
+const messageStartProcess = bpmnHead + `<bpmn:message id="m" name="order-placed"/>
+<bpmn:process id="order" isExecutable="true">
+<bpmn:startEvent id="placed"><bpmn:messageEventDefinition messageRef="m"/></bpmn:startEvent>
+<bpmn:endEvent id="end"/>
+<bpmn:sequenceFlow id="f1" sourceRef="placed" targetRef="end"/>
+</bpmn:process></bpmn:definitions>`
+
+func TestMessagesThroughTheProxy(t *testing.T) {
+	shards := startShards(t, 3, sim.Config{Partitions: 2})
+	p := startProxy(t, Config{Shards: shardConfigs(shards)})
+	c := newClient(t, p.Addr().String())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for name, xml := range map[string]string{"wait.bpmn": catchProcess, "order.bpmn": messageStartProcess} {
+		if _, err := c.NewDeployResourceCommand().AddResource([]byte(xml), name).Send(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	total := func(name string, labels ...string) float64 {
+		var sum float64
+		for _, s := range shards {
+			sum += simMetric(t, s, name, labels...)
+		}
+		return sum
+	}
+
+	// Catch: instances wait on every shard; each message reaches them all.
+	const n = 9
+	slots := map[int]bool{}
+	for i := range n {
+		cmd, _ := c.NewCreateInstanceCommand().BPMNProcessId("wait").LatestVersion().VariablesFromMap(map[string]any{"orderId": fmt.Sprintf("o-%d", i)})
+		r, err := cmd.Send(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slot, _ := splitKey(r.ProcessInstanceKey)
+		slots[slot] = true
+	}
+	if len(slots) < 2 {
+		t.Fatalf("waiting instances on slots %v only; the test needs them spread", slots)
+	}
+	for i := range n {
+		if _, err := c.NewPublishMessageCommand().MessageName("paid").CorrelationKey(fmt.Sprintf("o-%d", i)).Send(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 10*time.Second, "every waiting instance to get its message", func() bool {
+		return total("zeebe_executed_instances_total", `action="completed"`) == n
+	})
+
+	// Start: a message that starts a process goes to one shard, so each
+	// message starts exactly one instance in the federation.
+	before := total("zeebe_executed_instances_total", `action="activated"`)
+	for i := range n {
+		if _, err := c.NewPublishMessageCommand().MessageName("order-placed").CorrelationKey(fmt.Sprintf("c-%d", i)).Send(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 10*time.Second, "one instance per start message", func() bool {
+		return total("zeebe_executed_instances_total", `action="activated"`)-before == n
+	})
+	time.Sleep(100 * time.Millisecond)
+	if got := total("zeebe_executed_instances_total", `action="activated"`) - before; got != n {
+		t.Errorf("%v instances started by %d messages, want one each", got, n)
+	}
+
+	// Signals reach every shard.
+	if _, err := c.NewBroadcastSignalCommand().SignalName("nobody-listens").Send(ctx); err != nil {
+		t.Errorf("signal: %v", err)
+	}
+}
+
+func TestZbctlThroughTheProxy(t *testing.T) {
+	zbctl := os.Getenv("ZBCTL")
+	if zbctl == "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, "bash", "../../scripts/tools.sh", "zbctl").Output()
+		if err != nil {
+			t.Fatalf("build zbctl: %v", err)
+		}
+		zbctl = strings.TrimSpace(string(out))
+	}
+	shards := startShards(t, 3, sim.Config{Partitions: 2})
+	p := startProxy(t, Config{Shards: shardConfigs(shards)})
+	run := func(args ...string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, zbctl, append(args, "--address", p.Addr().String(), "--insecure")...)
+		cmd.Env = []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH")}
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("zbctl %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	status := run("status")
+	for _, want := range []string{"Cluster size: 3", "Partitions count: 6", "shard-1/", "shard-2/", "shard-3/"} {
+		if !strings.Contains(status, want) {
+			t.Errorf("zbctl status through the proxy lacks %q:\n%s", want, status)
+		}
+	}
+	file := filepath.Join(t.TempDir(), "p.bpmn")
+	if err := os.WriteFile(file, linearProcess("p", "a"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out := strings.Join(strings.Fields(run("deploy", "resource", file)), ""); !strings.Contains(out, `"bpmnProcessId":"p"`) {
+		t.Errorf("deploy: %s", out)
+	}
+	if out := run("create", "instance", "p"); !strings.Contains(out, `"processInstanceKey"`) {
+		t.Errorf("create instance: %s", out)
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"io"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
@@ -107,6 +106,9 @@ func (sv *server) activateJobs(req *pb.ActivateJobsRequest, stream pb.Gateway_Ac
 		s := shards[(first+i)%len(shards)]
 		up := proto.Clone(req).(*pb.ActivateJobsRequest)
 		up.MaxJobsToActivate, up.RequestTimeout = int32(remaining), -1
+		if ctx.Err() != nil {
+			return status.FromContextError(ctx.Err()).Err()
+		}
 		if err := sv.relayJobs(ctx, s, up, stream, &remaining); err != nil {
 			if status.Code(err) == codes.ResourceExhausted {
 				exhausted++
@@ -135,11 +137,19 @@ func (sv *server) activateJobs(req *pb.ActivateJobsRequest, stream pb.Gateway_Ac
 	return sv.longPoll(ctx, shards, req, wait, stream, remaining)
 }
 
+// sweepTimeout bounds one shard's non-blocking activation.
+const sweepTimeout = 10 * time.Second
+
 // relayJobs runs one shard's activation to its end and passes its batches
-// on, within the remaining count.
+// on, within the remaining count. The call to the shard is detached from
+// the worker's: if the worker goes away meanwhile, the jobs the shard
+// already activated are still read, and handed back, rather than lost in
+// a cancelled stream until their timeout.
 func (sv *server) relayJobs(ctx context.Context, s *shard, req *pb.ActivateJobsRequest, stream pb.Gateway_ActivateJobsServer, remaining *int) error {
 	p := sv.p
-	up, err := call(ctx, p, s, "ActivateJobs", func(ctx context.Context, c pb.GatewayClient) (pb.Gateway_ActivateJobsClient, error) {
+	upCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sweepTimeout)
+	defer cancel()
+	up, err := call(upCtx, p, s, "ActivateJobs", func(ctx context.Context, c pb.GatewayClient) (pb.Gateway_ActivateJobsClient, error) {
 		return c.ActivateJobs(ctx, req)
 	})
 	if err != nil {
@@ -190,32 +200,61 @@ func unstamp(jobs []*pb.ActivatedJob) []*pb.ActivatedJob {
 	return out
 }
 
-// longPoll asks every shard at once; the first to return jobs answers and
-// the others are cancelled.
+// longPoll asks every shard at once; the first shard to return jobs
+// answers. The others are not cancelled: a shard may already have sent
+// jobs that a cancelled stream would lose until their timeout. They run
+// out their poll in the background and hand back whatever they get.
 func (sv *server) longPoll(ctx context.Context, shards []*shard, req *pb.ActivateJobsRequest, wait time.Duration, stream pb.Gateway_ActivateJobsServer, want int) error {
 	p := sv.p
-	pollCtx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
-	cancels := make([]context.CancelFunc, len(shards))
-	ctxs := make([]context.Context, len(shards))
-	for i := range shards {
-		ctxs[i], cancels[i] = context.WithCancel(pollCtx)
-	}
-	defer func() {
-		for _, c := range cancels {
-			c()
+	var mu sync.Mutex // guards the fields below and the worker's stream
+	closed, winner, remaining := false, -1, want
+	winnerDone := make(chan struct{})
+
+	deliver := func(i int, s *shard, jobs []*pb.ActivatedJob) {
+		mu.Lock()
+		defer mu.Unlock()
+		if closed || (winner >= 0 && winner != i) {
+			p.handBack(s, jobs, "lost the long poll")
+			return
 		}
-	}()
-	var winner atomic.Int32 // index+1 of the shard that answers
-	remaining := want       // only the winner's goroutine uses it
+		winner = i
+		if len(jobs) > remaining {
+			p.handBack(s, jobs[remaining:], "surplus")
+			jobs = jobs[:remaining]
+		}
+		if len(jobs) == 0 {
+			return
+		}
+		for _, j := range jobs {
+			stampSlot(j.ProtoReflect(), s.Slot)
+		}
+		if err := stream.Send(&pb.ActivateJobsResponse{Jobs: jobs}); err != nil {
+			p.handBack(s, unstamp(jobs), "worker gone")
+			closed = true
+			return
+		}
+		remaining -= len(jobs)
+	}
+
 	var wg sync.WaitGroup
 	for i, s := range shards {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer func() {
+				mu.Lock()
+				if winner == i {
+					close(winnerDone)
+				}
+				mu.Unlock()
+			}()
+			// The shard's own long poll ends first; the margin only bounds
+			// a shard that does not answer.
+			upCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait+time.Second)
+			defer cancel()
 			up := proto.Clone(req).(*pb.ActivateJobsRequest)
 			up.MaxJobsToActivate, up.RequestTimeout = int32(want), wait.Milliseconds()
-			upstream, err := call(ctxs[i], p, s, "ActivateJobs", func(ctx context.Context, c pb.GatewayClient) (pb.Gateway_ActivateJobsClient, error) {
+			upstream, err := call(upCtx, p, s, "ActivateJobs", func(ctx context.Context, c pb.GatewayClient) (pb.Gateway_ActivateJobsClient, error) {
 				return c.ActivateJobs(ctx, up)
 			})
 			if err != nil {
@@ -224,49 +263,30 @@ func (sv *server) longPoll(ctx context.Context, shards []*shard, req *pb.Activat
 			for {
 				resp, err := upstream.Recv()
 				if err != nil {
-					if !errors.Is(err, io.EOF) && ctxs[i].Err() == nil {
+					if !errors.Is(err, io.EOF) {
 						s.noteError(err)
 					}
 					return
 				}
-				jobs := resp.GetJobs()
-				if len(jobs) == 0 {
-					continue
+				if jobs := resp.GetJobs(); len(jobs) > 0 {
+					deliver(i, s, jobs)
 				}
-				if winner.CompareAndSwap(0, int32(i+1)) {
-					for j, c := range cancels {
-						if j != i {
-							c()
-						}
-					}
-				} else if winner.Load() != int32(i+1) {
-					p.handBack(s, jobs, "lost the long poll")
-					continue
-				}
-				if len(jobs) > remaining {
-					p.handBack(s, jobs[remaining:], "surplus")
-					jobs = jobs[:remaining]
-				}
-				if len(jobs) == 0 {
-					continue
-				}
-				for _, j := range jobs {
-					stampSlot(j.ProtoReflect(), s.Slot)
-				}
-				if err := stream.Send(&pb.ActivateJobsResponse{Jobs: jobs}); err != nil {
-					p.handBack(s, unstamp(jobs), "worker gone")
-					remaining = 0
-					continue
-				}
-				remaining -= len(jobs)
 			}
 		}()
 	}
-	wg.Wait()
-	if ctx.Err() != nil {
-		return status.FromContextError(ctx.Err()).Err()
+	allDone := make(chan struct{})
+	go func() { wg.Wait(); close(allDone) }()
+	var err error
+	select {
+	case <-winnerDone:
+	case <-allDone:
+	case <-ctx.Done():
+		err = status.FromContextError(ctx.Err()).Err()
 	}
-	return nil
+	mu.Lock()
+	closed = true
+	mu.Unlock()
+	return err
 }
 
 // StreamActivatedJobs merges one upstream job stream per shard into the

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // cluster is the simulated Zeebe cluster: its partitions, the deployed
@@ -37,6 +38,7 @@ type pollers struct {
 	n       atomic.Int32
 	mu      sync.Mutex
 	waiting map[string]map[chan struct{}]struct{}
+	gauge   *prometheus.GaugeVec
 }
 
 func (ps *pollers) register(typ string) chan struct{} {
@@ -49,6 +51,7 @@ func (ps *pollers) register(typ string) chan struct{} {
 		ps.waiting[typ] = map[chan struct{}]struct{}{}
 	}
 	ps.waiting[typ][ch] = struct{}{}
+	ps.gauge.WithLabelValues(typ).Set(float64(len(ps.waiting[typ])))
 	ps.mu.Unlock()
 	ps.n.Add(1)
 	return ch
@@ -57,6 +60,7 @@ func (ps *pollers) register(typ string) chan struct{} {
 func (ps *pollers) unregister(typ string, ch chan struct{}) {
 	ps.mu.Lock()
 	delete(ps.waiting[typ], ch)
+	ps.gauge.WithLabelValues(typ).Set(float64(len(ps.waiting[typ])))
 	if len(ps.waiting[typ]) == 0 {
 		delete(ps.waiting, typ)
 	}

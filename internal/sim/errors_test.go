@@ -215,3 +215,39 @@ func TestBackpressure(t *testing.T) {
 		t.Errorf("requests limit metric = %v, want 5 per partition", got)
 	}
 }
+
+// Zeebe's backpressure never rejects completing or failing a job,
+// cancelling an instance or deploying: an overloaded partition must still
+// be able to work its backlog off.
+func TestBackpressureExemptions(t *testing.T) {
+	s := startSim(t, Config{Partitions: 1, BacklogLimit: 1})
+	c := newClient(t, s)
+	deploy(t, c, "p.bpmn", linearProcess("p", 3, "a"))
+	inst := create(t, c, "p", nil)
+	job := activateOne(t, c, "a")
+
+	s.Pause(time.Hour)
+	go func() { _, _ = c.NewCreateInstanceCommand().BPMNProcessId("p").LatestVersion().Send(context.Background()) }()
+	eventually(t, 5*time.Second, "the partition to be full", func() bool { return s.QueueLength()[0] == 1 })
+	if _, err := c.NewCreateInstanceCommand().BPMNProcessId("p").LatestVersion().Send(context.Background()); grpcCode(err) != codes.ResourceExhausted {
+		t.Fatalf("create on a full partition: %v, want RESOURCE_EXHAUSTED", err)
+	}
+	errs := make(chan error, 3)
+	go func() { _, err := c.NewCompleteJobCommand().JobKey(job.Key).Send(context.Background()); errs <- err }()
+	go func() {
+		_, err := c.NewDeployResourceCommand().AddResource(linearProcess("q", 3, "b"), "q.bpmn").Send(context.Background())
+		errs <- err
+	}()
+	eventually(t, 5*time.Second, "the exempt commands to queue", func() bool { return s.QueueLength()[0] == 3 })
+	if err := s.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Errorf("exempt command rejected: %v", err)
+		}
+	}
+	if _, err := c.NewCancelInstanceCommand().ProcessInstanceKey(inst).Send(context.Background()); grpcCode(err) != codes.NotFound {
+		t.Errorf("cancel after completion: %v (the instance should have completed)", err)
+	}
+}

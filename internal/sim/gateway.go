@@ -155,7 +155,7 @@ func (g *gateway) deploy(ctx context.Context, resources []*pb.Resource) (int64, 
 		key   int64
 		procs []*process
 	}
-	d, err := execOn(ctx, p1, classClient, func() (deployed, error) {
+	d, err := execOn(ctx, p1, classExempt, func() (deployed, error) {
 		return deployed{key: p1.keys.next(), procs: g.c.repo.deploy(parsed, &p1.keys)}, nil
 	})
 	return d.key, d.procs, err
@@ -323,7 +323,7 @@ func (g *gateway) CancelProcessInstance(ctx context.Context, req *pb.CancelProce
 	if err != nil {
 		return nil, err
 	}
-	_, err = execOn(ctx, p, classClient, func() (struct{}, error) {
+	_, err = execOn(ctx, p, classExempt, func() (struct{}, error) {
 		inst := p.state.instances[req.GetProcessInstanceKey()]
 		if inst == nil {
 			return struct{}{}, rejection(codes.NotFound, "CANCEL", "Expected to cancel a process instance with key '%d', but no such process was found", req.GetProcessInstanceKey())
@@ -338,12 +338,12 @@ func (g *gateway) CancelProcessInstance(ctx context.Context, req *pb.CancelProce
 }
 
 // onJob runs fn on the partition of a job key.
-func (g *gateway) onJob(ctx context.Context, key int64, fn func(p *partition) error) error {
+func (g *gateway) onJob(ctx context.Context, cl class, key int64, fn func(p *partition) error) error {
 	p, err := g.byKey(key)
 	if err != nil {
 		return err
 	}
-	_, err = execOn(ctx, p, classClient, func() (struct{}, error) { return struct{}{}, fn(p) })
+	_, err = execOn(ctx, p, cl, func() (struct{}, error) { return struct{}{}, fn(p) })
 	return err
 }
 
@@ -352,7 +352,7 @@ func (g *gateway) CompleteJob(ctx context.Context, req *pb.CompleteJobRequest) (
 	if err != nil {
 		return nil, err
 	}
-	if err := g.onJob(ctx, req.GetJobKey(), func(p *partition) error { return p.completeJob(req.GetJobKey(), vars) }); err != nil {
+	if err := g.onJob(ctx, classExempt, req.GetJobKey(), func(p *partition) error { return p.completeJob(req.GetJobKey(), vars) }); err != nil {
 		return nil, err
 	}
 	return &pb.CompleteJobResponse{}, nil
@@ -367,7 +367,7 @@ func (g *gateway) FailJob(ctx context.Context, req *pb.FailJobRequest) (*pb.Fail
 		return nil, invalid("Expected retryBackOff to be zero or greater, but was %d", req.GetRetryBackOff())
 	}
 	backoff := millis(req.GetRetryBackOff())
-	err = g.onJob(ctx, req.GetJobKey(), func(p *partition) error {
+	err = g.onJob(ctx, classExempt, req.GetJobKey(), func(p *partition) error {
 		return p.failJob(req.GetJobKey(), req.GetRetries(), req.GetErrorMessage(), backoff, vars)
 	})
 	if err != nil {
@@ -384,7 +384,7 @@ func (g *gateway) ThrowError(ctx context.Context, req *pb.ThrowErrorRequest) (*p
 	if err != nil {
 		return nil, err
 	}
-	err = g.onJob(ctx, req.GetJobKey(), func(p *partition) error {
+	err = g.onJob(ctx, classClient, req.GetJobKey(), func(p *partition) error {
 		return p.throwError(req.GetJobKey(), req.GetErrorCode(), req.GetErrorMessage(), vars)
 	})
 	if err != nil {
@@ -397,7 +397,7 @@ func (g *gateway) UpdateJobRetries(ctx context.Context, req *pb.UpdateJobRetries
 	if req.GetRetries() < 1 {
 		return nil, invalid("Expected retries to be greater than zero, but it was %d", req.GetRetries())
 	}
-	if err := g.onJob(ctx, req.GetJobKey(), func(p *partition) error { return p.updateRetries(req.GetJobKey(), req.GetRetries()) }); err != nil {
+	if err := g.onJob(ctx, classClient, req.GetJobKey(), func(p *partition) error { return p.updateRetries(req.GetJobKey(), req.GetRetries()) }); err != nil {
 		return nil, err
 	}
 	return &pb.UpdateJobRetriesResponse{}, nil
@@ -408,7 +408,7 @@ func (g *gateway) UpdateJobTimeout(ctx context.Context, req *pb.UpdateJobTimeout
 		return nil, invalid("Expected timeout to be zero or greater, but was %d", req.GetTimeout())
 	}
 	timeout := millis(req.GetTimeout())
-	if err := g.onJob(ctx, req.GetJobKey(), func(p *partition) error { return p.updateTimeout(req.GetJobKey(), timeout) }); err != nil {
+	if err := g.onJob(ctx, classClient, req.GetJobKey(), func(p *partition) error { return p.updateTimeout(req.GetJobKey(), timeout) }); err != nil {
 		return nil, err
 	}
 	return &pb.UpdateJobTimeoutResponse{}, nil

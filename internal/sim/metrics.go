@@ -26,6 +26,7 @@ type metrics struct {
 	requestsLimit    *prometheus.GaugeVec     // partition
 	incidentEvents   *prometheus.CounterVec   // action, partition
 	activatedPerPoll prometheus.Histogram
+	longPolls        *prometheus.GaugeVec // type
 }
 
 // Latency in seconds from a command being written to its processing: from
@@ -81,7 +82,11 @@ func newMetrics() *metrics {
 			Buckets: []float64{0, 1, 2, 4, 8, 16, 32, 64, 128},
 		}),
 	}
+	m.longPolls = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "zeebe_long_polling_queued_current", Help: "Number of long-polling ActivateJobs requests waiting, by job type",
+	}, []string{"type"})
 	m.registry.MustRegister(
+		m.longPolls,
 		m.elementEvents, m.executed, m.jobEvents, m.appended, m.committed, m.processed,
 		m.latency, m.processing, m.dropped, m.received, m.inflight, m.requestsLimit,
 		m.incidentEvents, m.activatedPerPoll,

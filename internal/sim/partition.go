@@ -19,6 +19,11 @@ const (
 	classCreate class = iota
 	// classClient is any other client command: subject to backpressure.
 	classClient
+	// classExempt is a client command Zeebe's backpressure never rejects
+	// (its RequestLimiter's white list): complete and fail job, cancel an
+	// instance, deploy. Rejecting them would keep an overloaded partition
+	// from ever working its backlog off.
+	classExempt
 	// classInternal is a follow-up record, a message between partitions or
 	// a timer: never rejected.
 	classInternal
@@ -80,7 +85,7 @@ func errBackpressure() error {
 func (p *partition) enqueue(cl class, run func()) error {
 	c := &command{class: cl, written: time.Now(), run: run}
 	p.mu.Lock()
-	if cl != classInternal {
+	if cl == classCreate || cl == classClient {
 		p.m.received.Inc()
 		if limit := p.cluster.cfg.BacklogLimit; limit > 0 && p.inflight >= limit {
 			p.mu.Unlock()
@@ -160,7 +165,7 @@ func (p *partition) run(stop <-chan struct{}) {
 		p.m.commandDuration.Observe(time.Since(start).Seconds())
 		p.processedPos++
 		p.m.processed.Set(float64(p.processedPos))
-		if c.class != classInternal {
+		if c.class == classCreate || c.class == classClient {
 			p.mu.Lock()
 			p.inflight--
 			n := p.inflight

@@ -1,0 +1,183 @@
+package proxy
+
+import (
+	"context"
+	"runtime"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/camunda/zeebe/clients/go/v8/pkg/entities"
+	"github.com/camunda/zeebe/clients/go/v8/pkg/worker"
+	"github.com/camunda/zeebe/clients/go/v8/pkg/zbc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/shardctl/shardctl/internal/sim"
+)
+
+// TestNoJobIsStranded makes jobs surplus on purpose: a worker that takes
+// one job at a time long-polls every shard at once through the proxy, and
+// then every shard gets a job at the same moment. All of them answer that
+// one poll; the jobs beyond the first must be handed back at once, so every
+// instance completes long before the 5-minute job timeout would have freed
+// them.
+func TestNoJobIsStranded(t *testing.T) {
+	shards := startShards(t, 3, sim.Config{Partitions: 1})
+	p := startProxy(t, Config{Shards: shardConfigs(shards)})
+	c := newClient(t, p.Addr().String())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := c.NewDeployResourceCommand().AddResource(linearProcess("p", "one-at-a-time"), "p.bpmn").Send(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var done atomic.Int64
+	w := c.NewJobWorker().JobType("one-at-a-time").Handler(func(jc worker.JobClient, job entities.Job) {
+		if _, err := jc.NewCompleteJobCommand().JobKey(job.Key).Send(context.Background()); err == nil {
+			done.Add(1)
+		}
+	}).MaxJobsActive(1).Concurrency(1).Timeout(5 * time.Minute).RequestTimeout(20 * time.Second).PollInterval(5 * time.Millisecond).Open()
+	t.Cleanup(w.Close)
+	direct := make([]zbc.Client, len(shards))
+	for i, s := range shards {
+		direct[i] = newClient(t, s.Addr().String())
+	}
+	parked := func() bool {
+		for _, s := range shards {
+			if simMetric(t, s, "zeebe_long_polling_queued_current", `type="one-at-a-time"`) < 1 {
+				return false
+			}
+		}
+		return true
+	}
+	const rounds = 10
+	for round := range rounds {
+		eventually(t, 20*time.Second, "the worker's poll to park on every shard", parked)
+		var wg sync.WaitGroup
+		for _, d := range direct {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := d.NewCreateInstanceCommand().BPMNProcessId("p").LatestVersion().Send(ctx); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+		eventually(t, 20*time.Second, "the round's jobs to be completed", func() bool { return done.Load() == int64(3*(round+1)) })
+	}
+	handed := proxyMetric(t, p, "shardctl_proxy_jobs_handed_back_total")
+	if handed == 0 {
+		t.Fatal("no job was handed back: the test did not make surplus jobs")
+	}
+	t.Logf("%d jobs completed one at a time, %v of them handed back first and delivered again", 3*rounds, handed)
+}
+
+// TestSaturatedShardsRefuseAtOnce saturates every shard: the client must
+// get RESOURCE_EXHAUSTED fast, memory must stay flat, and every instance
+// the federation accepted must complete.
+func TestSaturatedShardsRefuseAtOnce(t *testing.T) {
+	shards := startShards(t, 3, sim.Config{Partitions: 1, Capacity: 200, BacklogLimit: 4})
+	p := startProxy(t, Config{Shards: shardConfigs(shards), CoolingOff: 100 * time.Millisecond})
+	c := newClient(t, p.Addr().String())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := c.NewDeployResourceCommand().AddResource(linearProcess("p", "w"), "p.bpmn").Send(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var completed atomic.Int64
+	w := c.NewJobWorker().JobType("w").Handler(func(jc worker.JobClient, job entities.Job) {
+		if _, err := jc.NewCompleteJobCommand().JobKey(job.Key).Send(context.Background()); err == nil {
+			completed.Add(1)
+		}
+	}).MaxJobsActive(64).Concurrency(4).RequestTimeout(time.Second).Open()
+	t.Cleanup(w.Close)
+
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapInuse
+	}
+	var accepted atomic.Int64
+	var mu sync.Mutex
+	var refusedIn []time.Duration
+	// An open-loop load at a fixed rate well above what the shards take:
+	// a closed loop would measure its own queue (Little's law), not how
+	// fast the proxy refuses.
+	load := func(rate int, d time.Duration) {
+		var wg sync.WaitGroup
+		tick := time.NewTicker(time.Second / time.Duration(rate))
+		defer tick.Stop()
+		stop := time.After(d)
+		for {
+			select {
+			case <-tick.C:
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					start := time.Now()
+					_, err := c.NewCreateInstanceCommand().BPMNProcessId("p").LatestVersion().Send(ctx)
+					took := time.Since(start)
+					switch status.Code(err) {
+					case codes.OK:
+						accepted.Add(1)
+					case codes.ResourceExhausted:
+						mu.Lock()
+						refusedIn = append(refusedIn, took)
+						mu.Unlock()
+					default:
+						t.Errorf("create: %v", err)
+					}
+				}()
+			case <-stop:
+				wg.Wait()
+				return
+			}
+		}
+	}
+	load(1000, time.Second) // warm up
+	before := heap()
+	load(1000, 3*time.Second)
+	after := heap()
+
+	mu.Lock()
+	sort.Slice(refusedIn, func(i, j int) bool { return refusedIn[i] < refusedIn[j] })
+	n := len(refusedIn)
+	mu.Unlock()
+	if n == 0 {
+		t.Fatal("nothing was refused: the shards were not saturated")
+	}
+	p50, p99 := refusedIn[n/2], refusedIn[n*99/100]
+	t.Logf("%d accepted, %d refused; RESOURCE_EXHAUSTED after p50 %v, p99 %v; heap %d -> %d KiB",
+		accepted.Load(), n, p50, p99, before>>10, after>>10)
+	if bound := raceSlowdown * 5 * time.Millisecond; p99 > bound {
+		t.Errorf("RESOURCE_EXHAUSTED p99 %v, want within %v", p99, bound)
+	}
+	if after > before+32<<20 {
+		t.Errorf("heap grew from %d to %d KiB under refusal: something is queueing", before>>10, after>>10)
+	}
+	deadline := time.Now().Add(45 * time.Second)
+	for completed.Load() != accepted.Load() {
+		if time.Now().After(deadline) {
+			for i, s := range shards {
+				t.Logf("shard %d: jobs created %v activated %v completed %v failed %v timed out %v; instances activated %v completed %v",
+					i+1, simMetric(t, s, "zeebe_job_events_total", `action="created"`), simMetric(t, s, "zeebe_job_events_total", `action="activated"`),
+					simMetric(t, s, "zeebe_job_events_total", `action="completed"`), simMetric(t, s, "zeebe_job_events_total", `action="failed"`),
+					simMetric(t, s, "zeebe_job_events_total", `action="timed out"`),
+					simMetric(t, s, "zeebe_executed_instances_total", `action="activated"`), simMetric(t, s, "zeebe_executed_instances_total", `action="completed"`))
+			}
+			t.Fatalf("%d of %d accepted instances completed; handed back %v", completed.Load(), accepted.Load(), proxyMetric(t, p, "shardctl_proxy_jobs_handed_back_total"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var done float64
+	for _, s := range shards {
+		done += simMetric(t, s, "zeebe_executed_instances_total", `action="completed"`)
+	}
+	if done != float64(accepted.Load()) {
+		t.Errorf("%v instances completed on the shards, %d accepted", done, accepted.Load())
+	}
+}

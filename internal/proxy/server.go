@@ -280,7 +280,9 @@ func (sv *server) DeployResource(ctx context.Context, req *pb.DeployResourceRequ
 		resources[i] = Resource{Name: r.GetName(), Content: r.GetContent()}
 	}
 	return deployAll(ctx, sv, "DeployResource", resources,
-		func(ctx context.Context, c pb.GatewayClient) (*pb.DeployResourceResponse, error) { return c.DeployResource(ctx, req) },
+		func(ctx context.Context, c pb.GatewayClient) (*pb.DeployResourceResponse, error) {
+			return c.DeployResource(ctx, req)
+		},
 		func(r *pb.DeployResourceResponse) []*pb.ProcessMetadata {
 			var out []*pb.ProcessMetadata
 			for _, d := range r.GetDeployments() {
@@ -302,7 +304,9 @@ func (sv *server) DeployProcess(ctx context.Context, req *pb.DeployProcessReques
 	}
 	//lint:ignore SA1019 see above
 	return deployAll(ctx, sv, "DeployProcess", resources,
-		func(ctx context.Context, c pb.GatewayClient) (*pb.DeployProcessResponse, error) { return c.DeployProcess(ctx, req) },
+		func(ctx context.Context, c pb.GatewayClient) (*pb.DeployProcessResponse, error) {
+			return c.DeployProcess(ctx, req)
+		},
 		func(r *pb.DeployProcessResponse) []*pb.ProcessMetadata { return r.GetProcesses() }) //lint:ignore SA1019 see above
 }
 

@@ -227,7 +227,9 @@ func TestBackpressureExemptions(t *testing.T) {
 	job := activateOne(t, c, "a")
 
 	s.Pause(time.Hour)
-	go func() { _, _ = c.NewCreateInstanceCommand().BPMNProcessId("p").LatestVersion().Send(context.Background()) }()
+	go func() {
+		_, _ = c.NewCreateInstanceCommand().BPMNProcessId("p").LatestVersion().Send(context.Background())
+	}()
 	eventually(t, 5*time.Second, "the partition to be full", func() bool { return s.QueueLength()[0] == 1 })
 	if _, err := c.NewCreateInstanceCommand().BPMNProcessId("p").LatestVersion().Send(context.Background()); grpcCode(err) != codes.ResourceExhausted {
 		t.Fatalf("create on a full partition: %v, want RESOURCE_EXHAUSTED", err)

@@ -1,0 +1,271 @@
+package proxy
+
+import (
+	"context"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+
+	"github.com/shardctl/shardctl/internal/sim"
+)
+
+// fakeGateway answers Topology with a chosen partition count and records
+// the authorization it receives: the simulator cannot have 128 partitions,
+// and does not look at credentials.
+type fakeGateway struct {
+	pb.UnimplementedGatewayServer
+	partitions int32
+	mu         sync.Mutex
+	auth       []string
+}
+
+func (f *fakeGateway) Topology(ctx context.Context, _ *pb.TopologyRequest) (*pb.TopologyResponse, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	f.mu.Lock()
+	f.auth = append(f.auth, md.Get("authorization")...)
+	f.mu.Unlock()
+	return &pb.TopologyResponse{PartitionsCount: f.partitions, ClusterSize: 1, GatewayVersion: "8.5.20",
+		Brokers: []*pb.BrokerInfo{{NodeId: 0, Host: "fake", Port: 26501}}}, nil
+}
+
+func startFake(t *testing.T, partitions int32) (*fakeGateway, string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeGateway{partitions: partitions}
+	srv := grpc.NewServer()
+	pb.RegisterGatewayServer(srv, f)
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(srv.Stop)
+	return f, ln.Addr().String()
+}
+
+func TestRefusesShardWithTooManyPartitions(t *testing.T) {
+	_, addr := startFake(t, 128)
+	p, err := New(Config{Listen: "127.0.0.1:0", Shards: []ShardConfig{{ID: "huge", Addr: addr, Slot: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = p.Start(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "has 128 partitions") {
+		t.Fatalf("start with a 128-partition shard: %v", err)
+	}
+}
+
+func TestForwardsAuthorization(t *testing.T) {
+	f, addr := startFake(t, 3)
+	p := startProxy(t, Config{Shards: []ShardConfig{{ID: "a", Addr: addr, Slot: 1}}})
+	conn := dial(t, p.Addr().String())
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer s3cret")
+	if _, err := pb.NewGatewayClient(conn).Topology(ctx, &pb.TopologyRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.auth) == 0 || f.auth[len(f.auth)-1] != "Bearer s3cret" {
+		t.Errorf("shard saw authorization %q", f.auth)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"no shards", Config{}, "no shards"},
+		{"slot 0", Config{Shards: []ShardConfig{{ID: "a", Addr: "h:1", Slot: 0}}}, "slot 0"},
+		{"slot 32", Config{Shards: []ShardConfig{{ID: "a", Addr: "h:1", Slot: 32}}}, "slot 32"},
+		{"shared slot", Config{Shards: []ShardConfig{{ID: "a", Addr: "h:1", Slot: 1}, {ID: "b", Addr: "h:2", Slot: 1}}}, "both have slot 1"},
+		{"same id", Config{Shards: []ShardConfig{{ID: "a", Addr: "h:1", Slot: 1}, {ID: "a", Addr: "h:2", Slot: 2}}}, "named twice"},
+		{"bad address", Config{Shards: []ShardConfig{{ID: "a", Addr: "nowhere", Slot: 1}}}, "HOST:PORT"},
+		{"unknown legacy", Config{Shards: []ShardConfig{{ID: "a", Addr: "h:1", Slot: 1}}, LegacyShard: "b"}, "legacy shard"},
+		{"bad state", Config{Shards: []ShardConfig{{ID: "a", Addr: "h:1", Slot: 1, State: "SLEEPY"}}}, "unknown shard state"},
+	}
+	for _, tt := range tests {
+		if _, err := New(tt.cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: %v, want an error containing %q", tt.name, err, tt.want)
+		}
+	}
+	for _, tt := range []struct{ flag, want string }{
+		{"a", "want ID=HOST:PORT"},
+		{"a=h:1,slot=x", "not a number"},
+		{"a=h:1,color=red", "unknown option"},
+		{"a=h:1,state=NOPE", "unknown shard state"},
+	} {
+		if _, err := ParseShardFlag(tt.flag, 1); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("--shard %s: %v, want %q", tt.flag, err, tt.want)
+		}
+	}
+	sc, err := ParseShardFlag("green=10.0.0.1:26500,slot=7,state=draining", 1)
+	if err != nil || sc.Slot != 7 || sc.State != Draining || sc.Addr != "10.0.0.1:26500" {
+		t.Errorf("parsed %+v, %v", sc, err)
+	}
+}
+
+// A shard that joins later is replayed the ledger before it takes new
+// instances, and a DRAINING shard gets no new instances but still serves
+// jobs.
+func TestAddShardReplaysAndDrainingShardsKeepServingJobs(t *testing.T) {
+	shards := startShards(t, 3, sim.Config{Partitions: 1})
+	cfgs := shardConfigs(shards)
+	p := startProxy(t, Config{Shards: cfgs[:2]})
+	c := newClient(t, p.Addr().String())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, xml := range [][]byte{linearProcess("p", "a"), linearProcess("p", "a", "b")} {
+		if _, err := c.NewDeployResourceCommand().AddResource(xml, "p.bpmn").Send(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.AddShard(ctx, cfgs[2]); err != nil {
+		t.Fatal(err)
+	}
+	// The newcomer has both versions, with the same numbers.
+	direct := newClient(t, shards[2].Addr().String())
+	for _, v := range []int32{1, 2} {
+		if _, err := direct.NewCreateInstanceCommand().BPMNProcessId("p").Version(v).Send(ctx); err != nil {
+			t.Errorf("version %d on the added shard: %v", v, err)
+		}
+	}
+	// Version 1's definition key from slot 1 runs on the added shard too.
+	r1, err := c.NewCreateInstanceCommand().BPMNProcessId("p").Version(1).Send(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 9 {
+		r, err := c.NewCreateInstanceCommand().ProcessDefinitionKey(r1.ProcessDefinitionKey).Send(ctx)
+		if err != nil || r.Version != 1 {
+			t.Fatalf("create by key: %+v, %v", r, err)
+		}
+	}
+
+	// Drain shard-1: no new instances there, its jobs still come.
+	if err := p.SetState("shard-1", Draining); err != nil {
+		t.Fatal(err)
+	}
+	for range 30 {
+		r, err := c.NewCreateInstanceCommand().BPMNProcessId("p").LatestVersion().Send(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slot, _ := splitKey(r.ProcessInstanceKey); slot == 1 {
+			t.Fatal("a DRAINING shard got a new instance")
+		}
+	}
+	before := simMetric(t, shards[0], "zeebe_job_events_total", `action="completed"`)
+	for {
+		// No deadline on the context: the client asks not to long-poll.
+		jobs, err := c.NewActivateJobsCommand().JobType("a").MaxJobsToActivate(100).Send(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(jobs) == 0 {
+			break
+		}
+		for _, j := range jobs {
+			if _, err := c.NewCompleteJobCommand().JobKey(j.Key).Send(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if after := simMetric(t, shards[0], "zeebe_job_events_total", `action="completed"`); after <= before {
+		t.Error("the DRAINING shard's jobs were not served")
+	}
+	if err := p.SetState("nope", Up); err == nil {
+		t.Error("SetState of an unknown shard succeeded")
+	}
+}
+
+// Every int64 field named *Key in the gateway API must be rewritten: walk
+// the descriptors so a client upgrade cannot add one silently.
+func TestEveryKeyFieldIsRewritten(t *testing.T) {
+	want := map[string]bool{
+		"gateway_protocol.ActivatedJob.key": true, "gateway_protocol.ActivatedJob.processInstanceKey": true,
+		"gateway_protocol.ActivatedJob.processDefinitionKey": true, "gateway_protocol.ActivatedJob.elementInstanceKey": true,
+		"gateway_protocol.CreateProcessInstanceRequest.processDefinitionKey": true,
+		"gateway_protocol.CreateProcessInstanceResponse.processDefinitionKey": true,
+		"gateway_protocol.CreateProcessInstanceResponse.processInstanceKey": true,
+		"gateway_protocol.CancelProcessInstanceRequest.processInstanceKey": true,
+		"gateway_protocol.CompleteJobRequest.jobKey": true, "gateway_protocol.FailJobRequest.jobKey": true,
+		"gateway_protocol.ThrowErrorRequest.jobKey": true, "gateway_protocol.UpdateJobRetriesRequest.jobKey": true,
+		"gateway_protocol.UpdateJobTimeoutRequest.jobKey": true, "gateway_protocol.SetVariablesRequest.elementInstanceKey": true,
+		"gateway_protocol.SetVariablesResponse.key": true, "gateway_protocol.ResolveIncidentRequest.incidentKey": true,
+		"gateway_protocol.DeployResourceResponse.key": true, "gateway_protocol.DeployProcessResponse.key": true,
+		"gateway_protocol.ProcessMetadata.processDefinitionKey": true, "gateway_protocol.PublishMessageResponse.key": true,
+		"gateway_protocol.BroadcastSignalResponse.key": true, "gateway_protocol.DeleteResourceRequest.resourceKey": true,
+		"gateway_protocol.ModifyProcessInstanceRequest.processInstanceKey": true,
+		"gateway_protocol.ModifyProcessInstanceRequest.ActivateInstruction.ancestorElementInstanceKey": true,
+		"gateway_protocol.ModifyProcessInstanceRequest.TerminateInstruction.elementInstanceKey": true,
+		"gateway_protocol.MigrateProcessInstanceRequest.processInstanceKey": true,
+		"gateway_protocol.MigrateProcessInstanceRequest.MigrationPlan.targetProcessDefinitionKey": true,
+		"gateway_protocol.EvaluateDecisionRequest.decisionKey": true,
+		"gateway_protocol.EvaluateDecisionResponse.decisionKey": true,
+		"gateway_protocol.EvaluateDecisionResponse.decisionRequirementsKey": true,
+		"gateway_protocol.EvaluatedDecision.decisionKey": true,
+		"gateway_protocol.DecisionMetadata.decisionKey": true, "gateway_protocol.DecisionMetadata.decisionRequirementsKey": true,
+		"gateway_protocol.DecisionRequirementsMetadata.decisionRequirementsKey": true,
+		"gateway_protocol.FormMetadata.formKey": true,
+		"gateway_protocol.CreateProcessInstanceWithResultResponse.processDefinitionKey": true,
+		"gateway_protocol.CreateProcessInstanceWithResultResponse.processInstanceKey": true,
+	}
+	found := map[string]bool{}
+	protoregistry.GlobalFiles.RangeFilesByPackage("gateway_protocol", func(fd protoreflect.FileDescriptor) bool {
+		var walk func(protoreflect.MessageDescriptors)
+		walk = func(ms protoreflect.MessageDescriptors) {
+			for i := 0; i < ms.Len(); i++ {
+				md := ms.Get(i)
+				for _, f := range planFor(md).keys {
+					found[string(f.FullName())] = true
+				}
+				walk(md.Messages())
+			}
+		}
+		walk(fd.Messages())
+		return true
+	})
+	for k := range want {
+		if !found[k] {
+			t.Errorf("key field %s is not rewritten", k)
+		}
+	}
+	for k := range found {
+		if !want[k] {
+			t.Errorf("field %s is rewritten but not in the checked list: add it after checking it is a key", k)
+		}
+	}
+	// And the rewrite reaches nested messages.
+	req := &pb.ModifyProcessInstanceRequest{ProcessInstanceKey: withSlot(5, 3),
+		ActivateInstructions: []*pb.ModifyProcessInstanceRequest_ActivateInstruction{{AncestorElementInstanceKey: withSlot(7, 3)}}}
+	_ = rewriteKeys(req.ProtoReflect(), func(_ protoreflect.FieldDescriptor, k int64) (int64, error) { _, raw := splitKey(k); return raw, nil })
+	if req.ProcessInstanceKey != 5 || req.ActivateInstructions[0].AncestorElementInstanceKey != 7 {
+		t.Errorf("rewritten: %v", req)
+	}
+}
+
+func TestSlotBits(t *testing.T) {
+	for _, tt := range []struct {
+		key  int64
+		slot int
+	}{{1<<51 + 1, 1}, {127<<51 + 123456, 31}, {2<<51 + 9, 17}} {
+		k := withSlot(tt.key, tt.slot)
+		if s, raw := splitKey(k); s != tt.slot || raw != tt.key || k < 0 {
+			t.Errorf("withSlot(%d,%d) = %d -> slot %d raw %d", tt.key, tt.slot, k, s, raw)
+		}
+	}
+	for _, k := range []int64{0, -1} {
+		if withSlot(k, 5) != k {
+			t.Errorf("%d must stay as it is", k)
+		}
+	}
+}

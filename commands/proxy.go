@@ -87,6 +87,7 @@ Routing (DESIGN.md, "The federation contract"):
 	f.Int64Var(&o.cfg.MaxInflightPerShard, "max-inflight-per-shard", proxy.DefaultMaxInflightPerShard, "requests in flight past which a shard gets no new instances (0: no limit)")
 	f.DurationVar(&o.coolingOff, "cooling-off", proxy.DefaultCoolingOff, "how long a shard that answered RESOURCE_EXHAUSTED gets no new instances")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGTERM, how long in-flight calls may take to finish")
+	f.BoolVar(&o.cfg.Profiling, "profiling", false, "serve Go's /debug/pprof on the admin address")
 	return cmd
 }
 

@@ -16,23 +16,7 @@ DEBIAN_PACKAGES=(
 
 step() { printf '\n==> %s\n' "$*"; }
 
-install_debian_packages() {
-  local missing=()
-  for p in "$@"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-  done
-  [[ ${#missing[@]} -eq 0 ]] && return 0
-  step "installing Debian packages: ${missing[*]}"
-  local sudo=()
-  if [[ $(id -u) -ne 0 ]]; then
-    command -v sudo >/dev/null || { echo "need root or sudo to install: ${missing[*]}" >&2; exit 1; }
-    sudo=(sudo)
-  fi
-  "${sudo[@]}" apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-}
-
-install_debian_packages "${DEBIAN_PACKAGES[@]}"
+scripts/install-debs.sh "${DEBIAN_PACKAGES[@]}"
 staticcheck=$(scripts/tools.sh staticcheck)
 goreleaser=$(scripts/tools.sh goreleaser)
 # The simulator is tested with the real zbctl as well as the Go client.

@@ -42,6 +42,8 @@ type Config struct {
 	CoolingOff time.Duration
 	// Ledger keeps deployments; nil keeps them in memory.
 	Ledger Ledger
+	// Profiling serves Go's /debug/pprof on the admin address.
+	Profiling bool
 }
 
 // Defaults.

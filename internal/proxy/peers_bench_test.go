@@ -1,0 +1,421 @@
+package proxy
+
+// BenchmarkPeers is `make bench-proxy`: CreateProcessInstance at 64 in
+// flight against three simulated shards (--capacity 0), through the
+// shardctl proxy, nginx (grpc_pass, least_conn) and HAProxy (leastconn,
+// h2), and directly to the shards as the ceiling. Every component runs as
+// its own process; targets take turns (A B C D, three rounds) because
+// these machines are noisy; figures are per round and medians, with
+// ratios. Then the latency the proxy adds at half of the direct
+// saturation rate, and a CPU profile of the proxy under load.
+// Configuration of the peers follows ../shared/BENCH-PEERS.md.
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+const (
+	peerConcurrency = 64
+	peerConns       = 4
+	peerRounds      = 3
+	peerRunTime     = 5 * time.Second
+)
+
+type peerResult struct {
+	rps      float64
+	p50, p99 time.Duration
+	errors   int64
+	cpuPerOp time.Duration // the proxy process's CPU per request, when known
+}
+
+func freePort(t testing.TB) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func findTool(t testing.TB, name string) string {
+	for _, dir := range append(filepath.SplitList(os.Getenv("PATH")), "/usr/sbin", "/sbin") {
+		if p := filepath.Join(dir, name); isExec(p) {
+			return p
+		}
+	}
+	t.Fatalf("%s is not installed: make bench-proxy installs it (scripts/install-debs.sh nginx haproxy)", name)
+	return ""
+}
+
+func isExec(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && !st.IsDir() && st.Mode()&0o111 != 0
+}
+
+// startProcess runs a long-lived process for the benchmark and stops it at
+// the end.
+func startProcess(t testing.TB, dir, name string, args ...string) *exec.Cmd {
+	cmd := exec.Command(name, args...)
+	log, err := os.Create(filepath.Join(dir, filepath.Base(name)+"-"+strconv.Itoa(freePort(t))+".log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		log.Close()
+	})
+	return cmd
+}
+
+// startShardctl runs `shardctl ARGS` and returns the address of its
+// "listening on" line.
+func startShardctl(t testing.TB, bin string, args ...string) (*exec.Cmd, string) {
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "GOMAXPROCS=2")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	line, err := bufio.NewReader(stderr).ReadString('\n')
+	if err != nil {
+		t.Fatalf("shardctl %v: %v", args, err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, stderr) }()
+	return cmd, strings.TrimPrefix(strings.TrimSpace(line), "listening on ")
+}
+
+func waitListening(t testing.TB, addr string) {
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("nothing listens on %s", addr)
+}
+
+func cpuTime(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * time.Second / 100 // clock ticks (USER_HZ 100)
+}
+
+func dialAll(t testing.TB, addrs []string, n int) []pb.GatewayClient {
+	var out []pb.GatewayClient
+	for i := range n {
+		conn, err := grpc.NewClient(addrs[i%len(addrs)], grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = conn.Close() })
+		out = append(out, pb.NewGatewayClient(conn))
+	}
+	return out
+}
+
+var benchCreate = &pb.CreateProcessInstanceRequest{BpmnProcessId: "bench", Version: -1}
+
+// closedLoop keeps peerConcurrency calls in flight for d.
+func closedLoop(clients []pb.GatewayClient, d time.Duration) peerResult {
+	var wg sync.WaitGroup
+	var errs atomic.Int64
+	lat := make([][]time.Duration, peerConcurrency)
+	start := time.Now()
+	stop := start.Add(d)
+	for g := range peerConcurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := clients[g%len(clients)]
+			mine := make([]time.Duration, 0, 1<<16)
+			for time.Now().Before(stop) {
+				t0 := time.Now()
+				if _, err := c.CreateProcessInstance(context.Background(), benchCreate); err != nil {
+					errs.Add(1)
+					continue
+				}
+				mine = append(mine, time.Since(t0))
+			}
+			lat[g] = mine
+		}()
+	}
+	wg.Wait()
+	return summarize(lat, time.Since(start), errs.Load())
+}
+
+// openLoop sends at a fixed rate for d, whatever the answers take.
+func openLoop(clients []pb.GatewayClient, rate float64, d time.Duration) peerResult {
+	var wg sync.WaitGroup
+	var errs atomic.Int64
+	var mu sync.Mutex
+	var lat []time.Duration
+	interval := time.Duration(float64(time.Second) / rate)
+	start := time.Now()
+	next := start
+	for i := 0; time.Since(start) < d; i++ {
+		if w := time.Until(next); w > 0 {
+			time.Sleep(w)
+		}
+		next = next.Add(interval)
+		c := clients[i%len(clients)]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t0 := time.Now()
+			_, err := c.CreateProcessInstance(context.Background(), benchCreate)
+			took := time.Since(t0)
+			if err != nil {
+				errs.Add(1)
+				return
+			}
+			mu.Lock()
+			lat = append(lat, took)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return summarize([][]time.Duration{lat}, time.Since(start), errs.Load())
+}
+
+func summarize(lat [][]time.Duration, elapsed time.Duration, errs int64) peerResult {
+	var all []time.Duration
+	for _, l := range lat {
+		all = append(all, l...)
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
+	r := peerResult{rps: float64(len(all)) / elapsed.Seconds(), errors: errs}
+	if len(all) > 0 {
+		r.p50, r.p99 = all[len(all)/2], all[len(all)*99/100]
+	}
+	return r
+}
+
+func median(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if len(s) == 0 {
+		return math.NaN()
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func BenchmarkPeers(b *testing.B) {
+	nginx, haproxy := findTool(b, "nginx"), findTool(b, "haproxy")
+	dir := b.TempDir()
+	bin := filepath.Join(dir, "shardctl")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/shardctl").CombinedOutput(); err != nil {
+		b.Fatalf("build shardctl: %v\n%s", err, out)
+	}
+
+	var shardAddrs []string
+	for range 3 {
+		_, addr := startShardctl(b, bin, "sim", "serve", "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--partitions", "3", "--backlog-limit", "-1")
+		shardAddrs = append(shardAddrs, addr)
+	}
+	process := linearProcess("bench", "bench-work")
+	for _, c := range dialAll(b, shardAddrs, 3) {
+		if _, err := c.DeployResource(context.Background(), &pb.DeployResourceRequest{Resources: []*pb.Resource{{Name: "bench.bpmn", Content: process}}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+
+	adminPort := freePort(b)
+	args := []string{"proxy", "serve", "--listen", "127.0.0.1:0", "--admin", fmt.Sprintf("127.0.0.1:%d", adminPort), "--profiling", "--max-inflight-per-shard", "0"}
+	for i, a := range shardAddrs {
+		args = append(args, "--shard", fmt.Sprintf("s%d=%s", i+1, a))
+	}
+	proxyCmd, proxyAddr := startShardctl(b, bin, args...)
+	if _, err := dialAll(b, []string{proxyAddr}, 1)[0].DeployResource(context.Background(), &pb.DeployResourceRequest{Resources: []*pb.Resource{{Name: "bench.bpmn", Content: process}}}); err != nil {
+		b.Fatal(err)
+	}
+
+	nginxPort, haproxyPort := freePort(b), freePort(b)
+	var upstream strings.Builder
+	for _, a := range shardAddrs {
+		fmt.Fprintf(&upstream, "    server %s;\n", a)
+	}
+	nginxConf := fmt.Sprintf(`daemon off;
+worker_processes 2;
+pid %[1]s/nginx.pid;
+error_log %[1]s/nginx-error.log;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  upstream shards {
+    least_conn;
+%[2]s    keepalive 256;
+    keepalive_requests 1000000;
+  }
+  server {
+    listen 127.0.0.1:%[3]d http2;
+    keepalive_requests 1000000;
+    http2_max_concurrent_streams 1024;
+    location / { grpc_pass grpc://shards; }
+  }
+}
+`, dir, upstream.String(), nginxPort)
+	if err := os.WriteFile(filepath.Join(dir, "nginx.conf"), []byte(nginxConf), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	nginxCmd := startProcess(b, dir, nginx, "-p", dir, "-c", filepath.Join(dir, "nginx.conf"), "-e", filepath.Join(dir, "nginx-error.log"))
+
+	var servers strings.Builder
+	for i, a := range shardAddrs {
+		fmt.Fprintf(&servers, "  server s%d %s proto h2\n", i+1, a)
+	}
+	haproxyConf := fmt.Sprintf(`global
+  nbthread 2
+  maxconn 8000
+defaults
+  mode http
+  timeout connect 5s
+  timeout client 60s
+  timeout server 60s
+frontend gw
+  bind 127.0.0.1:%d proto h2
+  default_backend shards
+backend shards
+  balance leastconn
+  http-reuse always
+%s`, haproxyPort, servers.String())
+	if err := os.WriteFile(filepath.Join(dir, "haproxy.cfg"), []byte(haproxyConf), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	haproxyCmd := startProcess(b, dir, haproxy, "-f", filepath.Join(dir, "haproxy.cfg"), "-db")
+
+	nginxAddr, haproxyAddr := fmt.Sprintf("127.0.0.1:%d", nginxPort), fmt.Sprintf("127.0.0.1:%d", haproxyPort)
+	waitListening(b, nginxAddr)
+	waitListening(b, haproxyAddr)
+
+	type target struct {
+		name    string
+		clients []pb.GatewayClient
+		pid     int
+	}
+	targets := []target{
+		{"direct", dialAll(b, shardAddrs, 3*peerConns), 0},
+		{"shardctl", dialAll(b, []string{proxyAddr}, peerConns), proxyCmd.Process.Pid},
+		{"nginx", dialAll(b, []string{nginxAddr}, peerConns), nginxCmd.Process.Pid},
+		{"haproxy", dialAll(b, []string{haproxyAddr}, peerConns), haproxyCmd.Process.Pid},
+	}
+	for _, tg := range targets {
+		closedLoop(tg.clients, time.Second) // warm up connections and pools
+	}
+
+	results := map[string][]peerResult{}
+	fmt.Printf("\nCreateProcessInstance, %d in flight, 3 simulated shards (--capacity 0), %v per run\n", peerConcurrency, peerRunTime)
+	fmt.Printf("%-6s %-9s %10s %10s %10s %8s %12s\n", "ROUND", "TARGET", "REQ/S", "P50", "P99", "ERRORS", "CPU/REQ")
+	for round := 1; round <= peerRounds; round++ {
+		for _, tg := range targets {
+			cpu0 := cpuTime(tg.pid)
+			if tg.pid == 0 {
+				cpu0 = 0
+			}
+			r := closedLoop(tg.clients, peerRunTime)
+			if tg.pid != 0 && r.rps > 0 {
+				r.cpuPerOp = (cpuTime(tg.pid) - cpu0) / time.Duration(r.rps*peerRunTime.Seconds())
+			}
+			results[tg.name] = append(results[tg.name], r)
+			cpu := "-"
+			if r.cpuPerOp > 0 {
+				cpu = r.cpuPerOp.String()
+			}
+			fmt.Printf("%-6d %-9s %10.0f %10v %10v %8d %12s\n", round, tg.name, r.rps, r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), r.errors, cpu)
+		}
+	}
+	med := func(name string, f func(peerResult) float64) float64 {
+		var xs []float64
+		for _, r := range results[name] {
+			xs = append(xs, f(r))
+		}
+		return median(xs)
+	}
+	rps := func(r peerResult) float64 { return r.rps }
+	fmt.Printf("\nmedians of %d rounds:\n", peerRounds)
+	for _, tg := range targets {
+		fmt.Printf("  %-9s %8.0f req/s  p50 %8v  p99 %8v\n", tg.name, med(tg.name, rps),
+			time.Duration(med(tg.name, func(r peerResult) float64 { return float64(r.p50) })).Round(time.Microsecond),
+			time.Duration(med(tg.name, func(r peerResult) float64 { return float64(r.p99) })).Round(time.Microsecond))
+	}
+	better := math.Max(med("nginx", rps), med("haproxy", rps))
+	fmt.Printf("ratios (throughput, medians): shardctl/nginx %.2f  shardctl/haproxy %.2f  shardctl/better-peer %.2f (target >= 1.2)  shardctl/direct %.2f\n",
+		med("shardctl", rps)/med("nginx", rps), med("shardctl", rps)/med("haproxy", rps), med("shardctl", rps)/better, med("shardctl", rps)/med("direct", rps))
+	fmt.Print("per-round ratios shardctl/better-peer:")
+	for i := range peerRounds {
+		fmt.Printf(" %.2f", results["shardctl"][i].rps/math.Max(results["nginx"][i].rps, results["haproxy"][i].rps))
+	}
+	fmt.Println()
+
+	// Added latency at half of the direct saturation rate.
+	half := med("direct", rps) / 2
+	var addedP99 []float64
+	fmt.Printf("\nopen loop at %.0f req/s (half of direct saturation):\n", half)
+	for round := 1; round <= peerRounds; round++ {
+		d := openLoop(targets[0].clients, half, peerRunTime)
+		s := openLoop(targets[1].clients, half, peerRunTime)
+		added := s.p99 - d.p99
+		addedP99 = append(addedP99, float64(added))
+		fmt.Printf("  round %d: direct p50 %v p99 %v | shardctl p50 %v p99 %v | added p99 %v\n", round,
+			d.p50.Round(time.Microsecond), d.p99.Round(time.Microsecond), s.p50.Round(time.Microsecond), s.p99.Round(time.Microsecond), added.Round(time.Microsecond))
+	}
+	fmt.Printf("  median added p99: %v (target <= 1ms)\n", time.Duration(median(addedP99)).Round(time.Microsecond))
+
+	// Where the proxy's CPU goes under the closed-loop load.
+	profile := filepath.Join(os.TempDir(), "shardctl-proxy-cpu.pprof")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		closedLoop(targets[1].clients, 5*time.Second)
+	}()
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/profile?seconds=4", adminPort))
+	if err == nil {
+		f, _ := os.Create(profile)
+		_, _ = io.Copy(f, resp.Body)
+		f.Close()
+		resp.Body.Close()
+	}
+	<-done
+	if out, err := exec.Command("go", "tool", "pprof", "-top", "-nodecount=25", bin, profile).CombinedOutput(); err == nil {
+		fmt.Printf("\nproxy CPU profile under load (%s):\n%s", profile, out)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"sync"
 
+	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
@@ -112,7 +113,22 @@ func rewriteKeys(m protoreflect.Message, fn func(fd protoreflect.FieldDescriptor
 	return nil
 }
 
-// stampSlot writes slot into every key of a response.
+// stampSlot writes slot into every key of a response. The hottest
+// responses are stamped field by field; the rest by reflection.
 func stampSlot(m protoreflect.Message, slot int) {
+	switch r := m.Interface().(type) {
+	case *pb.CreateProcessInstanceResponse:
+		r.ProcessDefinitionKey = withSlot(r.ProcessDefinitionKey, slot)
+		r.ProcessInstanceKey = withSlot(r.ProcessInstanceKey, slot)
+		return
+	case *pb.CompleteJobResponse, *pb.FailJobResponse:
+		return // no keys
+	case *pb.ActivatedJob:
+		r.Key = withSlot(r.Key, slot)
+		r.ProcessInstanceKey = withSlot(r.ProcessInstanceKey, slot)
+		r.ProcessDefinitionKey = withSlot(r.ProcessDefinitionKey, slot)
+		r.ElementInstanceKey = withSlot(r.ElementInstanceKey, slot)
+		return
+	}
 	_ = rewriteKeys(m, func(_ protoreflect.FieldDescriptor, k int64) (int64, error) { return withSlot(k, slot), nil })
 }

@@ -1,7 +1,11 @@
 package proxy
 
 import (
+	"sync"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
@@ -15,6 +19,25 @@ type metrics struct {
 	handedBack *prometheus.CounterVec   // shard, reason
 	ledger     prometheus.GaugeFunc     // deployments
 	duration   *prometheus.HistogramVec // rpc
+
+	cache sync.Map // resolved series: rpcCode -> counter, rpc -> observer
+}
+
+// observe counts a client request, resolving each label set once.
+func (m *metrics) observe(rpc string, code codes.Code, took time.Duration) {
+	k := rpcCode{rpc, code}
+	c, ok := m.cache.Load(k)
+	if !ok {
+		c = m.requests.WithLabelValues(rpc, code.String())
+		m.cache.Store(k, c)
+	}
+	c.(prometheus.Counter).Inc()
+	o, ok := m.cache.Load(rpc)
+	if !ok {
+		o = m.duration.WithLabelValues(rpc)
+		m.cache.Store(rpc, o)
+	}
+	o.(prometheus.Observer).Observe(took.Seconds())
 }
 
 func newMetrics(ledgerSize func() float64) *metrics {

@@ -14,6 +14,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"runtime"
 	"slices"
 	"sort"
 	"sync"
@@ -24,6 +25,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Config of a proxy. Zero values take the defaults below.
@@ -157,7 +160,9 @@ func (p *Proxy) Start(ctx context.Context) error {
 		return fmt.Errorf("listen for clients on %s: %w", p.cfg.Listen, err)
 	}
 	p.addr = ln.Addr()
-	p.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(32 << 20))
+	p.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(32<<20),
+		// Reuse a few goroutines for streams instead of one per call.
+		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))))
 	pb.RegisterGatewayServer(p.grpc, &server{p: p})
 	go func() { _ = p.grpc.Serve(ln) }()
 	if p.cfg.AdminListen != "" {
@@ -203,12 +208,13 @@ func (p *Proxy) AddShard(ctx context.Context, sc ShardConfig) error {
 		s.conn.Close()
 		return err
 	}
+	s.inflightGauge = p.metrics.inflight.WithLabelValues(s.ID)
+	s.choices = p.metrics.choices.WithLabelValues(s.ID)
 	p.mu.Lock()
 	p.shards = append(p.shards, s)
 	sort.Slice(p.shards, func(i, j int) bool { return p.shards[i].Slot < p.shards[j].Slot })
 	p.bySlot[s.Slot] = s
 	p.mu.Unlock()
-	p.metrics.inflight.WithLabelValues(s.ID).Set(0)
 	return nil
 }
 
@@ -295,37 +301,42 @@ func (p *Proxy) shardForKey(key int64) (*shard, int64, error) {
 	return s, raw, nil
 }
 
-// choose orders the shards that take new instances: the power-of-two-
-// choices pick first (fewer requests in flight of two random shards), then
-// the others by in-flight count, for retries after backpressure.
-func (p *Proxy) choose() []*shard {
+// pick is the power-of-two-choices shard for something new: of two
+// random shards that take new instances, the one with fewer requests in
+// flight. exclude lists shards already tried for this request.
+func (p *Proxy) pick(exclude []*shard) *shard {
 	now := time.Now()
-	var ok []*shard
-	for _, s := range p.snapshot() {
-		if s.takesInstances(now, p.cfg.MaxInflightPerShard) {
-			ok = append(ok, s)
+	shards := p.snapshot()
+	eligible := func(s *shard) bool {
+		return s.takesInstances(now, p.cfg.MaxInflightPerShard) && !slices.Contains(exclude, s)
+	}
+	// Two random draws among the eligible, without building a list: shard
+	// sets are small, so rejection sampling ends fast; fall back to a scan.
+	var a, b *shard
+	for range 2 * len(shards) {
+		s := shards[rand.IntN(len(shards))]
+		if !eligible(s) {
+			continue
+		}
+		if a == nil {
+			a = s
+		} else if s != a {
+			b = s
+			break
 		}
 	}
-	if len(ok) < 2 {
-		return ok
-	}
-	i := rand.IntN(len(ok))
-	j := rand.IntN(len(ok) - 1)
-	if j >= i {
-		j++
-	}
-	first := ok[i]
-	if ok[j].inflight.Load() < first.inflight.Load() {
-		first = ok[j]
-	}
-	rest := make([]*shard, 0, len(ok)-1)
-	for _, s := range ok {
-		if s != first {
-			rest = append(rest, s)
+	if a == nil {
+		for _, s := range shards {
+			if eligible(s) && (a == nil || s.inflight.Load() < a.inflight.Load()) {
+				a = s
+			}
 		}
+		return a
 	}
-	slices.SortStableFunc(rest, func(a, b *shard) int { return int(a.inflight.Load() - b.inflight.Load()) })
-	return append([]*shard{first}, rest...)
+	if b != nil && b.inflight.Load() < a.inflight.Load() {
+		return b
+	}
+	return a
 }
 
 // outgoing forwards the client's authorization to a shard.
@@ -342,16 +353,29 @@ func outgoing(ctx context.Context) context.Context {
 
 // call runs one request to a shard, with in-flight accounting and metrics.
 func call[T any](ctx context.Context, p *Proxy, s *shard, rpc string, fn func(context.Context, pb.GatewayClient) (T, error)) (T, error) {
-	n := s.inflight.Add(1)
-	g := p.metrics.inflight.WithLabelValues(s.ID)
-	g.Set(float64(n))
+	s.inflightGauge.Set(float64(s.inflight.Add(1)))
 	v, err := fn(outgoing(ctx), s.client)
-	g.Set(float64(s.inflight.Add(-1)))
-	p.metrics.upstream.WithLabelValues(s.ID, rpc, status.Code(err).String()).Inc()
+	s.inflightGauge.Set(float64(s.inflight.Add(-1)))
+	p.upstreamCounter(s, rpc, status.Code(err)).Inc()
 	if err != nil {
 		s.noteError(err)
 	}
 	return v, err
+}
+
+type rpcCode struct {
+	rpc  string
+	code codes.Code
+}
+
+func (p *Proxy) upstreamCounter(s *shard, rpc string, code codes.Code) prometheus.Counter {
+	k := rpcCode{rpc, code}
+	if c, ok := s.upstream.Load(k); ok {
+		return c.(prometheus.Counter)
+	}
+	c := p.metrics.upstream.WithLabelValues(s.ID, rpc, code.String())
+	s.upstream.Store(k, c)
+	return c
 }
 
 // Addr is the client address actually bound.

@@ -24,9 +24,7 @@ type server struct {
 const GatewayVersion = "8.5.20"
 
 func (sv *server) observe(rpc string, start time.Time, err error) {
-	m := sv.p.metrics
-	m.requests.WithLabelValues(rpc, status.Code(err).String()).Inc()
-	m.duration.WithLabelValues(rpc).Observe(time.Since(start).Seconds())
+	sv.p.metrics.observe(rpc, status.Code(err), time.Since(start))
 }
 
 // onShard names the shard in an error the client sees, keeping its code.
@@ -107,17 +105,19 @@ func byKey[Req proto.Message, Resp proto.Message](ctx context.Context, sv *serve
 func placeNew[Resp proto.Message](ctx context.Context, sv *server, rpc string, fn func(context.Context, *shard, pb.GatewayClient) (Resp, error)) (Resp, *shard, error) {
 	p := sv.p
 	var zero Resp
-	candidates := p.choose()
-	if len(candidates) == 0 {
-		return zero, nil, status.Error(codes.ResourceExhausted, "Expected to place the request on a shard, but every shard is at capacity, cooling off after backpressure, or not UP. Please try again later.")
-	}
+	var tried []*shard
 	var lastErr error
 	exhausted := false
-	for _, s := range candidates {
+	for {
+		s := p.pick(tried)
+		if s == nil {
+			break
+		}
+		tried = append(tried, s)
 		resp, err := call(ctx, p, s, rpc, func(ctx context.Context, c pb.GatewayClient) (Resp, error) { return fn(ctx, s, c) })
 		switch {
 		case err == nil:
-			p.metrics.choices.WithLabelValues(s.ID).Inc()
+			s.choices.Inc()
 			stampSlot(resp.ProtoReflect(), s.Slot)
 			return resp, s, nil
 		case status.Code(err) == codes.ResourceExhausted:
@@ -133,7 +133,10 @@ func placeNew[Resp proto.Message](ctx context.Context, sv *server, rpc string, f
 			return zero, nil, status.FromContextError(ctx.Err()).Err()
 		}
 	}
-	if exhausted {
+	switch {
+	case lastErr == nil:
+		return zero, nil, status.Error(codes.ResourceExhausted, "Expected to place the request on a shard, but every shard is at capacity, cooling off after backpressure, or not UP. Please try again later.")
+	case exhausted:
 		return zero, nil, status.Errorf(codes.ResourceExhausted, "Expected to place the request on a shard, but every shard rejected it: %s", status.Convert(lastErr).Message())
 	}
 	return zero, nil, status.Errorf(codes.Unavailable, "Expected to place the request on a shard, but none could be reached: %s", status.Convert(lastErr).Message())

@@ -14,6 +14,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // State is a shard's state in the federation (DESIGN.md).
@@ -61,6 +63,12 @@ type shard struct {
 	mu      sync.Mutex
 	lastErr string
 	lastAt  time.Time
+
+	// Metric series of this shard, resolved once: label lookups on every
+	// call cost more than the count.
+	inflightGauge prometheus.Gauge
+	choices       prometheus.Counter
+	upstream      sync.Map // rpc+code -> prometheus.Counter
 }
 
 func dialShard(cfg ShardConfig) (*shard, error) {

@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/grpc/codes"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"google.golang.org/grpc/codes"
 )
 
 type metrics struct {

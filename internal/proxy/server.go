@@ -297,22 +297,6 @@ func (sv *server) DeployResource(ctx context.Context, req *pb.DeployResourceRequ
 		})
 }
 
-// DeployProcess is deprecated in Zeebe but still served: old clients use it.
-//
-//lint:ignore SA1019 the gateway API includes it, so the proxy serves it
-func (sv *server) DeployProcess(ctx context.Context, req *pb.DeployProcessRequest) (*pb.DeployProcessResponse, error) {
-	resources := make([]Resource, len(req.GetProcesses()))
-	for i, r := range req.GetProcesses() {
-		resources[i] = Resource{Name: r.GetName(), Content: r.GetDefinition()}
-	}
-	//lint:ignore SA1019 see above
-	return deployAll(ctx, sv, "DeployProcess", resources,
-		func(ctx context.Context, c pb.GatewayClient) (*pb.DeployProcessResponse, error) {
-			return c.DeployProcess(ctx, req)
-		},
-		func(r *pb.DeployProcessResponse) []*pb.ProcessMetadata { return r.GetProcesses() }) //lint:ignore SA1019 see above
-}
-
 // fanOut sends a request to every shard that serves work and answers with
 // the lowest slot's success, or the first error when none succeeded.
 func fanOut[Resp proto.Message](ctx context.Context, sv *server, rpc string, send func(context.Context, pb.GatewayClient) (Resp, error)) (Resp, error) {

@@ -176,25 +176,6 @@ func (g *gateway) DeployResource(ctx context.Context, req *pb.DeployResourceRequ
 	return resp, nil
 }
 
-// DeployProcess is deprecated in Zeebe but still served: old clients use it.
-//
-//lint:ignore SA1019 the gateway API includes it, so the simulator serves it
-func (g *gateway) DeployProcess(ctx context.Context, req *pb.DeployProcessRequest) (*pb.DeployProcessResponse, error) {
-	resources := make([]*pb.Resource, len(req.GetProcesses()))
-	for i, p := range req.GetProcesses() {
-		resources[i] = &pb.Resource{Name: p.GetName(), Content: p.GetDefinition()}
-	}
-	key, procs, err := g.deploy(ctx, resources)
-	if err != nil {
-		return nil, err
-	}
-	resp := &pb.DeployProcessResponse{Key: key} //lint:ignore SA1019 see above
-	for _, p := range procs {
-		resp.Processes = append(resp.Processes, p.metadata())
-	}
-	return resp, nil
-}
-
 func (p *process) metadata() *pb.ProcessMetadata {
 	return &pb.ProcessMetadata{BpmnProcessId: p.id, Version: p.version, ProcessDefinitionKey: p.key, ResourceName: p.resourceName, TenantId: defaultTenant}
 }

@@ -1,0 +1,23 @@
+//lint:file-ignore SA1019 DeployProcess is deprecated in Zeebe but part of the gateway API the proxy serves
+
+package proxy
+
+import (
+	"context"
+
+	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
+)
+
+// DeployProcess is deprecated in Zeebe but still served: old clients use it.
+
+func (sv *server) DeployProcess(ctx context.Context, req *pb.DeployProcessRequest) (*pb.DeployProcessResponse, error) {
+	resources := make([]Resource, len(req.GetProcesses()))
+	for i, r := range req.GetProcesses() {
+		resources[i] = Resource{Name: r.GetName(), Content: r.GetDefinition()}
+	}
+	return deployAll(ctx, sv, "DeployProcess", resources,
+		func(ctx context.Context, c pb.GatewayClient) (*pb.DeployProcessResponse, error) {
+			return c.DeployProcess(ctx, req)
+		},
+		func(r *pb.DeployProcessResponse) []*pb.ProcessMetadata { return r.GetProcesses() })
+}

@@ -99,6 +99,22 @@ func TestTwoThousandInstancesThroughTheProxy(t *testing.T) {
 	if e := completeErrors.Load(); e != 0 {
 		t.Errorf("%d job completions failed", e)
 	}
+	for _, m := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"shardctl_proxy_p2c_choices_total", nil, n},
+		{"shardctl_proxy_requests_total", []string{`rpc="CreateProcessInstance"`, `code="OK"`}, n},
+		{"shardctl_proxy_request_duration_seconds_count", []string{`rpc="CreateProcessInstance"`}, n},
+		{"shardctl_proxy_shard_requests_total", []string{`rpc="CreateProcessInstance"`}, n},
+		{"shardctl_proxy_ledger_deployments", nil, 1},
+		{"shardctl_proxy_shard_inflight_requests", []string{`shard="shard-1"`}, 0},
+	} {
+		if got := proxyMetric(t, p, m.name, m.labels...); got != m.want {
+			t.Errorf("%s%v = %v, want %v", m.name, m.labels, got, m.want)
+		}
+	}
 	var jobs int
 	delivered.Range(func(any, any) bool { jobs++; return true })
 	if jobs != 3*n {

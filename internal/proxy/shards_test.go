@@ -151,6 +151,12 @@ func TestAddShardReplaysAndDrainingShardsKeepServingJobs(t *testing.T) {
 	}
 
 	// Drain shard-1: no new instances there, its jobs still come.
+	onFirst := newClient(t, shards[0].Addr().String())
+	for range 3 {
+		if _, err := onFirst.NewCreateInstanceCommand().BPMNProcessId("p").Version(1).Send(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := p.SetState("shard-1", Draining); err != nil {
 		t.Fatal(err)
 	}

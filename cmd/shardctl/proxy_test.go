@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -89,19 +88,7 @@ func TestProxyServe(t *testing.T) {
 		t.Fatalf("topology through the proxy: %+v, %v", topo, err)
 	}
 
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("exit after SIGTERM: %v", err)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("proxy did not stop within 15s of SIGTERM")
-	}
+	stopWithSIGTERM(t, cmd)
 }
 
 func TestProxyServeErrors(t *testing.T) {

@@ -3,8 +3,6 @@ package proxy
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +10,7 @@ import (
 	"github.com/camunda/zeebe/clients/go/v8/pkg/zbc"
 
 	"github.com/shardctl/shardctl/internal/sim"
+	"github.com/shardctl/shardctl/internal/sim/simtest"
 )
 
 // startShards runs n simulated Zeebe clusters on free loopback ports.
@@ -19,24 +18,7 @@ func startShards(t testing.TB, n int, cfg sim.Config) []*sim.Sim {
 	t.Helper()
 	var out []*sim.Sim
 	for range n {
-		c := cfg
-		c.Listen, c.MetricsListen = "127.0.0.1:0", "127.0.0.1:0"
-		if c.TimerInterval == 0 {
-			c.TimerInterval = 100 * time.Millisecond
-		}
-		s, err := sim.New(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Start(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			defer cancel()
-			_ = s.Close(ctx)
-		})
-		out = append(out, s)
+		out = append(out, simtest.Start(t, cfg))
 	}
 	return out
 }
@@ -89,42 +71,12 @@ func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 	}
 }
 
-// metric sums the series of one metric at a /metrics URL whose labels
-// contain every given label pair.
-func metric(t testing.TB, url, name string, labels ...string) float64 {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	var sum float64
-	for _, line := range strings.Split(string(body), "\n") {
-		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
-			continue
-		}
-		ok := true
-		for _, l := range labels {
-			ok = ok && strings.Contains(line, l)
-		}
-		if !ok {
-			continue
-		}
-		var v float64
-		f := strings.Fields(line)
-		fmt.Sscan(f[len(f)-1], &v)
-		sum += v
-	}
-	return sum
-}
-
 func simMetric(t testing.TB, s *sim.Sim, name string, labels ...string) float64 {
-	return metric(t, "http://"+s.MetricsAddr().String()+"/metrics", name, labels...)
+	return simtest.SimMetric(t, s, name, labels...)
 }
 
 func proxyMetric(t testing.TB, p *Proxy, name string, labels ...string) float64 {
-	return metric(t, "http://"+p.AdminAddr().String()+"/metrics", name, labels...)
+	return simtest.Metric(t, "http://"+p.AdminAddr().String()+"/metrics", name, labels...)
 }
 
 const bpmnHead = `<?xml version="1.0" encoding="UTF-8"?>

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/shardctl/shardctl/internal/sim"
+	"github.com/shardctl/shardctl/internal/sim/simtest"
 )
 
 const catchProcess = bpmnHead + `<bpmn:message id="m" name="paid"><bpmn:extensionElements><zeebe:subscription correlationKey="=orderId"/></bpmn:extensionElements></bpmn:message>
@@ -95,16 +96,7 @@ func TestMessagesThroughTheProxy(t *testing.T) {
 }
 
 func TestZbctlThroughTheProxy(t *testing.T) {
-	zbctl := os.Getenv("ZBCTL")
-	if zbctl == "" {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		out, err := exec.CommandContext(ctx, "bash", "../../scripts/tools.sh", "zbctl").Output()
-		if err != nil {
-			t.Fatalf("build zbctl: %v", err)
-		}
-		zbctl = strings.TrimSpace(string(out))
-	}
+	zbctl := simtest.Zbctl(t)
 	shards := startShards(t, 3, sim.Config{Partitions: 2})
 	p := startProxy(t, Config{Shards: shardConfigs(shards)})
 	run := func(args ...string) string {

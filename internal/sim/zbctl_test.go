@@ -1,4 +1,4 @@
-package sim
+package sim_test
 
 import (
 	"context"
@@ -9,25 +9,22 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shardctl/shardctl/internal/sim"
+	"github.com/shardctl/shardctl/internal/sim/simtest"
 )
 
-// zbctlPath finds zbctl v8.5.20: $ZBCTL, else the copy scripts/tools.sh
-// builds once per machine from the Go module proxy.
-func zbctlPath(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("ZBCTL"); p != "" {
-		return p
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "bash", "../../scripts/tools.sh", "zbctl").Output()
-	if err != nil {
-		t.Fatalf("build zbctl with scripts/tools.sh: %v", err)
-	}
-	return strings.TrimSpace(string(out))
-}
+const orderProcess = `<?xml version="1.0" encoding="UTF-8"?>
+<bpmn:definitions xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL" xmlns:zeebe="http://camunda.org/schema/zeebe/1.0" id="d" targetNamespace="t">
+<bpmn:process id="order" isExecutable="true">
+<bpmn:startEvent id="start"/>
+<bpmn:serviceTask id="pack"><bpmn:extensionElements><zeebe:taskDefinition type="pack"/></bpmn:extensionElements></bpmn:serviceTask>
+<bpmn:endEvent id="end"/>
+<bpmn:sequenceFlow id="f1" sourceRef="start" targetRef="pack"/>
+<bpmn:sequenceFlow id="f2" sourceRef="pack" targetRef="end"/>
+</bpmn:process></bpmn:definitions>`
 
-func runZbctl(t *testing.T, zbctl string, s *Sim, args ...string) string {
+func runZbctl(t *testing.T, zbctl string, s *sim.Sim, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -41,18 +38,18 @@ func runZbctl(t *testing.T, zbctl string, s *Sim, args ...string) string {
 }
 
 func TestZbctl(t *testing.T) {
-	zbctl := zbctlPath(t)
-	s := startSim(t, Config{Partitions: 3})
+	zbctl := simtest.Zbctl(t)
+	s := simtest.Start(t, sim.Config{Partitions: 3})
 
 	status := runZbctl(t, zbctl, s, "status")
-	for _, want := range []string{"Cluster size: 1", "Partitions count: 3", "Gateway version: " + GatewayVersion, "Partition 3 : Leader, Healthy"} {
+	for _, want := range []string{"Cluster size: 1", "Partitions count: 3", "Gateway version: " + sim.GatewayVersion, "Partition 3 : Leader, Healthy"} {
 		if !strings.Contains(status, want) {
 			t.Errorf("zbctl status lacks %q:\n%s", want, status)
 		}
 	}
 
 	file := filepath.Join(t.TempDir(), "order.bpmn")
-	if err := os.WriteFile(file, linearProcess("order", 3, "pack"), 0o644); err != nil {
+	if err := os.WriteFile(file, []byte(orderProcess), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	var deployed struct {
@@ -95,5 +92,11 @@ func TestZbctl(t *testing.T) {
 		t.Fatalf("zbctl activate jobs: %v\n%s", err, out)
 	}
 	runZbctl(t, zbctl, s, "complete", "job", jobs.Jobs[0].Key)
-	eventually(t, 5*time.Second, "the instance to complete", func() bool { return activeInstances(t, s) == 0 })
+	deadline := time.Now().Add(5 * time.Second)
+	for simtest.SimMetric(t, s, "zeebe_executed_instances_total", `action="completed"`) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the instance did not complete")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

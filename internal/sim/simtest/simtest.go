@@ -1,0 +1,99 @@
+// Package simtest starts shard simulators for other packages' tests and
+// reads what they report, so each package does not write its own.
+package simtest
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shardctl/shardctl/internal/sim"
+)
+
+// Start runs a simulator on free loopback ports until the test ends.
+func Start(t testing.TB, cfg sim.Config) *sim.Sim {
+	t.Helper()
+	cfg.Listen, cfg.MetricsListen = "127.0.0.1:0", "127.0.0.1:0"
+	if cfg.TimerInterval == 0 {
+		cfg.TimerInterval = 100 * time.Millisecond
+	}
+	s, err := sim.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = s.Close(ctx)
+	})
+	return s
+}
+
+// Metric sums the series of one metric at a /metrics URL whose labels
+// contain every given label pair (e.g. `action="completed"`).
+func Metric(t testing.TB, url, name string, labels ...string) float64 {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, line := range strings.Split(string(body), "\n") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		ok := true
+		for _, l := range labels {
+			ok = ok && strings.Contains(line, l)
+		}
+		if !ok {
+			continue
+		}
+		var v float64
+		f := strings.Fields(line)
+		if _, err := fmt.Sscan(f[len(f)-1], &v); err == nil {
+			sum += v
+		}
+	}
+	return sum
+}
+
+// SimMetric is Metric on a simulator's /metrics.
+func SimMetric(t testing.TB, s *sim.Sim, name string, labels ...string) float64 {
+	t.Helper()
+	return Metric(t, "http://"+s.MetricsAddr().String()+"/metrics", name, labels...)
+}
+
+// Zbctl is the path of zbctl v8.5.20: $ZBCTL, else the copy that
+// scripts/tools.sh builds once per machine from the Go module proxy.
+func Zbctl(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv("ZBCTL"); p != "" {
+		return p
+	}
+	_, file, _, _ := runtime.Caller(0)
+	script := filepath.Join(filepath.Dir(file), "..", "..", "..", "scripts", "tools.sh")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "bash", script, "zbctl").Output()
+	if err != nil {
+		t.Fatalf("build zbctl with scripts/tools.sh: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}

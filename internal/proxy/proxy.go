@@ -302,7 +302,7 @@ func (p *Proxy) shardForKey(key int64) (*shard, int64, error) {
 }
 
 // pick is the power-of-two-choices shard for something new: of two
-// random shards that take new instances, the one with fewer requests in
+// random shards that take new instances, the one with fewer placements in
 // flight. exclude lists shards already tried for this request.
 func (p *Proxy) pick(exclude []*shard) *shard {
 	now := time.Now()
@@ -327,13 +327,13 @@ func (p *Proxy) pick(exclude []*shard) *shard {
 	}
 	if a == nil {
 		for _, s := range shards {
-			if eligible(s) && (a == nil || s.inflight.Load() < a.inflight.Load()) {
+			if eligible(s) && (a == nil || s.placing.Load() < a.placing.Load()) {
 				a = s
 			}
 		}
 		return a
 	}
-	if b != nil && b.inflight.Load() < a.inflight.Load() {
+	if b != nil && b.placing.Load() < a.placing.Load() {
 		return b
 	}
 	return a

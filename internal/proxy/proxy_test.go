@@ -75,6 +75,7 @@ func TestTwoThousandInstancesThroughTheProxy(t *testing.T) {
 	if len(seen) != n {
 		t.Fatalf("%d instances created, want %d", len(seen), n)
 	}
+	t.Logf("instances per slot: %v", perSlot)
 	for slot := 1; slot <= 3; slot++ {
 		share := float64(perSlot[slot]) / n
 		if share < 0.25 || share > 0.41 {
@@ -120,4 +121,42 @@ func TestTwoThousandInstancesThroughTheProxy(t *testing.T) {
 	if jobs != 3*n {
 		t.Errorf("%d distinct jobs delivered, want %d", jobs, 3*n)
 	}
+}
+
+// Power-of-two-choices sends fewer new instances to a slower shard.
+func TestPowerOfTwoChoicesFavoursTheFasterShard(t *testing.T) {
+	slow := startShards(t, 1, sim.Config{Partitions: 1, Capacity: 300, BacklogLimit: -1})
+	fast := startShards(t, 1, sim.Config{Partitions: 1})
+	p := startProxy(t, Config{Shards: shardConfigs(append(slow, fast...))})
+	c := newClient(t, p.Addr().String())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := c.NewDeployResourceCommand().AddResource(linearProcess("p", "x"), "p.bpmn").Send(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const n = 1000
+	var onSlow atomic.Int64
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 32)
+	for range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			r, err := c.NewCreateInstanceCommand().BPMNProcessId("p").LatestVersion().Send(ctx)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if slot, _ := splitKey(r.ProcessInstanceKey); slot == 1 {
+				onSlow.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if share := float64(onSlow.Load()) / n; share > 0.3 {
+		t.Errorf("the slow shard got %.0f%% of the instances; power-of-two-choices should send most to the fast one", 100*share)
+	}
+	t.Logf("slow shard: %d of %d", onSlow.Load(), n)
 }

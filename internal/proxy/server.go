@@ -114,7 +114,9 @@ func placeNew[Resp proto.Message](ctx context.Context, sv *server, rpc string, f
 			break
 		}
 		tried = append(tried, s)
+		s.placing.Add(1)
 		resp, err := call(ctx, p, s, rpc, func(ctx context.Context, c pb.GatewayClient) (Resp, error) { return fn(ctx, s, c) })
+		s.placing.Add(-1)
 		switch {
 		case err == nil:
 			s.choices.Inc()

@@ -55,8 +55,13 @@ type shard struct {
 	conn   *grpc.ClientConn
 	client pb.GatewayClient
 
-	state        atomic.Value // State
-	inflight     atomic.Int64
+	state    atomic.Value // State
+	inflight atomic.Int64
+	// placing counts the requests in flight that place something new
+	// (instances, start messages): what power-of-two-choices compares. All
+	// requests in flight would include bursts of job completions, which
+	// follow where jobs were activated, not how busy a shard is.
+	placing      atomic.Int64
 	coolingUntil atomic.Int64 // unix nanos
 	partitions   int32
 

@@ -282,6 +282,8 @@ func (sv *server) longPoll(ctx context.Context, shards []*shard, req *pb.Activat
 	case <-allDone:
 	case <-ctx.Done():
 		err = status.FromContextError(ctx.Err()).Err()
+	case <-p.closing:
+		// Stopping: answer now; what the shards still send is handed back.
 	}
 	mu.Lock()
 	closed = true
@@ -346,6 +348,9 @@ func (sv *server) streamJobs(req *pb.StreamActivatedJobsRequest, stream pb.Gatew
 		case <-ctx.Done():
 			finish()
 			return status.FromContextError(stream.Context().Err()).Err()
+		case <-p.closing:
+			finish()
+			return status.Error(codes.Unavailable, "the proxy is shutting down: reconnect to another replica")
 		}
 	}
 }

@@ -181,3 +181,41 @@ func TestSaturatedShardsRefuseAtOnce(t *testing.T) {
 		t.Errorf("%v instances completed on the shards, %d accepted", done, accepted.Load())
 	}
 }
+
+// Stopping the proxy ends parked long polls at once instead of waiting
+// out their request timeout.
+func TestCloseEndsLongPolls(t *testing.T) {
+	shards := startShards(t, 2, sim.Config{Partitions: 1})
+	p, err := New(Config{Listen: "127.0.0.1:0", Shards: shardConfigs(shards)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, p.Addr().String())
+	polled := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_, err := c.NewActivateJobsCommand().JobType("never").MaxJobsToActivate(1).Send(ctx)
+		polled <- err
+	}()
+	eventually(t, 10*time.Second, "the long poll to park on the shards", func() bool {
+		return simMetric(t, shards[0], "zeebe_long_polling_queued_current", `type="never"`) == 1
+	})
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > raceSlowdown*2*time.Second {
+		t.Errorf("Close took %v with a parked long poll", took)
+	}
+	select {
+	case <-polled:
+	case <-time.After(10 * time.Second):
+		t.Error("the worker's poll did not end when the proxy stopped")
+	}
+}

@@ -123,6 +123,9 @@ type Proxy struct {
 	adminAddr net.Addr
 	ready     bool
 	rr        uint64
+	// closing ends long polls and job streams when the proxy stops, so a
+	// graceful stop does not wait out their timeouts.
+	closing chan struct{}
 }
 
 // New checks the configuration; Start connects and serves.
@@ -130,7 +133,7 @@ func New(cfg Config) (*Proxy, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	p := &Proxy{cfg: cfg, index: newLedgerIndex()}
+	p := &Proxy{cfg: cfg, index: newLedgerIndex(), closing: make(chan struct{})}
 	p.metrics = newMetrics(func() float64 { return float64(p.index.size()) })
 	return p, nil
 }
@@ -389,6 +392,11 @@ func (p *Proxy) AdminAddr() net.Addr { return p.adminAddr }
 func (p *Proxy) Close(ctx context.Context) error {
 	p.mu.Lock()
 	p.ready = false
+	select {
+	case <-p.closing:
+	default:
+		close(p.closing)
+	}
 	p.mu.Unlock()
 	if p.grpc != nil {
 		done := make(chan struct{})

@@ -344,11 +344,8 @@ func (p *Proxy) pick(exclude []*shard) *shard {
 
 // outgoing forwards the client's authorization to a shard.
 func outgoing(ctx context.Context) context.Context {
-	md, ok := metadata.FromIncomingContext(ctx)
-	if !ok {
-		return ctx
-	}
-	if auth := md.Get("authorization"); len(auth) > 0 {
+	// ValueFromIncomingContext does not copy the whole header map.
+	if auth := metadata.ValueFromIncomingContext(ctx, "authorization"); len(auth) > 0 {
 		return metadata.AppendToOutgoingContext(ctx, "authorization", auth[0])
 	}
 	return ctx

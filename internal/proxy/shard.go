@@ -80,6 +80,9 @@ func dialShard(cfg ShardConfig) (*shard, error) {
 	conn, err := grpc.NewClient(cfg.Addr,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(math.MaxInt32)),
+		// The proxy decides itself what may be retried (never an ambiguous
+		// call); grpc-go's own retries would also buffer every request.
+		grpc.WithDisableRetry(),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("shard %s (%s): %w", cfg.ID, cfg.Addr, err)

@@ -199,3 +199,32 @@ func dial(t *testing.T, addr string) *grpc.ClientConn {
 	t.Cleanup(func() { _ = conn.Close() })
 	return conn
 }
+
+// The in-memory ledger starts empty when a proxy restarts; definition keys
+// clients kept from before still run, on the shard that issued them.
+func TestDefinitionKeysSurviveAProxyRestart(t *testing.T) {
+	shards := startShards(t, 2, sim.Config{Partitions: 1})
+	first := startProxy(t, Config{Shards: shardConfigs(shards)})
+	c := newClient(t, first.Addr().String())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dep, err := c.NewDeployResourceCommand().AddResource(linearProcess("p", "a"), "p.bpmn").Send(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := dep.Deployments[0].GetProcess().ProcessDefinitionKey
+	if err := first.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	second := startProxy(t, Config{Shards: shardConfigs(shards)})
+	c2 := newClient(t, second.Addr().String())
+	for range 3 {
+		r, err := c2.NewCreateInstanceCommand().ProcessDefinitionKey(key).Send(ctx)
+		if err != nil {
+			t.Fatalf("create by a key from before the restart: %v", err)
+		}
+		if ks, _ := splitKey(key); func() int { s, _ := splitKey(r.ProcessInstanceKey); return s }() != ks {
+			t.Errorf("instance on another shard than the one that issued the definition key")
+		}
+	}
+}

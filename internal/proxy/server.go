@@ -163,7 +163,7 @@ func (p *Proxy) prepareCreate(req *pb.CreateProcessInstanceRequest) (*shard, err
 		req.ProcessDefinitionKey, req.BpmnProcessId, req.Version = 0, pid.BpmnProcessID, pid.Version
 		return nil, nil
 	}
-	req.ProcessDefinitionKey = raw
+	// The key stays as it is: byKey routes by it and strips its slot.
 	return src, nil
 }
 
@@ -175,7 +175,7 @@ func (sv *server) CreateProcessInstance(ctx context.Context, req *pb.CreateProce
 		return nil, err
 	}
 	if only != nil {
-		return byKey(ctx, sv, "CreateProcessInstance", req, withSlot(req.GetProcessDefinitionKey(), only.Slot), pb.GatewayClient.CreateProcessInstance)
+		return byKey(ctx, sv, "CreateProcessInstance", req, req.GetProcessDefinitionKey(), pb.GatewayClient.CreateProcessInstance)
 	}
 	resp, _, err := placeNew(ctx, sv, "CreateProcessInstance", func(ctx context.Context, _ *shard, c pb.GatewayClient) (*pb.CreateProcessInstanceResponse, error) {
 		return c.CreateProcessInstance(ctx, req)
@@ -192,7 +192,7 @@ func (sv *server) CreateProcessInstanceWithResult(ctx context.Context, req *pb.C
 		return nil, err
 	}
 	if only != nil {
-		return byKey(ctx, sv, "CreateProcessInstanceWithResult", req, withSlot(req.GetRequest().GetProcessDefinitionKey(), only.Slot), pb.GatewayClient.CreateProcessInstanceWithResult)
+		return byKey(ctx, sv, "CreateProcessInstanceWithResult", req, req.GetRequest().GetProcessDefinitionKey(), pb.GatewayClient.CreateProcessInstanceWithResult)
 	}
 	resp, _, err := placeNew(ctx, sv, "CreateProcessInstanceWithResult", func(ctx context.Context, _ *shard, c pb.GatewayClient) (*pb.CreateProcessInstanceWithResultResponse, error) {
 		return c.CreateProcessInstanceWithResult(ctx, req)

@@ -26,6 +26,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -85,8 +86,17 @@ func startProcess(t testing.TB, dir, name string, args ...string) *exec.Cmd {
 		t.Fatalf("start %s: %v", name, err)
 	}
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		// SIGTERM, not SIGKILL: nginx's master stops its workers only when
+		// it is asked; killed, it leaves them running.
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
 		log.Close()
 	})
 	return cmd

@@ -363,16 +363,30 @@ func (sv *server) followShard(ctx context.Context, s *shard, req *pb.StreamActiv
 	for ctx.Err() == nil {
 		up, err := s.client.StreamActivatedJobs(outgoing(ctx), req)
 		if err == nil {
+			full := false
 			for {
 				j, err := up.Recv()
 				if err != nil {
 					break
 				}
 				backoff = 100 * time.Millisecond
+				if full {
+					// The buffer was full a moment ago: wait for room
+					// rather than bounce every job back and forth between
+					// shard and proxy while the worker is slow.
+					select {
+					case buffer <- pushed{s, j}:
+						full = false
+					case <-ctx.Done():
+						p.handBack(s, []*pb.ActivatedJob{j}, "worker gone")
+					}
+					continue
+				}
 				select {
 				case buffer <- pushed{s, j}:
 				default:
 					p.handBack(s, []*pb.ActivatedJob{j}, "stream buffer full")
+					full = true
 				}
 			}
 		}

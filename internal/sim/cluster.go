@@ -98,6 +98,7 @@ type streams struct {
 	mu     sync.RWMutex
 	byType map[string][]*jobStream
 	rr     atomic.Uint32
+	gauge  *prometheus.GaugeVec
 }
 
 func (ss *streams) add(typ string, s *jobStream) {
@@ -106,6 +107,7 @@ func (ss *streams) add(typ string, s *jobStream) {
 		ss.byType = map[string][]*jobStream{}
 	}
 	ss.byType[typ] = append(ss.byType[typ], s)
+	ss.gauge.WithLabelValues(typ).Set(float64(len(ss.byType[typ])))
 	ss.mu.Unlock()
 	ss.n.Add(1)
 }
@@ -121,6 +123,7 @@ func (ss *streams) remove(typ string, s *jobStream) {
 			break
 		}
 	}
+	ss.gauge.WithLabelValues(typ).Set(float64(len(ss.byType[typ])))
 	if len(ss.byType[typ]) == 0 {
 		delete(ss.byType, typ)
 	}

@@ -27,6 +27,7 @@ type metrics struct {
 	incidentEvents   *prometheus.CounterVec   // action, partition
 	activatedPerPoll prometheus.Histogram
 	longPolls        *prometheus.GaugeVec // type
+	jobStreams       *prometheus.GaugeVec // type
 }
 
 // Latency in seconds from a command being written to its processing: from
@@ -85,8 +86,13 @@ func newMetrics() *metrics {
 	m.longPolls = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "zeebe_long_polling_queued_current", Help: "Number of long-polling ActivateJobs requests waiting, by job type",
 	}, []string{"type"})
+	// Not a Zeebe metric: the simulator's own view of job push.
+	m.jobStreams = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "shardctl_sim_job_streams_open", Help: "Open StreamActivatedJobs calls, by job type",
+	}, []string{"type"})
 	m.registry.MustRegister(
 		m.longPolls,
+		m.jobStreams,
 		m.elementEvents, m.executed, m.jobEvents, m.appended, m.committed, m.processed,
 		m.latency, m.processing, m.dropped, m.received, m.inflight, m.requestsLimit,
 		m.incidentEvents, m.activatedPerPoll,

@@ -108,6 +108,7 @@ func New(cfg Config) (*Sim, error) {
 	m := newMetrics()
 	c := &cluster{cfg: cfg, repo: newRepository(), metrics: m, closing: make(chan struct{}), aborted: make(chan struct{})}
 	c.pollers.gauge = m.longPolls
+	c.streams.gauge = m.jobStreams
 	for id := int32(1); id <= cfg.Partitions; id++ {
 		p := &partition{
 			id: id, cluster: c, keys: keyGenerator{partition: id},

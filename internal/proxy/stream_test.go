@@ -1,0 +1,107 @@
+package proxy
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/camunda/zeebe/clients/go/v8/pkg/entities"
+	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
+	"github.com/camunda/zeebe/clients/go/v8/pkg/worker"
+
+	"github.com/shardctl/shardctl/internal/sim"
+)
+
+// A streaming job worker through the proxy gets the jobs every shard
+// pushes, merged into its one stream.
+func TestJobStreamingThroughTheProxy(t *testing.T) {
+	shards := startShards(t, 3, sim.Config{Partitions: 1})
+	p := startProxy(t, Config{Shards: shardConfigs(shards)})
+	c := newClient(t, p.Addr().String())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := c.NewDeployResourceCommand().AddResource(linearProcess("p", "pushed"), "p.bpmn").Send(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var done atomic.Int64
+	w := c.NewJobWorker().JobType("pushed").Handler(func(jc worker.JobClient, job entities.Job) {
+		if _, err := jc.NewCompleteJobCommand().JobKey(job.Key).Send(context.Background()); err == nil {
+			done.Add(1)
+		}
+	}).StreamEnabled(true).RequestTimeout(time.Second).Open()
+	t.Cleanup(w.Close)
+	eventually(t, 10*time.Second, "a job stream on every shard", func() bool {
+		for _, s := range shards {
+			if simMetric(t, s, "shardctl_sim_job_streams_open", `type="pushed"`) < 1 {
+				return false
+			}
+		}
+		return true
+	})
+	const n = 90
+	for range n {
+		if _, err := c.NewCreateInstanceCommand().BPMNProcessId("p").LatestVersion().Send(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 20*time.Second, "every job to complete", func() bool { return done.Load() == n })
+	var pushed float64
+	for _, s := range shards {
+		pushed += simMetric(t, s, "zeebe_job_events_total", `action="pushed"`)
+	}
+	if pushed == 0 {
+		t.Error("no job was pushed: the worker only polled")
+	}
+	t.Logf("%v of %d jobs arrived by push through the proxy", pushed, n)
+}
+
+// When the worker's stream ends, jobs the proxy still buffers for it are
+// handed back, not kept until their timeout.
+func TestJobStreamEndGivesBufferedJobsBack(t *testing.T) {
+	shards := startShards(t, 1, sim.Config{Partitions: 1})
+	p := startProxy(t, Config{Shards: shardConfigs(shards)})
+	c := newClient(t, p.Addr().String())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := c.NewDeployResourceCommand().AddResource(linearProcess("p", "pushed"), "p.bpmn").Send(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A raw stream that never reads, and jobs of 100 KiB each: the
+	// transport's flow-control window fills, then the proxy's buffer, then
+	// the worker goes away.
+	sctx, stop := context.WithCancel(ctx)
+	stream, err := pb.NewGatewayClient(dial(t, p.Addr().String())).StreamActivatedJobs(sctx, &pb.StreamActivatedJobsRequest{Type: "pushed", Worker: "w", Timeout: time.Hour.Milliseconds()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = stream
+	eventually(t, 10*time.Second, "the upstream stream to open", func() bool {
+		return simMetric(t, shards[0], "shardctl_sim_job_streams_open", `type="pushed"`) == 1
+	})
+	const n = 200
+	blob := strings.Repeat("x", 100<<10)
+	for range n {
+		cmd, _ := c.NewCreateInstanceCommand().BPMNProcessId("p").LatestVersion().VariablesFromMap(map[string]any{"blob": blob})
+		if _, err := cmd.Send(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 10*time.Second, "jobs to be pushed", func() bool {
+		return simMetric(t, shards[0], "zeebe_job_events_total", `action="pushed"`) > 0
+	})
+	stop()
+	// Every job that did not reach the worker's transport is activatable
+	// again at once: poll them all well inside the one-hour job timeout.
+	var got int
+	eventually(t, 15*time.Second, "the jobs the worker never got", func() bool {
+		jobs, err := c.NewActivateJobsCommand().JobType("pushed").MaxJobsToActivate(n).Send(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got += len(jobs)
+		return got > 0 && proxyMetric(t, p, "shardctl_proxy_jobs_handed_back_total") > 0
+	})
+	t.Logf("%d jobs came back to polling; handed back by the proxy: %v", got, proxyMetric(t, p, "shardctl_proxy_jobs_handed_back_total"))
+}

@@ -10,6 +10,8 @@ import (
 	"github.com/camunda/zeebe/clients/go/v8/pkg/entities"
 	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
 	"github.com/camunda/zeebe/clients/go/v8/pkg/worker"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/shardctl/shardctl/internal/sim"
 )
@@ -104,4 +106,55 @@ func TestJobStreamEndGivesBufferedJobsBack(t *testing.T) {
 		return got > 0 && proxyMetric(t, p, "shardctl_proxy_jobs_handed_back_total") > 0
 	})
 	t.Logf("%d jobs came back to polling; handed back by the proxy: %v", got, proxyMetric(t, p, "shardctl_proxy_jobs_handed_back_total"))
+}
+
+// The rest of the API through the proxy: the deprecated DeployProcess,
+// CreateProcessInstanceWithResult, and the RPCs the shards do not serve.
+func TestRemainingRPCsThroughTheProxy(t *testing.T) {
+	shards := startShards(t, 2, sim.Config{Partitions: 1})
+	p := startProxy(t, Config{Shards: shardConfigs(shards)})
+	gw := pb.NewGatewayClient(dial(t, p.Addr().String()))
+	c := newClient(t, p.Addr().String())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	//lint:ignore SA1019 old clients still call it
+	old, err := gw.DeployProcess(ctx, &pb.DeployProcessRequest{Processes: []*pb.ProcessRequestObject{{Name: "p.bpmn", Definition: linearProcess("p", "calc")}}})
+	if err != nil || len(old.GetProcesses()) != 1 {
+		t.Fatalf("DeployProcess: %v, %v", old, err)
+	}
+	if slot, _ := splitKey(old.GetProcesses()[0].GetProcessDefinitionKey()); slot != 1 {
+		t.Errorf("definition key from the lowest slot, got slot %d", slot)
+	}
+	go func() {
+		j := activateOne(t, c, "calc")
+		cmd, _ := c.NewCompleteJobCommand().JobKey(j.Key).VariablesFromMap(map[string]any{"answer": 42})
+		_, _ = cmd.Send(context.Background())
+	}()
+	res, err := gw.CreateProcessInstanceWithResult(ctx, &pb.CreateProcessInstanceWithResultRequest{
+		Request: &pb.CreateProcessInstanceRequest{BpmnProcessId: "p", Version: -1}, RequestTimeout: 20_000,
+	})
+	if err != nil || !strings.Contains(res.GetVariables(), `"answer":42`) {
+		t.Fatalf("with result: %v, %v", res, err)
+	}
+	if slot, _ := splitKey(res.GetProcessInstanceKey()); slot < 1 || slot > 2 {
+		t.Errorf("result's instance key carries slot %d", slot)
+	}
+	for name, call := range map[string]func() error{
+		"EvaluateDecision": func() error {
+			_, err := gw.EvaluateDecision(ctx, &pb.EvaluateDecisionRequest{DecisionId: "d"})
+			return err
+		},
+		"DeleteResource": func() error {
+			_, err := gw.DeleteResource(ctx, &pb.DeleteResourceRequest{ResourceKey: old.GetProcesses()[0].GetProcessDefinitionKey()})
+			return err
+		},
+		"MigrateProcessInstance": func() error {
+			_, err := gw.MigrateProcessInstance(ctx, &pb.MigrateProcessInstanceRequest{ProcessInstanceKey: res.GetProcessInstanceKey()})
+			return err
+		},
+	} {
+		if err := call(); status.Code(err) != codes.Unimplemented || !strings.Contains(err.Error(), "shard-") {
+			t.Errorf("%s: %v, want the shard's UNIMPLEMENTED, naming the shard", name, err)
+		}
+	}
 }

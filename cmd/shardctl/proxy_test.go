@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/camunda/zeebe/clients/go/v8/pkg/zbc"
+	"github.com/shardctl/shardctl/internal/sim/simtest"
 )
 
 // startProxyServe runs `shardctl proxy serve` and returns its client
@@ -75,12 +75,7 @@ func TestProxyServe(t *testing.T) {
 		t.Fatalf("/shards: %+v, %v", doc, err)
 	}
 
-	t.Setenv("ZEEBE_CLIENT_ID", "")
-	c, err := zbc.NewClient(&zbc.ClientConfig{GatewayAddress: addr, UsePlaintextConnection: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := simtest.Client(t, addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	topo, err := c.NewTopologyCommand().Send(ctx)

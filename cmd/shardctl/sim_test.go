@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/camunda/zeebe/clients/go/v8/pkg/zbc"
+	"github.com/shardctl/shardctl/internal/sim/simtest"
 )
 
 // startServe runs `shardctl sim serve` and returns the address from its
@@ -55,12 +55,7 @@ func TestSimServe(t *testing.T) {
 	metricsLine, _ := stderr.ReadString('\n')
 	metricsURL := strings.TrimSpace(strings.TrimPrefix(metricsLine, "metrics on "))
 
-	t.Setenv("ZEEBE_CLIENT_ID", "")
-	c, err := zbc.NewClient(&zbc.ClientConfig{GatewayAddress: addr, UsePlaintextConnection: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := simtest.Client(t, addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	topo, err := c.NewTopologyCommand().Send(ctx)

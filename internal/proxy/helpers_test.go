@@ -49,16 +49,7 @@ func startProxy(t testing.TB, cfg Config) *Proxy {
 	return p
 }
 
-func newClient(t testing.TB, addr string) zbc.Client {
-	t.Helper()
-	t.Setenv("ZEEBE_CLIENT_ID", "")
-	c, err := zbc.NewClient(&zbc.ClientConfig{GatewayAddress: addr, UsePlaintextConnection: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
+func newClient(t testing.TB, addr string) zbc.Client { return simtest.Client(t, addr) }
 
 func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/camunda/zeebe/clients/go/v8/pkg/zbc"
+
 	"github.com/shardctl/shardctl/internal/sim"
 )
 
@@ -96,4 +98,17 @@ func Zbctl(t testing.TB) string {
 		t.Fatalf("build zbctl with scripts/tools.sh: %v", err)
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// Client is the real Zeebe Go client on a plaintext connection, closed when
+// the test ends; OAuth settings from the environment are ignored.
+func Client(t testing.TB, addr string) zbc.Client {
+	t.Helper()
+	t.Setenv("ZEEBE_CLIENT_ID", "")
+	c, err := zbc.NewClient(&zbc.ClientConfig{GatewayAddress: addr, UsePlaintextConnection: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
 }

@@ -170,23 +170,31 @@ func (sv *server) relayJobs(ctx context.Context, s *shard, req *pb.ActivateJobsR
 			p.handBack(s, jobs, "worker gone")
 			continue
 		}
-		if len(jobs) > *remaining {
-			p.handBack(s, jobs[*remaining:], "surplus")
-			jobs = jobs[:*remaining]
-		}
-		if len(jobs) == 0 {
-			continue
-		}
-		for _, j := range jobs {
-			stampSlot(j.ProtoReflect(), s.Slot)
-		}
-		if err := stream.Send(&pb.ActivateJobsResponse{Jobs: jobs}); err != nil {
-			p.handBack(s, unstamp(jobs), "worker gone")
-			failed = true
-			continue
-		}
-		*remaining -= len(jobs)
+		failed = !p.deliver(s, jobs, remaining, stream)
 	}
+}
+
+// deliver passes a shard's batch on to the worker within the remaining
+// count: the surplus is handed back, the rest sent with the shard's slot
+// in its keys, and handed back too if the worker's stream fails. It
+// reports whether the worker's stream still works.
+func (p *Proxy) deliver(s *shard, jobs []*pb.ActivatedJob, remaining *int, stream pb.Gateway_ActivateJobsServer) bool {
+	if len(jobs) > *remaining {
+		p.handBack(s, jobs[*remaining:], "surplus")
+		jobs = jobs[:*remaining]
+	}
+	if len(jobs) == 0 {
+		return true
+	}
+	for _, j := range jobs {
+		stampSlot(j.ProtoReflect(), s.Slot)
+	}
+	if err := stream.Send(&pb.ActivateJobsResponse{Jobs: jobs}); err != nil {
+		p.handBack(s, unstamp(jobs), "worker gone")
+		return false
+	}
+	*remaining -= len(jobs)
+	return true
 }
 
 // unstamp takes the slot back out of jobs about to be handed back.
@@ -218,22 +226,7 @@ func (sv *server) longPoll(ctx context.Context, shards []*shard, req *pb.Activat
 			return
 		}
 		winner = i
-		if len(jobs) > remaining {
-			p.handBack(s, jobs[remaining:], "surplus")
-			jobs = jobs[:remaining]
-		}
-		if len(jobs) == 0 {
-			return
-		}
-		for _, j := range jobs {
-			stampSlot(j.ProtoReflect(), s.Slot)
-		}
-		if err := stream.Send(&pb.ActivateJobsResponse{Jobs: jobs}); err != nil {
-			p.handBack(s, unstamp(jobs), "worker gone")
-			closed = true
-			return
-		}
-		remaining -= len(jobs)
+		closed = !p.deliver(s, jobs, &remaining, stream)
 	}
 
 	var wg sync.WaitGroup

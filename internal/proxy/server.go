@@ -102,10 +102,21 @@ func byKey[Req proto.Message, Resp proto.Message](ctx context.Context, sv *serve
 // off and the next best is tried, as is one that could not be reached.
 // Anything else, including an ambiguous failure, is the answer: a request
 // that may have been executed is never sent twice.
-func placeNew[Resp proto.Message](ctx context.Context, sv *server, rpc string, fn func(context.Context, *shard, pb.GatewayClient) (Resp, error)) (Resp, *shard, error) {
-	p := sv.p
-	var zero Resp
-	var tried []*shard
+func placeNew[Req proto.Message, Resp proto.Message](ctx context.Context, sv *server, rpc string, req Req,
+	fn func(pb.GatewayClient, context.Context, Req, ...grpc.CallOption) (Resp, error)) (Resp, error) {
+	start := time.Now()
+	resp, err := sv.p.place(ctx, rpc, func(ctx context.Context, c pb.GatewayClient) (proto.Message, error) { return fn(c, ctx, req) })
+	sv.observe(rpc, start, err)
+	if err != nil {
+		var zero Resp
+		return zero, err
+	}
+	return resp.(Resp), nil
+}
+
+func (p *Proxy) place(ctx context.Context, rpc string, send func(context.Context, pb.GatewayClient) (proto.Message, error)) (proto.Message, error) {
+	var triedOn [MaxSlot]*shard // on the stack: this is the hot path
+	tried := triedOn[:0]
 	var lastErr error
 	exhausted := false
 	for {
@@ -115,13 +126,13 @@ func placeNew[Resp proto.Message](ctx context.Context, sv *server, rpc string, f
 		}
 		tried = append(tried, s)
 		s.placing.Add(1)
-		resp, err := call(ctx, p, s, rpc, func(ctx context.Context, c pb.GatewayClient) (Resp, error) { return fn(ctx, s, c) })
+		resp, err := call(ctx, p, s, rpc, send)
 		s.placing.Add(-1)
 		switch {
 		case err == nil:
 			s.choices.Inc()
 			stampSlot(resp.ProtoReflect(), s.Slot)
-			return resp, s, nil
+			return resp, nil
 		case status.Code(err) == codes.ResourceExhausted:
 			s.coolOff(p.cfg.CoolingOff)
 			p.metrics.coolingOff.WithLabelValues(s.ID).Inc()
@@ -129,19 +140,19 @@ func placeNew[Resp proto.Message](ctx context.Context, sv *server, rpc string, f
 		case neverSent(err):
 			lastErr = err
 		default:
-			return zero, s, onShard(s, err)
+			return nil, onShard(s, err)
 		}
 		if ctx.Err() != nil {
-			return zero, nil, status.FromContextError(ctx.Err()).Err()
+			return nil, status.FromContextError(ctx.Err()).Err()
 		}
 	}
 	switch {
 	case lastErr == nil:
-		return zero, nil, status.Error(codes.ResourceExhausted, "Expected to place the request on a shard, but every shard is at capacity, cooling off after backpressure, or not UP. Please try again later.")
+		return nil, status.Error(codes.ResourceExhausted, "Expected to place the request on a shard, but every shard is at capacity, cooling off after backpressure, or not UP. Please try again later.")
 	case exhausted:
-		return zero, nil, status.Errorf(codes.ResourceExhausted, "Expected to place the request on a shard, but every shard rejected it: %s", status.Convert(lastErr).Message())
+		return nil, status.Errorf(codes.ResourceExhausted, "Expected to place the request on a shard, but every shard rejected it: %s", status.Convert(lastErr).Message())
 	}
-	return zero, nil, status.Errorf(codes.Unavailable, "Expected to place the request on a shard, but none could be reached: %s", status.Convert(lastErr).Message())
+	return nil, status.Errorf(codes.Unavailable, "Expected to place the request on a shard, but none could be reached: %s", status.Convert(lastErr).Message())
 }
 
 // prepareCreate turns a processDefinitionKey into bpmnProcessId + version
@@ -167,50 +178,35 @@ func (p *Proxy) prepareCreate(req *pb.CreateProcessInstanceRequest) (*shard, err
 	return src, nil
 }
 
-func (sv *server) CreateProcessInstance(ctx context.Context, req *pb.CreateProcessInstanceRequest) (*pb.CreateProcessInstanceResponse, error) {
-	start := time.Now()
-	only, err := sv.p.prepareCreate(req)
+// createInstance places a create request, or sends it to the shard that
+// issued its definition key when the ledger cannot translate the key.
+func createInstance[Req proto.Message, Resp proto.Message](ctx context.Context, sv *server, rpc string, req Req, create *pb.CreateProcessInstanceRequest,
+	fn func(pb.GatewayClient, context.Context, Req, ...grpc.CallOption) (Resp, error)) (Resp, error) {
+	only, err := sv.p.prepareCreate(create)
 	if err != nil {
-		sv.observe("CreateProcessInstance", start, err)
-		return nil, err
+		sv.observe(rpc, time.Now(), err)
+		var zero Resp
+		return zero, err
 	}
 	if only != nil {
-		return byKey(ctx, sv, "CreateProcessInstance", req, req.GetProcessDefinitionKey(), pb.GatewayClient.CreateProcessInstance)
+		return byKey(ctx, sv, rpc, req, create.GetProcessDefinitionKey(), fn)
 	}
-	resp, _, err := placeNew(ctx, sv, "CreateProcessInstance", func(ctx context.Context, _ *shard, c pb.GatewayClient) (*pb.CreateProcessInstanceResponse, error) {
-		return c.CreateProcessInstance(ctx, req)
-	})
-	sv.observe("CreateProcessInstance", start, err)
-	return resp, err
+	return placeNew(ctx, sv, rpc, req, fn)
+}
+
+func (sv *server) CreateProcessInstance(ctx context.Context, req *pb.CreateProcessInstanceRequest) (*pb.CreateProcessInstanceResponse, error) {
+	return createInstance(ctx, sv, "CreateProcessInstance", req, req, pb.GatewayClient.CreateProcessInstance)
 }
 
 func (sv *server) CreateProcessInstanceWithResult(ctx context.Context, req *pb.CreateProcessInstanceWithResultRequest) (*pb.CreateProcessInstanceWithResultResponse, error) {
-	start := time.Now()
-	only, err := sv.p.prepareCreate(req.GetRequest())
-	if err != nil {
-		sv.observe("CreateProcessInstanceWithResult", start, err)
-		return nil, err
-	}
-	if only != nil {
-		return byKey(ctx, sv, "CreateProcessInstanceWithResult", req, req.GetRequest().GetProcessDefinitionKey(), pb.GatewayClient.CreateProcessInstanceWithResult)
-	}
-	resp, _, err := placeNew(ctx, sv, "CreateProcessInstanceWithResult", func(ctx context.Context, _ *shard, c pb.GatewayClient) (*pb.CreateProcessInstanceWithResultResponse, error) {
-		return c.CreateProcessInstanceWithResult(ctx, req)
-	})
-	sv.observe("CreateProcessInstanceWithResult", start, err)
-	return resp, err
+	return createInstance(ctx, sv, "CreateProcessInstanceWithResult", req, req.GetRequest(), pb.GatewayClient.CreateProcessInstanceWithResult)
 }
 
 func (sv *server) EvaluateDecision(ctx context.Context, req *pb.EvaluateDecisionRequest) (*pb.EvaluateDecisionResponse, error) {
 	if k := req.GetDecisionKey(); !noKey(k) && k > 0 {
 		return byKey(ctx, sv, "EvaluateDecision", req, k, pb.GatewayClient.EvaluateDecision)
 	}
-	start := time.Now()
-	resp, _, err := placeNew(ctx, sv, "EvaluateDecision", func(ctx context.Context, _ *shard, c pb.GatewayClient) (*pb.EvaluateDecisionResponse, error) {
-		return c.EvaluateDecision(ctx, req)
-	})
-	sv.observe("EvaluateDecision", start, err)
-	return resp, err
+	return placeNew(ctx, sv, "EvaluateDecision", req, pb.GatewayClient.EvaluateDecision)
 }
 
 // deployTargets are the shards a deployment goes to, in slot order: every
@@ -350,12 +346,7 @@ func fanOut[Resp proto.Message](ctx context.Context, sv *server, rpc string, sen
 // instance waiting for it.
 func (sv *server) PublishMessage(ctx context.Context, req *pb.PublishMessageRequest) (*pb.PublishMessageResponse, error) {
 	if sv.p.index.startsProcess(req.GetName()) {
-		start := time.Now()
-		resp, _, err := placeNew(ctx, sv, "PublishMessage", func(ctx context.Context, _ *shard, c pb.GatewayClient) (*pb.PublishMessageResponse, error) {
-			return c.PublishMessage(ctx, req)
-		})
-		sv.observe("PublishMessage", start, err)
-		return resp, err
+		return placeNew(ctx, sv, "PublishMessage", req, pb.GatewayClient.PublishMessage)
 	}
 	return fanOut(ctx, sv, "PublishMessage", func(ctx context.Context, c pb.GatewayClient) (*pb.PublishMessageResponse, error) {
 		return c.PublishMessage(ctx, req)

@@ -79,7 +79,7 @@ func newMetrics() *metrics {
 			Name: "zeebe_incident_events_total", Help: "Number of incident events",
 		}, []string{"action", "partition"}),
 		activatedPerPoll: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "zeebe_gateway_activated_jobs_per_request", Help: "Jobs returned by one ActivateJobs request (simulator)",
+			Name: "shardctl_sim_activated_jobs_per_request", Help: "Jobs returned by one ActivateJobs request (not a Zeebe metric)",
 			Buckets: []float64{0, 1, 2, 4, 8, 16, 32, 64, 128},
 		}),
 	}

@@ -3,7 +3,6 @@ package commands
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"runtime/debug"
 	"time"
@@ -139,10 +138,8 @@ func (o *ProxyServeOptions) Complete(cmd *cobra.Command, _ []string) error {
 }
 
 func (o *ProxyServeOptions) Validate() error {
-	for flag, addr := range map[string]string{"--listen": o.cfg.Listen, "--admin": o.cfg.AdminListen} {
-		if _, _, err := net.SplitHostPort(addr); err != nil {
-			return fmt.Errorf("%s %q: want HOST:PORT, e.g. 127.0.0.1:0", flag, addr)
-		}
+	if err := checkListenFlags(map[string]string{"--listen": o.cfg.Listen, "--admin": o.cfg.AdminListen}); err != nil {
+		return err
 	}
 	if len(o.cfg.Shards) == 0 {
 		return fmt.Errorf("no shards: name them with --shard ID=HOST:PORT or --config FILE")
@@ -172,13 +169,5 @@ func (o *ProxyServeOptions) Run(ctx context.Context) error {
 	for _, s := range p.Shards() {
 		fmt.Fprintf(errOut, "shard %s slot %d at %s: %s, %d partitions\n", s.ID, s.Slot, s.Address, s.State, s.Partitions)
 	}
-	<-ctx.Done()
-	fmt.Fprintln(errOut, "stopping: finishing in-flight calls")
-	stopCtx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
-	defer cancel()
-	if err := p.Close(stopCtx); err != nil {
-		return fmt.Errorf("stop the proxy: %w", err)
-	}
-	fmt.Fprintln(errOut, "stopped")
-	return nil
+	return serveUntilDone(ctx, errOut, "proxy", o.shutdownTimeout, p.Close)
 }

@@ -3,7 +3,6 @@ package commands
 import (
 	"context"
 	"fmt"
-	"net"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -99,10 +98,8 @@ Fault injection on the --metrics port:
 func (o *SimServeOptions) Complete(*cobra.Command, []string) error { return nil }
 
 func (o *SimServeOptions) Validate() error {
-	for flag, addr := range map[string]string{"--listen": o.cfg.Listen, "--metrics": o.cfg.MetricsListen} {
-		if _, _, err := net.SplitHostPort(addr); err != nil {
-			return fmt.Errorf("%s %q: want HOST:PORT, e.g. 127.0.0.1:0", flag, addr)
-		}
+	if err := checkListenFlags(map[string]string{"--listen": o.cfg.Listen, "--metrics": o.cfg.MetricsListen}); err != nil {
+		return err
 	}
 	if o.cfg.Partitions < 1 || o.cfg.Partitions > sim.MaxPartitions {
 		return fmt.Errorf("--partitions %d: want 1 to %d", o.cfg.Partitions, sim.MaxPartitions)
@@ -133,13 +130,5 @@ func (o *SimServeOptions) Run(ctx context.Context) error {
 	errOut := o.g.Streams.ErrOut
 	fmt.Fprintf(errOut, "listening on %s\n", s.Addr())
 	fmt.Fprintf(errOut, "metrics on http://%s/metrics\n", s.MetricsAddr())
-	<-ctx.Done()
-	fmt.Fprintln(errOut, "stopping: finishing in-flight calls")
-	stopCtx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
-	defer cancel()
-	if err := s.Close(stopCtx); err != nil {
-		return fmt.Errorf("stop the simulator: %w", err)
-	}
-	fmt.Fprintln(errOut, "stopped")
-	return nil
+	return serveUntilDone(ctx, errOut, "simulator", o.shutdownTimeout, s.Close)
 }

@@ -1,0 +1,40 @@
+package commands
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"sort"
+	"time"
+)
+
+// checkListenFlags rejects a listen flag that is not HOST:PORT.
+func checkListenFlags(addrs map[string]string) error {
+	flags := make([]string, 0, len(addrs))
+	for f := range addrs {
+		flags = append(flags, f)
+	}
+	sort.Strings(flags) // the same flag is named first every time
+	for _, f := range flags {
+		if _, _, err := net.SplitHostPort(addrs[f]); err != nil {
+			return fmt.Errorf("%s %q: want HOST:PORT, e.g. 127.0.0.1:0", f, addrs[f])
+		}
+	}
+	return nil
+}
+
+// serveUntilDone keeps a started runtime up until ctx ends (SIGTERM or
+// SIGINT), then stops it gracefully within timeout: the shape every
+// `serve` command shares.
+func serveUntilDone(ctx context.Context, errOut io.Writer, what string, timeout time.Duration, stop func(context.Context) error) error {
+	<-ctx.Done()
+	fmt.Fprintln(errOut, "stopping: finishing in-flight calls")
+	stopCtx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := stop(stopCtx); err != nil {
+		return fmt.Errorf("stop the %s: %w", what, err)
+	}
+	fmt.Fprintln(errOut, "stopped")
+	return nil
+}

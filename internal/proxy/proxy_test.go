@@ -9,6 +9,7 @@ import (
 
 	"github.com/camunda/zeebe/clients/go/v8/pkg/entities"
 	"github.com/camunda/zeebe/clients/go/v8/pkg/worker"
+	"github.com/camunda/zeebe/clients/go/v8/pkg/zbc"
 
 	"github.com/shardctl/shardctl/internal/sim"
 )
@@ -44,23 +45,7 @@ func TestTwoThousandInstancesThroughTheProxy(t *testing.T) {
 
 	const n = 2000
 	keys := make(chan int64, n)
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 64)
-	for range n {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			resp, err := c.NewCreateInstanceCommand().BPMNProcessId("order").LatestVersion().Send(ctx)
-			if err != nil {
-				t.Errorf("create: %v", err)
-				return
-			}
-			keys <- resp.ProcessInstanceKey
-		}()
-	}
-	wg.Wait()
+	createConcurrently(t, ctx, c, "order", n, 64, func(k int64) { keys <- k })
 	close(keys)
 	perSlot := map[int]int{}
 	seen := map[int64]bool{}
@@ -136,27 +121,36 @@ func TestPowerOfTwoChoicesFavoursTheFasterShard(t *testing.T) {
 	}
 	const n = 1000
 	var onSlow atomic.Int64
+	createConcurrently(t, ctx, c, "p", n, 32, func(k int64) {
+		if slot, _ := splitKey(k); slot == 1 {
+			onSlow.Add(1)
+		}
+	})
+	if share := float64(onSlow.Load()) / n; share > 0.3 {
+		t.Errorf("the slow shard got %.0f%% of the instances; power-of-two-choices should send most to the fast one", 100*share)
+	}
+	t.Logf("slow shard: %d of %d", onSlow.Load(), n)
+}
+
+// createConcurrently creates n instances of a process through c with at
+// most inFlight requests at once, handing each instance key to got.
+func createConcurrently(t *testing.T, ctx context.Context, c zbc.Client, process string, n, inFlight int, got func(int64)) {
+	t.Helper()
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, 32)
+	sem := make(chan struct{}, inFlight)
 	for range n {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			r, err := c.NewCreateInstanceCommand().BPMNProcessId("p").LatestVersion().Send(ctx)
+			resp, err := c.NewCreateInstanceCommand().BPMNProcessId(process).LatestVersion().Send(ctx)
 			if err != nil {
-				t.Error(err)
+				t.Errorf("create: %v", err)
 				return
 			}
-			if slot, _ := splitKey(r.ProcessInstanceKey); slot == 1 {
-				onSlow.Add(1)
-			}
+			got(resp.ProcessInstanceKey)
 		}()
 	}
 	wg.Wait()
-	if share := float64(onSlow.Load()) / n; share > 0.3 {
-		t.Errorf("the slow shard got %.0f%% of the instances; power-of-two-choices should send most to the fast one", 100*share)
-	}
-	t.Logf("slow shard: %d of %d", onSlow.Load(), n)
 }

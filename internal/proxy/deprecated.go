@@ -6,14 +6,16 @@ import (
 	"context"
 
 	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
+
+	"github.com/shardctl/shardctl/internal/ledger"
 )
 
 // DeployProcess is deprecated in Zeebe but still served: old clients use it.
 
 func (sv *server) DeployProcess(ctx context.Context, req *pb.DeployProcessRequest) (*pb.DeployProcessResponse, error) {
-	resources := make([]Resource, len(req.GetProcesses()))
+	resources := make([]ledger.Resource, len(req.GetProcesses()))
 	for i, r := range req.GetProcesses() {
-		resources[i] = Resource{Name: r.GetName(), Content: r.GetDefinition()}
+		resources[i] = ledger.Resource{Name: r.GetName(), Content: r.GetDefinition()}
 	}
 	return deployAll(ctx, sv, "DeployProcess", resources,
 		func(ctx context.Context, c pb.GatewayClient) (*pb.DeployProcessResponse, error) {

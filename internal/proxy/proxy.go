@@ -26,6 +26,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/shardctl/shardctl/internal/ledger"
 )
 
 // Config of a proxy. Zero values take the defaults below.
@@ -43,7 +45,7 @@ type Config struct {
 	// no new instances.
 	CoolingOff time.Duration
 	// Ledger keeps deployments; nil keeps them in memory.
-	Ledger Ledger
+	Ledger ledger.Ledger
 	// Profiling serves Go's /debug/pprof on the admin address.
 	Profiling bool
 }
@@ -83,7 +85,7 @@ func (c *Config) validate() error {
 		return errors.New("cooling-off and max in-flight per shard must not be negative")
 	}
 	if c.Ledger == nil {
-		c.Ledger = &MemoryLedger{}
+		c.Ledger = &ledger.MemoryLedger{}
 	}
 	return nil
 }
@@ -247,16 +249,16 @@ func (p *Proxy) replay(ctx context.Context, s *shard) error {
 		keys := map[string]int64{}
 		for _, dep := range resp.GetDeployments() {
 			if pm := dep.GetProcess(); pm != nil {
-				keys[processRef(pm.GetBpmnProcessId(), pm.GetVersion())] = pm.GetProcessDefinitionKey()
+				keys[ledger.ProcessRef(pm.GetBpmnProcessId(), pm.GetVersion())] = pm.GetProcessDefinitionKey()
 			}
 		}
 		if err := p.cfg.Ledger.SetKeys(ctx, d.Seq, s.ID, keys); err != nil {
 			return err
 		}
-		mine := Deployment{Seq: d.Seq, MessageStarts: d.MessageStarts}
+		mine := ledger.Deployment{Seq: d.Seq, MessageStarts: d.MessageStarts}
 		for _, pr := range d.Processes {
-			if k, ok := keys[processRef(pr.BpmnProcessID, pr.Version)]; ok {
-				mine.Processes = append(mine.Processes, ProcessID{BpmnProcessID: pr.BpmnProcessID, Version: pr.Version, Keys: map[string]int64{s.ID: k}})
+			if k, ok := keys[ledger.ProcessRef(pr.BpmnProcessID, pr.Version)]; ok {
+				mine.Processes = append(mine.Processes, ledger.ProcessID{BpmnProcessID: pr.BpmnProcessID, Version: pr.Version, Keys: map[string]int64{s.ID: k}})
 			}
 		}
 		p.index.add(mine)

@@ -11,6 +11,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/shardctl/shardctl/internal/ledger"
 )
 
 // server implements the Zeebe gateway API over the shards.
@@ -223,14 +225,14 @@ func (p *Proxy) deployTargets() []*shard {
 
 // deployAll sends a deployment to every shard in slot order, serialised,
 // records it in the ledger, and answers with the lowest slot's response.
-func deployAll[Resp proto.Message](ctx context.Context, sv *server, rpc string, resources []Resource,
+func deployAll[Resp proto.Message](ctx context.Context, sv *server, rpc string, resources []ledger.Resource,
 	send func(context.Context, pb.GatewayClient) (Resp, error), processes func(Resp) []*pb.ProcessMetadata) (Resp, error) {
 	p := sv.p
 	start := time.Now()
 	var zero Resp
 	p.deploy.Lock()
 	defer p.deploy.Unlock()
-	d := Deployment{Resources: resources, MessageStarts: messageStartsOf(resources)}
+	d := ledger.Deployment{Resources: resources, MessageStarts: messageStartsOf(resources)}
 	index := map[string]int{} // process version -> position in d.Processes
 	var first Resp
 	var firstShard *shard
@@ -245,12 +247,12 @@ func deployAll[Resp proto.Message](ctx context.Context, sv *server, rpc string, 
 			return zero, err
 		}
 		for _, pm := range processes(resp) {
-			ref := processRef(pm.GetBpmnProcessId(), pm.GetVersion())
+			ref := ledger.ProcessRef(pm.GetBpmnProcessId(), pm.GetVersion())
 			i, ok := index[ref]
 			if !ok {
 				i = len(d.Processes)
 				index[ref] = i
-				d.Processes = append(d.Processes, ProcessID{BpmnProcessID: pm.GetBpmnProcessId(), Version: pm.GetVersion(), Keys: map[string]int64{}})
+				d.Processes = append(d.Processes, ledger.ProcessID{BpmnProcessID: pm.GetBpmnProcessId(), Version: pm.GetVersion(), Keys: map[string]int64{}})
 			}
 			d.Processes[i].Keys[s.ID] = pm.GetProcessDefinitionKey()
 		}
@@ -276,9 +278,9 @@ func deployAll[Resp proto.Message](ctx context.Context, sv *server, rpc string, 
 }
 
 func (sv *server) DeployResource(ctx context.Context, req *pb.DeployResourceRequest) (*pb.DeployResourceResponse, error) {
-	resources := make([]Resource, len(req.GetResources()))
+	resources := make([]ledger.Resource, len(req.GetResources()))
 	for i, r := range req.GetResources() {
-		resources[i] = Resource{Name: r.GetName(), Content: r.GetContent()}
+		resources[i] = ledger.Resource{Name: r.GetName(), Content: r.GetContent()}
 	}
 	return deployAll(ctx, sv, "DeployResource", resources,
 		func(ctx context.Context, c pb.GatewayClient) (*pb.DeployResourceResponse, error) {

@@ -89,6 +89,7 @@ Executables named shardctl-NAME on PATH run as "%[1]s NAME".`, name),
 
 	root.AddCommand(
 		NewCmdProxy(g),
+		NewCmdRegistry(g),
 		NewCmdSim(g),
 		NewCmdPlugin(g, root),
 		NewCmdCompletion(g, root),

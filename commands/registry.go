@@ -1,0 +1,113 @@
+package commands
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/shardctl/shardctl/internal/registry"
+)
+
+// NewCmdRegistry builds `shardctl registry`.
+func NewCmdRegistry(g *Globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "registry",
+		Short: "Run the registry: the Eureka-compatible control plane of shards, pools and states",
+		Long: `The registry knows which shards exist, their address, slot, pool and state,
+and keeps the deployment ledger. It speaks Netflix Eureka's REST API, so
+Eureka clients register with it unchanged. See "shardctl registry serve --help".`,
+		GroupID: "runtime",
+		Args:    cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			return Usagef("missing subcommand: use serve")
+		},
+	}
+	cmd.AddCommand(newCmdRegistryServe(g))
+	return cmd
+}
+
+// RegistryServeOptions runs the registry until SIGTERM/SIGINT.
+type RegistryServeOptions struct {
+	g               *Globals
+	cfg             registry.Config
+	shutdownTimeout time.Duration
+}
+
+func newCmdRegistryServe(g *Globals) *cobra.Command {
+	o := &RegistryServeOptions{g: g}
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the Eureka REST API, the watch stream and the deployment ledger",
+		Long: `Serve the registry on --listen: Eureka's REST API under /eureka/apps and
+/eureka/v2/apps (JSON or XML, gzip), shardctl's own API under /shardctl/v1
+(shards, state, watch, ledger, status), and /metrics, /healthz, /readyz.
+The first line on stderr is "listening on HOST:PORT".
+
+Unlike Eureka: a lease ends at its last renewal + its duration (not twice
+that), eviction runs every --eviction-interval, reads are served from a
+snapshot rebuilt on every change, and GET /shardctl/v1/watch pushes changes
+(server-sent events, or ?poll=1 for a long poll).
+
+Self-preservation works as in Eureka: when fewer renewals than
+--renewal-threshold x the expected number arrived in the last minute,
+nothing is evicted (a network partition must not empty the registry). The
+expected number follows every register, cancel and eviction.
+
+Instances of --shards-app are shards: each gets a slot (1-31, metadata
+"slot") that stays its own across re-registrations and restarts, until
+"shardctl shards deregister --release-slot". Metadata "shardctl.static=true"
+marks an instance registered by an operator: it never expires.`,
+		Example: `  shardctl registry serve --listen 127.0.0.1:8761 --store bolt:/var/lib/shardctl/registry.db
+
+  # Eureka clients: service URL http://127.0.0.1:8761/eureka (or /eureka/v2)
+  curl -H 'Accept: application/json' http://127.0.0.1:8761/eureka/apps`,
+		Args:              cobra.NoArgs,
+		ValidArgsFunction: cobra.NoFileCompletions,
+		RunE:              runOptions(o),
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.cfg.Listen, "listen", "127.0.0.1:8761", "address of the REST API and /metrics, HOST:PORT")
+	f.StringVar(&o.cfg.Store, "store", "memory", "where registrations and the ledger are kept: memory or bolt:PATH")
+	f.DurationVar(&o.cfg.LeaseDuration, "lease-expiration", 90*time.Second, "lease duration of instances that do not give their own")
+	f.DurationVar(&o.cfg.EvictionInterval, "eviction-interval", 5*time.Second, "how often expired leases are evicted")
+	f.BoolVar(&o.cfg.SelfPreservation, "self-preservation", true, "hold eviction while too few renewals arrive, as Eureka does")
+	f.Float64Var(&o.cfg.RenewalThreshold, "renewal-threshold", 0.85, "share of expected renewals per minute below which self-preservation holds eviction")
+	f.StringVar(&o.cfg.ShardsApp, "shards-app", "ZEEBE-SHARDS", "application whose instances are shards (they get slots)")
+	f.StringVar(&o.cfg.TokenFile, "token-file", "", "file holding a bearer token that writes must present")
+	f.StringVar(&o.cfg.ReadTokenFile, "token-file-read", "", "file holding a bearer token that reads must present")
+	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGTERM, how long requests in flight may take to finish")
+	return cmd
+}
+
+func (o *RegistryServeOptions) Complete(*cobra.Command, []string) error { return nil }
+
+func (o *RegistryServeOptions) Validate() error {
+	if err := checkListenFlags(map[string]string{"--listen": o.cfg.Listen}); err != nil {
+		return err
+	}
+	switch {
+	case o.cfg.LeaseDuration < time.Second:
+		return fmt.Errorf("--lease-expiration %v: want at least 1s", o.cfg.LeaseDuration)
+	case o.cfg.EvictionInterval < 100*time.Millisecond:
+		return fmt.Errorf("--eviction-interval %v: want at least 100ms", o.cfg.EvictionInterval)
+	case o.cfg.RenewalThreshold <= 0 || o.cfg.RenewalThreshold > 1:
+		return fmt.Errorf("--renewal-threshold %v: want a fraction in (0, 1]", o.cfg.RenewalThreshold)
+	}
+	return nil
+}
+
+func (o *RegistryServeOptions) Run(ctx context.Context) error {
+	s, err := registry.New(o.cfg)
+	if err != nil {
+		return err
+	}
+	if err := s.Start(ctx); err != nil {
+		return err
+	}
+	errOut := o.g.Streams.ErrOut
+	fmt.Fprintf(errOut, "listening on %s\n", s.Addr())
+	fmt.Fprintf(errOut, "eureka at http://%s/eureka, store %s\n", s.Addr(), o.cfg.Store)
+	return serveUntilDone(ctx, errOut, "registry", o.shutdownTimeout, s.Close)
+}

@@ -1,0 +1,498 @@
+package registry
+
+import (
+	"bytes"
+	"compress/gzip"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/shardctl/shardctl/internal/ledger"
+)
+
+// Body limits: an instance is a few KiB; a ledger entry carries BPMN files.
+const (
+	maxInstanceBody = 1 << 20
+	maxLedgerBody   = 64 << 20
+)
+
+// HandlerOptions configure the HTTP API.
+type HandlerOptions struct {
+	// WriteToken, when set, is required as a bearer token on writes;
+	// ReadToken on reads.
+	WriteToken, ReadToken string
+	Logger                *slog.Logger
+	Metrics               *Metrics
+	// PollTimeout bounds a watch long-poll (default 30 s).
+	PollTimeout time.Duration
+	// Heartbeat is the interval of comments on an idle watch stream.
+	Heartbeat time.Duration
+}
+
+type api struct {
+	r    *Registry
+	opts HandlerOptions
+}
+
+// Handler serves Eureka's REST API under /eureka/apps and /eureka/v2/apps,
+// and shardctl's own under /shardctl/v1.
+func (r *Registry) Handler(opts HandlerOptions) http.Handler {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.PollTimeout <= 0 {
+		opts.PollTimeout = 30 * time.Second
+	}
+	if opts.Heartbeat <= 0 {
+		opts.Heartbeat = 15 * time.Second
+	}
+	a := &api{r: r, opts: opts}
+	mux := http.NewServeMux()
+	for _, base := range []string{"/eureka", "/eureka/v2"} {
+		a.route(mux, "POST "+base+"/apps/{app}", a.register, true)
+		a.route(mux, "GET "+base+"/apps", a.full, false)
+		a.route(mux, "GET "+base+"/apps/{$}", a.full, false)
+		a.route(mux, "GET "+base+"/apps/delta", a.delta, false)
+		a.route(mux, "GET "+base+"/apps/{app}", a.app, false)
+		a.route(mux, "GET "+base+"/apps/{app}/{id}", a.instance, false)
+		a.route(mux, "PUT "+base+"/apps/{app}/{id}", a.renew, true)
+		a.route(mux, "DELETE "+base+"/apps/{app}/{id}", a.cancel, true)
+		a.route(mux, "PUT "+base+"/apps/{app}/{id}/status", a.setStatus, true)
+		a.route(mux, "DELETE "+base+"/apps/{app}/{id}/status", a.deleteStatus, true)
+		a.route(mux, "PUT "+base+"/apps/{app}/{id}/metadata", a.metadata, true)
+		a.route(mux, "GET "+base+"/instances/{id}", a.instanceByID, false)
+		a.route(mux, "GET "+base+"/vips/{vip}", a.vip(false), false)
+		a.route(mux, "GET "+base+"/svips/{vip}", a.vip(true), false)
+	}
+	a.route(mux, "GET /shardctl/v1/shards", a.shards, false)
+	a.route(mux, "GET /shardctl/v1/shards/{id}", a.shard, false)
+	a.route(mux, "PUT /shardctl/v1/shards/{id}/state", a.shardState, true)
+	a.route(mux, "DELETE /shardctl/v1/shards/{id}", a.deregisterShard, true)
+	a.route(mux, "GET /shardctl/v1/watch", a.watch, false)
+	a.route(mux, "GET /shardctl/v1/status", a.status, false)
+	a.route(mux, "GET /shardctl/v1/ledger", a.ledgerAll, false)
+	a.route(mux, "POST /shardctl/v1/ledger", a.ledgerAppend, true)
+	a.route(mux, "PUT /shardctl/v1/ledger/{seq}/keys/{shard}", a.ledgerKeys, true)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	if opts.Metrics != nil {
+		mux.Handle("GET /metrics", opts.Metrics.Handler())
+	}
+	return mux
+}
+
+// route wraps a handler with authorization, panic safety and metrics.
+func (a *api) route(mux *http.ServeMux, pattern string, h http.HandlerFunc, write bool) {
+	token := a.opts.ReadToken
+	if write {
+		token = a.opts.WriteToken
+	}
+	name := pattern
+	mux.HandleFunc(pattern, func(w http.ResponseWriter, req *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
+		defer func() {
+			if v := recover(); v != nil {
+				a.opts.Logger.Error("handler panic", "route", name, "panic", v)
+				if !rec.wrote {
+					http.Error(rec, "internal error", http.StatusInternalServerError)
+				}
+			}
+			if a.opts.Metrics != nil {
+				a.opts.Metrics.observe(name, rec.code, time.Since(start))
+			}
+		}()
+		if token != "" && !bearer(req, token) {
+			rec.Header().Set("WWW-Authenticate", `Bearer realm="shardctl-registry"`)
+			http.Error(rec, "missing or wrong bearer token", http.StatusUnauthorized)
+			return
+		}
+		h(rec, req)
+	})
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	code  int
+	wrote bool
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if !s.wrote {
+		s.code, s.wrote = code, true
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	s.wrote = true
+	return s.ResponseWriter.Write(b)
+}
+
+func (s *statusRecorder) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		s.wrote = true
+		f.Flush()
+	}
+}
+
+func bearer(req *http.Request, token string) bool {
+	got, ok := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(token)) == 1
+}
+
+func wantsJSON(req *http.Request) bool {
+	return strings.Contains(strings.ToLower(req.Header.Get("Accept")), "json")
+}
+
+func acceptsGzip(req *http.Request) bool {
+	return strings.Contains(strings.ToLower(req.Header.Get("Accept-Encoding")), "gzip")
+}
+
+// write sends a body in the format the client asked for, gzipped when it
+// accepts that.
+func write(w http.ResponseWriter, req *http.Request, jsonBody, xmlBody func() []byte) {
+	var b []byte
+	if wantsJSON(req) {
+		w.Header().Set("Content-Type", "application/json")
+		b = jsonBody()
+	} else {
+		w.Header().Set("Content-Type", "application/xml")
+		b = xmlBody()
+	}
+	if acceptsGzip(req) && len(b) > 1024 {
+		w.Header().Set("Content-Encoding", "gzip")
+		b = gzipped(b)
+	}
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	_, _ = w.Write(b)
+}
+
+// readBody reads a bounded body, gunzipping it when the client says so.
+func readBody(w http.ResponseWriter, req *http.Request, limit int64) ([]byte, error) {
+	body := http.MaxBytesReader(w, req.Body, limit)
+	var r io.Reader = body
+	if strings.EqualFold(req.Header.Get("Content-Encoding"), "gzip") {
+		zr, err := gzip.NewReader(body)
+		if err != nil {
+			return nil, fmt.Errorf("malformed gzip body: %w", err)
+		}
+		r = io.LimitReader(zr, limit+1)
+	}
+	b, err := io.ReadAll(r)
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, fmt.Errorf("body larger than %d bytes", limit)
+		}
+		return nil, fmt.Errorf("read body: %w", err)
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("body larger than %d bytes", limit)
+	}
+	return b, nil
+}
+
+func fail(w http.ResponseWriter, err error) {
+	code := http.StatusBadRequest
+	switch {
+	case errors.Is(err, ErrNotFound):
+		code = http.StatusNotFound
+	case errors.Is(err, ErrConflict):
+		code = http.StatusConflict
+	case strings.HasPrefix(err.Error(), "store:"):
+		code = http.StatusInternalServerError
+	}
+	http.Error(w, err.Error(), code)
+}
+
+func (a *api) register(w http.ResponseWriter, req *http.Request) {
+	b, err := readBody(w, req, maxInstanceBody)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	var in *Instance
+	ct := strings.ToLower(req.Header.Get("Content-Type"))
+	trimmed := bytes.TrimSpace(b)
+	switch {
+	case strings.Contains(ct, "json"), !strings.Contains(ct, "xml") && len(trimmed) > 0 && trimmed[0] == '{':
+		in, err = decodeInstanceJSON(b)
+	default:
+		in, err = decodeInstanceXML(b)
+	}
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	if err := a.r.Register(req.PathValue("app"), in); err != nil {
+		fail(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (a *api) full(w http.ResponseWriter, req *http.Request) {
+	a.snapshotBody(w, req, false)
+}
+
+func (a *api) delta(w http.ResponseWriter, req *http.Request) {
+	a.snapshotBody(w, req, true)
+}
+
+// snapshotBody serves the pre-encoded full or delta fetch.
+func (a *api) snapshotBody(w http.ResponseWriter, req *http.Request, delta bool) {
+	s := a.r.snap.Load()
+	k := bodyKind{delta: delta, xml: !wantsJSON(req), gzip: acceptsGzip(req)}
+	if k.xml {
+		w.Header().Set("Content-Type", "application/xml")
+	} else {
+		w.Header().Set("Content-Type", "application/json")
+	}
+	if k.gzip {
+		w.Header().Set("Content-Encoding", "gzip")
+	}
+	b := s.body(k)
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	_, _ = w.Write(b)
+}
+
+func (a *api) app(w http.ResponseWriter, req *http.Request) {
+	ins := a.r.Instances(req.PathValue("app"))
+	if len(ins) == 0 {
+		http.Error(w, "no such application", http.StatusNotFound)
+		return
+	}
+	app := group(ins)[0]
+	write(w, req, func() []byte { return encodeAppJSON(app) }, func() []byte { return encodeAppXML(app) })
+}
+
+func (a *api) instance(w http.ResponseWriter, req *http.Request) {
+	in, err := a.r.Instance(req.PathValue("app"), req.PathValue("id"))
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	write(w, req, func() []byte { return encodeInstanceJSON(in) }, func() []byte { return encodeInstanceXML(in) })
+}
+
+func (a *api) instanceByID(w http.ResponseWriter, req *http.Request) {
+	in, err := a.r.InstanceByID(req.PathValue("id"))
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	write(w, req, func() []byte { return encodeInstanceJSON(in) }, func() []byte { return encodeInstanceXML(in) })
+}
+
+func (a *api) vip(secure bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, req *http.Request) {
+		apps := a.r.ByVIP(req.PathValue("vip"), secure)
+		if len(apps) == 0 {
+			http.Error(w, "no instance has this VIP address", http.StatusNotFound)
+			return
+		}
+		var all []*Instance
+		for _, app := range apps {
+			all = append(all, app.Instances...)
+		}
+		body := &Applications{VersionsDelta: strconv.FormatUint(a.r.Version(), 10), AppsHashcode: hashcode(all), Applications: apps}
+		write(w, req, func() []byte { return encodeAppsJSON(body) }, func() []byte { return encodeAppsXML(body) })
+	}
+}
+
+func (a *api) renew(w http.ResponseWriter, req *http.Request) {
+	var dirty int64
+	if s := req.URL.Query().Get("lastDirtyTimestamp"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			http.Error(w, "lastDirtyTimestamp: expected milliseconds since the epoch", http.StatusBadRequest)
+			return
+		}
+		dirty = n
+	}
+	if err := a.r.Renew(req.PathValue("app"), req.PathValue("id"), dirty); err != nil {
+		fail(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+func (a *api) cancel(w http.ResponseWriter, req *http.Request) {
+	if err := a.r.Cancel(req.PathValue("app"), req.PathValue("id")); err != nil {
+		fail(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+func (a *api) setStatus(w http.ResponseWriter, req *http.Request) {
+	v := req.URL.Query().Get("value")
+	if v == "" {
+		http.Error(w, "missing value: expected ?value=OUT_OF_SERVICE (or UP, DOWN, STARTING)", http.StatusBadRequest)
+		return
+	}
+	st := ParseStatus(v)
+	if st == StatusUnknown {
+		http.Error(w, fmt.Sprintf("value %q: expected UP, DOWN, STARTING or OUT_OF_SERVICE", v), http.StatusBadRequest)
+		return
+	}
+	app, id := req.PathValue("app"), req.PathValue("id")
+	o := a.r.Override(app, id)
+	o.Status, o.Draining = st, false
+	if err := a.r.SetOverride(app, id, o); err != nil {
+		fail(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+func (a *api) deleteStatus(w http.ResponseWriter, req *http.Request) {
+	if err := a.r.SetOverride(req.PathValue("app"), req.PathValue("id"), Override{}); err != nil {
+		fail(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+func (a *api) metadata(w http.ResponseWriter, req *http.Request) {
+	kv := map[string]string{}
+	for k, vs := range req.URL.Query() {
+		if len(vs) > 0 {
+			kv[k] = vs[len(vs)-1]
+		}
+	}
+	if len(kv) == 0 {
+		http.Error(w, "no metadata: expected ?key=value", http.StatusBadRequest)
+		return
+	}
+	if err := a.r.SetMetadata(req.PathValue("app"), req.PathValue("id"), kv); err != nil {
+		fail(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// shardctl's own API: JSON only.
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (a *api) appParam(req *http.Request) string {
+	if app := req.URL.Query().Get("app"); app != "" {
+		return strings.ToUpper(app)
+	}
+	return a.r.opts.ShardsApp
+}
+
+func (a *api) shards(w http.ResponseWriter, req *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"app": a.appParam(req), "version": a.r.Version(), "shards": a.r.Shards(a.appParam(req))})
+}
+
+func (a *api) shard(w http.ResponseWriter, req *http.Request) {
+	in, err := a.r.Instance(a.appParam(req), req.PathValue("id"))
+	if err != nil {
+		http.Error(w, fmt.Sprintf("no shard %q in %s", req.PathValue("id"), a.appParam(req)), http.StatusNotFound)
+		return
+	}
+	writeJSON(w, http.StatusOK, ShardOf(in, a.r.Override(in.App, in.InstanceID)))
+}
+
+func (a *api) shardState(w http.ResponseWriter, req *http.Request) {
+	app, id := a.appParam(req), req.PathValue("id")
+	if err := a.r.SetState(app, id, req.URL.Query().Get("value")); err != nil {
+		if errors.Is(err, ErrNotFound) {
+			err = fmt.Errorf("%w: no shard %q in %s", ErrNotFound, id, app)
+		}
+		fail(w, err)
+		return
+	}
+	a.shard(w, req)
+}
+
+func (a *api) deregisterShard(w http.ResponseWriter, req *http.Request) {
+	app, id := a.appParam(req), req.PathValue("id")
+	err := a.r.Cancel(app, id)
+	release, _ := strconv.ParseBool(req.URL.Query().Get("release-slot"))
+	if errors.Is(err, ErrNotFound) && release {
+		err = nil // releasing the slot of a shard already gone is the point
+	}
+	if err != nil {
+		if errors.Is(err, ErrNotFound) {
+			err = fmt.Errorf("%w: no shard %q in %s", ErrNotFound, id, app)
+		}
+		fail(w, err)
+		return
+	}
+	if release {
+		if err := a.r.ReleaseSlot(app, id); err != nil {
+			fail(w, err)
+			return
+		}
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (a *api) status(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, a.r.Status())
+}
+
+func (a *api) ledgerAll(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"deployments": a.r.Deployments()})
+}
+
+func (a *api) ledgerAppend(w http.ResponseWriter, req *http.Request) {
+	b, err := readBody(w, req, maxLedgerBody)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	var d ledger.Deployment
+	if err := json.Unmarshal(b, &d); err != nil {
+		fail(w, fmt.Errorf("malformed deployment JSON: %w", err))
+		return
+	}
+	if len(d.Resources) == 0 {
+		fail(w, errors.New("a deployment without resources"))
+		return
+	}
+	d, err = a.r.AppendDeployment(d)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, d)
+}
+
+func (a *api) ledgerKeys(w http.ResponseWriter, req *http.Request) {
+	seq, err := strconv.Atoi(req.PathValue("seq"))
+	if err != nil {
+		fail(w, fmt.Errorf("seq %q: expected a number", req.PathValue("seq")))
+		return
+	}
+	b, err := readBody(w, req, maxInstanceBody)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	var keys map[string]int64
+	if err := json.Unmarshal(b, &keys); err != nil {
+		fail(w, fmt.Errorf(`malformed keys JSON, expected {"process@version": key}: %w`, err))
+		return
+	}
+	if err := a.r.SetDeploymentKeys(seq, req.PathValue("shard"), keys); err != nil {
+		fail(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}

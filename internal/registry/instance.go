@@ -1,0 +1,146 @@
+// Package registry is the federation's control plane: which shards exist,
+// where, in which pool and state, and the deployment ledger. It speaks
+// Netflix Eureka's REST API so existing Eureka clients register with it
+// unchanged, without Eureka's delays: leases end at last renewal +
+// duration, eviction runs every few seconds, reads are served from a
+// snapshot rebuilt on change, and watchers are pushed changes.
+package registry
+
+import (
+	"fmt"
+	"maps"
+	"strconv"
+	"strings"
+)
+
+// Status is an instance's Eureka status.
+type Status string
+
+// Eureka's statuses; any other string reads as UNKNOWN.
+const (
+	StatusUp           Status = "UP"
+	StatusDown         Status = "DOWN"
+	StatusStarting     Status = "STARTING"
+	StatusOutOfService Status = "OUT_OF_SERVICE"
+	StatusUnknown      Status = "UNKNOWN"
+)
+
+// statusOrder is the order of apps__hashcode: status names sorted.
+var statusOrder = []Status{StatusDown, StatusOutOfService, StatusStarting, StatusUnknown, StatusUp}
+
+// ParseStatus reads a status as Eureka does: unknown strings are UNKNOWN.
+func ParseStatus(s string) Status {
+	switch st := Status(strings.ToUpper(strings.TrimSpace(s))); st {
+	case StatusUp, StatusDown, StatusStarting, StatusOutOfService, StatusUnknown:
+		return st
+	}
+	return StatusUnknown
+}
+
+// Eureka's lease defaults, used when a client sends zero or less.
+const (
+	DefaultRenewalInterval = 30
+	DefaultLeaseDuration   = 90
+)
+
+// Instance is one registered instance, in Eureka's fields.
+type Instance struct {
+	InstanceID       string
+	App              string // upper case, as Eureka keeps it
+	AppGroupName     string
+	HostName         string
+	IPAddr           string
+	Status           Status
+	OverriddenStatus Status // UNKNOWN when there is no override
+
+	Port, SecurePort               int
+	PortEnabled, SecurePortEnabled bool
+
+	CountryID      int
+	DataCenterInfo DataCenterInfo
+	LeaseInfo      LeaseInfo
+	Metadata       map[string]string
+
+	HomePageURL, StatusPageURL, HealthCheckURL, SecureHealthCheckURL string
+	VIPAddress, SecureVIPAddress                                     string
+
+	IsCoordinatingDiscoveryServer bool
+	LastUpdatedTimestamp          int64 // ms
+	LastDirtyTimestamp            int64 // ms
+	ActionType                    string
+}
+
+// DataCenterInfo says where an instance runs: Netflix, Amazon or MyOwn.
+type DataCenterInfo struct {
+	Class    string
+	Name     string
+	Metadata map[string]string
+}
+
+// LeaseInfo is an instance's lease as Eureka writes it (seconds and ms).
+type LeaseInfo struct {
+	RenewalIntervalInSecs int
+	DurationInSecs        int
+	RegistrationTimestamp int64
+	LastRenewalTimestamp  int64
+	EvictionTimestamp     int64
+	ServiceUpTimestamp    int64
+}
+
+// Clone copies an instance so that the copy shares no maps.
+func (in *Instance) Clone() *Instance {
+	c := *in
+	c.Metadata = maps.Clone(in.Metadata)
+	c.DataCenterInfo.Metadata = maps.Clone(in.DataCenterInfo.Metadata)
+	return &c
+}
+
+// EffectiveStatus is what readers see: an operator's override wins over
+// what the instance says of itself.
+func (in *Instance) EffectiveStatus() Status {
+	if in.OverriddenStatus != "" && in.OverriddenStatus != StatusUnknown {
+		return in.OverriddenStatus
+	}
+	return in.Status
+}
+
+// validate checks what Eureka's register checks, in its order, and fills
+// Eureka's defaults; app is the application named by the path.
+func (in *Instance) validate(app string) error {
+	switch {
+	case in.InstanceID == "" && in.HostName == "":
+		return fmt.Errorf("missing instanceId and hostName: one of them identifies the instance")
+	case in.IPAddr == "":
+		return fmt.Errorf("missing ipAddr")
+	case in.App == "":
+		return fmt.Errorf("missing app")
+	case !strings.EqualFold(in.App, app):
+		return fmt.Errorf("mismatched app: the path names %s, the body %s", app, in.App)
+	case in.DataCenterInfo.Name == "" && in.DataCenterInfo.Class == "":
+		return fmt.Errorf("missing dataCenterInfo")
+	case in.DataCenterInfo.Name == "":
+		return fmt.Errorf("missing dataCenterInfo name")
+	}
+	if in.InstanceID == "" {
+		in.InstanceID = in.HostName
+	}
+	in.App = strings.ToUpper(in.App)
+	if in.Status == "" {
+		in.Status = StatusUp
+	}
+	if in.OverriddenStatus == "" {
+		in.OverriddenStatus = StatusUnknown
+	}
+	if in.LeaseInfo.RenewalIntervalInSecs <= 0 {
+		in.LeaseInfo.RenewalIntervalInSecs = DefaultRenewalInterval
+	}
+	if in.LeaseInfo.DurationInSecs <= 0 {
+		in.LeaseInfo.DurationInSecs = DefaultLeaseDuration
+	}
+	if in.CountryID == 0 {
+		in.CountryID = 1
+	}
+	return nil
+}
+
+func formatMillis(ms int64) string { return strconv.FormatInt(ms, 10) }

@@ -1,0 +1,737 @@
+package registry
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/shardctl/shardctl/internal/ledger"
+)
+
+// Application is one app and its instances.
+type Application struct {
+	Name      string
+	Instances []*Instance
+}
+
+// Applications is a full or delta fetch.
+type Applications struct {
+	VersionsDelta string
+	AppsHashcode  string
+	Applications  []Application
+}
+
+// Errors the HTTP layer maps to status codes.
+var (
+	ErrNotFound = errors.New("not found")
+	ErrConflict = errors.New("conflict")
+)
+
+// Change is one change to an instance, as deltas and watchers see it.
+type Change struct {
+	Version  uint64
+	Action   string // ADDED, MODIFIED, DELETED
+	Instance *Instance
+	At       time.Time
+}
+
+// Actions of a change, as Eureka names them.
+const (
+	ActionAdded    = "ADDED"
+	ActionModified = "MODIFIED"
+	ActionDeleted  = "DELETED"
+)
+
+// Metadata keys the registry gives meaning to (shardctl's, not Eureka's).
+const (
+	MetaSlot   = "slot"
+	MetaPool   = "pool"
+	MetaStatic = "shardctl.static" // "true": registered by an operator, never expires
+)
+
+// Options of a registry.
+type Options struct {
+	// LeaseDuration is used when an instance does not give its own.
+	LeaseDuration    time.Duration
+	EvictionInterval time.Duration
+	SelfPreservation bool
+	RenewalThreshold float64
+	// ShardsApp is the application whose instances are shards: they get a
+	// slot (1-31) that stays theirs across re-registrations.
+	ShardsApp string
+	// DeltaRetention is how long a change stays in deltas (Eureka: 3 min).
+	DeltaRetention time.Duration
+	Store          Store
+	Now            func() time.Time
+}
+
+func (o *Options) defaults() {
+	if o.LeaseDuration <= 0 {
+		o.LeaseDuration = DefaultLeaseDuration * time.Second
+	}
+	if o.EvictionInterval <= 0 {
+		o.EvictionInterval = 5 * time.Second
+	}
+	if o.RenewalThreshold <= 0 {
+		o.RenewalThreshold = 0.85
+	}
+	if o.ShardsApp == "" {
+		o.ShardsApp = "ZEEBE-SHARDS"
+	}
+	o.ShardsApp = strings.ToUpper(o.ShardsApp)
+	if o.DeltaRetention <= 0 {
+		o.DeltaRetention = 3 * time.Minute
+	}
+	if o.Store == nil {
+		o.Store = NewMemoryStore()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+}
+
+type lease struct {
+	inst        *Instance // replaced, never changed in place: readers hold it
+	lastRenewal atomic.Int64
+	duration    time.Duration
+	static      bool
+}
+
+func (l *lease) expired(now time.Time) bool {
+	return !l.static && now.UnixMilli() > l.lastRenewal.Load()+l.duration.Milliseconds()
+}
+
+// Registry holds instances, leases, overrides, slots and the ledger.
+type Registry struct {
+	opts Options
+
+	mu          sync.RWMutex
+	apps        map[string]map[string]*lease
+	overrides   map[InstanceRef]Override
+	slots       map[InstanceRef]int
+	deployments []ledger.Deployment
+	version     uint64
+	changes     []Change // recent changes, oldest first
+	changed     chan struct{}
+	dropped     uint64 // highest version no longer in changes
+
+	renewals *rateWindow
+	started  time.Time
+	evicted  atomic.Int64
+	snap     atomic.Pointer[snapshot]
+
+	ledgerMu sync.Mutex // serialises ledger writes
+	watchEnd chan struct{}
+	endOnce  sync.Once
+	stop     chan struct{}
+	done     chan struct{}
+}
+
+// NewRegistry loads a registry from its store.
+func NewRegistry(opts Options) (*Registry, error) {
+	opts.defaults()
+	st, err := opts.Store.Load()
+	if err != nil {
+		return nil, fmt.Errorf("load the registry store: %w", err)
+	}
+	now := opts.Now()
+	r := &Registry{
+		opts: opts, apps: map[string]map[string]*lease{}, overrides: st.Overrides, slots: st.Slots,
+		deployments: st.Deployments, changed: make(chan struct{}), renewals: newRateWindow(now), started: now,
+		stop: make(chan struct{}), done: make(chan struct{}), watchEnd: make(chan struct{}),
+	}
+	if r.overrides == nil {
+		r.overrides = map[InstanceRef]Override{}
+	}
+	if r.slots == nil {
+		r.slots = map[InstanceRef]int{}
+	}
+	for _, in := range st.Instances {
+		r.put(in, now)
+	}
+	r.version = 1
+	r.rebuild()
+	return r, nil
+}
+
+// Run evicts expired leases every EvictionInterval until Close.
+func (r *Registry) Run() {
+	defer close(r.done)
+	t := time.NewTicker(r.opts.EvictionInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-t.C:
+			r.Evict()
+		}
+	}
+}
+
+// endWatches ends every watch stream and long poll.
+func (r *Registry) endWatches() { r.endOnce.Do(func() { close(r.watchEnd) }) }
+
+// Close stops eviction and closes the store.
+func (r *Registry) Close() error {
+	r.endWatches()
+	select {
+	case <-r.stop:
+	default:
+		close(r.stop)
+	}
+	return r.opts.Store.Close()
+}
+
+func (r *Registry) put(in *Instance, now time.Time) *lease {
+	m := r.apps[in.App]
+	if m == nil {
+		m = map[string]*lease{}
+		r.apps[in.App] = m
+	}
+	l := &lease{inst: in, duration: time.Duration(in.LeaseInfo.DurationInSecs) * time.Second, static: in.Metadata[MetaStatic] == "true"}
+	l.lastRenewal.Store(now.UnixMilli())
+	m[in.InstanceID] = l
+	return l
+}
+
+func (r *Registry) lookup(app, id string) *lease {
+	return r.apps[strings.ToUpper(app)][id]
+}
+
+// record notes a change: version, delta queue, watchers, snapshot. Callers
+// hold r.mu.
+func (r *Registry) record(action string, in *Instance) {
+	now := r.opts.Now()
+	r.version++
+	c := in.Clone()
+	c.ActionType = action
+	r.changes = append(r.changes, Change{Version: r.version, Action: action, Instance: c, At: now})
+	cut := 0
+	for cut < len(r.changes) && (now.Sub(r.changes[cut].At) > r.opts.DeltaRetention || len(r.changes)-cut > maxChanges) {
+		r.dropped = r.changes[cut].Version
+		cut++
+	}
+	r.changes = r.changes[cut:]
+	close(r.changed)
+	r.changed = make(chan struct{})
+	r.rebuild()
+}
+
+// maxChanges bounds the delta queue whatever the retention.
+const maxChanges = 50_000
+
+// Register adds or replaces an instance, as Eureka's POST /apps/{app}.
+func (r *Registry) Register(app string, in *Instance) error {
+	if in.LeaseInfo.DurationInSecs <= 0 {
+		in.LeaseInfo.DurationInSecs = max(int(r.opts.LeaseDuration/time.Second), 1)
+	}
+	if err := in.validate(app); err != nil {
+		return err
+	}
+	now := r.opts.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ref := InstanceRef{in.App, in.InstanceID}
+	if err := r.assignSlot(ref, in); err != nil {
+		return err
+	}
+	old := r.apps[in.App][in.InstanceID]
+	if o, ok := r.overrides[ref]; ok && o.Status != "" {
+		in.OverriddenStatus = o.Status
+	}
+	in.LeaseInfo.RegistrationTimestamp = now.UnixMilli()
+	in.LeaseInfo.LastRenewalTimestamp = now.UnixMilli()
+	in.LastUpdatedTimestamp = now.UnixMilli()
+	if in.LastDirtyTimestamp == 0 {
+		in.LastDirtyTimestamp = now.UnixMilli()
+	}
+	if in.LeaseInfo.ServiceUpTimestamp == 0 && in.Status == StatusUp {
+		in.LeaseInfo.ServiceUpTimestamp = now.UnixMilli()
+	}
+	if old != nil && old.inst.LeaseInfo.ServiceUpTimestamp != 0 {
+		in.LeaseInfo.ServiceUpTimestamp = old.inst.LeaseInfo.ServiceUpTimestamp
+	}
+	if err := r.opts.Store.PutInstance(in); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	r.put(in, now)
+	action := ActionAdded
+	if old != nil {
+		action = ActionModified
+	}
+	r.record(action, in)
+	return nil
+}
+
+// assignSlot gives a shard its slot: the one it asks for when free, else
+// the one it had, else the lowest free one. Callers hold r.mu.
+func (r *Registry) assignSlot(ref InstanceRef, in *Instance) error {
+	if ref.App != r.opts.ShardsApp {
+		return nil
+	}
+	want := 0
+	if s := in.Metadata[MetaSlot]; s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 31 {
+			return fmt.Errorf("metadata slot %q: a shard's slot is a number from 1 to 31", s)
+		}
+		want = n
+	}
+	taken := map[int]InstanceRef{}
+	for other, s := range r.slots {
+		if other != ref && other.App == ref.App {
+			taken[s] = other
+		}
+	}
+	switch {
+	case want != 0:
+		if other, ok := taken[want]; ok {
+			return fmt.Errorf("%w: slot %d belongs to shard %s; deregister it with --release-slot first, or pick another", ErrConflict, want, other.ID)
+		}
+	case r.slots[ref] != 0:
+		want = r.slots[ref]
+	default:
+		for s := 1; s <= 31; s++ {
+			if _, ok := taken[s]; !ok {
+				want = s
+				break
+			}
+		}
+		if want == 0 {
+			return fmt.Errorf("%w: all 31 slots of %s are taken", ErrConflict, ref.App)
+		}
+	}
+	if r.slots[ref] != want {
+		if err := r.opts.Store.PutSlot(ref.App, ref.ID, want); err != nil {
+			return fmt.Errorf("store: %w", err)
+		}
+		r.slots[ref] = want
+	}
+	if in.Metadata == nil {
+		in.Metadata = map[string]string{}
+	}
+	in.Metadata[MetaSlot] = strconv.Itoa(want)
+	return nil
+}
+
+// Renew extends a lease, as Eureka's PUT /apps/{app}/{id}. A client whose
+// lastDirtyTimestamp is newer than the registry's copy gets ErrNotFound so
+// that it registers again.
+func (r *Registry) Renew(app, id string, lastDirty int64) error {
+	r.mu.RLock()
+	l := r.lookup(app, id)
+	r.mu.RUnlock()
+	if l == nil {
+		return ErrNotFound
+	}
+	if lastDirty > 0 && lastDirty > l.inst.LastDirtyTimestamp {
+		return ErrNotFound
+	}
+	now := r.opts.Now()
+	l.lastRenewal.Store(now.UnixMilli())
+	r.renewals.add(now)
+	return nil
+}
+
+// Cancel removes an instance, as Eureka's DELETE /apps/{app}/{id}.
+func (r *Registry) Cancel(app, id string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.remove(strings.ToUpper(app), id)
+}
+
+func (r *Registry) remove(app, id string) error {
+	l := r.apps[app][id]
+	if l == nil {
+		return ErrNotFound
+	}
+	if err := r.opts.Store.DeleteInstance(app, id); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	delete(r.apps[app], id)
+	if len(r.apps[app]) == 0 {
+		delete(r.apps, app)
+	}
+	gone := l.inst.Clone()
+	gone.LastUpdatedTimestamp = r.opts.Now().UnixMilli()
+	r.record(ActionDeleted, gone)
+	return nil
+}
+
+// ReleaseSlot forgets a shard's slot, so that another shard may take it.
+func (r *Registry) ReleaseSlot(app, id string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ref := InstanceRef{strings.ToUpper(app), id}
+	if _, ok := r.slots[ref]; !ok {
+		return nil
+	}
+	if err := r.opts.Store.PutSlot(ref.App, ref.ID, 0); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	delete(r.slots, ref)
+	return nil
+}
+
+// SetOverride sets an operator's override (status, draining) on an
+// instance; the zero Override removes it.
+func (r *Registry) SetOverride(app, id string, o Override) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	app = strings.ToUpper(app)
+	l := r.apps[app][id]
+	if l == nil {
+		return ErrNotFound
+	}
+	ref := InstanceRef{app, id}
+	if r.overrides[ref] == o {
+		return nil
+	}
+	if err := r.opts.Store.PutOverride(app, id, o); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	if o.zero() {
+		delete(r.overrides, ref)
+	} else {
+		r.overrides[ref] = o
+	}
+	in := l.inst.Clone()
+	in.OverriddenStatus = o.Status
+	if in.OverriddenStatus == "" {
+		in.OverriddenStatus = StatusUnknown
+	}
+	in.LastUpdatedTimestamp = r.opts.Now().UnixMilli()
+	if err := r.opts.Store.PutInstance(in); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	l.inst = in
+	r.record(ActionModified, in)
+	return nil
+}
+
+// SetMetadata merges entries into an instance's metadata, as Eureka's PUT
+// /apps/{app}/{id}/metadata.
+func (r *Registry) SetMetadata(app, id string, kv map[string]string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	app = strings.ToUpper(app)
+	l := r.apps[app][id]
+	if l == nil {
+		return ErrNotFound
+	}
+	in := l.inst.Clone()
+	if in.Metadata == nil {
+		in.Metadata = map[string]string{}
+	}
+	for k, v := range kv {
+		if k == MetaSlot && app == r.opts.ShardsApp {
+			return fmt.Errorf("%w: a shard's slot is fixed while it is registered", ErrConflict)
+		}
+		in.Metadata[k] = v
+	}
+	in.LastUpdatedTimestamp = r.opts.Now().UnixMilli()
+	if err := r.opts.Store.PutInstance(in); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	l.inst = in
+	l.static = in.Metadata[MetaStatic] == "true"
+	r.record(ActionModified, in)
+	return nil
+}
+
+// Override returns the operator's override of an instance.
+func (r *Registry) Override(app, id string) Override {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.overrides[InstanceRef{strings.ToUpper(app), id}]
+}
+
+// Evict removes expired leases, unless self-preservation holds them.
+func (r *Registry) Evict() int {
+	now := r.opts.Now()
+	if !r.LeaseExpirationEnabled() {
+		return 0
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var expired []InstanceRef
+	size := 0
+	for app, m := range r.apps {
+		for id, l := range m {
+			size++
+			if l.expired(now) {
+				expired = append(expired, InstanceRef{app, id})
+			}
+		}
+	}
+	limit := len(expired)
+	if r.opts.SelfPreservation {
+		// As Eureka: never evict past the share that self-preservation
+		// would notice; the rest go in later runs.
+		limit = min(limit, size-int(float64(size)*r.opts.RenewalThreshold))
+	}
+	rand.Shuffle(len(expired), func(i, j int) { expired[i], expired[j] = expired[j], expired[i] })
+	n := 0
+	for _, ref := range expired[:max(limit, 0)] {
+		if r.remove(ref.App, ref.ID) == nil {
+			n++
+		}
+	}
+	r.evicted.Add(int64(n))
+	return n
+}
+
+// ExpectedRenewalsPerMinute is what every non-static lease should send;
+// it follows registrations, cancellations and evictions at once, since it
+// is computed from the instances there are.
+func (r *Registry) ExpectedRenewalsPerMinute() float64 {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	var sum float64
+	for _, m := range r.apps {
+		for _, l := range m {
+			if !l.static {
+				sum += 60 / float64(max(l.inst.LeaseInfo.RenewalIntervalInSecs, 1))
+			}
+		}
+	}
+	return sum
+}
+
+// RenewalsLastMinute counts renewals over the last minute; in the first
+// minute after a start it extrapolates, so a restart does not look like a
+// network partition.
+func (r *Registry) RenewalsLastMinute() float64 {
+	now := r.opts.Now()
+	n := float64(r.renewals.count(now))
+	if up := now.Sub(r.started); up < time.Minute {
+		if up < 2*r.opts.EvictionInterval {
+			return math.Inf(1)
+		}
+		n *= float64(time.Minute) / float64(up)
+	}
+	return n
+}
+
+// SelfPreserving says whether eviction is held because too few renewals
+// arrive: Eureka's guard against evicting everything in a partition.
+func (r *Registry) SelfPreserving() bool { return !r.LeaseExpirationEnabled() }
+
+// LeaseExpirationEnabled is Eureka's isLeaseExpirationEnabled.
+func (r *Registry) LeaseExpirationEnabled() bool {
+	if !r.opts.SelfPreservation {
+		return true
+	}
+	threshold := r.ExpectedRenewalsPerMinute() * r.opts.RenewalThreshold
+	return threshold > 0 && r.RenewalsLastMinute() > threshold
+}
+
+// Version is the registry's change counter.
+func (r *Registry) Version() uint64 {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.version
+}
+
+// Changed returns a channel closed at the next change.
+func (r *Registry) Changed() <-chan struct{} {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.changed
+}
+
+// ChangesSince returns the changes after version since, and false when
+// some of them are no longer kept (the caller must start over).
+func (r *Registry) ChangesSince(since uint64) ([]Change, uint64, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if since < r.dropped {
+		return nil, r.version, false
+	}
+	i := sort.Search(len(r.changes), func(i int) bool { return r.changes[i].Version > since })
+	return append([]Change(nil), r.changes[i:]...), r.version, true
+}
+
+// Instances returns the instances of one app (all apps when app is ""),
+// sorted by app and id.
+func (r *Registry) Instances(app string) []*Instance {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.instancesLocked(strings.ToUpper(app))
+}
+
+func (r *Registry) instancesLocked(app string) []*Instance {
+	var out []*Instance
+	for name, m := range r.apps {
+		if app != "" && name != app {
+			continue
+		}
+		for _, l := range m {
+			in := l.inst.Clone()
+			in.LeaseInfo.LastRenewalTimestamp = l.lastRenewal.Load()
+			out = append(out, in)
+		}
+	}
+	sortInstances(out)
+	return out
+}
+
+func sortInstances(ins []*Instance) {
+	sort.Slice(ins, func(i, j int) bool {
+		if ins[i].App != ins[j].App {
+			return ins[i].App < ins[j].App
+		}
+		return ins[i].InstanceID < ins[j].InstanceID
+	})
+}
+
+// Instance returns one instance.
+func (r *Registry) Instance(app, id string) (*Instance, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	l := r.lookup(app, id)
+	if l == nil {
+		return nil, ErrNotFound
+	}
+	in := l.inst.Clone()
+	in.LeaseInfo.LastRenewalTimestamp = l.lastRenewal.Load()
+	return in, nil
+}
+
+// InstanceByID finds an instance by id in any app (GET /instances/{id}).
+func (r *Registry) InstanceByID(id string) (*Instance, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for _, m := range r.apps {
+		if l := m[id]; l != nil {
+			return l.inst.Clone(), nil
+		}
+	}
+	return nil, ErrNotFound
+}
+
+// ByVIP returns the instances whose (secure) VIP address lists vip.
+func (r *Registry) ByVIP(vip string, secure bool) []Application {
+	var apps []Application
+	for _, a := range group(r.Instances("")) {
+		var keep []*Instance
+		for _, in := range a.Instances {
+			addr := in.VIPAddress
+			if secure {
+				addr = in.SecureVIPAddress
+			}
+			for _, v := range strings.Split(addr, ",") {
+				if strings.EqualFold(strings.TrimSpace(v), vip) {
+					keep = append(keep, in)
+					break
+				}
+			}
+		}
+		if len(keep) > 0 {
+			apps = append(apps, Application{Name: a.Name, Instances: keep})
+		}
+	}
+	return apps
+}
+
+// group sorts instances (sorted by app) into applications.
+func group(ins []*Instance) []Application {
+	var apps []Application
+	for _, in := range ins {
+		if len(apps) == 0 || apps[len(apps)-1].Name != in.App {
+			apps = append(apps, Application{Name: in.App})
+		}
+		apps[len(apps)-1].Instances = append(apps[len(apps)-1].Instances, in)
+	}
+	return apps
+}
+
+// hashcode is Eureka's apps__hashcode: counts by status, in name order.
+func hashcode(ins []*Instance) string {
+	counts := map[Status]int{}
+	for _, in := range ins {
+		counts[in.EffectiveStatus()]++
+	}
+	var b strings.Builder
+	for _, st := range statusOrder {
+		if n := counts[st]; n > 0 {
+			fmt.Fprintf(&b, "%s_%d_", st, n)
+		}
+	}
+	return b.String()
+}
+
+// rateWindow counts events over the last minute in one-second buckets.
+type rateWindow struct {
+	mu      sync.Mutex
+	buckets [60]int64
+	secs    [60]int64
+}
+
+func newRateWindow(time.Time) *rateWindow { return &rateWindow{} }
+
+func (w *rateWindow) add(now time.Time) {
+	s := now.Unix()
+	i := s % 60
+	w.mu.Lock()
+	if w.secs[i] != s {
+		w.secs[i], w.buckets[i] = s, 0
+	}
+	w.buckets[i]++
+	w.mu.Unlock()
+}
+
+func (w *rateWindow) count(now time.Time) int64 {
+	s := now.Unix()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var n int64
+	for i := range w.buckets {
+		if s-w.secs[i] < 60 {
+			n += w.buckets[i]
+		}
+	}
+	return n
+}
+
+// Health is the registry's own state, for `shards list` and monitoring.
+type Health struct {
+	Version                   uint64  `json:"version"`
+	Instances                 int     `json:"instances"`
+	SelfPreservationEnabled   bool    `json:"selfPreservationEnabled"`
+	SelfPreserving            bool    `json:"selfPreserving"`
+	ExpectedRenewalsPerMinute float64 `json:"expectedRenewalsPerMinute"`
+	RenewalThreshold          float64 `json:"renewalThresholdPerMinute"`
+	RenewalsLastMinute        float64 `json:"renewalsLastMinute"`
+	Evicted                   int64   `json:"evicted"`
+	Deployments               int     `json:"deployments"`
+}
+
+// Status reports the registry's own state.
+func (r *Registry) Status() Health {
+	exp := r.ExpectedRenewalsPerMinute()
+	renewals := r.RenewalsLastMinute()
+	if math.IsInf(renewals, 1) {
+		renewals = exp // just started: nothing to measure yet
+	}
+	r.mu.RLock()
+	n := 0
+	for _, m := range r.apps {
+		n += len(m)
+	}
+	h := Health{Version: r.version, Instances: n, Deployments: len(r.deployments)}
+	r.mu.RUnlock()
+	h.SelfPreservationEnabled = r.opts.SelfPreservation
+	h.SelfPreserving = r.SelfPreserving()
+	h.ExpectedRenewalsPerMinute, h.RenewalThreshold, h.RenewalsLastMinute = exp, exp*r.opts.RenewalThreshold, renewals
+	h.Evicted = r.evicted.Load()
+	return h
+}

@@ -1,0 +1,113 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+)
+
+// Config of a registry server.
+type Config struct {
+	Listen string
+	// Store is memory or bolt:PATH.
+	Store string
+	Options
+	// TokenFile and ReadTokenFile hold bearer tokens for writes and reads.
+	TokenFile, ReadTokenFile string
+	Logger                   *slog.Logger
+}
+
+// Server is the registry runtime: New → Start → Addr → Close.
+type Server struct {
+	cfg  Config
+	reg  *Registry
+	http *http.Server
+	ln   net.Listener
+}
+
+// New checks the configuration and opens the store.
+func New(cfg Config) (*Server, error) {
+	if cfg.RenewalThreshold < 0 || cfg.RenewalThreshold > 1 {
+		return nil, fmt.Errorf("renewal threshold %v: want a fraction between 0 and 1", cfg.RenewalThreshold)
+	}
+	writeToken, err := readToken(cfg.TokenFile)
+	if err != nil {
+		return nil, err
+	}
+	readTok, err := readToken(cfg.ReadTokenFile)
+	if err != nil {
+		return nil, err
+	}
+	st, err := OpenStore(cfg.Store)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Options.Store = st
+	reg, err := NewRegistry(cfg.Options)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	s := &Server{cfg: cfg, reg: reg}
+	s.http = &http.Server{
+		Handler:           reg.Handler(HandlerOptions{WriteToken: writeToken, ReadToken: readTok, Logger: cfg.Logger, Metrics: NewMetrics(reg)}),
+		ReadHeaderTimeout: 10 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+	}
+	// Watch streams never go idle; they must end for Shutdown to finish.
+	s.http.RegisterOnShutdown(reg.endWatches)
+	return s, nil
+}
+
+func readToken(path string) (string, error) {
+	if path == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("token file: %w", err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", fmt.Errorf("token file %s is empty", path)
+	}
+	return tok, nil
+}
+
+// Start listens and serves; eviction runs until Close.
+func (s *Server) Start(context.Context) error {
+	ln, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		s.reg.Close()
+		return fmt.Errorf("listen on %s: %w", s.cfg.Listen, err)
+	}
+	s.ln = ln
+	go s.reg.Run()
+	go func() { _ = s.http.Serve(ln) }()
+	return nil
+}
+
+// Addr is the address the server bound.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// Registry is the registry the server serves.
+func (s *Server) Registry() *Registry { return s.reg }
+
+// Close stops taking requests, lets those in flight finish within ctx
+// (watch streams end at once), and closes the store.
+func (s *Server) Close(ctx context.Context) error {
+	err := s.http.Shutdown(ctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = s.http.Close()
+	}
+	if cerr := s.reg.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

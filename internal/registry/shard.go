@@ -1,0 +1,166 @@
+package registry
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/shardctl/shardctl/internal/ledger"
+)
+
+// Shard states, as DESIGN.md names them.
+const (
+	StateUp           = "UP"
+	StateDraining     = "DRAINING"
+	StateOutOfService = "OUT_OF_SERVICE"
+	StateDown         = "DOWN"
+	StateStarting     = "STARTING"
+)
+
+// Shard is an instance of the shards app as shardctl reads it.
+type Shard struct {
+	ID               string            `json:"id"`
+	App              string            `json:"app"`
+	Address          string            `json:"address"`
+	Slot             int               `json:"slot"`
+	Pool             string            `json:"pool,omitempty"`
+	State            string            `json:"state"`
+	Status           Status            `json:"status"`
+	OverriddenStatus Status            `json:"overriddenStatus,omitempty"`
+	Static           bool              `json:"static,omitempty"`
+	LastRenewal      time.Time         `json:"lastRenewal"`
+	LeaseExpires     *time.Time        `json:"leaseExpires,omitempty"`
+	Metadata         map[string]string `json:"metadata,omitempty"`
+}
+
+// MetaAddress overrides the gateway address (default ipAddr:port).
+const MetaAddress = "address"
+
+// ShardOf reads an instance as a shard, with the operator's override.
+func ShardOf(in *Instance, o Override) Shard {
+	s := Shard{
+		ID: in.InstanceID, App: in.App, Pool: in.Metadata[MetaPool], Status: in.Status,
+		Static: in.Metadata[MetaStatic] == "true", Metadata: in.Metadata,
+		LastRenewal: time.UnixMilli(in.LeaseInfo.LastRenewalTimestamp).UTC(),
+	}
+	if in.OverriddenStatus != StatusUnknown {
+		s.OverriddenStatus = in.OverriddenStatus
+	}
+	s.Slot, _ = strconv.Atoi(in.Metadata[MetaSlot])
+	s.Address = in.Metadata[MetaAddress]
+	if s.Address == "" {
+		host := in.IPAddr
+		if host == "" {
+			host = in.HostName
+		}
+		s.Address = net.JoinHostPort(host, strconv.Itoa(in.Port))
+	}
+	if !s.Static {
+		exp := time.UnixMilli(in.LeaseInfo.LastRenewalTimestamp + int64(in.LeaseInfo.DurationInSecs)*1000).UTC()
+		s.LeaseExpires = &exp
+	}
+	switch st := in.EffectiveStatus(); {
+	case o.Draining:
+		s.State = StateDraining
+	case st == StatusUp:
+		s.State = StateUp
+	case st == StatusOutOfService:
+		s.State = StateOutOfService
+	case st == StatusStarting:
+		s.State = StateStarting
+	default:
+		s.State = StateDown
+	}
+	return s
+}
+
+// Shards lists the instances of app as shards, by slot.
+func (r *Registry) Shards(app string) []Shard {
+	app = strings.ToUpper(app)
+	ins := r.Instances(app)
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]Shard, 0, len(ins))
+	for _, in := range ins {
+		out = append(out, ShardOf(in, r.overrides[InstanceRef{in.App, in.InstanceID}]))
+	}
+	return out
+}
+
+// shardOfChange reads a change's instance as a shard.
+func (r *Registry) shardOfChange(in *Instance) Shard {
+	r.mu.RLock()
+	o := r.overrides[InstanceRef{in.App, in.InstanceID}]
+	r.mu.RUnlock()
+	return ShardOf(in, o)
+}
+
+// SetState sets a shard's state the way an operator means it: DRAINING
+// and OUT_OF_SERVICE override the status the shard reports (Eureka
+// clients see OUT_OF_SERVICE for both); UP removes the override.
+func (r *Registry) SetState(app, id, state string) error {
+	var o Override
+	switch strings.ToUpper(state) {
+	case StateUp:
+	case StateDraining:
+		o = Override{Status: StatusOutOfService, Draining: true}
+	case StateOutOfService:
+		o = Override{Status: StatusOutOfService}
+	case StateDown:
+		o = Override{Status: StatusDown}
+	default:
+		return fmt.Errorf("state %q: expected UP, DRAINING, OUT_OF_SERVICE or DOWN", state)
+	}
+	return r.SetOverride(app, id, o)
+}
+
+// AppendDeployment adds a deployment to the ledger, numbering it.
+func (r *Registry) AppendDeployment(d ledger.Deployment) (ledger.Deployment, error) {
+	r.ledgerMu.Lock()
+	defer r.ledgerMu.Unlock()
+	r.mu.RLock()
+	d.Seq = len(r.deployments) + 1
+	r.mu.RUnlock()
+	if err := r.opts.Store.PutDeployment(d); err != nil {
+		return ledger.Deployment{}, fmt.Errorf("store: %w", err)
+	}
+	r.mu.Lock()
+	r.deployments = append(r.deployments, d.Clone())
+	r.mu.Unlock()
+	return d, nil
+}
+
+// SetDeploymentKeys records the keys a shard issued when it was replayed
+// a deployment.
+func (r *Registry) SetDeploymentKeys(seq int, shardID string, keys map[string]int64) error {
+	r.ledgerMu.Lock()
+	defer r.ledgerMu.Unlock()
+	r.mu.RLock()
+	if seq < 1 || seq > len(r.deployments) {
+		r.mu.RUnlock()
+		return fmt.Errorf("%w: no deployment %d in the ledger", ErrNotFound, seq)
+	}
+	d := r.deployments[seq-1].Clone()
+	r.mu.RUnlock()
+	d.SetKeys(shardID, keys)
+	if err := r.opts.Store.PutDeployment(d); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	r.mu.Lock()
+	r.deployments[seq-1] = d
+	r.mu.Unlock()
+	return nil
+}
+
+// Deployments returns the ledger.
+func (r *Registry) Deployments() []ledger.Deployment {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]ledger.Deployment, len(r.deployments))
+	for i, d := range r.deployments {
+		out[i] = d.Clone()
+	}
+	return out
+}

@@ -1,0 +1,426 @@
+package registry
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Eureka's JSON is loose: clients send numbers as strings, booleans as
+// strings, and old servers wrote both. Read every shape; write the one
+// Eureka 1.10 writes, which is what clients parse.
+
+// flexInt reads a number, or a string holding one.
+type flexInt int64
+
+func (f *flexInt) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 || string(b) == "null" {
+		return nil
+	}
+	s := string(b)
+	if b[0] == '"' {
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		if s = strings.TrimSpace(s); s == "" {
+			return nil
+		}
+	}
+	n, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return fmt.Errorf("expected a number, got %.40s", string(b))
+	}
+	*f = flexInt(n)
+	return nil
+}
+
+// flexBool reads a boolean, or a string "true"/"false".
+type flexBool bool
+
+func (f *flexBool) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 || string(b) == "null" {
+		return nil
+	}
+	s := string(b)
+	if b[0] == '"' {
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+	}
+	v, err := strconv.ParseBool(strings.TrimSpace(s))
+	if err != nil {
+		return fmt.Errorf("expected true or false, got %.40s", string(b))
+	}
+	*f = flexBool(v)
+	return nil
+}
+
+// flexString reads a string, or any scalar as its text; objects and
+// arrays are kept as their JSON text.
+type flexString string
+
+func (f *flexString) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	switch {
+	case len(b) == 0 || string(b) == "null":
+		return nil
+	case b[0] == '"':
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		*f = flexString(s)
+	default:
+		if !json.Valid(b) {
+			return fmt.Errorf("invalid JSON value %.40s", string(b))
+		}
+		*f = flexString(b)
+	}
+	return nil
+}
+
+// jsonPort reads {"$":8080,"@enabled":"true"}, or a bare port number.
+type jsonPort struct {
+	Number  flexInt
+	Enabled flexBool
+	given   bool
+}
+
+func (p *jsonPort) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 || string(b) == "null" {
+		return nil
+	}
+	p.given = true
+	if b[0] != '{' {
+		p.Enabled = true
+		return p.Number.UnmarshalJSON(b)
+	}
+	var aux struct {
+		Number  flexInt  `json:"$"`
+		Enabled flexBool `json:"@enabled"`
+	}
+	if err := json.Unmarshal(b, &aux); err != nil {
+		return err
+	}
+	p.Number, p.Enabled = aux.Number, aux.Enabled
+	return nil
+}
+
+type jsonInDataCenter struct {
+	Class    string                `json:"@class"`
+	Name     flexString            `json:"name"`
+	Metadata map[string]flexString `json:"metadata"`
+}
+
+type jsonInLease struct {
+	RenewalIntervalInSecs flexInt `json:"renewalIntervalInSecs"`
+	DurationInSecs        flexInt `json:"durationInSecs"`
+	RegistrationTimestamp flexInt `json:"registrationTimestamp"`
+	LastRenewalTimestamp  flexInt `json:"lastRenewalTimestamp"`
+	EvictionTimestamp     flexInt `json:"evictionTimestamp"`
+	ServiceUpTimestamp    flexInt `json:"serviceUpTimestamp"`
+}
+
+type jsonInInstance struct {
+	InstanceID           flexString            `json:"instanceId"`
+	HostName             flexString            `json:"hostName"`
+	App                  flexString            `json:"app"`
+	AppGroupName         flexString            `json:"appGroupName"`
+	IPAddr               flexString            `json:"ipAddr"`
+	Status               flexString            `json:"status"`
+	OverriddenStatus     flexString            `json:"overriddenStatus"`
+	OverriddenStatusOld  flexString            `json:"overriddenstatus"`
+	Port                 jsonPort              `json:"port"`
+	SecurePort           jsonPort              `json:"securePort"`
+	CountryID            flexInt               `json:"countryId"`
+	DataCenterInfo       *jsonInDataCenter     `json:"dataCenterInfo"`
+	LeaseInfo            jsonInLease           `json:"leaseInfo"`
+	Metadata             map[string]flexString `json:"metadata"`
+	HomePageURL          flexString            `json:"homePageUrl"`
+	StatusPageURL        flexString            `json:"statusPageUrl"`
+	HealthCheckURL       flexString            `json:"healthCheckUrl"`
+	SecureHealthCheckURL flexString            `json:"secureHealthCheckUrl"`
+	VIPAddress           flexString            `json:"vipAddress"`
+	SecureVIPAddress     flexString            `json:"secureVipAddress"`
+	IsCoordinating       flexBool              `json:"isCoordinatingDiscoveryServer"`
+	LastUpdatedTimestamp flexInt               `json:"lastUpdatedTimestamp"`
+	LastDirtyTimestamp   flexInt               `json:"lastDirtyTimestamp"`
+	ActionType           flexString            `json:"actionType"`
+}
+
+func (w *jsonInInstance) instance() *Instance {
+	in := &Instance{
+		InstanceID:                    string(w.InstanceID),
+		App:                           string(w.App),
+		AppGroupName:                  string(w.AppGroupName),
+		HostName:                      string(w.HostName),
+		IPAddr:                        string(w.IPAddr),
+		Port:                          int(w.Port.Number),
+		PortEnabled:                   bool(w.Port.Enabled),
+		SecurePort:                    int(w.SecurePort.Number),
+		SecurePortEnabled:             bool(w.SecurePort.Enabled),
+		CountryID:                     int(w.CountryID),
+		Metadata:                      stringMap(w.Metadata),
+		HomePageURL:                   string(w.HomePageURL),
+		StatusPageURL:                 string(w.StatusPageURL),
+		HealthCheckURL:                string(w.HealthCheckURL),
+		SecureHealthCheckURL:          string(w.SecureHealthCheckURL),
+		VIPAddress:                    string(w.VIPAddress),
+		SecureVIPAddress:              string(w.SecureVIPAddress),
+		IsCoordinatingDiscoveryServer: bool(w.IsCoordinating),
+		LastUpdatedTimestamp:          int64(w.LastUpdatedTimestamp),
+		LastDirtyTimestamp:            int64(w.LastDirtyTimestamp),
+		ActionType:                    string(w.ActionType),
+		LeaseInfo: LeaseInfo{
+			RenewalIntervalInSecs: int(w.LeaseInfo.RenewalIntervalInSecs),
+			DurationInSecs:        int(w.LeaseInfo.DurationInSecs),
+			RegistrationTimestamp: int64(w.LeaseInfo.RegistrationTimestamp),
+			LastRenewalTimestamp:  int64(w.LeaseInfo.LastRenewalTimestamp),
+			EvictionTimestamp:     int64(w.LeaseInfo.EvictionTimestamp),
+			ServiceUpTimestamp:    int64(w.LeaseInfo.ServiceUpTimestamp),
+		},
+	}
+	if w.Status != "" {
+		in.Status = ParseStatus(string(w.Status))
+	}
+	if o := firstNonEmpty(string(w.OverriddenStatus), string(w.OverriddenStatusOld)); o != "" {
+		in.OverriddenStatus = ParseStatus(o)
+	}
+	if !w.Port.given {
+		in.PortEnabled = false
+	}
+	if dc := w.DataCenterInfo; dc != nil {
+		in.DataCenterInfo = DataCenterInfo{Class: dc.Class, Name: string(dc.Name), Metadata: stringMap(dc.Metadata)}
+		if in.DataCenterInfo.Class == "" {
+			// present but without a class: still "given", for validation
+			in.DataCenterInfo.Class = "com.netflix.appinfo.InstanceInfo$DefaultDataCenterInfo"
+		}
+	}
+	return in
+}
+
+// stringMap turns decoded metadata into strings, without Jackson's class
+// marker.
+func stringMap(m map[string]flexString) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		if k == "@class" {
+			continue
+		}
+		out[k] = string(v)
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, x := range s {
+		if x != "" {
+			return x
+		}
+	}
+	return ""
+}
+
+// decodeInstanceJSON reads a register body: {"instance":{…}}.
+func decodeInstanceJSON(b []byte) (*Instance, error) {
+	var doc struct {
+		Instance *jsonInInstance `json:"instance"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return nil, fmt.Errorf("malformed JSON: %w", err)
+	}
+	if doc.Instance == nil {
+		return nil, fmt.Errorf(`expected a JSON body {"instance":{…}}`)
+	}
+	return doc.Instance.instance(), nil
+}
+
+// decodeAppsJSON reads a full or delta fetch, single elements or arrays.
+func decodeAppsJSON(b []byte) (*Applications, error) {
+	var doc struct {
+		Applications struct {
+			VersionsDelta flexString      `json:"versions__delta"`
+			AppsHashcode  flexString      `json:"apps__hashcode"`
+			Application   json.RawMessage `json:"application"`
+		} `json:"applications"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return nil, fmt.Errorf("malformed JSON: %w", err)
+	}
+	out := &Applications{VersionsDelta: string(doc.Applications.VersionsDelta), AppsHashcode: string(doc.Applications.AppsHashcode)}
+	var apps []struct {
+		Name     string          `json:"name"`
+		Instance json.RawMessage `json:"instance"`
+	}
+	if err := oneOrMany(doc.Applications.Application, &apps); err != nil {
+		return nil, err
+	}
+	for _, a := range apps {
+		var ins []jsonInInstance
+		if err := oneOrMany(a.Instance, &ins); err != nil {
+			return nil, err
+		}
+		app := Application{Name: a.Name}
+		for i := range ins {
+			app.Instances = append(app.Instances, ins[i].instance())
+		}
+		out.Applications = append(out.Applications, app)
+	}
+	return out, nil
+}
+
+// oneOrMany decodes an array, or a single element as an array of one.
+func oneOrMany[T any](raw json.RawMessage, dst *[]T) error {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	if raw[0] == '[' {
+		return json.Unmarshal(raw, dst)
+	}
+	var one T
+	if err := json.Unmarshal(raw, &one); err != nil {
+		return err
+	}
+	*dst = append(*dst, one)
+	return nil
+}
+
+// Output, in Eureka 1.10's shape.
+
+type jsonOutPort struct {
+	Number  int    `json:"$"`
+	Enabled string `json:"@enabled"`
+}
+
+type jsonOutDataCenter struct {
+	Class    string            `json:"@class"`
+	Name     string            `json:"name"`
+	Metadata map[string]string `json:"metadata,omitempty"`
+}
+
+type jsonOutLease struct {
+	RenewalIntervalInSecs int   `json:"renewalIntervalInSecs"`
+	DurationInSecs        int   `json:"durationInSecs"`
+	RegistrationTimestamp int64 `json:"registrationTimestamp"`
+	LastRenewalTimestamp  int64 `json:"lastRenewalTimestamp"`
+	EvictionTimestamp     int64 `json:"evictionTimestamp"`
+	ServiceUpTimestamp    int64 `json:"serviceUpTimestamp"`
+}
+
+type jsonOutInstance struct {
+	InstanceID           string            `json:"instanceId"`
+	HostName             string            `json:"hostName"`
+	App                  string            `json:"app"`
+	AppGroupName         string            `json:"appGroupName,omitempty"`
+	IPAddr               string            `json:"ipAddr"`
+	Status               Status            `json:"status"`
+	OverriddenStatus     Status            `json:"overriddenStatus"`
+	Port                 jsonOutPort       `json:"port"`
+	SecurePort           jsonOutPort       `json:"securePort"`
+	CountryID            int               `json:"countryId"`
+	DataCenterInfo       jsonOutDataCenter `json:"dataCenterInfo"`
+	LeaseInfo            jsonOutLease      `json:"leaseInfo"`
+	Metadata             any               `json:"metadata"`
+	HomePageURL          string            `json:"homePageUrl"`
+	StatusPageURL        string            `json:"statusPageUrl"`
+	HealthCheckURL       string            `json:"healthCheckUrl"`
+	SecureHealthCheckURL string            `json:"secureHealthCheckUrl,omitempty"`
+	VIPAddress           string            `json:"vipAddress"`
+	SecureVIPAddress     string            `json:"secureVipAddress"`
+	IsCoordinating       string            `json:"isCoordinatingDiscoveryServer"`
+	LastUpdatedTimestamp string            `json:"lastUpdatedTimestamp"`
+	LastDirtyTimestamp   string            `json:"lastDirtyTimestamp"`
+	ActionType           string            `json:"actionType,omitempty"`
+}
+
+// emptyMetadata is how Jackson writes an empty map; Java clients need it.
+var emptyMetadata = map[string]string{"@class": "java.util.Collections$EmptyMap"}
+
+func toJSON(in *Instance) jsonOutInstance {
+	var md any = emptyMetadata
+	if len(in.Metadata) > 0 {
+		md = in.Metadata
+	}
+	return jsonOutInstance{
+		InstanceID:       in.InstanceID,
+		HostName:         in.HostName,
+		App:              in.App,
+		AppGroupName:     in.AppGroupName,
+		IPAddr:           in.IPAddr,
+		Status:           in.EffectiveStatus(),
+		OverriddenStatus: in.OverriddenStatus,
+		Port:             jsonOutPort{in.Port, strconv.FormatBool(in.PortEnabled)},
+		SecurePort:       jsonOutPort{in.SecurePort, strconv.FormatBool(in.SecurePortEnabled)},
+		CountryID:        in.CountryID,
+		DataCenterInfo:   jsonOutDataCenter{in.DataCenterInfo.Class, in.DataCenterInfo.Name, in.DataCenterInfo.Metadata},
+		LeaseInfo: jsonOutLease{in.LeaseInfo.RenewalIntervalInSecs, in.LeaseInfo.DurationInSecs, in.LeaseInfo.RegistrationTimestamp,
+			in.LeaseInfo.LastRenewalTimestamp, in.LeaseInfo.EvictionTimestamp, in.LeaseInfo.ServiceUpTimestamp},
+		Metadata:             md,
+		HomePageURL:          in.HomePageURL,
+		StatusPageURL:        in.StatusPageURL,
+		HealthCheckURL:       in.HealthCheckURL,
+		SecureHealthCheckURL: in.SecureHealthCheckURL,
+		VIPAddress:           in.VIPAddress,
+		SecureVIPAddress:     in.SecureVIPAddress,
+		IsCoordinating:       strconv.FormatBool(in.IsCoordinatingDiscoveryServer),
+		LastUpdatedTimestamp: formatMillis(in.LastUpdatedTimestamp),
+		LastDirtyTimestamp:   formatMillis(in.LastDirtyTimestamp),
+		ActionType:           in.ActionType,
+	}
+}
+
+type jsonOutApp struct {
+	Name     string            `json:"name"`
+	Instance []jsonOutInstance `json:"instance"`
+}
+
+func toJSONApp(a Application) jsonOutApp {
+	out := jsonOutApp{Name: a.Name, Instance: make([]jsonOutInstance, 0, len(a.Instances))}
+	for _, in := range a.Instances {
+		out.Instance = append(out.Instance, toJSON(in))
+	}
+	return out
+}
+
+func encodeAppsJSON(apps *Applications) []byte {
+	type body struct {
+		VersionsDelta string       `json:"versions__delta"`
+		AppsHashcode  string       `json:"apps__hashcode"`
+		Application   []jsonOutApp `json:"application"`
+	}
+	b := body{VersionsDelta: apps.VersionsDelta, AppsHashcode: apps.AppsHashcode, Application: make([]jsonOutApp, 0, len(apps.Applications))}
+	for _, a := range apps.Applications {
+		b.Application = append(b.Application, toJSONApp(a))
+	}
+	return mustJSON(map[string]body{"applications": b})
+}
+
+func encodeAppJSON(a Application) []byte {
+	return mustJSON(map[string]jsonOutApp{"application": toJSONApp(a)})
+}
+
+func encodeInstanceJSON(in *Instance) []byte {
+	return mustJSON(map[string]jsonOutInstance{"instance": toJSON(in)})
+}
+
+// mustJSON encodes values built of strings, numbers and maps of strings,
+// which cannot fail.
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("registry: encode JSON: %v", err))
+	}
+	return b
+}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/spf13/cobra"
 )
 
 // Exit codes of the CLI contract (../shared/CLI.md). Scripts depend on them.
@@ -75,4 +77,17 @@ func CodeOf(err error) int {
 		}
 	}
 	return ExitFailure
+}
+
+// exactArgs wants n arguments and names what is missing, as a usage error.
+func exactArgs(n int, what string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		switch {
+		case len(args) < n:
+			return Usagef("%s: missing %s", cmd.CommandPath(), what)
+		case len(args) > n:
+			return Usagef("%s: want %s, got %d arguments: %q", cmd.CommandPath(), what, len(args), args)
+		}
+		return nil
+	}
 }

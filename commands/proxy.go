@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/shardctl/shardctl/internal/proxy"
+	"github.com/shardctl/shardctl/internal/registry"
 )
 
 // NewCmdProxy builds `shardctl proxy`.
@@ -38,6 +39,9 @@ type ProxyServeOptions struct {
 	cfg             proxy.Config
 	coolingOff      time.Duration
 	shutdownTimeout time.Duration
+	// registry mode: shards, states and the ledger come from the registry
+	app, tokenFile string
+	registry       *registry.Client
 }
 
 func newCmdProxyServe(g *Globals) *cobra.Command {
@@ -69,12 +73,22 @@ Routing (DESIGN.md, "The federation contract"):
     A name used both to start a process and to be caught is therefore sent
     to one shard only: instances waiting for it on other shards do not get
     it. Give start and catch messages different names.
-  - signals go to every shard.`,
+  - signals go to every shard.
+
+Shards come from --shard flags or --config, or, when neither is given and
+--registry (env SHARDCTL_REGISTRY) is, from the registry's --app: the proxy
+watches it and follows every change within a second (a new shard is
+replayed the ledger before it takes instances; DRAINING and OUT_OF_SERVICE
+stop new instances; a shard that leaves the registry stays as DOWN), and
+keeps the deployment ledger there, shared by every proxy replica.`,
 		Example: `  shardctl proxy serve --listen 127.0.0.1:26500 --admin 127.0.0.1:9700 \
       --shard blue=127.0.0.1:26501 --shard green=127.0.0.1:26502,slot=2
 
   # from a file (see the FileConfig fields in the docs); flags override it
-  shardctl proxy serve --config proxy.yaml`,
+  shardctl proxy serve --config proxy.yaml
+
+  # shards, their states and the deployment ledger from the registry, live
+  shardctl proxy serve --registry http://127.0.0.1:8761/eureka --app ZEEBE-SHARDS`,
 		Args:              cobra.NoArgs,
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE:              runOptions(o),
@@ -89,6 +103,8 @@ Routing (DESIGN.md, "The federation contract"):
 	f.DurationVar(&o.coolingOff, "cooling-off", proxy.DefaultCoolingOff, "how long a shard that answered RESOURCE_EXHAUSTED gets no new instances")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGTERM, how long in-flight calls may take to finish")
 	f.BoolVar(&o.cfg.Profiling, "profiling", false, "serve Go's /debug/pprof on the admin address")
+	f.StringVar(&o.app, "app", "ZEEBE-SHARDS", "registry application of the shards (registry mode)")
+	f.StringVar(&o.tokenFile, "registry-token-file", "", "file with the bearer token the registry wants for writes (env SHARDCTL_REGISTRY_TOKEN)")
 	return cmd
 }
 
@@ -134,6 +150,23 @@ func (o *ProxyServeOptions) Complete(cmd *cobra.Command, _ []string) error {
 		o.cfg.Shards = append(o.cfg.Shards, sc)
 	}
 	o.cfg.CoolingOff = o.coolingOff
+	if len(o.cfg.Shards) == 0 && (o.g.Registry != "" || o.g.Getenv("SHARDCTL_REGISTRY") != "") {
+		token := o.g.Getenv("SHARDCTL_REGISTRY_TOKEN")
+		if o.tokenFile != "" {
+			t, err := registry.ReadTokenFile(o.tokenFile)
+			if err != nil {
+				return err
+			}
+			token = t
+		}
+		c, err := registry.NewClient(o.g.RegistryURL(), token)
+		if err != nil {
+			return UsageError(err)
+		}
+		o.registry = c
+		o.cfg.Dynamic = true
+		o.cfg.Ledger = registry.Ledger{C: c}
+	}
 	return nil
 }
 
@@ -141,8 +174,8 @@ func (o *ProxyServeOptions) Validate() error {
 	if err := checkListenFlags(map[string]string{"--listen": o.cfg.Listen, "--admin": o.cfg.AdminListen}); err != nil {
 		return err
 	}
-	if len(o.cfg.Shards) == 0 {
-		return fmt.Errorf("no shards: name them with --shard ID=HOST:PORT or --config FILE")
+	if len(o.cfg.Shards) == 0 && o.registry == nil {
+		return fmt.Errorf("no shards: name them with --shard ID=HOST:PORT or --config FILE, or take them from a registry with --registry URL")
 	}
 	if o.coolingOff <= 0 {
 		return fmt.Errorf("--cooling-off %v: want a positive duration", o.coolingOff)
@@ -156,6 +189,14 @@ func (o *ProxyServeOptions) Run(ctx context.Context) error {
 		// less often buys throughput for little memory.
 		debug.SetGCPercent(400)
 	}
+	errOut := o.g.Streams.ErrOut
+	if o.registry != nil {
+		o.cfg.OnSync = func(err error) {
+			if err != nil {
+				fmt.Fprintf(errOut, "registry: %v (retrying)\n", err)
+			}
+		}
+	}
 	p, err := proxy.New(o.cfg)
 	if err != nil {
 		return UsageError(err)
@@ -163,11 +204,36 @@ func (o *ProxyServeOptions) Run(ctx context.Context) error {
 	if err := p.Start(ctx); err != nil {
 		return err
 	}
-	errOut := o.g.Streams.ErrOut
+	if o.registry != nil {
+		go o.registry.Watch(ctx, o.app, registry.Watcher{
+			Shards: func(_ uint64, shards []registry.Shard) { p.Want(proxyShards(shards)) },
+			Ledger: func(int) {
+				if err := p.RefreshLedger(ctx); err != nil {
+					fmt.Fprintf(errOut, "registry: %v\n", err)
+				}
+			},
+			Error: func(err error) { fmt.Fprintf(errOut, "registry watch: %v (reconnecting)\n", err) },
+		})
+		fmt.Fprintf(errOut, "shards from %s (app %s)\n", o.registry.Base, o.app)
+	}
 	fmt.Fprintf(errOut, "listening on %s\n", p.Addr())
 	fmt.Fprintf(errOut, "admin on http://%s/shards\n", p.AdminAddr())
 	for _, s := range p.Shards() {
 		fmt.Fprintf(errOut, "shard %s slot %d at %s: %s, %d partitions\n", s.ID, s.Slot, s.Address, s.State, s.Partitions)
 	}
 	return serveUntilDone(ctx, errOut, "proxy", o.shutdownTimeout, p.Close)
+}
+
+// proxyShards reads the registry's shards as the proxy's; a state the
+// proxy does not route by (STARTING) takes nothing, as DOWN.
+func proxyShards(shards []registry.Shard) []proxy.ShardConfig {
+	out := make([]proxy.ShardConfig, 0, len(shards))
+	for _, s := range shards {
+		st, err := proxy.ParseState(s.State)
+		if err != nil {
+			st = proxy.Down
+		}
+		out = append(out, proxy.ShardConfig{ID: s.ID, Addr: s.Address, Slot: s.Slot, State: st})
+	}
+	return out
 }

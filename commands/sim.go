@@ -3,10 +3,12 @@ package commands
 import (
 	"context"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/shardctl/shardctl/internal/registry"
 	"github.com/shardctl/shardctl/internal/sim"
 )
 
@@ -33,6 +35,18 @@ type SimServeOptions struct {
 	g               *Globals
 	cfg             sim.Config
 	shutdownTimeout time.Duration
+	reg             simRegistration
+}
+
+// simRegistration is the sidecar part: register the simulator in the
+// registry as a shard and heartbeat it, as a sidecar does for a real
+// Zeebe gateway.
+type simRegistration struct {
+	url, tokenFile       string
+	app, shardID, pool   string
+	advertise            string
+	slot                 int
+	renewal, leaseLength time.Duration
 }
 
 func newCmdSimServe(g *Globals) *cobra.Command {
@@ -75,6 +89,10 @@ Fault injection on the --metrics port:
   shardctl sim serve --listen :26500 --metrics :9600 --partitions 1 \
       --capacity 200 --degrade --backlog-limit -1
 
+  # a shard that registers itself in the registry and heartbeats
+  shardctl sim serve --listen 127.0.0.1:0 --metrics 127.0.0.1:0 \
+      --register http://127.0.0.1:8761/eureka --shard-id blue-1 --pool blue
+
   # then, from another shell
   zbctl status --address 127.0.0.1:26500 --insecure
   curl -X POST 'http://127.0.0.1:9600/fault/pause?duration=10s'`,
@@ -92,6 +110,15 @@ Fault injection on the --metrics port:
 	f.IntVar(&o.cfg.DegradeThreshold, "degrade-threshold", sim.DefaultDegradeThreshold, "queued records past which --degrade slows the work behind new instances")
 	f.DurationVar(&o.cfg.TimerInterval, "timer-interval", sim.DefaultTimerInterval, "how often job deadlines, retry backoffs and message TTLs are checked")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGTERM, how long in-flight calls may take to finish")
+	f.StringVar(&o.reg.url, "register", "", "registry URL to register this simulator in as a shard, and heartbeat (e.g. http://127.0.0.1:8761/eureka)")
+	f.StringVar(&o.reg.shardID, "shard-id", "", "shard id to register as (with --register; default: sim-PORT)")
+	f.StringVar(&o.reg.pool, "pool", "", "pool (e.g. blue or green) to register in (with --register)")
+	f.IntVar(&o.reg.slot, "slot", 0, "key slot 1-31 to ask for (with --register; 0: the registry assigns one)")
+	f.StringVar(&o.reg.app, "app", "ZEEBE-SHARDS", "registry application of the shards (with --register)")
+	f.StringVar(&o.reg.advertise, "advertise", "", "gateway address to register, HOST:PORT (default: the address --listen bound)")
+	f.DurationVar(&o.reg.renewal, "renewal-interval", 30*time.Second, "how often to renew the registration (with --register)")
+	f.DurationVar(&o.reg.leaseLength, "lease-duration", 90*time.Second, "how long the registry keeps the shard without a renewal (with --register)")
+	f.StringVar(&o.reg.tokenFile, "registry-token-file", "", "file with the bearer token the registry wants for writes")
 	return cmd
 }
 
@@ -116,6 +143,18 @@ func (o *SimServeOptions) Validate() error {
 	if o.cfg.TimerInterval <= 0 || o.shutdownTimeout < 0 {
 		return fmt.Errorf("--timer-interval must be positive and --shutdown-timeout not negative")
 	}
+	if o.reg.url == "" {
+		if o.reg.shardID != "" || o.reg.pool != "" || o.reg.slot != 0 {
+			return fmt.Errorf("--shard-id, --pool and --slot describe the registration: add --register URL")
+		}
+		return nil
+	}
+	if o.reg.slot < 0 || o.reg.slot > 31 {
+		return fmt.Errorf("--slot %d: want 1-31, or 0 to let the registry assign one", o.reg.slot)
+	}
+	if o.reg.renewal < time.Second || o.reg.leaseLength <= o.reg.renewal {
+		return fmt.Errorf("--renewal-interval %v, --lease-duration %v: want at least 1s, and a lease longer than the interval", o.reg.renewal, o.reg.leaseLength)
+	}
 	return nil
 }
 
@@ -130,5 +169,53 @@ func (o *SimServeOptions) Run(ctx context.Context) error {
 	errOut := o.g.Streams.ErrOut
 	fmt.Fprintf(errOut, "listening on %s\n", s.Addr())
 	fmt.Fprintf(errOut, "metrics on http://%s/metrics\n", s.MetricsAddr())
-	return serveUntilDone(ctx, errOut, "simulator", o.shutdownTimeout, s.Close)
+	stopHeartbeat := func() {}
+	if o.reg.url != "" {
+		if stopHeartbeat, err = o.startHeartbeat(ctx, s.Addr().String(), s.MetricsAddr().String()); err != nil {
+			_ = s.Close(context.Background())
+			return err
+		}
+	}
+	return serveUntilDone(ctx, errOut, "simulator", o.shutdownTimeout, func(ctx context.Context) error {
+		stopHeartbeat() // leave the registry first, so no new work arrives
+		return s.Close(ctx)
+	})
+}
+
+// startHeartbeat registers the simulator and renews it until stopped;
+// stopping deregisters it.
+func (o *SimServeOptions) startHeartbeat(ctx context.Context, gateway, metrics string) (func(), error) {
+	token, err := registry.ReadTokenFile(o.reg.tokenFile)
+	if err != nil {
+		return nil, err
+	}
+	c, err := registry.NewClient(o.reg.url, token)
+	if err != nil {
+		return nil, UsageError(err)
+	}
+	addr := o.reg.advertise
+	if addr == "" {
+		addr = gateway
+	}
+	id := o.reg.shardID
+	if id == "" {
+		_, port, _ := net.SplitHostPort(addr)
+		id = "sim-" + port
+	}
+	in, err := registry.NewShardInstance(registry.ShardRegistration{
+		App: o.reg.app, ID: id, Address: addr, Pool: o.reg.pool, Slot: o.reg.slot,
+		Metrics: "http://" + metrics + "/metrics", RenewalInterval: o.reg.renewal, LeaseDuration: o.reg.leaseLength,
+	})
+	if err != nil {
+		return nil, UsageError(err)
+	}
+	errOut := o.g.Streams.ErrOut
+	hbCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.Heartbeat(hbCtx, in, func(err error) { fmt.Fprintf(errOut, "registry: %v\n", err) })
+	}()
+	fmt.Fprintf(errOut, "registering as shard %s (app %s, pool %q) at %s\n", id, in.App, o.reg.pool, o.reg.url)
+	return func() { cancel(); <-done }, nil
 }

@@ -25,7 +25,7 @@ type ShardStatus struct {
 // Shards reports every shard's state.
 func (p *Proxy) Shards() []ShardStatus {
 	now := time.Now()
-	var out []ShardStatus
+	out := []ShardStatus{}
 	for _, s := range p.snapshot() {
 		st := ShardStatus{ID: s.ID, Slot: s.Slot, Address: s.Addr, State: s.State(), Partitions: s.partitions,
 			InFlight: s.inflight.Load(), CoolingOff: s.cooling(now)}

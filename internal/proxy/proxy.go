@@ -17,6 +17,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
@@ -48,6 +49,11 @@ type Config struct {
 	Ledger ledger.Ledger
 	// Profiling serves Go's /debug/pprof on the admin address.
 	Profiling bool
+	// Dynamic: the shards come later, through Want (from a registry);
+	// the proxy may start with none.
+	Dynamic bool
+	// OnSync is told how each application of a wanted shard set went.
+	OnSync func(error)
 }
 
 // Defaults.
@@ -59,7 +65,7 @@ const (
 )
 
 func (c *Config) validate() error {
-	if len(c.Shards) == 0 {
+	if len(c.Shards) == 0 && !c.Dynamic {
 		return errors.New("no shards: name at least one with --shard ID=HOST:PORT or a config file")
 	}
 	ids, slots := map[string]bool{}, map[int]string{}
@@ -75,7 +81,7 @@ func (c *Config) validate() error {
 		}
 		ids[s.ID], slots[s.Slot] = true, s.ID
 	}
-	if c.LegacyShard != "" && !ids[c.LegacyShard] {
+	if c.LegacyShard != "" && !ids[c.LegacyShard] && !c.Dynamic {
 		return fmt.Errorf("legacy shard %q is not one of the shards", c.LegacyShard)
 	}
 	if c.CoolingOff == 0 {
@@ -118,7 +124,7 @@ type Proxy struct {
 	mu     sync.RWMutex
 	shards []*shard // by slot
 	bySlot [MaxSlot + 1]*shard
-	legacy *shard
+	legacy atomic.Pointer[shard] // changes with registry membership
 
 	grpc      *grpc.Server
 	addr      net.Addr
@@ -129,6 +135,9 @@ type Proxy struct {
 	// closing ends long polls and job streams when the proxy stops, so a
 	// graceful stop does not wait out their timeouts.
 	closing chan struct{}
+	follow  membership
+	// stopFollow cancels a sync in progress (a replay) when the proxy stops.
+	stopFollow context.CancelFunc
 }
 
 // New checks the configuration; Start connects and serves.
@@ -136,7 +145,9 @@ func New(cfg Config) (*Proxy, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	p := &Proxy{cfg: cfg, index: newLedgerIndex(), closing: make(chan struct{})}
+	p := &Proxy{cfg: cfg, index: newLedgerIndex(), closing: make(chan struct{}), stopFollow: func() {}}
+	p.follow.wake = make(chan struct{}, 1)
+	p.follow.onSync = cfg.OnSync
 	p.metrics = newMetrics(func() float64 { return float64(p.index.size()) })
 	return p, nil
 }
@@ -158,7 +169,7 @@ func (p *Proxy) Start(ctx context.Context) error {
 		}
 	}
 	if p.cfg.LegacyShard != "" {
-		p.legacy = p.shardByID(p.cfg.LegacyShard)
+		p.legacy.Store(p.shardByID(p.cfg.LegacyShard))
 	}
 	ln, err := net.Listen("tcp", p.cfg.Listen)
 	if err != nil {
@@ -185,6 +196,11 @@ func (p *Proxy) Start(ctx context.Context) error {
 		p.adminAddr = aln.Addr()
 		p.admin = &http.Server{Handler: p.adminHandler(), ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = p.admin.Serve(aln) }()
+	}
+	if p.cfg.Dynamic {
+		var fctx context.Context
+		fctx, p.stopFollow = context.WithCancel(context.WithoutCancel(ctx))
+		go p.followLoop(fctx)
 	}
 	p.mu.Lock()
 	p.ready = true
@@ -224,6 +240,9 @@ func (p *Proxy) AddShard(ctx context.Context, sc ShardConfig) error {
 	p.shards = append(p.shards, s)
 	sort.Slice(p.shards, func(i, j int) bool { return p.shards[i].Slot < p.shards[j].Slot })
 	p.bySlot[s.Slot] = s
+	if s.ID == p.cfg.LegacyShard {
+		p.legacy.Store(s)
+	}
 	p.mu.Unlock()
 	return nil
 }
@@ -299,7 +318,7 @@ func (p *Proxy) shardForKey(key int64) (*shard, int64, error) {
 	p.mu.RLock()
 	s := p.bySlot[slot]
 	if slot == 0 {
-		s = p.legacy
+		s = p.legacy.Load()
 	}
 	p.mu.RUnlock()
 	if s == nil {
@@ -394,6 +413,7 @@ func (p *Proxy) AdminAddr() net.Addr { return p.adminAddr }
 // Close stops serving: readiness first, then in-flight calls get until
 // ctx ends, then the shard connections close.
 func (p *Proxy) Close(ctx context.Context) error {
+	p.stopFollow()
 	p.mu.Lock()
 	p.ready = false
 	select {

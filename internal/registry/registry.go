@@ -37,8 +37,9 @@ var (
 // Change is one change to an instance, as deltas and watchers see it.
 type Change struct {
 	Version  uint64
-	Action   string // ADDED, MODIFIED, DELETED
-	Instance *Instance
+	Action   string    // ADDED, MODIFIED, DELETED, or LEDGER
+	Instance *Instance // nil for LEDGER
+	Seq      int       // LEDGER: the deployment appended or updated
 	At       time.Time
 }
 
@@ -47,6 +48,8 @@ const (
 	ActionAdded    = "ADDED"
 	ActionModified = "MODIFIED"
 	ActionDeleted  = "DELETED"
+	// ActionLedger is shardctl's: the deployment ledger changed.
+	ActionLedger = "LEDGER"
 )
 
 // Metadata keys the registry gives meaning to (shardctl's, not Eureka's).
@@ -209,11 +212,22 @@ func (r *Registry) lookup(app, id string) *lease {
 // record notes a change: version, delta queue, watchers, snapshot. Callers
 // hold r.mu.
 func (r *Registry) record(action string, in *Instance) {
-	now := r.opts.Now()
-	r.version++
 	c := in.Clone()
 	c.ActionType = action
-	r.changes = append(r.changes, Change{Version: r.version, Action: action, Instance: c, At: now})
+	r.appendChange(Change{Action: action, Instance: c})
+	r.rebuild()
+}
+
+// recordLedger tells watchers that the ledger changed. Callers hold r.mu.
+func (r *Registry) recordLedger(seq int) {
+	r.appendChange(Change{Action: ActionLedger, Seq: seq})
+}
+
+func (r *Registry) appendChange(c Change) {
+	now := r.opts.Now()
+	r.version++
+	c.Version, c.At = r.version, now
+	r.changes = append(r.changes, c)
 	cut := 0
 	for cut < len(r.changes) && (now.Sub(r.changes[cut].At) > r.opts.DeltaRetention || len(r.changes)-cut > maxChanges) {
 		r.dropped = r.changes[cut].Version
@@ -222,7 +236,6 @@ func (r *Registry) record(action string, in *Instance) {
 	r.changes = r.changes[cut:]
 	close(r.changed)
 	r.changed = make(chan struct{})
-	r.rebuild()
 }
 
 // maxChanges bounds the delta queue whatever the retention.

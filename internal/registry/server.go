@@ -36,11 +36,11 @@ func New(cfg Config) (*Server, error) {
 	if cfg.RenewalThreshold < 0 || cfg.RenewalThreshold > 1 {
 		return nil, fmt.Errorf("renewal threshold %v: want a fraction between 0 and 1", cfg.RenewalThreshold)
 	}
-	writeToken, err := readToken(cfg.TokenFile)
+	writeToken, err := ReadTokenFile(cfg.TokenFile)
 	if err != nil {
 		return nil, err
 	}
-	readTok, err := readToken(cfg.ReadTokenFile)
+	readTok, err := ReadTokenFile(cfg.ReadTokenFile)
 	if err != nil {
 		return nil, err
 	}
@@ -65,7 +65,8 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-func readToken(path string) (string, error) {
+// ReadTokenFile reads a bearer token from a file ("" reads nothing).
+func ReadTokenFile(path string) (string, error) {
 	if path == "" {
 		return "", nil
 	}

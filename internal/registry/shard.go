@@ -128,6 +128,7 @@ func (r *Registry) AppendDeployment(d ledger.Deployment) (ledger.Deployment, err
 	}
 	r.mu.Lock()
 	r.deployments = append(r.deployments, d.Clone())
+	r.recordLedger(d.Seq)
 	r.mu.Unlock()
 	return d, nil
 }
@@ -150,6 +151,7 @@ func (r *Registry) SetDeploymentKeys(seq int, shardID string, keys map[string]in
 	}
 	r.mu.Lock()
 	r.deployments[seq-1] = d
+	r.recordLedger(seq)
 	r.mu.Unlock()
 	return nil
 }
@@ -164,3 +166,59 @@ func (r *Registry) Deployments() []ledger.Deployment {
 	}
 	return out
 }
+
+// ShardRegistration describes a shard for NewShardInstance.
+type ShardRegistration struct {
+	App, ID string
+	Address string // the Zeebe gateway, HOST:PORT
+	Pool    string
+	Slot    int    // 0: the registry assigns one
+	Metrics string // URL of its /metrics, if any
+	Static  bool   // registered by an operator: never expires
+	// RenewalInterval and LeaseDuration of the heartbeat (0: Eureka's).
+	RenewalInterval, LeaseDuration time.Duration
+}
+
+// NewShardInstance builds the Eureka instance of a shard.
+func NewShardInstance(r ShardRegistration) (*Instance, error) {
+	host, portText, err := net.SplitHostPort(r.Address)
+	if err != nil {
+		return nil, fmt.Errorf("shard address %q: want HOST:PORT", r.Address)
+	}
+	port, err := strconv.Atoi(portText)
+	if err != nil || port <= 0 || port > 65535 {
+		return nil, fmt.Errorf("shard address %q: bad port", r.Address)
+	}
+	if r.ID == "" {
+		return nil, fmt.Errorf("a shard needs an id")
+	}
+	if r.Slot < 0 || r.Slot > 31 {
+		return nil, fmt.Errorf("slot %d: want 1-31 (or 0 to let the registry pick)", r.Slot)
+	}
+	in := &Instance{
+		InstanceID: r.ID, App: strings.ToUpper(r.App), HostName: host, IPAddr: host, Status: StatusUp,
+		Port: port, PortEnabled: true, VIPAddress: strings.ToLower(r.App),
+		DataCenterInfo: DataCenterInfo{Class: "com.netflix.appinfo.InstanceInfo$DefaultDataCenterInfo", Name: "MyOwn"},
+		LeaseInfo: LeaseInfo{
+			RenewalIntervalInSecs: int(r.RenewalInterval / time.Second),
+			DurationInSecs:        int(r.LeaseDuration / time.Second),
+		},
+		Metadata: map[string]string{},
+	}
+	if r.Pool != "" {
+		in.Metadata[MetaPool] = r.Pool
+	}
+	if r.Slot != 0 {
+		in.Metadata[MetaSlot] = strconv.Itoa(r.Slot)
+	}
+	if r.Metrics != "" {
+		in.Metadata[MetaMetrics] = r.Metrics
+	}
+	if r.Static {
+		in.Metadata[MetaStatic] = "true"
+	}
+	return in, nil
+}
+
+// MetaMetrics is the URL of a shard's /metrics.
+const MetaMetrics = "metrics"

@@ -80,7 +80,7 @@ func (s *snapshot) delta() *Applications {
 	latest := map[InstanceRef]*Instance{}
 	var order []InstanceRef
 	for _, c := range s.changes {
-		if s.at.Sub(c.At) > s.retention {
+		if c.Instance == nil || s.at.Sub(c.At) > s.retention {
 			continue
 		}
 		ref := InstanceRef{c.Instance.App, c.Instance.InstanceID}

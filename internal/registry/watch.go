@@ -18,7 +18,8 @@ import (
 // WatchEvent is one message of a watch.
 type WatchEvent struct {
 	Version uint64  `json:"version"`
-	Action  string  `json:"action,omitempty"` // ADDED, MODIFIED, DELETED
+	Action  string  `json:"action,omitempty"` // ADDED, MODIFIED, DELETED, LEDGER
+	Ledger  int     `json:"ledger,omitempty"` // LEDGER: the deployment's seq
 	Shard   *Shard  `json:"shard,omitempty"`
 	Reset   bool    `json:"reset,omitempty"`
 	Shards  []Shard `json:"shards,omitempty"` // with Reset: the whole app
@@ -39,6 +40,10 @@ func (r *Registry) eventsSince(app string, since uint64) ([]WatchEvent, uint64) 
 	}
 	var out []WatchEvent
 	for _, c := range changes {
+		if c.Action == ActionLedger {
+			out = append(out, WatchEvent{Version: c.Version, Action: c.Action, Ledger: c.Seq})
+			continue
+		}
 		if c.Instance.App != app {
 			continue
 		}

@@ -1,0 +1,434 @@
+package commands
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/shardctl/shardctl/commands/output"
+	"github.com/shardctl/shardctl/completions"
+	"github.com/shardctl/shardctl/internal/registry"
+)
+
+// shardsFlags are shared by every `shards` subcommand.
+type shardsFlags struct {
+	g         *Globals
+	app       string
+	tokenFile string
+}
+
+// client opens the registry named by --registry / SHARDCTL_REGISTRY.
+func (f *shardsFlags) client() (*registry.Client, error) {
+	token := os.Getenv("SHARDCTL_REGISTRY_TOKEN")
+	if f.tokenFile != "" {
+		t, err := registry.ReadTokenFile(f.tokenFile)
+		if err != nil {
+			return nil, err
+		}
+		token = t
+	}
+	c, err := registry.NewClient(f.g.RegistryURL(), token)
+	if err != nil {
+		return nil, UsageError(err)
+	}
+	return c, nil
+}
+
+// catalog offers shard ids and pools to shell completion.
+func (f *shardsFlags) catalog() (completions.Catalog, error) {
+	c, err := f.client()
+	if err != nil {
+		return nil, err
+	}
+	return registryCatalog{c, f.app}, nil
+}
+
+type registryCatalog struct {
+	c   *registry.Client
+	app string
+}
+
+func (rc registryCatalog) ShardIDs(ctx context.Context) ([]completions.Item, error) {
+	shards, err := rc.c.Shards(ctx, rc.app)
+	var items []completions.Item
+	for _, s := range shards {
+		items = append(items, completions.Item{Value: s.ID, Description: fmt.Sprintf("%s, slot %d, %s", s.State, s.Slot, s.Pool)})
+	}
+	return items, err
+}
+
+func (rc registryCatalog) Pools(ctx context.Context) ([]completions.Item, error) {
+	shards, err := rc.c.Shards(ctx, rc.app)
+	seen := map[string]int{}
+	for _, s := range shards {
+		if s.Pool != "" {
+			seen[s.Pool]++
+		}
+	}
+	var items []completions.Item
+	for p, n := range seen {
+		items = append(items, completions.Item{Value: p, Description: fmt.Sprintf("%d shards", n)})
+	}
+	sort.Slice(items, func(i, j int) bool { return items[i].Value < items[j].Value })
+	return items, err
+}
+
+// NewCmdShards builds `shardctl shards`.
+func NewCmdShards(g *Globals) *cobra.Command {
+	f := &shardsFlags{g: g}
+	cmd := &cobra.Command{
+		Use:   "shards",
+		Short: "List, register and drain shards in the registry",
+		Long: `Read and change the shards the registry knows: their address, slot, pool
+and state. State changes return at once ("shardctl drain" waits for a shard
+to empty). The registry is --registry (env SHARDCTL_REGISTRY); writes send
+the bearer token of --token-file or env SHARDCTL_REGISTRY_TOKEN.
+
+States: UP takes everything; DRAINING takes no new instances but serves jobs
+and keyed calls; OUT_OF_SERVICE takes nothing new; DOWN is unreachable or
+reported down. Eureka clients see DRAINING as OUT_OF_SERVICE.`,
+		GroupID: "operate",
+		Args:    cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			return Usagef("missing subcommand: use list, get, register, deregister, drain or undrain")
+		},
+	}
+	pf := cmd.PersistentFlags()
+	pf.StringVar(&f.app, "app", "ZEEBE-SHARDS", "registry application of the shards")
+	pf.StringVar(&f.tokenFile, "token-file", "", "file with the bearer token for registry writes (env SHARDCTL_REGISTRY_TOKEN)")
+	cmd.AddCommand(newCmdShardsList(f), newCmdShardsGet(f), newCmdShardsRegister(f), newCmdShardsDeregister(f),
+		newCmdShardsState(f, "drain", registry.StateDraining, "Set a shard DRAINING: no new instances, jobs and keyed calls still served"),
+		newCmdShardsState(f, "undrain", registry.StateUp, "Set a shard UP again (removes DRAINING or OUT_OF_SERVICE)"))
+	return cmd
+}
+
+// shardList is `shards list`: the shards and the registry's own state.
+type shardList struct {
+	Registry registry.Health  `json:"registry"`
+	Shards   []registry.Shard `json:"shards"`
+}
+
+var shardHeader = []string{"ID", "SLOT", "POOL", "STATE", "ADDRESS", "RENEWED"}
+
+func (shardList) Header(wide bool) []string { return shardColumns(wide) }
+
+func shardColumns(wide bool) []string {
+	h := append([]string(nil), shardHeader...)
+	if wide {
+		h = append(h, "STATUS", "OVERRIDE", "LEASE-EXPIRES", "METRICS")
+	}
+	return h
+}
+
+func (l shardList) Rows(wide bool, c output.Colors) [][]string {
+	rows := make([][]string, 0, len(l.Shards))
+	for _, s := range l.Shards {
+		rows = append(rows, shardRow(s, wide, c))
+	}
+	return rows
+}
+
+func shardRow(s registry.Shard, wide bool, c output.Colors) []string {
+	renewed := "static"
+	if !s.Static {
+		renewed = age(time.Since(s.LastRenewal)) + " ago"
+	}
+	row := []string{s.ID, strconv.Itoa(s.Slot), dash(s.Pool), c.State(s.State), s.Address, renewed}
+	if wide {
+		expires := "never"
+		if s.LeaseExpires != nil {
+			expires = s.LeaseExpires.Format(time.RFC3339)
+		}
+		row = append(row, string(s.Status), dash(string(s.OverriddenStatus)), expires, dash(s.Metadata[registry.MetaMetrics]))
+	}
+	return row
+}
+
+// shardView prints one shard.
+type shardView struct{ registry.Shard }
+
+func (shardView) Header(wide bool) []string { return shardColumns(wide) }
+func (v shardView) Rows(wide bool, c output.Colors) [][]string {
+	return [][]string{shardRow(v.Shard, wide, c)}
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// age prints a duration as kubectl does: 5s, 3m, 2h, 4d.
+func age(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "0s"
+	case d < 2*time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < 2*time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
+// ShardsListOptions lists shards.
+type ShardsListOptions struct {
+	f       *shardsFlags
+	pool    string
+	state   string
+	printer *output.Printer
+	c       *registry.Client
+}
+
+func newCmdShardsList(f *shardsFlags) *cobra.Command {
+	o := &ShardsListOptions{f: f}
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List the shards, and the registry's self-preservation state",
+		Example: `  shardctl shards list
+  shardctl shards list --pool blue -o wide
+  shardctl shards list -o json | jq -r '.shards[] | select(.state=="UP") | .id'`,
+		Aliases:           []string{"ls"},
+		Args:              cobra.NoArgs,
+		ValidArgsFunction: cobra.NoFileCompletions,
+		RunE:              runOptions(o),
+	}
+	cmd.Flags().StringVar(&o.pool, "pool", "", "only the shards of this pool")
+	cmd.Flags().StringVar(&o.state, "state", "", "only shards in this state (UP, DRAINING, OUT_OF_SERVICE, DOWN, STARTING)")
+	_ = cmd.RegisterFlagCompletionFunc("pool", completions.Pools(f.catalog))
+	_ = cmd.RegisterFlagCompletionFunc("state", completions.Values(registry.StateUp, registry.StateDraining, registry.StateOutOfService, registry.StateDown, registry.StateStarting))
+	return cmd
+}
+
+func (o *ShardsListOptions) Complete(*cobra.Command, []string) (err error) {
+	if o.printer, err = o.f.g.Printer(); err != nil {
+		return err
+	}
+	o.c, err = o.f.client()
+	return err
+}
+
+func (o *ShardsListOptions) Validate() error { return nil }
+
+func (o *ShardsListOptions) Run(ctx context.Context) error {
+	health, err := o.c.Status(ctx)
+	if err != nil {
+		return err
+	}
+	shards, err := o.c.Shards(ctx, o.f.app)
+	if err != nil {
+		return err
+	}
+	l := shardList{Registry: health, Shards: []registry.Shard{}}
+	for _, s := range shards {
+		if (o.pool == "" || s.Pool == o.pool) && (o.state == "" || strings.EqualFold(s.State, o.state)) {
+			l.Shards = append(l.Shards, s)
+		}
+	}
+	if !o.printer.Format.Machine() {
+		preserving := "off"
+		switch {
+		case health.SelfPreserving:
+			preserving = o.printer.Colors.Warn("ON (eviction held)")
+		case !health.SelfPreservationEnabled:
+			preserving = "disabled"
+		}
+		fmt.Fprintf(o.f.g.Streams.ErrOut, "registry %s: %d instances, self-preservation %s (renewals %.0f/min, threshold %.0f/min)\n",
+			o.f.g.RegistryURL(), health.Instances, preserving, health.RenewalsLastMinute, health.RenewalThreshold)
+		if len(l.Shards) == 0 {
+			fmt.Fprintf(o.f.g.Streams.ErrOut, "no shards in %s\n", o.f.app)
+			return nil
+		}
+	}
+	return o.printer.Print(l)
+}
+
+// ShardsGetOptions prints one shard.
+type ShardsGetOptions struct {
+	f       *shardsFlags
+	id      string
+	printer *output.Printer
+	c       *registry.Client
+}
+
+func newCmdShardsGet(f *shardsFlags) *cobra.Command {
+	o := &ShardsGetOptions{f: f}
+	return &cobra.Command{
+		Use:               "get ID",
+		Short:             "Print one shard",
+		Example:           `  shardctl shards get blue-1 -o yaml`,
+		Args:              exactArgs(1, "a shard id"),
+		ValidArgsFunction: completions.ShardIDs(f.catalog),
+		RunE:              runOptions(o),
+	}
+}
+
+func (o *ShardsGetOptions) Complete(_ *cobra.Command, args []string) (err error) {
+	o.id = args[0]
+	if o.printer, err = o.f.g.Printer(); err != nil {
+		return err
+	}
+	o.c, err = o.f.client()
+	return err
+}
+
+func (o *ShardsGetOptions) Validate() error { return nil }
+
+func (o *ShardsGetOptions) Run(ctx context.Context) error {
+	s, err := o.c.Shard(ctx, o.f.app, o.id)
+	if err != nil {
+		return err
+	}
+	return o.printer.Print(shardView{s})
+}
+
+// ShardsRegisterOptions registers a shard that no sidecar heartbeats.
+type ShardsRegisterOptions struct {
+	f       *shardsFlags
+	reg     registry.ShardRegistration
+	printer *output.Printer
+	c       *registry.Client
+}
+
+func newCmdShardsRegister(f *shardsFlags) *cobra.Command {
+	o := &ShardsRegisterOptions{f: f}
+	cmd := &cobra.Command{
+		Use:   "register ID --address HOST:PORT",
+		Short: "Register a shard by hand (static: it never expires)",
+		Long: `Register a Zeebe cluster as a shard, for clusters without a sidecar that
+heartbeats. The registration is static: it never expires, and the registry
+does not expect renewals from it. Without --slot the registry assigns the
+lowest free slot; a shard keeps its slot until it is deregistered with
+--release-slot.`,
+		Example:           `  shardctl shards register green-1 --address 10.0.3.7:26500 --pool green --metrics http://10.0.3.7:9600/metrics`,
+		Args:              exactArgs(1, "a shard id"),
+		ValidArgsFunction: cobra.NoFileCompletions,
+		RunE:              runOptions(o),
+	}
+	cmd.Flags().StringVar(&o.reg.Address, "address", "", "the shard's Zeebe gateway, HOST:PORT (required)")
+	cmd.Flags().StringVar(&o.reg.Pool, "pool", "", "pool of the shard (e.g. blue or green)")
+	cmd.Flags().IntVar(&o.reg.Slot, "slot", 0, "key slot 1-31 (0: the registry assigns one)")
+	cmd.Flags().StringVar(&o.reg.Metrics, "metrics", "", "URL of the shard's /metrics")
+	_ = cmd.RegisterFlagCompletionFunc("pool", completions.Pools(f.catalog))
+	return cmd
+}
+
+func (o *ShardsRegisterOptions) Complete(_ *cobra.Command, args []string) (err error) {
+	o.reg.ID, o.reg.App, o.reg.Static = args[0], o.f.app, true
+	if o.printer, err = o.f.g.Printer(); err != nil {
+		return err
+	}
+	o.c, err = o.f.client()
+	return err
+}
+
+func (o *ShardsRegisterOptions) Validate() error {
+	if o.reg.Address == "" {
+		return fmt.Errorf("--address HOST:PORT is required")
+	}
+	_, err := registry.NewShardInstance(o.reg)
+	return err
+}
+
+func (o *ShardsRegisterOptions) Run(ctx context.Context) error {
+	in, _ := registry.NewShardInstance(o.reg)
+	if err := o.c.Register(ctx, in); err != nil {
+		return err
+	}
+	s, err := o.c.Shard(ctx, o.f.app, o.reg.ID)
+	if err != nil {
+		return err
+	}
+	return o.printer.Print(shardView{s})
+}
+
+// ShardsDeregisterOptions removes a shard.
+type ShardsDeregisterOptions struct {
+	f           *shardsFlags
+	id          string
+	releaseSlot bool
+	c           *registry.Client
+}
+
+func newCmdShardsDeregister(f *shardsFlags) *cobra.Command {
+	o := &ShardsDeregisterOptions{f: f}
+	cmd := &cobra.Command{
+		Use:   "deregister ID",
+		Short: "Remove a shard from the registry",
+		Long: `Remove a shard from the registry. Its slot stays reserved for it (keys
+clients hold still name it) unless --release-slot is given. A shard whose
+sidecar still heartbeats registers itself again: stop the sidecar first, or
+drain the shard instead.`,
+		Example:           `  shardctl shards deregister green-1 --release-slot`,
+		Args:              exactArgs(1, "a shard id"),
+		ValidArgsFunction: completions.ShardIDs(f.catalog),
+		RunE:              runOptions(o),
+	}
+	cmd.Flags().BoolVar(&o.releaseSlot, "release-slot", false, "also free the shard's slot for another shard")
+	return cmd
+}
+
+func (o *ShardsDeregisterOptions) Complete(_ *cobra.Command, args []string) (err error) {
+	o.id = args[0]
+	o.c, err = o.f.client()
+	return err
+}
+
+func (o *ShardsDeregisterOptions) Validate() error { return nil }
+
+func (o *ShardsDeregisterOptions) Run(ctx context.Context) error {
+	if err := o.c.Deregister(ctx, o.f.app, o.id, o.releaseSlot); err != nil {
+		return err
+	}
+	fmt.Fprintf(o.f.g.Streams.Out, "shard %s deregistered\n", o.id)
+	return nil
+}
+
+// ShardsStateOptions sets a shard's state: drain and undrain.
+type ShardsStateOptions struct {
+	f       *shardsFlags
+	id      string
+	state   string
+	printer *output.Printer
+	c       *registry.Client
+}
+
+func newCmdShardsState(f *shardsFlags, verb, state, short string) *cobra.Command {
+	o := &ShardsStateOptions{f: f, state: state}
+	return &cobra.Command{
+		Use:               verb + " ID",
+		Short:             short,
+		Example:           fmt.Sprintf("  shardctl shards %s blue-1", verb),
+		Args:              exactArgs(1, "a shard id"),
+		ValidArgsFunction: completions.ShardIDs(f.catalog),
+		RunE:              runOptions(o),
+	}
+}
+
+func (o *ShardsStateOptions) Complete(_ *cobra.Command, args []string) (err error) {
+	o.id = args[0]
+	if o.printer, err = o.f.g.Printer(); err != nil {
+		return err
+	}
+	o.c, err = o.f.client()
+	return err
+}
+
+func (o *ShardsStateOptions) Validate() error { return nil }
+
+func (o *ShardsStateOptions) Run(ctx context.Context) error {
+	s, err := o.c.SetState(ctx, o.f.app, o.id, o.state)
+	if err != nil {
+		return err
+	}
+	return o.printer.Print(shardView{s})
+}

@@ -1,0 +1,139 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Membership from a registry: the proxy is told the shard set it should
+// have (Want) and makes it so in the background, retrying what failed
+// (a shard that cannot be reached yet, a slot still held by a shard that
+// is leaving) until it succeeds or the set changes again.
+
+// syncRetry is how often a shard set that could not be applied is tried
+// again.
+const syncRetry = 2 * time.Second
+
+// Want sets the shard set the proxy should have. The latest call wins.
+func (p *Proxy) Want(shards []ShardConfig) {
+	p.follow.mu.Lock()
+	p.follow.want, p.follow.have = append([]ShardConfig(nil), shards...), true
+	p.follow.mu.Unlock()
+	select {
+	case p.follow.wake <- struct{}{}:
+	default:
+	}
+}
+
+// membership holds the latest wanted shard set for the follow loop.
+type membership struct {
+	mu   sync.Mutex
+	want []ShardConfig
+	have bool
+	wake chan struct{}
+	// onSync, when set, is told how each sync went (for logs and tests).
+	onSync func(error)
+}
+
+func (p *Proxy) followLoop(ctx context.Context) {
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	for {
+		select {
+		case <-p.closing:
+			return
+		case <-p.follow.wake:
+		case <-retry.C:
+		}
+		p.follow.mu.Lock()
+		want, have := p.follow.want, p.follow.have
+		p.follow.mu.Unlock()
+		if !have {
+			continue
+		}
+		err := p.Sync(ctx, want)
+		if p.follow.onSync != nil {
+			p.follow.onSync(err)
+		}
+		if err != nil {
+			retry.Reset(syncRetry)
+		}
+	}
+}
+
+// Sync makes the proxy's shards the ones in want: a new shard is
+// connected and replayed the ledger before it takes instances; states
+// follow; a shard whose address or slot changed is replaced; a shard that
+// left the set stays, as DOWN, so its keys still route to it and fail
+// with a clear error instead of NOT_FOUND.
+func (p *Proxy) Sync(ctx context.Context, want []ShardConfig) error {
+	var errs []error
+	seen := map[string]bool{}
+	sorted := append([]ShardConfig(nil), want...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Slot < sorted[j].Slot })
+	for _, sc := range sorted {
+		if sc.State == "" {
+			sc.State = Up
+		}
+		seen[sc.ID] = true
+		cur := p.shardByID(sc.ID)
+		if cur != nil && (cur.Addr != sc.Addr || cur.Slot != sc.Slot) {
+			p.removeShard(cur)
+			cur = nil
+		}
+		if cur == nil {
+			if err := p.AddShard(ctx, sc); err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		if cur.State() != sc.State {
+			cur.setState(sc.State)
+		}
+	}
+	for _, s := range p.snapshot() {
+		if !seen[s.ID] && s.State() != Down {
+			s.setState(Down)
+			s.noteError(errors.New("not in the registry any more"))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("apply the registry's shards: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// removeShard takes a shard out of routing and closes its connection.
+func (p *Proxy) removeShard(s *shard) {
+	p.mu.Lock()
+	kept := make([]*shard, 0, len(p.shards))
+	for _, o := range p.shards {
+		if o != s {
+			kept = append(kept, o)
+		}
+	}
+	p.shards = kept
+	if p.bySlot[s.Slot] == s {
+		p.bySlot[s.Slot] = nil
+	}
+	p.legacy.CompareAndSwap(s, nil)
+	p.mu.Unlock()
+	s.conn.Close()
+}
+
+// RefreshLedger reads the ledger again, so that deployments another proxy
+// replica made are known here (definition keys, message start names).
+func (p *Proxy) RefreshLedger(ctx context.Context) error {
+	deployments, err := p.cfg.Ledger.All(ctx)
+	if err != nil {
+		return fmt.Errorf("read the deployment ledger: %w", err)
+	}
+	for _, d := range deployments {
+		p.index.add(d)
+	}
+	return nil
+}

@@ -17,6 +17,12 @@ DEBIAN_PACKAGES=(
 step() { printf '\n==> %s\n' "$*"; }
 
 scripts/install-debs.sh "${DEBIAN_PACKAGES[@]}"
+# The registry is tested with the npm Eureka client run by node. Debian's
+# nodejs and npm only when there is no node already: a NodeSource node
+# carries its own npm, and Debian's npm would conflict with it.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  scripts/install-debs.sh nodejs npm
+fi
 staticcheck=$(scripts/tools.sh staticcheck)
 goreleaser=$(scripts/tools.sh goreleaser)
 # The simulator is tested with the real zbctl as well as the Go client.

@@ -91,7 +91,7 @@ func (c *Client) do(ctx context.Context, method, u string, body []byte, contentT
 	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
-		return fmt.Errorf("registry: %w", err)
+		return c.unreachable(err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxLedgerBody))
@@ -107,6 +107,15 @@ func (c *Client) do(ctx context.Context, method, u string, body []byte, contentT
 		}
 	}
 	return nil
+}
+
+// unreachable names the registry and the cause, not Go's request dump.
+func (c *Client) unreachable(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	return fmt.Errorf("registry %s is unreachable: %w (set --registry or SHARDCTL_REGISTRY)", c.Base, err)
 }
 
 // Register registers an instance through Eureka's API.
@@ -292,7 +301,7 @@ func (c *Client) stream(ctx context.Context, app string, since *uint64, on func(
 	// No client timeout: the stream is long-lived; ctx ends it.
 	resp, err := (&http.Client{Transport: c.HTTP.Transport}).Do(req)
 	if err != nil {
-		return fmt.Errorf("registry watch: %w", err)
+		return c.unreachable(err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {

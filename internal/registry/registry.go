@@ -625,7 +625,9 @@ func (r *Registry) InstanceByID(id string) (*Instance, error) {
 	defer r.mu.RUnlock()
 	for _, m := range r.apps {
 		if l := m[id]; l != nil {
-			return l.inst.Clone(), nil
+			in := l.inst.Clone()
+			in.LeaseInfo.LastRenewalTimestamp = l.lastRenewal.Load()
+			return in, nil
 		}
 	}
 	return nil, ErrNotFound

@@ -5,7 +5,7 @@ COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 DATE     ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 LDFLAGS  := -X $(PKG).version=$(VERSION) -X $(PKG).commit=$(COMMIT) -X $(PKG).date=$(DATE)
 
-.PHONY: build test bench bench-sim bench-proxy lint snapshot completions clean
+.PHONY: build test bench bench-sim bench-proxy bench-registry lint snapshot completions clean
 
 build: ## bin/shardctl with version stamped
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/shardctl ./cmd/shardctl
@@ -22,6 +22,9 @@ bench-sim: ## simulator: CreateProcessInstance/s and CompleteJob/s, real Zeebe c
 bench-proxy: ## proxy vs nginx vs HAProxy vs direct: CreateProcessInstance at 64 in flight, 3 simulated shards
 	scripts/install-debs.sh nginx haproxy
 	go test -run '^$$' -bench BenchmarkPeers -benchtime 1x -timeout 30m ./internal/proxy/
+
+bench-registry: ## registry: full fetch of 600 instances (JSON, gzip, XML), from the snapshot and right after a change
+	go test -run '^$$' -bench BenchmarkFullFetch600 -benchtime 500x -count 5 ./internal/registry/ | scripts/bench-median.sh
 
 lint: ## gofmt, go vet, staticcheck
 	@test -z "$$(gofmt -l .)" || { gofmt -l .; echo "run gofmt -w on the files above"; exit 1; }

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Reads `go test -bench -count N` output on stdin, passes it through, and
-# ends with the median of every custom metric (x/s) per benchmark: these
+# ends with the median of ns/op and of every rate (x/s) per benchmark: these
 # machines are noisy, so one run proves little.
 set -euo pipefail
 tee /dev/stderr | awk '
   /^Benchmark/ {
     name = $1; sub(/-[0-9]+$/, "", name)
-    for (i = 3; i < NF; i++) if ($(i+1) ~ /\/s$/) { key = name " " $(i+1); vals[key] = vals[key] " " $i }
+    for (i = 3; i < NF; i++) if ($(i+1) ~ /\/s$/ || $(i+1) == "ns/op") { key = name " " $(i+1); vals[key] = vals[key] " " $i }
   }
   END {
     print ""

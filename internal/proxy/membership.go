@@ -71,10 +71,12 @@ func (p *Proxy) followLoop(ctx context.Context) {
 // left the set stays, as DOWN, so its keys still route to it and fail
 // with a clear error instead of NOT_FOUND.
 func (p *Proxy) Sync(ctx context.Context, want []ShardConfig) error {
-	var errs []error
-	seen := map[string]bool{}
 	sorted := append([]ShardConfig(nil), want...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Slot < sorted[j].Slot })
+	// States first: they are instant, and a drain must not wait behind a
+	// new shard that takes seconds to connect and replay.
+	var joining []ShardConfig
+	seen := map[string]bool{}
 	for _, sc := range sorted {
 		if sc.State == "" {
 			sc.State = Up
@@ -86,12 +88,8 @@ func (p *Proxy) Sync(ctx context.Context, want []ShardConfig) error {
 			cur = nil
 		}
 		if cur == nil {
-			if err := p.AddShard(ctx, sc); err != nil {
-				errs = append(errs, err)
-			}
-			continue
-		}
-		if cur.State() != sc.State {
+			joining = append(joining, sc)
+		} else if cur.State() != sc.State {
 			cur.setState(sc.State)
 		}
 	}
@@ -99,6 +97,12 @@ func (p *Proxy) Sync(ctx context.Context, want []ShardConfig) error {
 		if !seen[s.ID] && s.State() != Down {
 			s.setState(Down)
 			s.noteError(errors.New("not in the registry any more"))
+		}
+	}
+	var errs []error
+	for _, sc := range joining {
+		if err := p.AddShard(ctx, sc); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if len(errs) > 0 {

@@ -1,0 +1,76 @@
+package proxy
+
+import (
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shardctl/shardctl/internal/sim"
+)
+
+func TestWantFollowsTheShardSet(t *testing.T) {
+	sims := startShards(t, 3, sim.Config{})
+	var mu sync.Mutex
+	var lastErr error
+	syncs := 0
+	p := startProxy(t, Config{Dynamic: true, OnSync: func(err error) {
+		mu.Lock()
+		lastErr, syncs = err, syncs+1
+		mu.Unlock()
+	}})
+	state := func(id string) State {
+		if s := p.shardByID(id); s != nil {
+			return s.State()
+		}
+		return ""
+	}
+	cfgs := shardConfigs(sims)
+	p.Want(cfgs)
+	eventually(t, 5*time.Second*raceSlowdown, "three shards", func() bool { return len(p.Shards()) == 3 })
+
+	for _, tc := range []struct {
+		name   string
+		want   func() []ShardConfig
+		check  func() bool
+		expect string
+	}{
+		{"drain one", func() []ShardConfig {
+			c := append([]ShardConfig(nil), cfgs...)
+			c[1].State = Draining
+			return c
+		}, func() bool { return state("shard-2") == Draining && state("shard-1") == Up }, "shard-2 DRAINING"},
+		{"one leaves the registry", func() []ShardConfig { return []ShardConfig{cfgs[0], cfgs[1]} },
+			func() bool { return state("shard-3") == Down && state("shard-2") == Up && len(p.Shards()) == 3 }, "shard-3 kept as DOWN, shard-2 UP again"},
+		{"it comes back", func() []ShardConfig { return cfgs },
+			func() bool { return state("shard-3") == Up }, "shard-3 UP"},
+		{"a new address replaces the shard", func() []ShardConfig {
+			c := append([]ShardConfig(nil), cfgs...)
+			c[2].Addr = sims[0].Addr().String()
+			return c
+		}, func() bool { s := p.shardByID("shard-3"); return s != nil && s.Addr == sims[0].Addr().String() }, "shard-3 at its new address"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p.Want(tc.want())
+			eventually(t, 2*time.Second*raceSlowdown, tc.expect, tc.check)
+		})
+	}
+
+	// A shard that cannot be reached does not hold back the others'
+	// states, and is tried again until it can join.
+	unreachable := ShardConfig{ID: "shard-9", Addr: "127.0.0.1:1", Slot: 9}
+	c := append([]ShardConfig(nil), cfgs...)
+	c[0].State = OutOfService
+	p.Want(append(c, unreachable))
+	eventually(t, 2*time.Second*raceSlowdown, "shard-1 OUT_OF_SERVICE while shard-9 cannot be reached", func() bool {
+		return state("shard-1") == OutOfService
+	})
+	eventually(t, 30*time.Second*raceSlowdown, "a sync error naming shard-9", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return lastErr != nil && strings.Contains(lastErr.Error(), "shard-9")
+	})
+	if state("shard-9") != "" {
+		t.Errorf("an unreachable shard joined")
+	}
+}

@@ -253,7 +253,8 @@ func (r *Registry) Register(app string, in *Instance) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	ref := InstanceRef{in.App, in.InstanceID}
-	if err := r.assignSlot(ref, in); err != nil {
+	slot, err := r.assignSlot(ref, in)
+	if err != nil {
 		return err
 	}
 	old := r.apps[in.App][in.InstanceID]
@@ -272,8 +273,15 @@ func (r *Registry) Register(app string, in *Instance) error {
 	if old != nil && old.inst.LeaseInfo.ServiceUpTimestamp != 0 {
 		in.LeaseInfo.ServiceUpTimestamp = old.inst.LeaseInfo.ServiceUpTimestamp
 	}
-	if err := r.opts.Store.PutInstance(in); err != nil {
+	b := Batch{Put: []*Instance{in}}
+	if slot != 0 && r.slots[ref] != slot {
+		b.Slots = map[InstanceRef]int{ref: slot}
+	}
+	if err := r.opts.Store.Apply(b); err != nil {
 		return fmt.Errorf("store: %w", err)
+	}
+	if slot != 0 {
+		r.slots[ref] = slot
 	}
 	r.put(in, now)
 	action := ActionAdded
@@ -284,17 +292,19 @@ func (r *Registry) Register(app string, in *Instance) error {
 	return nil
 }
 
-// assignSlot gives a shard its slot: the one it asks for when free, else
-// the one it had, else the lowest free one. Callers hold r.mu.
-func (r *Registry) assignSlot(ref InstanceRef, in *Instance) error {
+// assignSlot picks a shard's slot: the one it asks for when free, else
+// the one it had, else the lowest free one; it writes it into the
+// instance's metadata, and the caller stores it with the instance.
+// Instances of other apps get 0. Callers hold r.mu.
+func (r *Registry) assignSlot(ref InstanceRef, in *Instance) (int, error) {
 	if ref.App != r.opts.ShardsApp {
-		return nil
+		return 0, nil
 	}
 	want := 0
 	if s := in.Metadata[MetaSlot]; s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > 31 {
-			return fmt.Errorf("metadata slot %q: a shard's slot is a number from 1 to 31", s)
+			return 0, fmt.Errorf("metadata slot %q: a shard's slot is a number from 1 to 31", s)
 		}
 		want = n
 	}
@@ -307,7 +317,7 @@ func (r *Registry) assignSlot(ref InstanceRef, in *Instance) error {
 	switch {
 	case want != 0:
 		if other, ok := taken[want]; ok {
-			return fmt.Errorf("%w: slot %d belongs to shard %s; deregister it with --release-slot first, or pick another", ErrConflict, want, other.ID)
+			return 0, fmt.Errorf("%w: slot %d belongs to shard %s; deregister it with --release-slot first, or pick another", ErrConflict, want, other.ID)
 		}
 	case r.slots[ref] != 0:
 		want = r.slots[ref]
@@ -319,20 +329,14 @@ func (r *Registry) assignSlot(ref InstanceRef, in *Instance) error {
 			}
 		}
 		if want == 0 {
-			return fmt.Errorf("%w: all 31 slots of %s are taken", ErrConflict, ref.App)
+			return 0, fmt.Errorf("%w: all 31 slots of %s are taken", ErrConflict, ref.App)
 		}
-	}
-	if r.slots[ref] != want {
-		if err := r.opts.Store.PutSlot(ref.App, ref.ID, want); err != nil {
-			return fmt.Errorf("store: %w", err)
-		}
-		r.slots[ref] = want
 	}
 	if in.Metadata == nil {
 		in.Metadata = map[string]string{}
 	}
 	in.Metadata[MetaSlot] = strconv.Itoa(want)
-	return nil
+	return want, nil
 }
 
 // Renew extends a lease, as Eureka's PUT /apps/{app}/{id}. A client whose
@@ -366,7 +370,7 @@ func (r *Registry) remove(app, id string) error {
 	if l == nil {
 		return ErrNotFound
 	}
-	if err := r.opts.Store.DeleteInstance(app, id); err != nil {
+	if err := r.opts.Store.Apply(Batch{Delete: []InstanceRef{{app, id}}}); err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
 	delete(r.apps[app], id)
@@ -387,7 +391,7 @@ func (r *Registry) ReleaseSlot(app, id string) error {
 	if _, ok := r.slots[ref]; !ok {
 		return nil
 	}
-	if err := r.opts.Store.PutSlot(ref.App, ref.ID, 0); err != nil {
+	if err := r.opts.Store.Apply(Batch{Slots: map[InstanceRef]int{ref: 0}}); err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
 	delete(r.slots, ref)
@@ -405,25 +409,23 @@ func (r *Registry) SetOverride(app, id string, o Override) error {
 		return ErrNotFound
 	}
 	ref := InstanceRef{app, id}
-	if r.overrides[ref] == o {
+	in := l.inst.Clone()
+	in.OverriddenStatus = o.Status
+	if in.OverriddenStatus == "" {
+		in.OverriddenStatus = StatusUnknown
+	}
+	if r.overrides[ref] == o && l.inst.OverriddenStatus == in.OverriddenStatus {
 		return nil
 	}
-	if err := r.opts.Store.PutOverride(app, id, o); err != nil {
+	in.LastUpdatedTimestamp = r.opts.Now().UnixMilli()
+	// The override and the status it gives the instance are one write.
+	if err := r.opts.Store.Apply(Batch{Put: []*Instance{in}, Overrides: map[InstanceRef]Override{ref: o}}); err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
 	if o.zero() {
 		delete(r.overrides, ref)
 	} else {
 		r.overrides[ref] = o
-	}
-	in := l.inst.Clone()
-	in.OverriddenStatus = o.Status
-	if in.OverriddenStatus == "" {
-		in.OverriddenStatus = StatusUnknown
-	}
-	in.LastUpdatedTimestamp = r.opts.Now().UnixMilli()
-	if err := r.opts.Store.PutInstance(in); err != nil {
-		return fmt.Errorf("store: %w", err)
 	}
 	l.inst = in
 	r.record(ActionModified, in)
@@ -451,7 +453,7 @@ func (r *Registry) SetMetadata(app, id string, kv map[string]string) error {
 		in.Metadata[k] = v
 	}
 	in.LastUpdatedTimestamp = r.opts.Now().UnixMilli()
-	if err := r.opts.Store.PutInstance(in); err != nil {
+	if err := r.opts.Store.Apply(Batch{Put: []*Instance{in}}); err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
 	l.inst = in

@@ -123,7 +123,7 @@ func (r *Registry) AppendDeployment(d ledger.Deployment) (ledger.Deployment, err
 	r.mu.RLock()
 	d.Seq = len(r.deployments) + 1
 	r.mu.RUnlock()
-	if err := r.opts.Store.PutDeployment(d); err != nil {
+	if err := r.opts.Store.Apply(Batch{Deployments: []ledger.Deployment{d}}); err != nil {
 		return ledger.Deployment{}, fmt.Errorf("store: %w", err)
 	}
 	r.mu.Lock()
@@ -146,7 +146,7 @@ func (r *Registry) SetDeploymentKeys(seq int, shardID string, keys map[string]in
 	d := r.deployments[seq-1].Clone()
 	r.mu.RUnlock()
 	d.SetKeys(shardID, keys)
-	if err := r.opts.Store.PutDeployment(d); err != nil {
+	if err := r.opts.Store.Apply(Batch{Deployments: []ledger.Deployment{d}}); err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
 	r.mu.Lock()

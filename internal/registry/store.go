@@ -1,10 +1,6 @@
 package registry
 
-import (
-	"sync"
-
-	"github.com/shardctl/shardctl/internal/ledger"
-)
+import "github.com/shardctl/shardctl/internal/ledger"
 
 // Store keeps what must survive a restart: instances, operators'
 // overrides, shard slots and the deployment ledger. Leases are not kept:
@@ -13,14 +9,22 @@ import (
 // the store before it acknowledges, and serves reads from memory.
 type Store interface {
 	Load() (*State, error)
-	PutInstance(in *Instance) error
-	DeleteInstance(app, id string) error
-	// PutOverride stores an operator's status override; the zero Override
-	// removes it.
-	PutOverride(app, id string, o Override) error
-	PutSlot(app, id string, slot int) error
-	PutDeployment(d ledger.Deployment) error
+	// Apply commits a batch of writes at once: all of it or none, so that
+	// a kill never leaves, say, an override stored without the status it
+	// gave the instance.
+	Apply(b Batch) error
 	Close() error
+}
+
+// Batch is writes that belong together.
+type Batch struct {
+	Put    []*Instance
+	Delete []InstanceRef
+	// Overrides to store; the zero Override removes one.
+	Overrides map[InstanceRef]Override
+	// Slots to store; 0 releases one.
+	Slots       map[InstanceRef]int
+	Deployments []ledger.Deployment
 }
 
 // State is what a store holds.
@@ -44,7 +48,7 @@ type Override struct {
 func (o Override) zero() bool { return o == Override{} }
 
 // memoryStore keeps nothing beyond the process; it only satisfies Store.
-type memoryStore struct{ mu sync.Mutex }
+type memoryStore struct{}
 
 // NewMemoryStore returns the store of `--store memory`.
 func NewMemoryStore() Store { return &memoryStore{} }
@@ -52,9 +56,5 @@ func NewMemoryStore() Store { return &memoryStore{} }
 func (*memoryStore) Load() (*State, error) {
 	return &State{Overrides: map[InstanceRef]Override{}, Slots: map[InstanceRef]int{}}, nil
 }
-func (*memoryStore) PutInstance(*Instance) error                { return nil }
-func (*memoryStore) DeleteInstance(string, string) error        { return nil }
-func (*memoryStore) PutOverride(string, string, Override) error { return nil }
-func (*memoryStore) PutSlot(string, string, int) error          { return nil }
-func (*memoryStore) PutDeployment(ledger.Deployment) error      { return nil }
-func (*memoryStore) Close() error                               { return nil }
+func (*memoryStore) Apply(Batch) error { return nil }
+func (*memoryStore) Close() error      { return nil }

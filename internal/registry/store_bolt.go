@@ -2,6 +2,8 @@ package registry
 
 import (
 	"encoding/binary"
+	"errors"
+	"runtime/debug"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -14,7 +16,10 @@ import (
 
 // boltStore keeps the registry in one bbolt file. Every write is its own
 // fsync'ed transaction, so what the registry acknowledged survives a kill.
-type boltStore struct{ db *bolt.DB }
+type boltStore struct {
+	db   *bolt.DB
+	path string
+}
 
 var (
 	bucketInstances   = []byte("instances")   // app \x00 id -> instance JSON
@@ -24,10 +29,22 @@ var (
 )
 
 // OpenBoltStore opens (or creates) the store of `--store bolt:PATH`.
-func OpenBoltStore(path string) (Store, error) {
+func OpenBoltStore(path string) (_ Store, err error) {
+	// bbolt panics on some damaged files (a truncated one, etcd-io/bbolt
+	// #446), and a file cut short under its mmap faults: both must be an
+	// error that names the file, not a crash.
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("open %s: the file is damaged (%v); restore it from a backup or move it away to start empty", path, v)
+		}
+	}()
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second})
+	if errors.Is(err, bolt.ErrTimeout) {
+		return nil, fmt.Errorf("open %s: %w: is another registry using it?", path, err)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w (is another registry using it?)", path, err)
+		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
 		for _, b := range [][]byte{bucketInstances, bucketOverrides, bucketSlots, bucketDeployments} {
@@ -41,7 +58,7 @@ func OpenBoltStore(path string) (Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("prepare %s: %w", path, err)
 	}
-	return &boltStore{db: db}, nil
+	return &boltStore{db: db, path: path}, nil
 }
 
 func refKey(app, id string) []byte { return []byte(app + "\x00" + id) }
@@ -54,9 +71,15 @@ func splitRefKey(k []byte) (InstanceRef, bool) {
 // storedInstance is the stored form: every field of Instance by name.
 type storedInstance Instance
 
-func (s *boltStore) Load() (*State, error) {
+func (s *boltStore) Load() (_ *State, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("read %s: the file is damaged (%v)", s.path, v)
+		}
+	}()
 	st := &State{Overrides: map[InstanceRef]Override{}, Slots: map[InstanceRef]int{}}
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err = s.db.View(func(tx *bolt.Tx) error {
 		if err := tx.Bucket(bucketInstances).ForEach(func(k, v []byte) error {
 			var in storedInstance
 			if err := json.Unmarshal(v, &in); err != nil {
@@ -98,49 +121,62 @@ func (s *boltStore) Load() (*State, error) {
 			return nil
 		})
 	})
-	return st, err
-}
-
-func (s *boltStore) put(bucket, k []byte, v any) error {
-	b, err := json.Marshal(v)
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("read %s: %w", s.path, err)
 	}
-	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucket).Put(k, b) })
+	return st, nil
 }
 
-func (s *boltStore) del(bucket, k []byte) error {
-	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucket).Delete(k) })
-}
-
-func (s *boltStore) PutInstance(in *Instance) error {
-	return s.put(bucketInstances, refKey(in.App, in.InstanceID), (*storedInstance)(in))
-}
-
-func (s *boltStore) DeleteInstance(app, id string) error {
-	return s.del(bucketInstances, refKey(app, id))
-}
-
-func (s *boltStore) PutOverride(app, id string, o Override) error {
-	if o.zero() {
-		return s.del(bucketOverrides, refKey(app, id))
-	}
-	return s.put(bucketOverrides, refKey(app, id), o)
-}
-
-func (s *boltStore) PutSlot(app, id string, slot int) error {
-	if slot == 0 {
-		return s.del(bucketSlots, refKey(app, id))
-	}
+func (s *boltStore) Apply(b Batch) error {
 	return s.db.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketSlots).Put(refKey(app, id), []byte(strconv.Itoa(slot)))
+		put := func(bucket, k []byte, v any) error {
+			enc, err := json.Marshal(v)
+			if err != nil {
+				return err
+			}
+			return tx.Bucket(bucket).Put(k, enc)
+		}
+		for _, in := range b.Put {
+			if err := put(bucketInstances, refKey(in.App, in.InstanceID), (*storedInstance)(in)); err != nil {
+				return err
+			}
+		}
+		for _, ref := range b.Delete {
+			if err := tx.Bucket(bucketInstances).Delete(refKey(ref.App, ref.ID)); err != nil {
+				return err
+			}
+		}
+		for ref, o := range b.Overrides {
+			var err error
+			if o.zero() {
+				err = tx.Bucket(bucketOverrides).Delete(refKey(ref.App, ref.ID))
+			} else {
+				err = put(bucketOverrides, refKey(ref.App, ref.ID), o)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		for ref, slot := range b.Slots {
+			var err error
+			if slot == 0 {
+				err = tx.Bucket(bucketSlots).Delete(refKey(ref.App, ref.ID))
+			} else {
+				err = tx.Bucket(bucketSlots).Put(refKey(ref.App, ref.ID), []byte(strconv.Itoa(slot)))
+			}
+			if err != nil {
+				return err
+			}
+		}
+		for _, d := range b.Deployments {
+			var k [8]byte
+			binary.BigEndian.PutUint64(k[:], uint64(d.Seq))
+			if err := put(bucketDeployments, k[:], d); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
-}
-
-func (s *boltStore) PutDeployment(d ledger.Deployment) error {
-	var k [8]byte
-	binary.BigEndian.PutUint64(k[:], uint64(d.Seq))
-	return s.put(bucketDeployments, k[:], d)
 }
 
 func (s *boltStore) Close() error { return s.db.Close() }

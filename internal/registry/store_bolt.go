@@ -2,10 +2,10 @@ package registry
 
 import (
 	"encoding/binary"
-	"errors"
-	"runtime/debug"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"

@@ -15,20 +15,11 @@ import (
 
 // NewCmdProxy builds `shardctl proxy`.
 func NewCmdProxy(g *Globals) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "proxy",
-		Short: "Run the federation proxy: several Zeebe clusters behind one gateway address",
-		Long: `The federation proxy serves the Zeebe 8.5 gateway API and spreads one workload
+	return newRuntimeGroup("proxy", "Run the federation proxy: several Zeebe clusters behind one gateway address",
+		`The federation proxy serves the Zeebe 8.5 gateway API and spreads one workload
 over several Zeebe clusters (shards); clients keep one gateway address and
 change nothing. See "shardctl proxy serve --help".`,
-		GroupID: "runtime",
-		Args:    cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			return Usagef("missing subcommand: use serve")
-		},
-	}
-	cmd.AddCommand(newCmdProxyServe(g))
-	return cmd
+		newCmdProxyServe(g))
 }
 
 // ProxyServeOptions runs the proxy until SIGTERM/SIGINT.

@@ -12,20 +12,11 @@ import (
 
 // NewCmdRegistry builds `shardctl registry`.
 func NewCmdRegistry(g *Globals) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "registry",
-		Short: "Run the registry: the Eureka-compatible control plane of shards, pools and states",
-		Long: `The registry knows which shards exist, their address, slot, pool and state,
+	return newRuntimeGroup("registry", "Run the registry: the Eureka-compatible control plane of shards, pools and states",
+		`The registry knows which shards exist, their address, slot, pool and state,
 and keeps the deployment ledger. It speaks Netflix Eureka's REST API, so
 Eureka clients register with it unchanged. See "shardctl registry serve --help".`,
-		GroupID: "runtime",
-		Args:    cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			return Usagef("missing subcommand: use serve")
-		},
-	}
-	cmd.AddCommand(newCmdRegistryServe(g))
-	return cmd
+		newCmdRegistryServe(g))
 }
 
 // RegistryServeOptions runs the registry until SIGTERM/SIGINT.

@@ -7,6 +7,8 @@ import (
 	"net"
 	"sort"
 	"time"
+
+	"github.com/spf13/cobra"
 )
 
 // checkListenFlags rejects a listen flag that is not HOST:PORT.
@@ -37,4 +39,21 @@ func serveUntilDone(ctx context.Context, errOut io.Writer, what string, timeout 
 	}
 	fmt.Fprintln(errOut, "stopped")
 	return nil
+}
+
+// newRuntimeGroup is the parent of a runtime's `serve`: `shardctl proxy`,
+// `registry`, `sim`.
+func newRuntimeGroup(use, short, long string, serve *cobra.Command) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     use,
+		Short:   short,
+		Long:    long,
+		GroupID: "runtime",
+		Args:    cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			return Usagef("missing subcommand: use serve")
+		},
+	}
+	cmd.AddCommand(serve)
+	return cmd
 }

@@ -14,20 +14,11 @@ import (
 
 // NewCmdSim builds `shardctl sim`.
 func NewCmdSim(g *Globals) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "sim",
-		Short: "Run a simulated Zeebe cluster (a shard) for rehearsals, demos and tests",
-		Long: `The shard simulator behaves like a Zeebe 8.5 cluster at the gateway API and in
+	return newRuntimeGroup("sim", "Run a simulated Zeebe cluster (a shard) for rehearsals, demos and tests",
+		`The shard simulator behaves like a Zeebe 8.5 cluster at the gateway API and in
 its metric names, so shardctl's proxy, signals, drain and dashboards work
 against it, and runbooks can be rehearsed without a real cluster.`,
-		GroupID: "runtime",
-		Args:    cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			return Usagef("missing subcommand: use serve")
-		},
-	}
-	cmd.AddCommand(newCmdSimServe(g))
-	return cmd
+		newCmdSimServe(g))
 }
 
 // SimServeOptions runs one simulated cluster until SIGTERM/SIGINT.

@@ -155,12 +155,8 @@ func New(cfg Config) (*Proxy, error) {
 // Start connects to every shard (refusing one with too many partitions),
 // loads the ledger and serves.
 func (p *Proxy) Start(ctx context.Context) error {
-	deployments, err := p.cfg.Ledger.All(ctx)
-	if err != nil {
-		return fmt.Errorf("read the deployment ledger: %w", err)
-	}
-	for _, d := range deployments {
-		p.index.add(d)
+	if err := p.RefreshLedger(ctx); err != nil {
+		return err
 	}
 	for _, sc := range p.cfg.Shards {
 		if err := p.AddShard(ctx, sc); err != nil {

@@ -5,7 +5,7 @@ COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 DATE     ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 LDFLAGS  := -X $(PKG).version=$(VERSION) -X $(PKG).commit=$(COMMIT) -X $(PKG).date=$(DATE)
 
-.PHONY: build test bench bench-sim bench-proxy bench-registry lint snapshot completions clean
+.PHONY: build test bench bench-sim bench-proxy bench-registry fuzz lint snapshot completions clean
 
 build: ## bin/shardctl with version stamped
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/shardctl ./cmd/shardctl
@@ -25,6 +25,12 @@ bench-proxy: ## proxy vs nginx vs HAProxy vs direct: CreateProcessInstance at 64
 
 bench-registry: ## registry: full fetch of 600 instances (JSON, gzip, XML), from the snapshot and right after a change
 	go test -run '^$$' -bench BenchmarkFullFetch600 -benchtime 500x -count 5 ./internal/registry/ | scripts/bench-median.sh
+
+FUZZTIME ?= 60s
+fuzz: ## run every fuzz target for FUZZTIME each (new crashers land in testdata/fuzz as regressions)
+	for f in $$(go test -list '^Fuzz' ./internal/registry/ | grep '^Fuzz'); do \
+		go test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./internal/registry/ || exit 1; \
+	done
 
 lint: ## gofmt, go vet, staticcheck
 	@test -z "$$(gofmt -l .)" || { gofmt -l .; echo "run gofmt -w on the files above"; exit 1; }

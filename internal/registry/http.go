@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/shardctl/shardctl/internal/ledger"
 )
@@ -368,6 +369,10 @@ func (a *api) metadata(w http.ResponseWriter, req *http.Request) {
 		if len(vs) > 0 {
 			kv[k] = vs[len(vs)-1]
 		}
+		if err := checkName("metadata key", k); err != nil || !utf8.ValidString(kv[k]) {
+			http.Error(w, fmt.Sprintf("metadata %q: keys must be short UTF-8 names, values UTF-8", k), http.StatusBadRequest)
+			return
+		}
 	}
 	if len(kv) == 0 {
 		http.Error(w, "no metadata: expected ?key=value", http.StatusBadRequest)
@@ -383,9 +388,14 @@ func (a *api) metadata(w http.ResponseWriter, req *http.Request) {
 // shardctl's own API: JSON only.
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, "encode the answer: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(v)
+	_, _ = w.Write(append(b, '\n'))
 }
 
 func (a *api) appParam(req *http.Request) string {
@@ -488,6 +498,10 @@ func (a *api) ledgerKeys(w http.ResponseWriter, req *http.Request) {
 	var keys map[string]int64
 	if err := json.Unmarshal(b, &keys); err != nil {
 		fail(w, fmt.Errorf(`malformed keys JSON, expected {"process@version": key}: %w`, err))
+		return
+	}
+	if err := checkName("shard id", req.PathValue("shard")); err != nil {
+		fail(w, err)
 		return
 	}
 	if err := a.r.SetDeploymentKeys(seq, req.PathValue("shard"), keys); err != nil {

@@ -11,6 +11,7 @@ import (
 	"maps"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Status is an instance's Eureka status.
@@ -124,6 +125,21 @@ func (in *Instance) validate(app string) error {
 	if in.InstanceID == "" {
 		in.InstanceID = in.HostName
 	}
+	if err := checkName("instanceId", in.InstanceID); err != nil {
+		return err
+	}
+	if err := checkName("app", in.App); err != nil {
+		return err
+	}
+	for k, v := range in.Metadata {
+		if !utf8.ValidString(k) || !utf8.ValidString(v) {
+			return fmt.Errorf("metadata %q: keys and values must be UTF-8", k)
+		}
+	}
+	if l := in.LeaseInfo; l.DurationInSecs > maxLeaseSecs || l.RenewalIntervalInSecs > maxLeaseSecs {
+		return fmt.Errorf("leaseInfo durationInSecs %d, renewalIntervalInSecs %d: at most %d (a year); metadata %s=true makes a registration that never expires",
+			l.DurationInSecs, l.RenewalIntervalInSecs, maxLeaseSecs, MetaStatic)
+	}
 	in.App = strings.ToUpper(in.App)
 	if in.Status == "" {
 		in.Status = StatusUp
@@ -144,3 +160,30 @@ func (in *Instance) validate(app string) error {
 }
 
 func formatMillis(ms int64) string { return strconv.FormatInt(ms, 10) }
+
+// maxLeaseSecs bounds lease times: longer ones overflow time arithmetic
+// and JSON's years.
+const maxLeaseSecs = 365 * 24 * 3600
+
+// maxNameLen bounds ids and app names: they are store keys and URL path
+// segments.
+const maxNameLen = 1024
+
+// checkName rejects ids and app names that could not be used safely as a
+// store key or a URL path segment.
+func checkName(field, s string) error {
+	switch {
+	case len(s) > maxNameLen:
+		return fmt.Errorf("%s is %d bytes long: at most %d", field, len(s), maxNameLen)
+	case !utf8.ValidString(s):
+		return fmt.Errorf("%s %q is not UTF-8", field, s)
+	case s == "." || s == "..":
+		return fmt.Errorf("%s %q cannot be a URL path segment", field, s)
+	}
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f {
+			return fmt.Errorf("%s %q holds a control character", field, s)
+		}
+	}
+	return nil
+}

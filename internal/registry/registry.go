@@ -345,11 +345,15 @@ func (r *Registry) assignSlot(ref InstanceRef, in *Instance) (int, error) {
 func (r *Registry) Renew(app, id string, lastDirty int64) error {
 	r.mu.RLock()
 	l := r.lookup(app, id)
+	var dirty int64
+	if l != nil {
+		dirty = l.inst.LastDirtyTimestamp // l.inst is replaced under r.mu
+	}
 	r.mu.RUnlock()
 	if l == nil {
 		return ErrNotFound
 	}
-	if lastDirty > 0 && lastDirty > l.inst.LastDirtyTimestamp {
+	if lastDirty > 0 && lastDirty > dirty {
 		return ErrNotFound
 	}
 	now := r.opts.Now()

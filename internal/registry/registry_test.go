@@ -481,3 +481,26 @@ func testDeployment() ledger.Deployment {
 		Processes: []ledger.ProcessID{{BpmnProcessID: "order", Version: 1, Keys: map[string]int64{"s1": 2251799813685249}}},
 	}
 }
+
+// Renewals read the instance while operators replace it.
+func TestRenewWhileChanging(t *testing.T) {
+	r, _ := newTestRegistry(t, Options{})
+	if err := r.Register("X", testInstance("X", "x", 30, 90)); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		for range 200 {
+			_ = r.Renew("X", "x", 1)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for i := range 200 {
+			_ = r.SetMetadata("X", "x", map[string]string{"k": fmt.Sprint(i)})
+		}
+	}()
+	wg.Wait()
+}

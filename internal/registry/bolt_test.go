@@ -1097,7 +1097,7 @@ func TestBoltStoreReopen(t *testing.T) {
 
 // boltOpenNoPanic opens a store as `registry serve` does (store, then
 // registry), turning a panic or a memory fault into a value.
-func boltOpenNoPanic(path string) (err error, panicked any) {
+func boltOpenNoPanic(path string) (panicked any, err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if v := recover(); v != nil {
@@ -1106,9 +1106,9 @@ func boltOpenNoPanic(path string) (err error, panicked any) {
 	}()
 	s, err := New(Config{Listen: "127.0.0.1:0", Store: "bolt:" + path})
 	if err != nil {
-		return err, nil
+		return nil, err
 	}
-	return s.Registry().Close(), nil
+	return nil, s.Registry().Close()
 }
 
 func TestBoltStoreCorruptOrLocked(t *testing.T) {
@@ -1206,7 +1206,7 @@ func TestBoltStoreCorruptOrLocked(t *testing.T) {
 			if err := tc.make(path); err != nil {
 				t.Fatal(err)
 			}
-			err, panicked := boltOpenNoPanic(path)
+			panicked, err := boltOpenNoPanic(path)
 			if panicked != nil {
 				t.Fatalf("opening a %s file panicked instead of returning an error:\n%v", tc.name, panicked)
 			}

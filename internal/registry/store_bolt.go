@@ -12,6 +12,7 @@ import (
 
 	"github.com/shardctl/shardctl/internal/ledger"
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // boltStore keeps the registry in one bbolt file. Every write is its own
@@ -40,7 +41,7 @@ func OpenBoltStore(path string) (_ Store, err error) {
 		}
 	}()
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second})
-	if errors.Is(err, bolt.ErrTimeout) {
+	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("open %s: %w: is another registry using it?", path, err)
 	}
 	if err != nil {

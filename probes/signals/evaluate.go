@@ -1,0 +1,292 @@
+package signals
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Shard is what a source fetched for one shard (or the whole).
+type Shard struct {
+	Name      string
+	Created   Series // process instances created per second
+	Completed Series // process instances completed per second
+	Queue     Series // records appended but not yet processed
+	Latency   Heatmap
+	Dropped   Series // requests refused by backpressure per second
+	Received  Series // requests received per second
+}
+
+// Level is how bad it is.
+type Level int
+
+// Levels, in order.
+const (
+	OK Level = iota
+	Warn
+	Critical
+)
+
+func (l Level) String() string {
+	switch l {
+	case Warn:
+		return "warn"
+	case Critical:
+		return "critical"
+	}
+	return "ok"
+}
+
+// MarshalText writes ok, warn or critical.
+func (l Level) MarshalText() ([]byte, error) { return []byte(l.String()), nil }
+
+// ParseLevel reads ok, warn or critical.
+func ParseLevel(s string) (Level, error) {
+	switch strings.ToLower(s) {
+	case "ok":
+		return OK, nil
+	case "warn", "warning":
+		return Warn, nil
+	case "critical":
+		return Critical, nil
+	}
+	return OK, fmt.Errorf("level %q: want ok, warn or critical", s)
+}
+
+// Thresholds are the advisor's triggers. The defaults are the published
+// lesson: plan federation when completion stays below 80% of creation; act
+// when it is below 50%, when p99 is over a second, or when the queue grows
+// linearly.
+type Thresholds struct {
+	PlanRatio, ActRatio float64       // completion ÷ creation
+	PlanAfter, ActAfter time.Duration // how long the ratio must stay below
+	P99                 float64       // seconds
+	// Queue growth: a least-squares slope with at least this R², adding at
+	// least QueueMinGrowth records over the fit, is linear growth.
+	QueueR2        float64
+	QueueMinGrowth float64
+	DropShare      float64 // backpressure drops ÷ requests received, to warn
+	SlowShare      float64 // latency mass at ≥ 1 s, to warn
+	// Recent is how far back rates, ratio and latency are averaged.
+	Recent time.Duration
+	// MinRate is the creation rate below which the ratio means nothing
+	// (an idle shard completes what it started long ago).
+	MinRate float64
+}
+
+// DefaultThresholds are the published triggers, with durations that make
+// the advisor critical within a minute of the knee and quiet at 70% load.
+func DefaultThresholds() Thresholds {
+	return Thresholds{
+		PlanRatio: 0.8, ActRatio: 0.5, PlanAfter: time.Minute, ActAfter: 30 * time.Second,
+		P99: 1, QueueR2: 0.8, QueueMinGrowth: 500, DropShare: 0.05, SlowShare: 0.1,
+		Recent: time.Minute, MinRate: 0.5,
+	}
+}
+
+// Signals are the numbers of one shard (or the whole) and its level.
+type Signals struct {
+	Name             string   `json:"name"`
+	CreatedPerSec    float64  `json:"createdPerSec"`
+	CompletedPerSec  float64  `json:"completedPerSec"`
+	Ratio            *float64 `json:"ratio"`            // completed ÷ created; null when idle
+	BelowPlanSeconds float64  `json:"belowPlanSeconds"` // how long the ratio has been below PlanRatio
+	BelowActSeconds  float64  `json:"belowActSeconds"`  // … below ActRatio
+	Queue            float64  `json:"queue"`            // records not processed, latest
+	QueueSlope       float64  `json:"queueSlopePerSec"` // least squares over the window
+	QueueR2          float64  `json:"queueR2"`          // the fit's R²
+	QueueGrowing     bool     `json:"queueGrowingLinearly"`
+	P50              *float64 `json:"p50Seconds"`
+	P99              *float64 `json:"p99Seconds"`
+	SlowShare        float64  `json:"shareAtLeast1s"`
+	DropShare        float64  `json:"dropShare"`
+	// Debt is what the window added to the backlog: created − completed,
+	// integrated (instances); RecoverySeconds the time to drain it at the
+	// latest net completion rate, null when not recovering.
+	Debt            float64  `json:"debtInstances"`
+	Recovering      bool     `json:"recovering"`
+	RecoverySeconds *float64 `json:"recoverySeconds"`
+	Level           Level    `json:"level"`
+	Reasons         []string `json:"reasons"`
+}
+
+// Report is one evaluation: every shard and the whole federation.
+type Report struct {
+	At      time.Time `json:"at"`
+	Window  Duration  `json:"window"`
+	Level   Level     `json:"level"`
+	Overall Signals   `json:"overall"`
+	Shards  []Signals `json:"shards"`
+}
+
+// Duration writes as Go's duration text.
+type Duration time.Duration
+
+// MarshalJSON writes "10m0s".
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// Evaluate reads every shard and the whole at time now over window.
+func Evaluate(shards []Shard, now time.Time, window time.Duration, th Thresholds) Report {
+	r := Report{At: now, Window: Duration(window), Shards: []Signals{}}
+	sort.Slice(shards, func(i, j int) bool { return shards[i].Name < shards[j].Name })
+	var all Shard
+	all.Name = "all"
+	var heat []Heatmap
+	for _, s := range shards {
+		sig := evaluate(s, now, th)
+		r.Shards = append(r.Shards, sig)
+		r.Level = max(r.Level, sig.Level)
+		all.Created = SumSeries(all.Created, s.Created)
+		all.Completed = SumSeries(all.Completed, s.Completed)
+		all.Queue = SumSeries(all.Queue, s.Queue)
+		all.Dropped = SumSeries(all.Dropped, s.Dropped)
+		all.Received = SumSeries(all.Received, s.Received)
+		heat = append(heat, s.Latency)
+	}
+	all.Latency = Merge(heat...)
+	r.Overall = evaluate(all, now, th)
+	r.Level = max(r.Level, r.Overall.Level)
+	return r
+}
+
+func ptr(v float64) *float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return nil
+	}
+	return &v
+}
+
+func evaluate(s Shard, now time.Time, th Thresholds) Signals {
+	recent := now.Add(-th.Recent)
+	sig := Signals{Name: s.Name, Reasons: []string{}}
+	created, completed := s.Created.Since(recent).Mean(), s.Completed.Since(recent).Mean()
+	sig.CreatedPerSec, sig.CompletedPerSec = zeroNaN(created), zeroNaN(completed)
+
+	// Scissors: the ratio now, and how long it has stayed below each line.
+	if created >= th.MinRate && !math.IsNaN(completed) {
+		sig.Ratio = ptr(completed / created)
+	}
+	sig.BelowPlanSeconds = belowFor(s.Created, s.Completed, th.PlanRatio, th.MinRate, now).Seconds()
+	sig.BelowActSeconds = belowFor(s.Created, s.Completed, th.ActRatio, th.MinRate, now).Seconds()
+
+	// Queue: its latest size and whether it grows as a line.
+	sig.Queue = zeroNaN(s.Queue.Last())
+	if fit := LinearFit(s.Queue); len(s.Queue) >= 3 {
+		sig.QueueSlope, sig.QueueR2 = fit.Slope, fit.R2
+		growth := fit.Slope * s.Queue[len(s.Queue)-1].T.Sub(s.Queue[0].T).Seconds()
+		sig.QueueGrowing = fit.Slope > 0 && fit.R2 >= th.QueueR2 && growth >= th.QueueMinGrowth
+	}
+
+	// Heatmap: where the latency mass is.
+	counts := s.Latency.Total(recent)
+	sig.P50 = ptr(Quantile(0.5, s.Latency.Bounds, counts))
+	sig.P99 = ptr(Quantile(0.99, s.Latency.Bounds, counts))
+	sig.SlowShare = ShareAtLeast(1, s.Latency.Bounds, counts)
+
+	dropped, received := s.Dropped.Since(recent).Mean(), s.Received.Since(recent).Mean()
+	if received > 0 && !math.IsNaN(dropped) {
+		sig.DropShare = dropped / received
+	}
+
+	// Debt: what the window added to the backlog, and when it is paid.
+	sig.Debt = max(0, integrate(s.Created)-integrate(s.Completed))
+	if net := completed - created; sig.Debt > 0 && net > 0 {
+		sig.Recovering = true
+		sig.RecoverySeconds = ptr(sig.Debt / net)
+	}
+
+	reason := func(l Level, format string, a ...any) {
+		sig.Level = max(sig.Level, l)
+		sig.Reasons = append(sig.Reasons, fmt.Sprintf(format, a...))
+	}
+	pct := func(v float64) string { return fmt.Sprintf("%.0f%%", v*100) }
+	switch {
+	case sig.Ratio != nil && *sig.Ratio < th.ActRatio && sig.BelowActSeconds >= th.ActAfter.Seconds():
+		reason(Critical, "scissors: completing %s of created instances for %s (below %s): act", pct(*sig.Ratio), roundSeconds(sig.BelowActSeconds), pct(th.ActRatio))
+	case sig.Ratio != nil && *sig.Ratio < th.PlanRatio && sig.BelowPlanSeconds >= th.PlanAfter.Seconds():
+		reason(Warn, "scissors: completing %s of created instances for %s (below %s): plan federation", pct(*sig.Ratio), roundSeconds(sig.BelowPlanSeconds), pct(th.PlanRatio))
+	}
+	if sig.QueueGrowing {
+		reason(Critical, "queue growing linearly: %+.0f records/s (R² %.2f), %.0f waiting", sig.QueueSlope, sig.QueueR2, sig.Queue)
+	}
+	if sig.P99 != nil && *sig.P99 > th.P99 {
+		reason(Critical, "latency p99 %s, over %s", seconds(*sig.P99), seconds(th.P99))
+	} else if sig.SlowShare >= th.SlowShare {
+		reason(Warn, "heatmap: %s of latency at 1 s or more", pct(sig.SlowShare))
+	}
+	if sig.DropShare >= th.DropShare {
+		reason(Warn, "backpressure: %s of requests refused", pct(sig.DropShare))
+	}
+	if sig.Level > OK && sig.Debt >= 1 {
+		if sig.Recovering {
+			reason(sig.Level, "debt %.0f instances, recovered in %s at the current rate", sig.Debt, roundSeconds(*sig.RecoverySeconds))
+		} else {
+			reason(sig.Level, "debt %.0f instances and not recovering", sig.Debt)
+		}
+	}
+	return sig
+}
+
+// belowFor is how long, back from now, completion has stayed under ratio ×
+// creation (ignoring idle steps).
+func belowFor(created, completed Series, ratio, minRate float64, now time.Time) time.Duration {
+	done := map[int64]float64{}
+	for _, p := range completed {
+		done[p.T.UnixNano()] = p.V
+	}
+	var since time.Time
+	for i := len(created) - 1; i >= 0; i-- {
+		p := created[i]
+		c, ok := done[p.T.UnixNano()]
+		if !ok || p.V < minRate {
+			continue
+		}
+		if c >= ratio*p.V {
+			break
+		}
+		since = p.T
+	}
+	if since.IsZero() {
+		return 0
+	}
+	return now.Sub(since)
+}
+
+// integrate sums a per-second series over its steps (trapezoids).
+func integrate(s Series) float64 {
+	var sum float64
+	for i := 1; i < len(s); i++ {
+		dt := s[i].T.Sub(s[i-1].T).Seconds()
+		sum += (s[i].V + s[i-1].V) / 2 * dt
+	}
+	return sum
+}
+
+func zeroNaN(v float64) float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return 0
+	}
+	return v
+}
+
+func roundSeconds(s float64) string {
+	return (time.Duration(s) * time.Second).Round(time.Second).String()
+}
+
+func seconds(s float64) string {
+	d := time.Duration(s * float64(time.Second))
+	switch {
+	case d >= time.Second:
+		return d.Round(10 * time.Millisecond).String()
+	case d >= time.Millisecond:
+		return d.Round(10 * time.Microsecond).String()
+	}
+	return d.Round(time.Microsecond).String()
+}
+
+func sortTimes(ts []time.Time) {
+	sort.Slice(ts, func(i, j int) bool { return ts[i].Before(ts[j]) })
+}

@@ -5,13 +5,16 @@ COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 DATE     ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 LDFLAGS  := -X $(PKG).version=$(VERSION) -X $(PKG).commit=$(COMMIT) -X $(PKG).date=$(DATE)
 
-.PHONY: build test bench bench-sim bench-proxy bench-registry fuzz lint snapshot completions clean
+.PHONY: build test test-long bench bench-sim bench-proxy bench-registry fuzz lint snapshot completions clean
 
 build: ## bin/shardctl with version stamped
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/shardctl ./cmd/shardctl
 
 test: ## everything CI checks: installs what is missing, lint, go test -race
 	scripts/test.sh
+
+test-long: ## the long runs CI leaves out: the advisor quiet for 10 minutes at 70% load
+	go test -tags long -count=1 -timeout 30m -run 'Long|Quiet' -v ./probes/...
 
 bench: ## every benchmark; figures and peer ratios print as they run
 	go test -run '^$$' -bench . -benchmem ./...

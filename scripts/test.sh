@@ -12,6 +12,7 @@ command -v go >/dev/null || export PATH="$PATH:/usr/local/go/bin"
 # Debian packages the tests use, one per line, with the reason.
 DEBIAN_PACKAGES=(
   bash-completion   # completion is tested by completing words in a real bash
+  prometheus        # signals are read from a real Prometheus server
 )
 
 step() { printf '\n==> %s\n' "$*"; }

@@ -1,0 +1,292 @@
+package commands
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/shardctl/shardctl/commands/output"
+	"github.com/shardctl/shardctl/completions"
+	"github.com/shardctl/shardctl/probes/signals"
+	"github.com/shardctl/shardctl/probes/source"
+)
+
+// SignalsOptions evaluates the degradation signals once, or on a watch.
+type SignalsOptions struct {
+	g                        *Globals
+	preset, queries, groupBy string
+	window, step, sample     time.Duration
+	rate                     time.Duration
+	every                    time.Duration
+	failOn                   string
+	watch                    bool
+
+	printer *output.Printer
+	level   signals.Level
+	src     source.Source
+	scrape  *source.Scrape
+}
+
+// NewCmdSignals builds `shardctl signals`.
+func NewCmdSignals(g *Globals) *cobra.Command {
+	o := &SignalsOptions{g: g}
+	cmd := &cobra.Command{
+		Use:   "signals",
+		Short: "Evaluate the scissors, queue and heatmap of every shard: ok, warn or critical",
+		Long: `Read the three pictures of a degrading Zeebe cluster from Prometheus
+(--prometheus, env SHARDCTL_PROMETHEUS) or straight from /metrics endpoints
+(--scrape [NAME=]URL, repeatable; no server needed), per shard and overall:
+
+  scissors   instances created vs completed per second, their ratio, and how
+             long it has stayed below 80% (plan federation) or 50% (act)
+  queue      records appended but not processed, its least-squares slope and
+             whether it grows as a line
+  heatmap    processing latency by bucket over time: p50, p99, the share at
+             a second or more
+  and        backpressure drops, the debt the window added (created minus
+             completed) and when it is paid at the current rate
+
+Levels: critical when completion stays under 50% of creation for 30 s, p99
+is over 1 s, or the queue grows linearly; warn when completion stays under
+80% for a minute, 10% of latency is at a second or more, or 5% of requests
+are refused. The exit code is 3 when the level reaches --fail-on, for
+runbooks and CI gates.
+
+With --scrape there is no history: shardctl samples for --sample first.`,
+		Example: `  shardctl signals --prometheus http://prometheus:9090
+  shardctl signals --scrape blue=http://10.0.0.5:9600/metrics --scrape green=http://10.0.1.5:9600/metrics
+  shardctl signals --fail-on warn -o json | jq '.shards[] | {name, level, reasons}'
+  shardctl signals --watch --every 30s`,
+		Args:              cobra.NoArgs,
+		GroupID:           "observe",
+		ValidArgsFunction: cobra.NoFileCompletions,
+		RunE:              runOptions(o),
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.preset, "preset", "zeebe", "query preset: zeebe (Zeebe's metrics) or proxy (shardctl proxy's)")
+	f.StringVar(&o.queries, "queries", "", "YAML file overriding the preset's PromQL (groupBy, created, completed, queue, latency, dropped, received)")
+	f.StringVar(&o.groupBy, "group-by", "", "label that names a shard (default: cluster when present, else the scrape target)")
+	f.DurationVar(&o.window, "window", 10*time.Minute, "how far back to read")
+	f.DurationVar(&o.step, "step", 0, "resolution of the series (default: window/120, at least 5s; with --scrape 1s)")
+	f.DurationVar(&o.rate, "rate", 0, "with --prometheus: the range of rate() (default: 4 steps, at least 30s; at least 4 scrape intervals)")
+	f.DurationVar(&o.sample, "sample", 15*time.Second, "with --scrape: how long to sample before the first evaluation")
+	f.StringVar(&o.failOn, "fail-on", "critical", "exit 3 when the level reaches this: warn or critical")
+	f.BoolVar(&o.watch, "watch", false, "evaluate again every --every and print each report (JSON lines with -o json)")
+	f.DurationVar(&o.every, "every", 15*time.Second, "with --watch: how often to evaluate")
+	_ = cmd.RegisterFlagCompletionFunc("preset", completions.Values("zeebe", "proxy"))
+	_ = cmd.RegisterFlagCompletionFunc("fail-on", completions.Values("warn", "critical"))
+	return cmd
+}
+
+func (o *SignalsOptions) Complete(*cobra.Command, []string) (err error) {
+	o.printer, err = o.g.Printer()
+	return err
+}
+
+func (o *SignalsOptions) Validate() error {
+	lvl, err := signals.ParseLevel(o.failOn)
+	if err != nil || lvl == signals.OK {
+		return fmt.Errorf("--fail-on %q: want warn or critical", o.failOn)
+	}
+	o.level = lvl
+	if o.window < 30*time.Second || o.step < 0 || o.rate < 0 || o.sample < 2*time.Second || o.every < time.Second {
+		return fmt.Errorf("--window at least 30s, --sample at least 2s, --every at least 1s, --step not negative")
+	}
+	prom := o.g.PrometheusURL()
+	switch {
+	case prom != "" && len(o.g.Scrape) > 0:
+		return fmt.Errorf("--prometheus and --scrape both given: pick one source")
+	case prom == "" && len(o.g.Scrape) == 0:
+		return fmt.Errorf("no source: give --prometheus URL (or SHARDCTL_PROMETHEUS), or --scrape [NAME=]URL for each shard")
+	case prom != "":
+		p, err := source.LoadPreset(o.preset, o.queries)
+		if err != nil {
+			return err
+		}
+		if o.groupBy != "" {
+			p.GroupBy = o.groupBy
+		}
+		src, err := source.NewPrometheus(prom, p)
+		if err != nil {
+			return err
+		}
+		src.Rate = o.rate
+		o.src = src
+		if o.step == 0 {
+			o.step = max(o.window/120, 5*time.Second)
+		}
+	default:
+		if o.queries != "" || o.groupBy != "" {
+			return fmt.Errorf("--queries and --group-by are PromQL: they need --prometheus")
+		}
+		var targets []source.Target
+		for _, v := range o.g.Scrape {
+			t, err := source.ParseTarget(v)
+			if err != nil {
+				return err
+			}
+			targets = append(targets, t)
+		}
+		if o.step == 0 {
+			o.step = time.Second
+		}
+		s, err := source.NewScrape(targets, o.preset, o.step, o.window+time.Minute)
+		if err != nil {
+			return err
+		}
+		o.src, o.scrape = s, s
+	}
+	return nil
+}
+
+func (o *SignalsOptions) Run(ctx context.Context) error {
+	errOut := o.g.Streams.ErrOut
+	if o.scrape != nil {
+		go o.scrape.Run(ctx)
+		if !o.printer.Format.Machine() {
+			fmt.Fprintf(errOut, "sampling %d targets for %v…\n", len(o.g.Scrape), o.sample)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(o.sample):
+		}
+	}
+	if !o.watch {
+		r, err := o.evaluate(ctx)
+		if err != nil {
+			return err
+		}
+		if err := o.printer.Print(signalsView{r}); err != nil {
+			return err
+		}
+		if r.Level >= o.level {
+			return Refused(fmt.Errorf("signals are %s (--fail-on %s)", r.Level, o.failOn))
+		}
+		return nil
+	}
+	stream := o.printer.Stream()
+	t := time.NewTicker(o.every)
+	defer t.Stop()
+	for {
+		r, err := o.evaluate(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			fmt.Fprintf(errOut, "signals: %v\n", err)
+		} else if err := stream.Emit(signalsView{r}); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+func (o *SignalsOptions) evaluate(ctx context.Context) (signals.Report, error) {
+	now := time.Now()
+	window := o.window
+	if o.scrape != nil {
+		for name, err := range o.scrape.Errors() {
+			fmt.Fprintf(o.g.Streams.ErrOut, "warning: %s: %v\n", name, err)
+		}
+	}
+	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	shards, err := o.src.Fetch(fctx, now, window, o.step)
+	if err != nil {
+		return signals.Report{}, err
+	}
+	return signals.Evaluate(shards, now, window, signals.DefaultThresholds()), nil
+}
+
+// signalsView prints a report: the whole first, then each shard.
+type signalsView struct{ signals.Report }
+
+func (signalsView) Header(wide bool) []string {
+	h := []string{"SHARD", "LEVEL", "CREATED/S", "COMPLETED/S", "RATIO", "QUEUE", "QUEUE/S", "P99", "DROPS", "REASON"}
+	if wide {
+		h = append(h[:len(h)-1], "P50", "≥1S", "DEBT", "ETA", "REASONS")
+	}
+	return h
+}
+
+func (v signalsView) Rows(wide bool, c output.Colors) [][]string {
+	rows := [][]string{signalRow(v.Overall, wide, c)}
+	for _, s := range v.Shards {
+		rows = append(rows, signalRow(s, wide, c))
+	}
+	return rows
+}
+
+func signalRow(s signals.Signals, wide bool, c output.Colors) []string {
+	level := s.Level.String()
+	switch s.Level {
+	case signals.Critical:
+		level = c.Bad(level)
+	case signals.Warn:
+		level = c.Warn(level)
+	default:
+		level = c.Good(level)
+	}
+	row := []string{s.Name, level, fmt.Sprintf("%.1f", s.CreatedPerSec), fmt.Sprintf("%.1f", s.CompletedPerSec),
+		percent(s.Ratio), count(s.Queue), fmt.Sprintf("%+.1f", s.QueueSlope), secondsOf(s.P99),
+		fmt.Sprintf("%.0f%%", s.DropShare*100)}
+	if !wide {
+		reason := "-"
+		if len(s.Reasons) > 0 {
+			reason = s.Reasons[0]
+		}
+		return append(row, reason)
+	}
+	eta := "-"
+	switch {
+	case s.RecoverySeconds != nil:
+		eta = (time.Duration(*s.RecoverySeconds) * time.Second).String()
+	case s.Debt >= 1:
+		eta = "not recovering"
+	}
+	reasons := strings.Join(s.Reasons, "; ")
+	if reasons == "" {
+		reasons = "-"
+	}
+	return append(row, secondsOf(s.P50), fmt.Sprintf("%.0f%%", s.SlowShare*100), count(s.Debt), eta, reasons)
+}
+
+func percent(v *float64) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f%%", *v*100)
+}
+
+func secondsOf(v *float64) string {
+	if v == nil {
+		return "-"
+	}
+	d := time.Duration(*v * float64(time.Second))
+	if d >= time.Second {
+		return d.Round(10 * time.Millisecond).String()
+	}
+	return d.Round(10 * time.Microsecond).String()
+}
+
+// count prints a number as 950, 1.2k, 3.4M.
+func count(v float64) string {
+	switch a := math.Abs(v); {
+	case a >= 1e6:
+		return fmt.Sprintf("%.1fM", v/1e6)
+	case a >= 1e4:
+		return fmt.Sprintf("%.0fk", v/1e3)
+	case a >= 1e3:
+		return fmt.Sprintf("%.1fk", v/1e3)
+	}
+	return fmt.Sprintf("%.0f", v)
+}

@@ -1,0 +1,164 @@
+// Package load offers a Zeebe cluster (or the proxy) work at a fixed
+// rate, the way a fleet of clients does: creations are sent on a clock
+// whatever the answers take (an overloaded cluster's clients keep
+// sending), and a job worker completes every job it is given. The signal
+// tests, the advisor's timing runs, the demo and the capacity probe drive
+// shards with it.
+package load
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/camunda/zeebe/clients/go/v8/pkg/entities"
+	"github.com/camunda/zeebe/clients/go/v8/pkg/worker"
+	"github.com/camunda/zeebe/clients/go/v8/pkg/zbc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Process is a BPMN process of one service task per job type, in a line.
+func Process(id string, jobTypes ...string) []byte {
+	var b strings.Builder
+	b.WriteString(`<?xml version="1.0" encoding="UTF-8"?>
+<bpmn:definitions xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL" xmlns:zeebe="http://camunda.org/schema/zeebe/1.0" id="d" targetNamespace="t">
+`)
+	fmt.Fprintf(&b, `<bpmn:process id="%s" isExecutable="true"><bpmn:startEvent id="start"/>`, id)
+	prev := "start"
+	for i, typ := range jobTypes {
+		task := fmt.Sprintf("t%d", i+1)
+		fmt.Fprintf(&b, `<bpmn:serviceTask id="%s"><bpmn:extensionElements><zeebe:taskDefinition type="%s"/></bpmn:extensionElements></bpmn:serviceTask>`, task, typ)
+		fmt.Fprintf(&b, `<bpmn:sequenceFlow id="f%s" sourceRef="%s" targetRef="%s"/>`, task, prev, task)
+		prev = task
+	}
+	fmt.Fprintf(&b, `<bpmn:endEvent id="end"/><bpmn:sequenceFlow id="fend" sourceRef="%s" targetRef="end"/></bpmn:process></bpmn:definitions>`, prev)
+	return []byte(b.String())
+}
+
+// Config of a load.
+type Config struct {
+	ProcessID string
+	JobType   string
+	// Rate is process instances offered per second.
+	Rate float64
+	// MaxInFlight bounds the creations awaiting an answer; an offer that
+	// finds none free is counted as Skipped instead of piling up.
+	MaxInFlight int
+	// Timeout of one creation (default 10 s).
+	Timeout time.Duration
+}
+
+// Stats are a load's counts so far.
+type Stats struct {
+	Offered, Created, Refused, Failed, Skipped, Completed int64
+}
+
+// Generator offers instances and completes their jobs.
+type Generator struct {
+	c    zbc.Client
+	cfg  Config
+	rate atomic.Uint64 // math.Float64bits of the rate
+
+	offered, created, refused, failed, skipped, completed atomic.Int64
+}
+
+// New prepares a load on a client; Run starts it.
+func New(c zbc.Client, cfg Config) *Generator {
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = 1024
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 10 * time.Second
+	}
+	g := &Generator{c: c, cfg: cfg}
+	g.SetRate(cfg.Rate)
+	return g
+}
+
+// SetRate changes the offered rate while the load runs.
+func (g *Generator) SetRate(perSec float64) { g.rate.Store(uint64(perSec * 1000)) }
+
+func (g *Generator) currentRate() float64 { return float64(g.rate.Load()) / 1000 }
+
+// Deploy deploys the load's process.
+func (g *Generator) Deploy(ctx context.Context) error {
+	_, err := g.c.NewDeployResourceCommand().AddResource(Process(g.cfg.ProcessID, g.cfg.JobType), g.cfg.ProcessID+".bpmn").Send(ctx)
+	return err
+}
+
+// Run offers instances at the rate and completes jobs until ctx ends;
+// calls still in flight then are cancelled.
+func (g *Generator) Run(ctx context.Context) {
+	// Calls in flight end with the load: a stopped load must not wait out
+	// an overloaded cluster's answers.
+	w := g.c.NewJobWorker().JobType(g.cfg.JobType).Handler(func(jc worker.JobClient, job entities.Job) {
+		cctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
+		defer cancel()
+		if _, err := jc.NewCompleteJobCommand().JobKey(job.Key).Send(cctx); err == nil {
+			g.completed.Add(1)
+		}
+	}).MaxJobsActive(512).Concurrency(16).PollInterval(20 * time.Millisecond).RequestTimeout(2 * time.Second).Open()
+	defer w.Close()
+
+	slots := make(chan struct{}, g.cfg.MaxInFlight)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	next := time.Now()
+	for {
+		rate := g.currentRate()
+		if rate <= 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(100 * time.Millisecond):
+				next = time.Now()
+				continue
+			}
+		}
+		next = next.Add(time.Duration(float64(time.Second) / rate))
+		if d := time.Until(next); d > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(d):
+			}
+		} else if ctx.Err() != nil {
+			return
+		}
+		g.offered.Add(1)
+		select {
+		case slots <- struct{}{}:
+		default:
+			g.skipped.Add(1)
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-slots }()
+			cctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
+			defer cancel()
+			_, err := g.c.NewCreateInstanceCommand().BPMNProcessId(g.cfg.ProcessID).LatestVersion().Send(cctx)
+			switch {
+			case ctx.Err() != nil:
+				// stopped: neither created nor refused as far as we know
+			case err == nil:
+				g.created.Add(1)
+			case status.Code(err) == codes.ResourceExhausted:
+				g.refused.Add(1)
+			default:
+				g.failed.Add(1)
+			}
+		}()
+	}
+}
+
+// Stats reads the counts so far.
+func (g *Generator) Stats() Stats {
+	return Stats{Offered: g.offered.Load(), Created: g.created.Load(), Refused: g.refused.Load(),
+		Failed: g.failed.Load(), Skipped: g.skipped.Load(), Completed: g.completed.Load()}
+}

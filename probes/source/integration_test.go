@@ -1,0 +1,242 @@
+package source_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/shardctl/shardctl/internal/sim"
+	"github.com/shardctl/shardctl/internal/sim/simtest"
+	"github.com/shardctl/shardctl/probes/load"
+	"github.com/shardctl/shardctl/probes/signals"
+	"github.com/shardctl/shardctl/probes/source"
+)
+
+func freePort(t testing.TB) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// startPrometheus runs the Debian package's prometheus on a free port,
+// scraping every target each second with its cluster label.
+func startPrometheus(t testing.TB, targets map[string]string) string {
+	t.Helper()
+	bin, err := exec.LookPath("prometheus")
+	if err != nil {
+		t.Fatalf("prometheus is not installed: make test installs the Debian package prometheus (scripts/install-debs.sh prometheus)")
+	}
+	dir := t.TempDir()
+	var cfg strings.Builder
+	cfg.WriteString("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n- job_name: zeebe\n  static_configs:\n")
+	for cluster, addr := range targets {
+		fmt.Fprintf(&cfg, "  - targets: [%q]\n    labels: {cluster: %q}\n", addr, cluster)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	cmd := exec.Command(bin, "--config.file="+filepath.Join(dir, "prometheus.yml"), "--storage.tsdb.path="+filepath.Join(dir, "data"),
+		"--web.listen-address="+addr, "--log.level=warn")
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	url := "http://" + addr
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(url + "/-/ready")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return url
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("prometheus not ready after 30 s:\n%s", logs.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func buildShardctl(t testing.TB) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "shardctl")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/shardctl").CombinedOutput(); err != nil {
+		t.Fatalf("build shardctl: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// runSignals runs `shardctl signals ARGS -o json` and reads its report
+// and exit code.
+func runSignals(ctx context.Context, t testing.TB, bin string, args ...string) (signalsReport, int) {
+	cmd := exec.CommandContext(ctx, bin, append([]string{"signals", "-o", "json"}, args...)...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Errorf("shardctl signals %v: %v", args, err)
+	}
+	var r signalsReport
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Errorf("shardctl signals %v: %v\nstdout: %s\nstderr: %s", args, err, out.String(), errOut.String())
+	}
+	return r, code
+}
+
+type signalsReport struct {
+	Level  string
+	Shards []struct {
+		Name    string
+		Level   string
+		Reasons []string
+	}
+}
+
+func (r signalsReport) shard(name string) (level string, reasons []string) {
+	for _, s := range r.Shards {
+		if s.Name == name {
+			return s.Level, s.Reasons
+		}
+	}
+	return "missing", nil
+}
+
+func hasReason(reasons []string, word string) bool {
+	for _, r := range reasons {
+		if strings.Contains(r, word) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestSignalsOnSimulatedShards drives one simulator past its knee and
+// another at half its capacity, and reads them through a real Prometheus
+// server and by scraping: the first is critical (scissors and queue), the
+// second ok, both ways; it also measures how long the advisor takes to
+// call the knee.
+func TestSignalsOnSimulatedShards(t *testing.T) {
+	// One partition at 300 records/s: a one-task process completes up to
+	// ~60 instances/s. knee gets twice that; half gets half.
+	knee := simtest.Start(t, sim.Config{Partitions: 1, Capacity: 300, Degrade: true, DegradeThreshold: 50, BacklogLimit: -1})
+	half := simtest.Start(t, sim.Config{Partitions: 1, Capacity: 300, BacklogLimit: -1})
+	metrics := map[string]string{"knee": knee.MetricsAddr().String(), "half": half.MetricsAddr().String()}
+	prom := startPrometheus(t, metrics)
+	bin := buildShardctl(t)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	defer stopLoad()
+	for _, l := range []struct {
+		s    *sim.Sim
+		rate float64
+	}{{knee, 120}, {half, 30}} {
+		g := load.New(simtest.Client(t, l.s.Addr().String()), load.Config{ProcessID: "order", JobType: "work", Rate: l.rate})
+		if err := g.Deploy(ctx); err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); g.Run(loadCtx) }()
+	}
+	start := time.Now()
+
+	// The scraping run samples from the start, as an operator without a
+	// Prometheus server would.
+	const sampleFor = 55 * time.Second
+	var scraped signalsReport
+	var scrapedCode int
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		scraped, scrapedCode = runSignals(ctx, t, bin, "--scrape", "knee=http://"+metrics["knee"]+"/metrics",
+			"--scrape", "half=http://"+metrics["half"]+"/metrics", "--sample", sampleFor.String(), "--window", "1m")
+	}()
+
+	// The advisor, every 2 s through Prometheus, until it calls the knee.
+	p, err := source.NewPrometheus(prom, source.Presets["zeebe"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Rate = 10 * time.Second
+	var calledAt time.Duration
+	for calledAt == 0 && time.Since(start) < 100*time.Second {
+		time.Sleep(2 * time.Second)
+		now := time.Now()
+		shards, err := p.Fetch(ctx, now, 2*time.Minute, 2*time.Second)
+		if err != nil {
+			t.Logf("fetch: %v", err)
+			continue
+		}
+		r := signals.Evaluate(shards, now, 2*time.Minute, signals.DefaultThresholds())
+		for _, s := range r.Shards {
+			if s.Name == "knee" && s.Level == signals.Critical {
+				calledAt = time.Since(start)
+				t.Logf("critical %v after the load began: %q", calledAt.Round(time.Second), s.Reasons)
+			}
+		}
+	}
+	if calledAt == 0 {
+		t.Errorf("the advisor did not call the knee within 100 s")
+	}
+	// Let the scissors stay open long enough for both reasons, then read
+	// through the command as a runbook would.
+	if d := time.Until(start.Add(sampleFor + 2*time.Second)); d > 0 {
+		time.Sleep(d)
+	}
+	report, code := runSignals(ctx, t, bin, "--prometheus", prom, "--window", "2m", "--step", "2s", "--rate", "10s")
+	stopLoad()
+	wg.Wait()
+
+	for _, tc := range []struct {
+		how  string
+		r    signalsReport
+		code int
+	}{{"prometheus", report, code}, {"scrape", scraped, scrapedCode}} {
+		lvl, reasons := tc.r.shard("knee")
+		if lvl != "critical" || !hasReason(reasons, "scissors") || !hasReason(reasons, "queue growing") {
+			t.Errorf("%s: knee is %s with %q; want critical with scissors and queue reasons", tc.how, lvl, reasons)
+		}
+		if lvl, reasons := tc.r.shard("half"); lvl != "ok" {
+			t.Errorf("%s: half is %s with %q; want ok", tc.how, lvl, reasons)
+		}
+		if tc.code != 3 {
+			t.Errorf("%s: exit code %d, want 3 (critical reaches --fail-on critical)", tc.how, tc.code)
+		}
+	}
+}

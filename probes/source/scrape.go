@@ -1,0 +1,401 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/shardctl/shardctl/probes/signals"
+)
+
+// Target is a /metrics endpoint to scrape; Name labels its shard.
+type Target struct {
+	Name, URL string
+}
+
+// ParseTarget reads --scrape [NAME=]URL; without NAME the shard is named
+// by the URL's host:port.
+func ParseTarget(v string) (Target, error) {
+	name, raw, ok := strings.Cut(v, "=")
+	if !ok || strings.Contains(name, "/") || strings.Contains(name, ":") {
+		name, raw = "", v
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return Target{}, fmt.Errorf("--scrape %q: want [NAME=]http://HOST:PORT/metrics", v)
+	}
+	if name == "" {
+		name = u.Host
+	}
+	return Target{Name: name, URL: u.String()}, nil
+}
+
+// rule picks samples of one metric with some label values.
+type rule struct {
+	metric string
+	match  map[string]string
+}
+
+// scrapeRules say what a preset's signals are in raw samples: the same
+// as its PromQL, without a server.
+type scrapeRules struct {
+	group                                 string // label naming the shard; "" = the target
+	created, completed, dropped, received []rule // counters, summed
+	queueAdd, queueSub                    []rule // gauges: Σ add − Σ sub
+	latency                               string // histogram family, summed by le
+}
+
+var presetRules = map[string]scrapeRules{
+	"zeebe": {
+		created:   []rule{{"zeebe_element_instance_events_total", map[string]string{"type": "PROCESS", "action": "activated"}}},
+		completed: []rule{{"zeebe_element_instance_events_total", map[string]string{"type": "PROCESS", "action": "completed"}}},
+		dropped:   []rule{{"zeebe_dropped_request_count_total", nil}},
+		received:  []rule{{"zeebe_received_request_count_total", nil}},
+		queueAdd:  []rule{{"zeebe_log_appender_last_committed_position", nil}},
+		queueSub:  []rule{{"zeebe_stream_processor_last_processed_position", nil}},
+		latency:   "zeebe_stream_processor_latency",
+	},
+	"proxy": {
+		group:    "shard",
+		created:  []rule{{"shardctl_proxy_p2c_choices_total", nil}},
+		dropped:  []rule{{"shardctl_proxy_shard_requests_total", map[string]string{"code": "ResourceExhausted"}}},
+		received: []rule{{"shardctl_proxy_shard_requests_total", nil}},
+		queueAdd: []rule{{"shardctl_proxy_shard_inflight_requests", nil}},
+	},
+}
+
+// values are one shard's numbers in one scrape.
+type values struct {
+	created, completed, dropped, received, queue float64
+	buckets                                      map[float64]float64 // cumulative, by upper bound
+	has                                          map[string]bool
+}
+
+type sample struct {
+	at     time.Time
+	shards map[string]*values
+}
+
+// Scrape reads /metrics endpoints every Interval into a ring buffer and
+// computes rates and histogram increases from it.
+type Scrape struct {
+	targets  []Target
+	rules    scrapeRules
+	Interval time.Duration
+	// Keep is how much history the ring holds.
+	Keep time.Duration
+	HTTP *http.Client
+
+	mu    sync.Mutex
+	rings map[string][]sample // by target
+	errs  map[string]error
+}
+
+// NewScrape prepares a scraping source for a preset (zeebe or proxy).
+func NewScrape(targets []Target, preset string, interval, keep time.Duration) (*Scrape, error) {
+	r, ok := presetRules[preset]
+	if !ok {
+		return nil, fmt.Errorf("preset %q: want zeebe or proxy", preset)
+	}
+	if len(targets) == 0 {
+		return nil, errors.New("no targets to scrape")
+	}
+	return &Scrape{targets: targets, rules: r, Interval: interval, Keep: keep,
+		HTTP:  &http.Client{Timeout: max(interval, time.Second)},
+		rings: map[string][]sample{}, errs: map[string]error{}}, nil
+}
+
+// Run scrapes every target every Interval until ctx ends.
+func (s *Scrape) Run(ctx context.Context) {
+	t := time.NewTicker(s.Interval)
+	defer t.Stop()
+	for {
+		s.ScrapeOnce(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// ScrapeOnce reads every target once, in parallel.
+func (s *Scrape) ScrapeOnce(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, tg := range s.targets {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			smp, err := s.scrape(ctx, tg)
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.errs[tg.Name] = err
+			if err != nil {
+				return
+			}
+			ring := append(s.rings[tg.Name], smp)
+			cut := 0
+			for cut < len(ring) && smp.at.Sub(ring[cut].at) > s.Keep {
+				cut++
+			}
+			s.rings[tg.Name] = ring[cut:]
+		}()
+	}
+	wg.Wait()
+}
+
+// Errors are the targets' last scrape errors (nil for those that answered).
+func (s *Scrape) Errors() map[string]error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]error{}
+	for k, v := range s.errs {
+		if v != nil {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func (s *Scrape) scrape(ctx context.Context, tg Target) (sample, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, tg.URL, nil)
+	if err != nil {
+		return sample{}, err
+	}
+	req.Header.Set("Accept", "text/plain;version=0.0.4")
+	resp, err := s.HTTP.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return sample{}, fmt.Errorf("scrape %s: %w", tg.URL, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return sample{}, fmt.Errorf("scrape %s: %s", tg.URL, resp.Status)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return sample{}, fmt.Errorf("scrape %s: %w", tg.URL, err)
+	}
+	return sample{at: time.Now(), shards: s.extract(tg.Name, fams)}, nil
+}
+
+func (s *Scrape) extract(target string, fams map[string]*dto.MetricFamily) map[string]*values {
+	out := map[string]*values{}
+	shard := func(m *dto.Metric) *values {
+		name := target
+		if s.rules.group != "" {
+			name = labelOf(m, s.rules.group)
+		}
+		v := out[name]
+		if v == nil {
+			v = &values{buckets: map[float64]float64{}, has: map[string]bool{}}
+			out[name] = v
+		}
+		return v
+	}
+	add := func(rules []rule, what string, sign float64, set func(*values, float64)) {
+		for _, r := range rules {
+			f := fams[r.metric]
+			if f == nil {
+				continue
+			}
+			for _, m := range f.GetMetric() {
+				if !matches(m, r.match) {
+					continue
+				}
+				v := shard(m)
+				set(v, sign*sampleValue(m))
+				v.has[what] = true
+			}
+		}
+	}
+	add(s.rules.created, "created", 1, func(v *values, x float64) { v.created += x })
+	add(s.rules.completed, "completed", 1, func(v *values, x float64) { v.completed += x })
+	add(s.rules.dropped, "dropped", 1, func(v *values, x float64) { v.dropped += x })
+	add(s.rules.received, "received", 1, func(v *values, x float64) { v.received += x })
+	add(s.rules.queueAdd, "queue", 1, func(v *values, x float64) { v.queue += x })
+	add(s.rules.queueSub, "queue", -1, func(v *values, x float64) { v.queue += x })
+	if f := fams[s.rules.latency]; f != nil {
+		for _, m := range f.GetMetric() {
+			v := shard(m)
+			inf := false
+			for _, b := range m.GetHistogram().GetBucket() {
+				v.buckets[b.GetUpperBound()] += float64(b.GetCumulativeCount())
+				inf = inf || math.IsInf(b.GetUpperBound(), 1)
+			}
+			if !inf { // the +Inf bucket is the sample count
+				v.buckets[math.Inf(1)] += float64(m.GetHistogram().GetSampleCount())
+			}
+			v.has["latency"] = true
+		}
+	}
+	return out
+}
+
+func labelOf(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+func matches(m *dto.Metric, want map[string]string) bool {
+	for k, v := range want {
+		if labelOf(m, k) != v {
+			return false
+		}
+	}
+	return true
+}
+
+func sampleValue(m *dto.Metric) float64 {
+	switch {
+	case m.Counter != nil:
+		return m.GetCounter().GetValue()
+	case m.Gauge != nil:
+		return m.GetGauge().GetValue()
+	case m.Untyped != nil:
+		return m.GetUntyped().GetValue()
+	}
+	return 0
+}
+
+// Fetch computes every shard's series over the window from the ring: at
+// each step, rates between the samples nearest the step's two ends (a
+// counter that went down restarted), the queue's latest value, and the
+// histogram's increase per bucket.
+func (s *Scrape) Fetch(_ context.Context, now time.Time, window, step time.Duration) ([]signals.Shard, error) {
+	s.mu.Lock()
+	rings := map[string][]sample{}
+	for k, v := range s.rings {
+		rings[k] = v
+	}
+	errs := map[string]error{}
+	for k, v := range s.errs {
+		errs[k] = v
+	}
+	s.mu.Unlock()
+	shards := map[string]*signals.Shard{}
+	usable := 0
+	for _, tg := range s.targets {
+		ring := rings[tg.Name]
+		if len(ring) < 2 {
+			continue
+		}
+		usable++
+		names := map[string]bool{}
+		for _, smp := range ring {
+			for n := range smp.shards {
+				names[n] = true
+			}
+		}
+		for n := range names {
+			sh := shards[n]
+			if sh == nil {
+				sh = &signals.Shard{Name: n}
+				shards[n] = sh
+			}
+			fill(sh, ring, n, now, window, step)
+		}
+	}
+	if usable == 0 {
+		var msgs []string
+		for _, tg := range s.targets {
+			if err := errs[tg.Name]; err != nil {
+				msgs = append(msgs, err.Error())
+			}
+		}
+		if len(msgs) > 0 {
+			return nil, fmt.Errorf("no target answered twice yet: %s", strings.Join(msgs, "; "))
+		}
+		return nil, errors.New("no target scraped twice yet: rates need two samples")
+	}
+	return sorted(shards), nil
+}
+
+// at returns the last sample at or before t, if any.
+func at(ring []sample, t time.Time) (sample, bool) {
+	i := sort.Search(len(ring), func(i int) bool { return ring[i].at.After(t) })
+	if i == 0 {
+		return sample{}, false
+	}
+	return ring[i-1], true
+}
+
+func fill(sh *signals.Shard, ring []sample, name string, now time.Time, window, step time.Duration) {
+	first := now.Add(-window).Truncate(step)
+	var bounds []float64
+	for t := first; !t.After(now); t = t.Add(step) {
+		b, okB := at(ring, t)
+		a, okA := at(ring, t.Add(-step))
+		if !okB {
+			continue
+		}
+		vb := b.shards[name]
+		if vb == nil {
+			continue
+		}
+		if vb.has["queue"] {
+			sh.Queue = append(sh.Queue, signals.Point{T: t, V: vb.queue})
+		}
+		if !okA || !b.at.After(a.at) {
+			continue
+		}
+		va := a.shards[name]
+		if va == nil {
+			continue
+		}
+		dt := b.at.Sub(a.at).Seconds()
+		rate := func(what string, x, y float64, dst *signals.Series) {
+			if !va.has[what] || !vb.has[what] {
+				return
+			}
+			d := y - x
+			if d < 0 {
+				d = y // the counter restarted
+			}
+			*dst = append(*dst, signals.Point{T: t, V: d / dt})
+		}
+		rate("created", va.created, vb.created, &sh.Created)
+		rate("completed", va.completed, vb.completed, &sh.Completed)
+		rate("dropped", va.dropped, vb.dropped, &sh.Dropped)
+		rate("received", va.received, vb.received, &sh.Received)
+		if va.has["latency"] && vb.has["latency"] {
+			if bounds == nil {
+				for le := range vb.buckets {
+					bounds = append(bounds, le)
+				}
+				sort.Float64s(bounds)
+				sh.Latency.Bounds = bounds
+			}
+			inc := map[float64]float64{}
+			for _, le := range bounds {
+				d := vb.buckets[le] - va.buckets[le]
+				if d < 0 {
+					d = vb.buckets[le]
+				}
+				inc[le] = d
+			}
+			sh.Latency.Times = append(sh.Latency.Times, t)
+			sh.Latency.Counts = append(sh.Latency.Counts, perBucket(bounds, inc))
+		}
+	}
+}

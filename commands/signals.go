@@ -15,25 +15,115 @@ import (
 	"github.com/shardctl/shardctl/probes/source"
 )
 
-// SignalsOptions evaluates the degradation signals once, or on a watch.
-type SignalsOptions struct {
+// signalSource is the flags and the source that `signals` and `top`
+// share: Prometheus (--prometheus) or scraping (--scrape), a preset.
+type signalSource struct {
 	g                        *Globals
 	preset, queries, groupBy string
-	window, step, sample     time.Duration
-	rate                     time.Duration
-	every                    time.Duration
-	failOn                   string
-	watch                    bool
+	window, step, rate       time.Duration
+
+	src    source.Source
+	scrape *source.Scrape
+}
+
+func (s *signalSource) addFlags(cmd *cobra.Command, window time.Duration) {
+	f := cmd.Flags()
+	f.StringVar(&s.preset, "preset", "zeebe", "query preset: zeebe (Zeebe's metrics) or proxy (shardctl proxy's)")
+	f.StringVar(&s.queries, "queries", "", "YAML file overriding the preset's PromQL (groupBy, created, completed, queue, latency, dropped, received)")
+	f.StringVar(&s.groupBy, "group-by", "", "label that names a shard (default: cluster when present, else the scrape target)")
+	f.DurationVar(&s.window, "window", window, "how far back to read")
+	f.DurationVar(&s.step, "step", 0, "resolution of the series (default: window/120, at least 5s; with --scrape 1s)")
+	f.DurationVar(&s.rate, "rate", 0, "with --prometheus: the range of rate() (default: 4 steps, at least 30s; at least 4 scrape intervals)")
+	_ = cmd.RegisterFlagCompletionFunc("preset", completions.Values("zeebe", "proxy"))
+}
+
+// open checks the flags and builds the source.
+func (s *signalSource) open() error {
+	if s.window < 30*time.Second || s.step < 0 || s.rate < 0 {
+		return fmt.Errorf("--window at least 30s; --step and --rate not negative")
+	}
+	prom := s.g.PrometheusURL()
+	switch {
+	case prom != "" && len(s.g.Scrape) > 0:
+		return fmt.Errorf("--prometheus and --scrape both given: pick one source")
+	case prom == "" && len(s.g.Scrape) == 0:
+		return fmt.Errorf("no source: give --prometheus URL (or SHARDCTL_PROMETHEUS), or --scrape [NAME=]URL for each shard")
+	case prom != "":
+		p, err := source.LoadPreset(s.preset, s.queries)
+		if err != nil {
+			return err
+		}
+		if s.groupBy != "" {
+			p.GroupBy = s.groupBy
+		}
+		src, err := source.NewPrometheus(prom, p)
+		if err != nil {
+			return err
+		}
+		src.Rate = s.rate
+		s.src = src
+		if s.step == 0 {
+			s.step = max(s.window/120, 5*time.Second)
+		}
+	default:
+		if s.queries != "" || s.groupBy != "" {
+			return fmt.Errorf("--queries and --group-by are PromQL: they need --prometheus")
+		}
+		var targets []source.Target
+		for _, v := range s.g.Scrape {
+			t, err := source.ParseTarget(v)
+			if err != nil {
+				return err
+			}
+			targets = append(targets, t)
+		}
+		if s.step == 0 {
+			s.step = time.Second
+		}
+		sc, err := source.NewScrape(targets, s.preset, s.step, s.window+time.Minute)
+		if err != nil {
+			return err
+		}
+		s.src, s.scrape = sc, sc
+	}
+	return nil
+}
+
+// describe names the source for headers.
+func (s *signalSource) describe() string {
+	if s.scrape != nil {
+		return fmt.Sprintf("%s, scraping %d targets", s.preset, len(s.g.Scrape))
+	}
+	return fmt.Sprintf("%s via %s", s.preset, s.g.PrometheusURL())
+}
+
+// snapshot fetches and evaluates once.
+func (s *signalSource) snapshot(ctx context.Context) (signals.Snapshot, error) {
+	now := time.Now()
+	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	shards, err := s.src.Fetch(fctx, now, s.window, s.step)
+	if err != nil {
+		return signals.Snapshot{}, err
+	}
+	return signals.Take(shards, now, s.window, signals.DefaultThresholds()), nil
+}
+
+// SignalsOptions evaluates the degradation signals once, or on a watch.
+type SignalsOptions struct {
+	g *Globals
+	signalSource
+	sample, every time.Duration
+	failOn        string
+	watch         bool
 
 	printer *output.Printer
 	level   signals.Level
-	src     source.Source
-	scrape  *source.Scrape
 }
 
 // NewCmdSignals builds `shardctl signals`.
 func NewCmdSignals(g *Globals) *cobra.Command {
-	o := &SignalsOptions{g: g}
+	o := &SignalsOptions{g: g, signalSource: signalSource{g: g}}
 	cmd := &cobra.Command{
 		Use:   "signals",
 		Short: "Evaluate the scissors, queue and heatmap of every shard: ok, warn or critical",
@@ -66,18 +156,12 @@ With --scrape there is no history: shardctl samples for --sample first.`,
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE:              runOptions(o),
 	}
+	o.addFlags(cmd, 10*time.Minute)
 	f := cmd.Flags()
-	f.StringVar(&o.preset, "preset", "zeebe", "query preset: zeebe (Zeebe's metrics) or proxy (shardctl proxy's)")
-	f.StringVar(&o.queries, "queries", "", "YAML file overriding the preset's PromQL (groupBy, created, completed, queue, latency, dropped, received)")
-	f.StringVar(&o.groupBy, "group-by", "", "label that names a shard (default: cluster when present, else the scrape target)")
-	f.DurationVar(&o.window, "window", 10*time.Minute, "how far back to read")
-	f.DurationVar(&o.step, "step", 0, "resolution of the series (default: window/120, at least 5s; with --scrape 1s)")
-	f.DurationVar(&o.rate, "rate", 0, "with --prometheus: the range of rate() (default: 4 steps, at least 30s; at least 4 scrape intervals)")
 	f.DurationVar(&o.sample, "sample", 15*time.Second, "with --scrape: how long to sample before the first evaluation")
 	f.StringVar(&o.failOn, "fail-on", "critical", "exit 3 when the level reaches this: warn or critical")
 	f.BoolVar(&o.watch, "watch", false, "evaluate again every --every and print each report (JSON lines with -o json)")
 	f.DurationVar(&o.every, "every", 15*time.Second, "with --watch: how often to evaluate")
-	_ = cmd.RegisterFlagCompletionFunc("preset", completions.Values("zeebe", "proxy"))
 	_ = cmd.RegisterFlagCompletionFunc("fail-on", completions.Values("warn", "critical"))
 	return cmd
 }
@@ -93,54 +177,10 @@ func (o *SignalsOptions) Validate() error {
 		return fmt.Errorf("--fail-on %q: want warn or critical", o.failOn)
 	}
 	o.level = lvl
-	if o.window < 30*time.Second || o.step < 0 || o.rate < 0 || o.sample < 2*time.Second || o.every < time.Second {
-		return fmt.Errorf("--window at least 30s, --sample at least 2s, --every at least 1s, --step not negative")
+	if o.sample < 2*time.Second || o.every < time.Second {
+		return fmt.Errorf("--sample at least 2s, --every at least 1s")
 	}
-	prom := o.g.PrometheusURL()
-	switch {
-	case prom != "" && len(o.g.Scrape) > 0:
-		return fmt.Errorf("--prometheus and --scrape both given: pick one source")
-	case prom == "" && len(o.g.Scrape) == 0:
-		return fmt.Errorf("no source: give --prometheus URL (or SHARDCTL_PROMETHEUS), or --scrape [NAME=]URL for each shard")
-	case prom != "":
-		p, err := source.LoadPreset(o.preset, o.queries)
-		if err != nil {
-			return err
-		}
-		if o.groupBy != "" {
-			p.GroupBy = o.groupBy
-		}
-		src, err := source.NewPrometheus(prom, p)
-		if err != nil {
-			return err
-		}
-		src.Rate = o.rate
-		o.src = src
-		if o.step == 0 {
-			o.step = max(o.window/120, 5*time.Second)
-		}
-	default:
-		if o.queries != "" || o.groupBy != "" {
-			return fmt.Errorf("--queries and --group-by are PromQL: they need --prometheus")
-		}
-		var targets []source.Target
-		for _, v := range o.g.Scrape {
-			t, err := source.ParseTarget(v)
-			if err != nil {
-				return err
-			}
-			targets = append(targets, t)
-		}
-		if o.step == 0 {
-			o.step = time.Second
-		}
-		s, err := source.NewScrape(targets, o.preset, o.step, o.window+time.Minute)
-		if err != nil {
-			return err
-		}
-		o.src, o.scrape = s, s
-	}
-	return nil
+	return o.open()
 }
 
 func (o *SignalsOptions) Run(ctx context.Context) error {
@@ -191,20 +231,13 @@ func (o *SignalsOptions) Run(ctx context.Context) error {
 }
 
 func (o *SignalsOptions) evaluate(ctx context.Context) (signals.Report, error) {
-	now := time.Now()
-	window := o.window
 	if o.scrape != nil {
 		for name, err := range o.scrape.Errors() {
 			fmt.Fprintf(o.g.Streams.ErrOut, "warning: %s: %v\n", name, err)
 		}
 	}
-	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	shards, err := o.src.Fetch(fctx, now, window, o.step)
-	if err != nil {
-		return signals.Report{}, err
-	}
-	return signals.Evaluate(shards, now, window, signals.DefaultThresholds()), nil
+	snap, err := o.snapshot(ctx)
+	return snap.Report, err
 }
 
 // signalsView prints a report: the whole first, then each shard.

@@ -174,11 +174,7 @@ func evaluate(s Shard, now time.Time, th Thresholds) Signals {
 
 	// Queue: its latest size and whether it grows as a line.
 	sig.Queue = zeroNaN(s.Queue.Last())
-	if fit := LinearFit(s.Queue); len(s.Queue) >= 3 {
-		sig.QueueSlope, sig.QueueR2 = fit.Slope, fit.R2
-		growth := fit.Slope * s.Queue[len(s.Queue)-1].T.Sub(s.Queue[0].T).Seconds()
-		sig.QueueGrowing = fit.Slope > 0 && fit.R2 >= th.QueueR2 && growth >= th.QueueMinGrowth
-	}
+	sig.QueueSlope, sig.QueueR2, sig.QueueGrowing = queueTrend(s.Queue, now, th)
 
 	// Heatmap: where the latency mass is.
 	counts := s.Latency.Total(recent)
@@ -228,6 +224,35 @@ func evaluate(s Shard, now time.Time, th Thresholds) Signals {
 		}
 	}
 	return sig
+}
+
+// queueTrend fits lines to the queue over the recent minute, two, five
+// and the whole window: a knee crossed mid-window grows as a line only
+// since then, and a fit over the whole window would dilute it. The queue
+// grows linearly when any of those fits rises with a good R² by enough
+// records; the shortest such fit is reported, the rate it grows at now
+// (else the whole window's).
+func queueTrend(q Series, now time.Time, th Thresholds) (slope, r2 float64, growing bool) {
+	whole := LinearFit(q)
+	if len(q) < 3 {
+		return whole.Slope, whole.R2, false
+	}
+	slope, r2 = whole.Slope, whole.R2
+	for _, back := range []time.Duration{th.Recent, 2 * th.Recent, 5 * th.Recent, 0} {
+		part := q
+		if back > 0 {
+			part = q.Since(now.Add(-back))
+		}
+		if len(part) < 3 {
+			continue
+		}
+		f := LinearFit(part)
+		growth := f.Slope * part[len(part)-1].T.Sub(part[0].T).Seconds()
+		if f.Slope > 0 && f.R2 >= th.QueueR2 && growth >= th.QueueMinGrowth {
+			return f.Slope, f.R2, true
+		}
+	}
+	return slope, r2, false
 }
 
 // belowFor is how long, back from now, completion has stayed under ratio ×
@@ -289,4 +314,17 @@ func seconds(s float64) string {
 
 func sortTimes(ts []time.Time) {
 	sort.Slice(ts, func(i, j int) bool { return ts[i].Before(ts[j]) })
+}
+
+// Snapshot is one fetch and its evaluation: the series the pictures are
+// drawn from and the report the advisor made of them.
+type Snapshot struct {
+	Report Report
+	Series []Shard // by name, as the report's shards
+}
+
+// Take evaluates fetched series into a snapshot.
+func Take(shards []Shard, now time.Time, window time.Duration, th Thresholds) Snapshot {
+	sort.Slice(shards, func(i, j int) bool { return shards[i].Name < shards[j].Name })
+	return Snapshot{Report: Evaluate(shards, now, window, th), Series: shards}
 }

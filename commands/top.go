@@ -1,0 +1,77 @@
+package commands
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/colorprofile"
+	"github.com/mattn/go-isatty"
+	"github.com/spf13/cobra"
+
+	"github.com/shardctl/shardctl/tui"
+)
+
+// TopOptions runs the live dashboard.
+type TopOptions struct {
+	g *Globals
+	signalSource
+	refresh time.Duration
+}
+
+// NewCmdTop builds `shardctl top`.
+func NewCmdTop(g *Globals) *cobra.Command {
+	o := &TopOptions{g: g, signalSource: signalSource{g: g}}
+	cmd := &cobra.Command{
+		Use:   "top",
+		Short: "Watch every shard's scissors, queue and latency heatmap live",
+		Long: `A live dashboard of the signals "shardctl signals" evaluates, from the same
+source (--prometheus or --scrape): one row per shard with its level, the
+scissors (instances created vs completed), the queue and its trend, and a
+latency heatmap strip; enter opens a shard's full-size charts.
+
+Keys: ↑/↓ select · enter detail · esc back · / filter · s sort (name, level,
+ratio, queue) · p pause · ? help · q quit. --no-color (or NO_COLOR) draws
+in monochrome: the glyphs carry the meaning.`,
+		Example: `  shardctl top --prometheus http://prometheus:9090
+  shardctl top --scrape blue=http://10.0.0.5:9600/metrics --scrape green=http://10.0.1.5:9600/metrics --window 5m`,
+		Args:              cobra.NoArgs,
+		GroupID:           "observe",
+		ValidArgsFunction: cobra.NoFileCompletions,
+		RunE:              runOptions(o),
+	}
+	o.addFlags(cmd, 15*time.Minute)
+	cmd.Flags().DurationVar(&o.refresh, "refresh", 2*time.Second, "how often to fetch and redraw")
+	return cmd
+}
+
+func (o *TopOptions) Complete(*cobra.Command, []string) error { return nil }
+
+func (o *TopOptions) Validate() error {
+	if o.refresh < 100*time.Millisecond {
+		return fmt.Errorf("--refresh %v: want at least 100ms", o.refresh)
+	}
+	return o.open()
+}
+
+func (o *TopOptions) Run(ctx context.Context) error {
+	out, ok := o.g.Streams.Out.(*os.File)
+	if !ok || !isatty.IsTerminal(out.Fd()) {
+		return fmt.Errorf("top draws on a terminal; without one use \"shardctl signals --watch -o json\"")
+	}
+	if o.scrape != nil {
+		go o.scrape.Run(ctx)
+	}
+	m := tui.New(tui.Options{Fetch: o.snapshot, Refresh: o.refresh, Source: o.describe(), Window: o.window})
+	opts := []tea.ProgramOption{tea.WithContext(ctx)}
+	if o.g.NoColor || o.g.Getenv("NO_COLOR") != "" || o.g.Getenv("TERM") == "dumb" {
+		opts = append(opts, tea.WithColorProfile(colorprofile.Ascii))
+	}
+	_, err := tea.NewProgram(m, opts...).Run()
+	if err != nil && ctx.Err() != nil {
+		return nil // SIGINT/SIGTERM: a normal way out
+	}
+	return err
+}

@@ -1,0 +1,147 @@
+package tui
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/colorprofile"
+	"github.com/charmbracelet/x/ansi"
+	"github.com/charmbracelet/x/exp/golden"
+	"github.com/charmbracelet/x/exp/teatest/v2"
+
+	"github.com/shardctl/shardctl/probes/signals"
+)
+
+var now = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+// recorded builds the series of two shards over ten minutes at 5 s: knee
+// crosses its knee at minute 6 (the scissors open, the queue climbs, the
+// latency mass moves to seconds); half runs steadily at half its capacity.
+func recorded() []signals.Shard {
+	bounds := []float64{0.001, 0.01, 0.1, 1, 5, 30, math.Inf(1)}
+	mk := func(name string, knee bool) signals.Shard {
+		s := signals.Shard{Name: name, Latency: signals.Heatmap{Bounds: bounds}}
+		for i := 0; i <= 120; i++ {
+			t := now.Add(-10 * time.Minute).Add(time.Duration(i) * 5 * time.Second)
+			sec := float64(i * 5)
+			created, completed, queue, bucket := 30.0, 30.0, 20.0, 1
+			if knee {
+				created, completed = 60+sec/10, 60+sec/10
+				if sec >= 360 {
+					created, completed = 120, 120*math.Max(0.05, 1-(sec-360)/120)
+					queue = 20 + (sec-360)*100
+					bucket = min(2+int(sec-360)/60, 5)
+				}
+			}
+			s.Created = append(s.Created, signals.Point{T: t, V: created})
+			s.Completed = append(s.Completed, signals.Point{T: t, V: completed})
+			s.Queue = append(s.Queue, signals.Point{T: t, V: queue})
+			counts := make([]float64, len(bounds))
+			counts[bucket] = created
+			s.Latency.Times = append(s.Latency.Times, t)
+			s.Latency.Counts = append(s.Latency.Counts, counts)
+		}
+		return s
+	}
+	return []signals.Shard{mk("knee", true), mk("half", false)}
+}
+
+func snapshot() signals.Snapshot {
+	return signals.Take(recorded(), now, 10*time.Minute, signals.DefaultThresholds())
+}
+
+func newTestModel(t *testing.T, fetch func(context.Context) (signals.Snapshot, error)) *teatest.TestModel {
+	m := New(Options{Fetch: fetch, Refresh: time.Hour, Source: "zeebe via test", Window: 10 * time.Minute, Now: func() time.Time { return now }})
+	return teatest.NewTestModel(t, m, teatest.WithInitialTermSize(100, 30),
+		teatest.WithProgramOptions(tea.WithColorProfile(colorprofile.Ascii)))
+}
+
+func waitFor(t *testing.T, tm *teatest.TestModel, text string) {
+	t.Helper()
+	teatest.WaitFor(t, tm.Output(), func(b []byte) bool { return bytes.Contains(b, []byte(text)) },
+		teatest.WithDuration(5*time.Second), teatest.WithCheckInterval(10*time.Millisecond))
+}
+
+// screen is the final frame as text, without colour: the golden files
+// show what a monochrome terminal shows.
+func screen(t *testing.T, tm *teatest.TestModel) string {
+	if err := tm.Quit(); err != nil {
+		t.Fatal(err)
+	}
+	m := tm.FinalModel(t, teatest.WithFinalTimeout(5*time.Second)).(*Model)
+	return ansi.Strip(m.View().Content)
+}
+
+func TestViews(t *testing.T) {
+	ok := func(context.Context) (signals.Snapshot, error) { return snapshot(), nil }
+	for _, tc := range []struct {
+		name  string
+		fetch func(context.Context) (signals.Snapshot, error)
+		keys  func(tm *teatest.TestModel)
+		want  []string // on the screen, besides the golden file
+	}{
+		{"overview", ok, nil, []string{"✖ crit", "✔ ok", "▓", "↗"}},
+		{"detail", ok, func(tm *teatest.TestModel) {
+			tm.Send(tea.KeyPressMsg{Code: tea.KeyDown})
+			tm.Send(tea.KeyPressMsg{Code: tea.KeyEnter})
+		}, []string{"scissors", "○ completed/s", "heatmap", "≤30s", "queue growing linearly"}},
+		{"help", ok, func(tm *teatest.TestModel) { tm.Type("?") }, []string{"keys", "pictures", "filter"}},
+		{"filter", ok, func(tm *teatest.TestModel) { tm.Type("/hal") }, []string{"/hal", "half"}},
+		{"sorted-by-level", ok, func(tm *teatest.TestModel) { tm.Type("s") }, []string{"sort: level"}},
+		{"error", func(context.Context) (signals.Snapshot, error) {
+			return signals.Snapshot{}, errors.New(`prometheus: Get "http://prometheus:9090/api/v1/query": connection refused`)
+		}, nil, []string{"no data yet", "connection refused", "retry 1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tm := newTestModel(t, tc.fetch)
+			// One wait: it reads the output, and a static screen writes no more.
+			if tc.name != "error" {
+				waitFor(t, tm, "SHARD")
+			} else {
+				waitFor(t, tm, "retry")
+			}
+			if tc.keys != nil {
+				tc.keys(tm)
+				time.Sleep(100 * time.Millisecond)
+			}
+			got := screen(t, tm)
+			for _, w := range tc.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("the screen lacks %q:\n%s", w, got)
+				}
+			}
+			if tc.name == "filter" && strings.Contains(got, "knee ") {
+				t.Errorf("the filter /hal still lists knee:\n%s", got)
+			}
+			golden.RequireEqual(t, got)
+		})
+	}
+}
+
+// The screen fits the terminal exactly at every size, 80×24 and up.
+func TestSizes(t *testing.T) {
+	for _, size := range [][2]int{{80, 24}, {120, 40}, {200, 50}} {
+		m := New(Options{Fetch: func(context.Context) (signals.Snapshot, error) { return snapshot(), nil }, Window: 10 * time.Minute, Now: func() time.Time { return now }})
+		m.Update(tea.WindowSizeMsg{Width: size[0], Height: size[1]})
+		m.Update(snapshotMsg{snap: snapshot()})
+		for _, v := range []view{overview, detail, helpView} {
+			m.view = v
+			m.frame++
+			lines := strings.Split(m.View().Content, "\n")
+			if len(lines) != size[1] {
+				t.Errorf("%dx%d view %d: %d lines", size[0], size[1], v, len(lines))
+			}
+			for i, l := range lines {
+				if w := ansi.StringWidth(l); w > size[0] {
+					t.Errorf("%dx%d view %d line %d is %d wide: %q", size[0], size[1], v, i, w, ansi.Strip(l))
+				}
+			}
+		}
+	}
+}

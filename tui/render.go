@@ -1,0 +1,440 @@
+package tui
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"charm.land/lipgloss/v2"
+
+	"github.com/shardctl/shardctl/probes/signals"
+)
+
+var (
+	styleBold   = lipgloss.NewStyle().Bold(true)
+	styleFaint  = lipgloss.NewStyle().Faint(true)
+	styleOK     = lipgloss.NewStyle().Foreground(lipgloss.Green)
+	styleWarn   = lipgloss.NewStyle().Foreground(lipgloss.Yellow)
+	styleCrit   = lipgloss.NewStyle().Foreground(lipgloss.Red).Bold(true)
+	styleSel    = lipgloss.NewStyle().Reverse(true)
+	styleLineA  = lipgloss.NewStyle().Foreground(lipgloss.Cyan)
+	styleLineB  = lipgloss.NewStyle().Foreground(lipgloss.Magenta)
+	styleHeader = lipgloss.NewStyle().Bold(true).Underline(true)
+)
+
+// levelTag is the level as a symbol and a word, coloured.
+func levelTag(l signals.Level) string {
+	switch l {
+	case signals.Critical:
+		return styleCrit.Render("✖ crit")
+	case signals.Warn:
+		return styleWarn.Render("▲ warn")
+	}
+	return styleOK.Render("✔ ok")
+}
+
+func levelStyle(l signals.Level) lipgloss.Style {
+	switch l {
+	case signals.Critical:
+		return styleCrit
+	case signals.Warn:
+		return styleWarn
+	}
+	return styleOK
+}
+
+// row is one shard as the overview lists it.
+type row struct {
+	sig    signals.Signals
+	series signals.Shard
+}
+
+// rows are the shards after the filter, in the sort order.
+func (m *Model) rows() []row {
+	if m.snap == nil {
+		return nil
+	}
+	series := map[string]signals.Shard{}
+	for _, s := range m.snap.Series {
+		series[s.Name] = s
+	}
+	f := strings.ToLower(m.filter.Value())
+	var out []row
+	for _, s := range m.snap.Report.Shards {
+		if f == "" || strings.Contains(strings.ToLower(s.Name), f) {
+			out = append(out, row{s, series[s.Name]})
+		}
+	}
+	ratio := func(s signals.Signals) float64 {
+		if s.Ratio == nil {
+			return math.Inf(1)
+		}
+		return *s.Ratio
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i].sig, out[j].sig
+		switch m.sort {
+		case byLevel:
+			if a.Level != b.Level {
+				return a.Level > b.Level
+			}
+		case byRatio:
+			if ratio(a) != ratio(b) {
+				return ratio(a) < ratio(b)
+			}
+		case byQueue:
+			if a.Queue != b.Queue {
+				return a.Queue > b.Queue
+			}
+		}
+		return a.Name < b.Name
+	})
+	return out
+}
+
+// pad cuts or pads s (which may hold ANSI codes) to exactly w cells.
+func pad(s string, w int) string {
+	if w <= 0 {
+		return ""
+	}
+	if lipgloss.Width(s) > w {
+		s = lipgloss.NewStyle().MaxWidth(w).Render(s)
+	}
+	return s + strings.Repeat(" ", max(0, w-lipgloss.Width(s)))
+}
+
+func rate(v float64) string {
+	switch {
+	case v >= 1e4:
+		return fmt.Sprintf("%.0fk", v/1e3)
+	case v >= 1e3:
+		return fmt.Sprintf("%.1fk", v/1e3)
+	case v >= 100:
+		return fmt.Sprintf("%.0f", v)
+	}
+	return fmt.Sprintf("%.1f", v)
+}
+
+func latency(v *float64) string {
+	if v == nil {
+		return "-"
+	}
+	d := time.Duration(*v * float64(time.Second))
+	switch {
+	case d >= time.Second:
+		return fmt.Sprintf("%.1fs", d.Seconds())
+	case d >= time.Millisecond:
+		return fmt.Sprintf("%dms", d.Milliseconds())
+	}
+	return fmt.Sprintf("%dµs", d.Microseconds())
+}
+
+func percent(v *float64) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f%%", *v*100)
+}
+
+// trend is the queue's direction as an arrow: ↗ growing as a line.
+func trend(s signals.Signals) string {
+	switch {
+	case s.QueueGrowing:
+		return styleCrit.Render("↗")
+	case s.QueueSlope < -1:
+		return "↘"
+	}
+	return "→"
+}
+
+// columns of the overview at a width: fixed ones and the pictures.
+type columns struct {
+	name, scissors, queue, heat, reason int
+}
+
+func layout(width int) columns {
+	// NAME LEVEL(6) RATE(11) RATIO(5) QUEUE(7) P99(6), spaces between.
+	const fixed = 6 + 11 + 5 + 7 + 6 + 7
+	c := columns{name: 10}
+	if width >= 120 {
+		c.name = 14
+	}
+	rest := max(width-fixed-c.name-3, 12)
+	if width >= 120 {
+		c.reason = rest * 35 / 100
+		rest -= c.reason + 1
+	}
+	c.scissors = rest * 45 / 100
+	c.queue = rest * 25 / 100
+	c.heat = rest - c.scissors - c.queue
+	return c
+}
+
+func (m *Model) window() (time.Time, time.Time) {
+	to := m.opts.Now()
+	if m.snap != nil {
+		to = m.snap.Report.At
+	}
+	w := m.opts.Window
+	if w <= 0 {
+		w = 10 * time.Minute
+	}
+	return to.Add(-w), to
+}
+
+// scales are the tops the overview's strips share, so that shards compare
+// at a glance: a quiet shard draws low, not full height.
+type scales struct{ rate, queue float64 }
+
+func (m *Model) scales() scales {
+	var sc scales
+	for _, s := range m.snap.Series {
+		sc.rate = max(sc.rate, maxOf(s.Created.Values(), s.Completed.Values()))
+		sc.queue = max(sc.queue, maxOf(s.Queue.Values()))
+	}
+	return sc
+}
+
+// pictures draws a shard's scissors, queue and heatmap strips.
+func (m *Model) pictures(s signals.Shard, c columns, sc scales) (string, string, string) {
+	from, to := m.window()
+	created := resample(s.Created, from, to, c.scissors)
+	completed := resample(s.Completed, from, to, c.scissors)
+	glyphs, gaps := scissorsStrip(created, completed, signals.DefaultThresholds().MinRate, sc.rate)
+	var strip strings.Builder
+	for i, g := range glyphs {
+		switch gaps[i] {
+		case gapAct:
+			strip.WriteString(styleCrit.Render(string(g)))
+		case gapPlan:
+			strip.WriteString(styleWarn.Render(string(g)))
+		default:
+			strip.WriteString(styleLineA.Render(string(g)))
+		}
+	}
+	q := sparkline(resample(s.Queue, from, to, c.queue), sc.queue)
+	hg, p99s := heatColumns(s.Latency, from, to, c.heat)
+	var ht strings.Builder
+	for i, g := range hg {
+		st := styleOK
+		switch {
+		case math.IsNaN(p99s[i]):
+			st = styleFaint
+		case p99s[i] >= 1:
+			st = styleCrit
+		case p99s[i] >= 0.1:
+			st = styleWarn
+		}
+		ht.WriteString(st.Render(string(g)))
+	}
+	return strip.String(), q, ht.String()
+}
+
+func (m *Model) shardLine(r row, c columns, sc scales, selected bool) string {
+	s := r.sig
+	strip, q, ht := m.pictures(r.series, c, sc)
+	name := pad(s.Name, c.name)
+	if selected {
+		name = styleSel.Render(name)
+	}
+	cells := []string{
+		name,
+		pad(levelTag(s.Level), 6),
+		pad(rate(s.CompletedPerSec)+"/"+rate(s.CreatedPerSec), 11),
+		pad(percent(s.Ratio), 5),
+		pad(strip, c.scissors),
+		pad(trend(s)+rate(s.Queue), 7),
+		pad(q, c.queue),
+		pad(latency(s.P99), 6),
+		pad(ht, c.heat),
+	}
+	if c.reason > 0 {
+		reason := "-"
+		if len(s.Reasons) > 0 {
+			reason = s.Reasons[0]
+		}
+		cells = append(cells, pad(levelStyle(s.Level).Render(reason), c.reason))
+	}
+	return strings.Join(cells, " ")
+}
+
+func (m *Model) header() string {
+	title := styleBold.Render("shardctl top")
+	src := m.opts.Source
+	lvl := ""
+	if m.snap != nil {
+		lvl = levelTag(m.snap.Report.Level)
+	}
+	left := fmt.Sprintf("%s · %s · window %v · every %v", title, src, m.opts.Window, m.opts.Refresh)
+	return pad(left, m.width-lipgloss.Width(lvl)-1) + " " + lvl
+}
+
+func (m *Model) renderOverview() string {
+	var b strings.Builder
+	b.WriteString(m.header() + "\n")
+	if m.snap == nil {
+		if m.err != nil {
+			b.WriteString("\n" + styleCrit.Render("no data yet: "+m.err.Error()) + "\n")
+		} else {
+			b.WriteString("\nwaiting for the first snapshot…\n")
+		}
+		return b.String()
+	}
+	all := m.snap.Report.Overall
+	debt := ""
+	if all.Debt >= 1 {
+		switch {
+		case all.RecoverySeconds != nil:
+			debt = fmt.Sprintf("  debt %s, paid in %v", rate(all.Debt), (time.Duration(*all.RecoverySeconds) * time.Second).Round(time.Second))
+		default:
+			debt = fmt.Sprintf("  debt %s, not recovering", rate(all.Debt))
+		}
+	}
+	b.WriteString(fmt.Sprintf("all  created %s/s  completed %s/s (%s)  queue %s%s  p99 %s%s\n",
+		rate(all.CreatedPerSec), rate(all.CompletedPerSec), percent(all.Ratio), trend(all), rate(all.Queue), latency(all.P99), debt))
+	c := layout(m.width)
+	head := []string{pad("SHARD", c.name), pad("LEVEL", 6), pad("DONE/NEW/S", 11), pad("RATIO", 5),
+		pad("SCISSORS ▓░ gap", c.scissors), pad("QUEUE", 7), pad("TREND", c.queue), pad("P99", 6), pad("HEATMAP p99", c.heat)}
+	if c.reason > 0 {
+		head = append(head, pad("REASON", c.reason))
+	}
+	b.WriteString(styleHeader.Render(strings.Join(head, " ")) + "\n")
+	rows := m.rows()
+	if len(rows) == 0 {
+		b.WriteString(styleFaint.Render("no shard matches the filter") + "\n")
+	}
+	m.selected = min(m.selected, max(len(rows)-1, 0))
+	// Keep the selected row in view.
+	room := max(m.height-6, 1)
+	first := max(0, m.selected-room+1)
+	sc := m.scales()
+	for i := first; i < len(rows) && i < first+room; i++ {
+		b.WriteString(m.shardLine(rows[i], c, sc, i == m.selected) + "\n")
+	}
+	if m.filtering || m.filter.Value() != "" {
+		b.WriteString(m.filter.View() + "\n")
+	}
+	return b.String()
+}
+
+func (m *Model) renderDetail() string {
+	rows := m.rows()
+	if len(rows) == 0 {
+		return m.renderOverview()
+	}
+	r := rows[min(m.selected, len(rows)-1)]
+	s := r.sig
+	from, to := m.window()
+	var b strings.Builder
+	b.WriteString(m.header() + "\n")
+	b.WriteString(fmt.Sprintf("%s  %s  created %s/s  completed %s/s (%s)  queue %s %+.1f/s (R² %.2f)  p50 %s  p99 %s  ≥1s %.0f%%  drops %.0f%%\n",
+		styleBold.Render(s.Name), levelTag(s.Level), rate(s.CreatedPerSec), rate(s.CompletedPerSec), percent(s.Ratio),
+		rate(s.Queue), s.QueueSlope, s.QueueR2, latency(s.P50), latency(s.P99), s.SlowShare*100, s.DropShare*100))
+	for _, reason := range s.Reasons {
+		b.WriteString(levelStyle(s.Level).Render("  • "+reason) + "\n")
+	}
+	const axis = 8
+	w := max(m.width-axis-1, 10)
+	used := 2 + len(s.Reasons) + 1
+	left := max(m.height-used-6, 9)
+	hScissors := max(left*35/100, 3)
+	hQueue := max(left*25/100, 3)
+	created := resample(r.series.Created, from, to, w)
+	completed := resample(r.series.Completed, from, to, w)
+	sc := newChart(w, hScissors, maxOf(created, completed))
+	sc.lines(created, completed)
+	b.WriteString(styleBold.Render("scissors") + "  " + styleLineA.Render("● created/s") + "  " + styleLineB.Render("○ completed/s") + "  ░ gap\n")
+	b.WriteString(m.plot(sc, axis))
+	queue := resample(r.series.Queue, from, to, w)
+	qc := newChart(w, hQueue, maxOf(queue))
+	qc.bars(queue)
+	b.WriteString(styleBold.Render("queue") + "  records not processed " + trend(s) + "\n")
+	b.WriteString(m.plot(qc, axis))
+	grid, _ := heatGrid(r.series.Latency, from, to, w)
+	b.WriteString(styleBold.Render("heatmap") + "  latency by bucket over time  ·░▒▓█ more\n")
+	bounds := r.series.Latency.Bounds
+	for i, line := range grid {
+		label := bound(bounds[len(bounds)-1-i])
+		b.WriteString(pad("≤"+label, axis) + " " + string(line) + "\n")
+	}
+	b.WriteString(pad("", axis) + " " + timeAxis(from, to, w) + "\n")
+	return b.String()
+}
+
+// plot writes a chart with its y axis labels (top value and zero).
+func (m *Model) plot(c *chart, axis int) string {
+	var b strings.Builder
+	for y := range c.grid {
+		label := ""
+		switch y {
+		case 0:
+			label = rate(c.top)
+		case c.h - 1:
+			label = "0"
+		}
+		b.WriteString(pad(label, axis) + " ")
+		for x, g := range c.grid[y] {
+			switch c.kind[y][x] {
+			case cellLineA, cellBar:
+				b.WriteString(styleLineA.Render(string(g)))
+			case cellLineB:
+				b.WriteString(styleLineB.Render(string(g)))
+			case cellGap:
+				b.WriteString(styleWarn.Render(string(g)))
+			default:
+				b.WriteRune(g)
+			}
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// timeAxis labels the x axis: the window's start and now.
+func timeAxis(from, to time.Time, w int) string {
+	left := "-" + to.Sub(from).Round(time.Second).String()
+	right := "now"
+	return left + strings.Repeat(" ", max(w-len(left)-len(right), 1)) + right
+}
+
+func (m *Model) renderHelp() string {
+	var b strings.Builder
+	b.WriteString(m.header() + "\n\n")
+	b.WriteString(styleBold.Render("keys") + "\n")
+	b.WriteString(m.help.FullHelpView(keys.FullHelp()) + "\n\n")
+	b.WriteString(styleBold.Render("pictures") + "\n")
+	b.WriteString(`  scissors  height: instances created/s; ░ completion under 80% of creation,
+            ▓ under 50% (the gap between created and completed)
+  queue     records appended but not processed; ↗ growing as a line,
+            → level, ↘ falling
+  heatmap   per column, the latency bucket holding p99 (higher = slower);
+            · no work
+  levels    ✔ ok · ▲ warn: plan federation · ✖ crit: act now
+            (completion < 50% for 30 s, p99 > 1 s, or a linearly growing queue)
+`)
+	return b.String()
+}
+
+func (m *Model) statusLine() string {
+	var parts []string
+	switch {
+	case m.paused:
+		parts = append(parts, styleWarn.Render("⏸ paused"))
+	case m.fetching:
+		parts = append(parts, "⟳ fetching")
+	}
+	if !m.lastOK.IsZero() {
+		parts = append(parts, fmt.Sprintf("updated %v ago", m.opts.Now().Sub(m.lastOK).Round(time.Second)))
+	}
+	if m.err != nil {
+		parts = append(parts, styleCrit.Render(fmt.Sprintf("✖ %v (retry %d)", m.err, m.failures)))
+	}
+	parts = append(parts, "sort: "+m.sort.String())
+	if m.blurred {
+		parts = append(parts, "slow: unfocused")
+	}
+	parts = append(parts, styleFaint.Render("? help · q quit"))
+	return pad(strings.Join(parts, " · "), m.width)
+}

@@ -5,7 +5,7 @@ COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 DATE     ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 LDFLAGS  := -X $(PKG).version=$(VERSION) -X $(PKG).commit=$(COMMIT) -X $(PKG).date=$(DATE)
 
-.PHONY: build test test-long bench bench-sim bench-proxy bench-registry fuzz lint snapshot completions clean
+.PHONY: build test test-long bench bench-tui bench-sim bench-proxy bench-registry fuzz lint snapshot completions clean
 
 build: ## bin/shardctl with version stamped
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/shardctl ./cmd/shardctl
@@ -34,6 +34,10 @@ fuzz: ## run every fuzz target for FUZZTIME each (new crashers land in testdata/
 	for f in $$(go test -list '^Fuzz' ./internal/registry/ | grep '^Fuzz'); do \
 		go test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./internal/registry/ || exit 1; \
 	done
+
+bench-tui: ## shardctl top: one frame at 200x50 (target <= 10 ms), and its CPU on 16 shards at 2 s refresh (target <= 3% of a core)
+	go test -run '^$$' -bench BenchmarkRender -benchtime 200x -count 5 ./tui/ | scripts/bench-median.sh
+	scripts/bench-top.sh 60
 
 lint: ## gofmt, go vet, staticcheck
 	@test -z "$$(gofmt -l .)" || { gofmt -l .; echo "run gofmt -w on the files above"; exit 1; }

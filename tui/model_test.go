@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -143,5 +144,30 @@ func TestSizes(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// BenchmarkRender draws one overview and one detail frame of 16 shards at
+// 200×50, as `shardctl top` does on every change (target: ≤ 10 ms).
+func BenchmarkRender(b *testing.B) {
+	var shards []signals.Shard
+	for i := range 8 {
+		for _, s := range recorded() {
+			s.Name = fmt.Sprintf("%s-%02d", s.Name, i)
+			shards = append(shards, s)
+		}
+	}
+	snap := signals.Take(shards, now, 10*time.Minute, signals.DefaultThresholds())
+	for _, v := range []view{overview, detail} {
+		b.Run([]string{"overview", "detail"}[v], func(b *testing.B) {
+			m := New(Options{Window: 10 * time.Minute, Now: func() time.Time { return now }})
+			m.Update(tea.WindowSizeMsg{Width: 200, Height: 50})
+			m.Update(snapshotMsg{snap: snap})
+			m.view = v
+			for b.Loop() {
+				m.frame++
+				_ = m.View()
+			}
+		})
 	}
 }

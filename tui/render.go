@@ -284,7 +284,7 @@ func (m *Model) renderOverview() string {
 	}
 	all := m.snap.Report.Overall
 	debt := ""
-	if all.Debt >= 1 {
+	if all.Debt >= 1 && all.Level > signals.OK {
 		switch {
 		case all.RecoverySeconds != nil:
 			debt = fmt.Sprintf("  debt %s, paid in %v", rate(all.Debt), (time.Duration(*all.RecoverySeconds) * time.Second).Round(time.Second))

@@ -11,6 +11,8 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 
+	"github.com/shardctl/shardctl/internal/registry"
+	"github.com/shardctl/shardctl/probes/signals"
 	"github.com/shardctl/shardctl/tui"
 )
 
@@ -19,6 +21,7 @@ type TopOptions struct {
 	g *Globals
 	signalSource
 	refresh time.Duration
+	app     string
 }
 
 // NewCmdTop builds `shardctl top`.
@@ -30,7 +33,9 @@ func NewCmdTop(g *Globals) *cobra.Command {
 		Long: `A live dashboard of the signals "shardctl signals" evaluates, from the same
 source (--prometheus or --scrape): one row per shard with its level, the
 scissors (instances created vs completed), the queue and its trend, and a
-latency heatmap strip; enter opens a shard's full-size charts.
+latency heatmap strip; enter opens a shard's full-size charts. With
+--registry (or SHARDCTL_REGISTRY) each row also shows the shard's state
+there (UP, DRAIN, OOS, DOWN), matched by name.
 
 Keys: ↑/↓ select · enter detail · esc back · / filter · s sort (name, level,
 ratio, queue) · p pause · ? help · q quit. --no-color (or NO_COLOR) draws
@@ -44,6 +49,7 @@ in monochrome: the glyphs carry the meaning.`,
 	}
 	o.addFlags(cmd, 15*time.Minute)
 	cmd.Flags().DurationVar(&o.refresh, "refresh", 2*time.Second, "how often to fetch and redraw")
+	cmd.Flags().StringVar(&o.app, "app", "ZEEBE-SHARDS", "registry application of the shards, for their states (with --registry)")
 	return cmd
 }
 
@@ -56,6 +62,28 @@ func (o *TopOptions) Validate() error {
 	return o.open()
 }
 
+// withStates adds the shards' registry states to every snapshot; a
+// registry that does not answer leaves them out, not the pictures.
+func (o *TopOptions) withStates(fetch func(context.Context) (signals.Snapshot, error)) func(context.Context) (signals.Snapshot, error) {
+	c, err := registry.NewClient(o.g.RegistryURL(), o.g.Getenv("SHARDCTL_REGISTRY_TOKEN"))
+	if err != nil {
+		return fetch
+	}
+	return func(ctx context.Context) (signals.Snapshot, error) {
+		snap, err := fetch(ctx)
+		if err != nil {
+			return snap, err
+		}
+		if shards, err := c.Shards(ctx, o.app); err == nil {
+			snap.States = map[string]string{}
+			for _, s := range shards {
+				snap.States[s.ID] = s.State
+			}
+		}
+		return snap, nil
+	}
+}
+
 func (o *TopOptions) Run(ctx context.Context) error {
 	out, ok := o.g.Streams.Out.(*os.File)
 	if !ok || !isatty.IsTerminal(out.Fd()) {
@@ -64,7 +92,11 @@ func (o *TopOptions) Run(ctx context.Context) error {
 	if o.scrape != nil {
 		go o.scrape.Run(ctx)
 	}
-	m := tui.New(tui.Options{Fetch: o.snapshot, Refresh: o.refresh, Source: o.describe(), Window: o.window})
+	fetch := o.snapshot
+	if o.g.Registry != "" || o.g.Getenv("SHARDCTL_REGISTRY") != "" {
+		fetch = o.withStates(fetch)
+	}
+	m := tui.New(tui.Options{Fetch: fetch, Refresh: o.refresh, Source: o.describe(), Window: o.window})
 	opts := []tea.ProgramOption{tea.WithContext(ctx)}
 	if o.g.NoColor || o.g.Getenv("NO_COLOR") != "" || o.g.Getenv("TERM") == "dumb" {
 		opts = append(opts, tea.WithColorProfile(colorprofile.Ascii))

@@ -147,6 +147,10 @@ func (m *Model) fetch() tea.Cmd {
 // next schedules the next fetch: the refresh, slower while the terminal
 // is not focused, and backing off (up to 30 s) while fetches fail.
 func (m *Model) next() tea.Cmd {
+	return tea.Tick(m.delay(), func(time.Time) tea.Msg { return tickMsg{} })
+}
+
+func (m *Model) delay() time.Duration {
 	d := m.opts.Refresh
 	if m.blurred {
 		d *= 4
@@ -154,7 +158,7 @@ func (m *Model) next() tea.Cmd {
 	if m.failures > 0 {
 		d = min(d<<min(m.failures, 4), 30*time.Second)
 	}
-	return tea.Tick(d, func(time.Time) tea.Msg { return tickMsg{} })
+	return d
 }
 
 // Update handles keys, sizes, focus and snapshots.

@@ -54,7 +54,9 @@ func recorded() []signals.Shard {
 }
 
 func snapshot() signals.Snapshot {
-	return signals.Take(recorded(), now, 10*time.Minute, signals.DefaultThresholds())
+	s := signals.Take(recorded(), now, 10*time.Minute, signals.DefaultThresholds())
+	s.States = map[string]string{"knee": "DRAINING", "half": "UP"}
+	return s
 }
 
 func newTestModel(t *testing.T, fetch func(context.Context) (signals.Snapshot, error)) *teatest.TestModel {
@@ -87,7 +89,7 @@ func TestViews(t *testing.T) {
 		keys  func(tm *teatest.TestModel)
 		want  []string // on the screen, besides the golden file
 	}{
-		{"overview", ok, nil, []string{"✖ crit", "✔ ok", "▓", "↗"}},
+		{"overview", ok, nil, []string{"✖ crit", "✔ ok", "▓", "↗", "DRAIN"}},
 		{"detail", ok, func(tm *teatest.TestModel) {
 			tm.Send(tea.KeyPressMsg{Code: tea.KeyDown})
 			tm.Send(tea.KeyPressMsg{Code: tea.KeyEnter})
@@ -169,5 +171,42 @@ func BenchmarkRender(b *testing.B) {
 				_ = m.View()
 			}
 		})
+	}
+}
+
+// A source that fails keeps the last picture on screen, says why in the
+// status line, and is asked again later and later until it answers.
+func TestFetchErrorsKeepThePictureAndBackOff(t *testing.T) {
+	m := New(Options{Refresh: 2 * time.Second, Window: 10 * time.Minute, Now: func() time.Time { return now }})
+	m.Update(tea.WindowSizeMsg{Width: 100, Height: 30})
+	m.Update(snapshotMsg{snap: snapshot()})
+	down := errors.New("prometheus: connection refused")
+	var delays []time.Duration
+	for range 6 {
+		m.fetching = true
+		m.Update(snapshotMsg{err: down})
+		delays = append(delays, m.delay())
+	}
+	screen := ansi.Strip(m.View().Content)
+	if !strings.Contains(screen, "knee") || !strings.Contains(screen, "connection refused (retry 6)") {
+		t.Errorf("the last picture or the error is gone:\n%s", screen)
+	}
+	for i := 1; i < len(delays); i++ {
+		if delays[i] < delays[i-1] || delays[i] > 30*time.Second {
+			t.Errorf("retry delays %v: want them growing, at most 30s", delays)
+			break
+		}
+	}
+	if delays[0] <= 2*time.Second || delays[len(delays)-1] != 30*time.Second {
+		t.Errorf("retry delays %v: want more than the refresh at once, 30s at most", delays)
+	}
+	m.fetching = true
+	m.Update(snapshotMsg{snap: snapshot()})
+	if m.err != nil || m.failures != 0 || m.delay() != 2*time.Second {
+		t.Errorf("after the source came back: err %v, failures %d, delay %v", m.err, m.failures, m.delay())
+	}
+	m.Update(tea.BlurMsg{})
+	if m.delay() != 8*time.Second {
+		t.Errorf("unfocused delay %v, want 4x the refresh", m.delay())
 	}
 }

@@ -155,8 +155,9 @@ type columns struct {
 }
 
 func layout(width int) columns {
-	// NAME LEVEL(6) RATE(11) RATIO(5) QUEUE(7) P99(6), spaces between.
-	const fixed = 6 + 11 + 5 + 7 + 6 + 7
+	// NAME STATE(5) LEVEL(6) RATE(11) RATIO(5) QUEUE(7) P99(6), spaces
+	// between.
+	const fixed = 5 + 6 + 11 + 5 + 7 + 6 + 8
 	c := columns{name: 10}
 	if width >= 120 {
 		c.name = 14
@@ -241,6 +242,7 @@ func (m *Model) shardLine(r row, c columns, sc scales, selected bool) string {
 	}
 	cells := []string{
 		name,
+		pad(m.state(s.Name), 5),
 		pad(levelTag(s.Level), 6),
 		pad(rate(s.CompletedPerSec)+"/"+rate(s.CreatedPerSec), 11),
 		pad(percent(s.Ratio), 5),
@@ -258,6 +260,25 @@ func (m *Model) shardLine(r row, c columns, sc scales, selected bool) string {
 		cells = append(cells, pad(levelStyle(s.Level).Render(reason), c.reason))
 	}
 	return strings.Join(cells, " ")
+}
+
+// state is a shard's state in the registry, short: UP, DRAIN, OOS, DOWN.
+func (m *Model) state(name string) string {
+	st, ok := m.snap.States[name]
+	if !ok {
+		return "-"
+	}
+	switch st {
+	case "DRAINING":
+		return styleWarn.Render("DRAIN")
+	case "OUT_OF_SERVICE":
+		return styleWarn.Render("OOS")
+	case "DOWN":
+		return styleCrit.Render("DOWN")
+	case "STARTING":
+		return "START"
+	}
+	return st
 }
 
 func (m *Model) header() string {
@@ -295,7 +316,7 @@ func (m *Model) renderOverview() string {
 	b.WriteString(fmt.Sprintf("all  created %s/s  completed %s/s (%s)  queue %s%s  p99 %s%s\n",
 		rate(all.CreatedPerSec), rate(all.CompletedPerSec), percent(all.Ratio), trend(all), rate(all.Queue), latency(all.P99), debt))
 	c := layout(m.width)
-	head := []string{pad("SHARD", c.name), pad("LEVEL", 6), pad("DONE/NEW/S", 11), pad("RATIO", 5),
+	head := []string{pad("SHARD", c.name), pad("STATE", 5), pad("LEVEL", 6), pad("DONE/NEW/S", 11), pad("RATIO", 5),
 		pad("SCISSORS ▓░ gap", c.scissors), pad("QUEUE", 7), pad("TREND", c.queue), pad("P99", 6), pad("HEATMAP p99", c.heat)}
 	if c.reason > 0 {
 		head = append(head, pad("REASON", c.reason))

@@ -321,6 +321,9 @@ func sortTimes(ts []time.Time) {
 type Snapshot struct {
 	Report Report
 	Series []Shard // by name, as the report's shards
+	// States are the shards' states in the registry (UP, DRAINING, …), by
+	// name, when a registry was asked.
+	States map[string]string
 }
 
 // Take evaluates fetched series into a snapshot.

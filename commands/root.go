@@ -88,6 +88,7 @@ Executables named shardctl-NAME on PATH run as "%[1]s NAME".`, name),
 	g.addFlags(root)
 
 	root.AddCommand(
+		NewCmdDemo(g),
 		NewCmdProxy(g),
 		NewCmdRegistry(g),
 		NewCmdSim(g),

@@ -296,3 +296,34 @@ current-context: staging
 		})
 	}
 }
+
+// The quick start without a terminal: `shardctl demo --no-tui` brings up
+// a registry, shards and the proxy, and prints the signals as JSON lines.
+func TestDemoWithoutATerminal(t *testing.T) {
+	r := runBin(t, bin, baseEnv(), "", "demo", "--no-tui", "--duration", "12s", "--every", "5s", "--listen", "127.0.0.1:0", "-o", "json")
+	if r.code != 0 {
+		t.Fatalf("exit %d\nstderr: %s", r.code, r.stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(lines) < 2 {
+		t.Fatalf("want a report every 5 s, got %d lines:\n%s\nstderr: %s", len(lines), r.stdout, r.stderr)
+	}
+	var report struct {
+		Level  string
+		Shards []struct{ Name string }
+	}
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &report); err != nil {
+		t.Fatalf("last line: %v: %s", err, lines[len(lines)-1])
+	}
+	if report.Level != "ok" || len(report.Shards) != 3 {
+		t.Errorf("steady demo: level %s, %d shards; want ok and 3", report.Level, len(report.Shards))
+	}
+	for _, want := range []string{"listening on 127.0.0.1:", "zbctl status --address", "shards list"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+		}
+	}
+	if r := runBin(t, bin, baseEnv(), "", "demo", "--listen", "127.0.0.1:0"); r.code == 0 || !strings.Contains(r.stderr, "--no-tui") {
+		t.Errorf("the dashboard without a terminal: exit %d, %s", r.code, r.stderr)
+	}
+}

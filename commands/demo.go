@@ -1,0 +1,179 @@
+package commands
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/colorprofile"
+	"github.com/mattn/go-isatty"
+	"github.com/spf13/cobra"
+
+	"github.com/shardctl/shardctl/commands/output"
+	"github.com/shardctl/shardctl/completions"
+	"github.com/shardctl/shardctl/internal/demo"
+	"github.com/shardctl/shardctl/probes/signals"
+	"github.com/shardctl/shardctl/probes/source"
+	"github.com/shardctl/shardctl/tui"
+)
+
+// DemoOptions runs a whole federation in one process.
+type DemoOptions struct {
+	g        *Globals
+	cfg      demo.Config
+	noTUI    bool
+	duration time.Duration
+	every    time.Duration
+	printer  *output.Printer
+}
+
+// NewCmdDemo builds `shardctl demo`.
+func NewCmdDemo(g *Globals) *cobra.Command {
+	o := &DemoOptions{g: g}
+	long := `Run a whole federation in this process: a registry, --shards simulated Zeebe
+clusters that register and heartbeat, the proxy following the registry, a
+load of --rate instances per second through the proxy (a one-task process
+and a worker), and a scenario; then watch it in "shardctl top" (or, with
+--no-tui, print the signals every --every). Point zbctl or any Zeebe client
+at the gateway address it prints to try the federation yourself.
+
+Scenarios:`
+	for _, name := range demo.ScenarioNames() {
+		long += fmt.Sprintf("\n  %-7s %s", name, demo.Scenarios[name])
+	}
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Run a registry, simulated shards, the proxy, a load and the dashboard, all in one process",
+		Long:  long,
+		Example: `  shardctl demo
+  shardctl demo --scenario knee --shards 4 --rate 60
+  shardctl demo --scenario drain --no-tui --duration 2m -o json`,
+		Args:              cobra.NoArgs,
+		GroupID:           "runtime",
+		ValidArgsFunction: cobra.NoFileCompletions,
+		RunE:              runOptions(o),
+	}
+	f := cmd.Flags()
+	f.IntVar(&o.cfg.Shards, "shards", 3, "simulated shards (1-31)")
+	f.Float64Var(&o.cfg.Rate, "rate", 50, "process instances per second offered through the proxy")
+	f.StringVar(&o.cfg.Scenario, "scenario", "steady", "what happens while it runs: "+fmt.Sprint(demo.ScenarioNames()))
+	f.StringVar(&o.cfg.Listen, "listen", "127.0.0.1:26500", "the proxy's gateway address for zbctl and clients, HOST:PORT")
+	f.BoolVar(&o.noTUI, "no-tui", false, "print the signals every --every instead of the dashboard (JSON lines with -o json)")
+	f.DurationVar(&o.duration, "duration", 0, "stop after this long (0: at Ctrl-C)")
+	f.DurationVar(&o.every, "every", 10*time.Second, "with --no-tui: how often to print the signals")
+	_ = cmd.RegisterFlagCompletionFunc("scenario", completions.Values(demo.ScenarioNames()...))
+	return cmd
+}
+
+func (o *DemoOptions) Complete(*cobra.Command, []string) (err error) {
+	o.printer, err = o.g.Printer()
+	return err
+}
+
+func (o *DemoOptions) Validate() error {
+	if err := checkListenFlags(map[string]string{"--listen": o.cfg.Listen}); err != nil {
+		return err
+	}
+	if o.duration < 0 || o.every < time.Second {
+		return fmt.Errorf("--duration not negative, --every at least 1s")
+	}
+	return o.cfg.Validate()
+}
+
+func (o *DemoOptions) Run(ctx context.Context) error {
+	errOut := o.g.Streams.ErrOut
+	tty := false
+	if f, ok := o.g.Streams.Out.(*os.File); ok {
+		tty = isatty.IsTerminal(f.Fd())
+	}
+	if !o.noTUI && !tty {
+		return fmt.Errorf("the dashboard needs a terminal: add --no-tui to print the signals instead")
+	}
+	if o.duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.duration)
+		defer cancel()
+	}
+	fmt.Fprintf(errOut, "starting a registry, %d simulated shards and the proxy…\n", o.cfg.Shards)
+	d, err := demo.Start(ctx, o.cfg)
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	defer func() {
+		stop, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = d.Close(stop)
+		fmt.Fprintf(errOut, "stopped; load: %+v\n", d.Load())
+	}()
+	fmt.Fprintf(errOut, "listening on %s\n", d.GatewayAddr())
+	fmt.Fprintf(errOut, "gateway   zbctl status --address %s --insecure\n", d.GatewayAddr())
+	fmt.Fprintf(errOut, "registry  shardctl --registry %s shards list\n", d.RegistryURL())
+	fmt.Fprintf(errOut, "proxy     http://%s/shards  http://%s/metrics\n", d.AdminAddr(), d.AdminAddr())
+	fmt.Fprintf(errOut, "scenario  %s: %s\n", o.cfg.Scenario, demo.Scenarios[o.cfg.Scenario])
+
+	scrape, err := source.NewScrape(d.Targets(), "zeebe", time.Second, 6*time.Minute)
+	if err != nil {
+		return err
+	}
+	go scrape.Run(ctx)
+	const window = 5 * time.Minute
+	snapshot := func(ctx context.Context) (signals.Snapshot, error) {
+		now := time.Now()
+		shards, err := scrape.Fetch(ctx, now, window, time.Second)
+		if err != nil {
+			return signals.Snapshot{}, err
+		}
+		snap := signals.Take(shards, now, window, signals.DefaultThresholds())
+		if list, err := d.Registry().Shards(ctx, "ZEEBE-SHARDS"); err == nil {
+			snap.States = map[string]string{}
+			for _, s := range list {
+				snap.States[s.ID] = s.State
+			}
+		}
+		return snap, nil
+	}
+	if o.noTUI {
+		return o.print(ctx, d, snapshot)
+	}
+	m := tui.New(tui.Options{Fetch: snapshot, Refresh: 2 * time.Second, Source: "demo: " + o.cfg.Scenario + ", scraping the shards", Window: window})
+	opts := []tea.ProgramOption{tea.WithContext(ctx)}
+	if o.g.NoColor || o.g.Getenv("NO_COLOR") != "" || o.g.Getenv("TERM") == "dumb" {
+		opts = append(opts, tea.WithColorProfile(colorprofile.Ascii))
+	}
+	if _, err := tea.NewProgram(m, opts...).Run(); err != nil && ctx.Err() == nil {
+		return err
+	}
+	return nil
+}
+
+// print writes the signals every --every until the demo ends.
+func (o *DemoOptions) print(ctx context.Context, d *demo.Demo, snapshot func(context.Context) (signals.Snapshot, error)) error {
+	stream := o.printer.Stream()
+	seen := 0
+	t := time.NewTicker(o.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		for _, e := range d.Events()[seen:] {
+			fmt.Fprintln(o.g.Streams.ErrOut, "scenario:", e)
+			seen++
+		}
+		snap, err := snapshot(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			fmt.Fprintf(o.g.Streams.ErrOut, "signals: %v\n", err)
+			continue
+		}
+		if err := stream.Emit(signalsView{snap.Report}); err != nil {
+			return err
+		}
+	}
+}

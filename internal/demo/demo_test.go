@@ -1,0 +1,74 @@
+package demo
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shardctl/shardctl/probes/signals"
+	"github.com/shardctl/shardctl/probes/source"
+)
+
+// The drain scenario end to end, fast: shards register, the proxy follows,
+// the load flows through it to every shard; after the drain, shard-1 gets
+// no new instances while the others carry the load.
+func TestDrainScenario(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	d, err := Start(ctx, Config{Shards: 3, Rate: 60, Scenario: "drain", Listen: "127.0.0.1:0", Step: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		stop, c := context.WithTimeout(context.Background(), 10*time.Second)
+		defer c()
+		if err := d.Close(stop); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	}()
+	scrape, err := source.NewScrape(d.Targets(), "zeebe", time.Second, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go scrape.Run(ctx)
+
+	deadline := time.Now().Add(20 * time.Second)
+	for len(d.Events()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if ev := d.Events(); len(ev) != 1 || !strings.Contains(ev[0], "shard-1 set DRAINING") {
+		t.Fatalf("scenario events %q", ev)
+	}
+	s, err := d.Registry().Shard(ctx, "ZEEBE-SHARDS", "shard-1")
+	if err != nil || s.State != "DRAINING" {
+		t.Fatalf("shard-1 in the registry: %+v, %v", s, err)
+	}
+	// Let the rate windows move past the drain, then read the signals.
+	time.Sleep(8 * time.Second)
+	now := time.Now()
+	shards, err := scrape.Fetch(ctx, now, 5*time.Second, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := signals.Evaluate(shards, now, 5*time.Second, signals.DefaultThresholds())
+	for _, sh := range r.Shards {
+		switch {
+		case sh.Name == "shard-1" && sh.CreatedPerSec > 0.5:
+			t.Errorf("shard-1 still gets %.1f instances/s after the drain", sh.CreatedPerSec)
+		case sh.Name != "shard-1" && sh.CreatedPerSec < 15:
+			t.Errorf("%s gets %.1f instances/s, want about half of 60", sh.Name, sh.CreatedPerSec)
+		}
+	}
+	if st := d.Load(); st.Created == 0 || st.Failed > 0 || st.Refused > 0 {
+		t.Errorf("load through the proxy: %+v", st)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	for _, c := range []Config{{Shards: 0, Scenario: "steady"}, {Shards: 40, Scenario: "steady"}, {Shards: 3, Rate: -1, Scenario: "steady"}, {Shards: 3, Scenario: "party"}} {
+		if err := c.Validate(); err == nil {
+			t.Errorf("%+v accepted", c)
+		}
+	}
+}

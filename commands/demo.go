@@ -96,7 +96,7 @@ func (o *DemoOptions) Run(ctx context.Context) error {
 		ctx, cancel = context.WithTimeout(ctx, o.duration)
 		defer cancel()
 	}
-	fmt.Fprintf(errOut, "starting a registry, %d simulated shards and the proxy…\n", o.cfg.Shards)
+	fmt.Fprintf(errOut, "starting a registry, simulated shards and the proxy (scenario %s)…\n", o.cfg.Scenario)
 	d, err := demo.Start(ctx, o.cfg)
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)

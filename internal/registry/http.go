@@ -95,19 +95,18 @@ func (a *api) route(mux *http.ServeMux, pattern string, h http.HandlerFunc, writ
 	if write {
 		token = a.opts.WriteToken
 	}
-	name := pattern
 	mux.HandleFunc(pattern, func(w http.ResponseWriter, req *http.Request) {
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
 		defer func() {
 			if v := recover(); v != nil {
-				a.opts.Logger.Error("handler panic", "route", name, "panic", v)
+				a.opts.Logger.Error("handler panic", "route", pattern, "panic", v)
 				if !rec.wrote {
 					http.Error(rec, "internal error", http.StatusInternalServerError)
 				}
 			}
 			if a.opts.Metrics != nil {
-				a.opts.Metrics.observe(name, rec.code, time.Since(start))
+				a.opts.Metrics.observe(pattern, rec.code, time.Since(start))
 			}
 		}()
 		if token != "" && !bearer(req, token) {

@@ -134,7 +134,6 @@ type Registry struct {
 	watchEnd chan struct{}
 	endOnce  sync.Once
 	stop     chan struct{}
-	done     chan struct{}
 }
 
 // NewRegistry loads a registry from its store.
@@ -147,8 +146,8 @@ func NewRegistry(opts Options) (*Registry, error) {
 	now := opts.Now()
 	r := &Registry{
 		opts: opts, apps: map[string]map[string]*lease{}, overrides: st.Overrides, slots: st.Slots,
-		deployments: st.Deployments, changed: make(chan struct{}), renewals: newRateWindow(now), started: now,
-		stop: make(chan struct{}), done: make(chan struct{}), watchEnd: make(chan struct{}),
+		deployments: st.Deployments, changed: make(chan struct{}), renewals: &rateWindow{}, started: now,
+		stop: make(chan struct{}), watchEnd: make(chan struct{}),
 	}
 	if r.overrides == nil {
 		r.overrides = map[InstanceRef]Override{}
@@ -166,7 +165,6 @@ func NewRegistry(opts Options) (*Registry, error) {
 
 // Run evicts expired leases every EvictionInterval until Close.
 func (r *Registry) Run() {
-	defer close(r.done)
 	t := time.NewTicker(r.opts.EvictionInterval)
 	defer t.Stop()
 	for {
@@ -549,8 +547,13 @@ func (r *Registry) LeaseExpirationEnabled() bool {
 	if !r.opts.SelfPreservation {
 		return true
 	}
-	threshold := r.ExpectedRenewalsPerMinute() * r.opts.RenewalThreshold
-	return threshold > 0 && r.RenewalsLastMinute() > threshold
+	return leaseExpiration(r.ExpectedRenewalsPerMinute()*r.opts.RenewalThreshold, r.RenewalsLastMinute())
+}
+
+// leaseExpiration: leases may expire while more renewals arrive than the
+// threshold (none expected: nothing to protect, nothing expires).
+func leaseExpiration(threshold, renewals float64) bool {
+	return threshold > 0 && renewals > threshold
 }
 
 // Version is the registry's change counter.
@@ -697,8 +700,6 @@ type rateWindow struct {
 	secs    [60]int64
 }
 
-func newRateWindow(time.Time) *rateWindow { return &rateWindow{} }
-
 func (w *rateWindow) add(now time.Time) {
 	s := now.Unix()
 	i := s % 60
@@ -740,19 +741,22 @@ type Health struct {
 func (r *Registry) Status() Health {
 	exp := r.ExpectedRenewalsPerMinute()
 	renewals := r.RenewalsLastMinute()
+	h := Health{
+		SelfPreservationEnabled:   r.opts.SelfPreservation,
+		SelfPreserving:            r.opts.SelfPreservation && !leaseExpiration(exp*r.opts.RenewalThreshold, renewals),
+		ExpectedRenewalsPerMinute: exp,
+		RenewalThreshold:          exp * r.opts.RenewalThreshold,
+		RenewalsLastMinute:        renewals,
+		Evicted:                   r.evicted.Load(),
+	}
 	if math.IsInf(renewals, 1) {
-		renewals = exp // just started: nothing to measure yet
+		h.RenewalsLastMinute = exp // just started: nothing to measure yet
 	}
 	r.mu.RLock()
-	n := 0
+	defer r.mu.RUnlock()
+	h.Version, h.Deployments = r.version, len(r.deployments)
 	for _, m := range r.apps {
-		n += len(m)
+		h.Instances += len(m)
 	}
-	h := Health{Version: r.version, Instances: n, Deployments: len(r.deployments)}
-	r.mu.RUnlock()
-	h.SelfPreservationEnabled = r.opts.SelfPreservation
-	h.SelfPreserving = r.SelfPreserving()
-	h.ExpectedRenewalsPerMinute, h.RenewalThreshold, h.RenewalsLastMinute = exp, exp*r.opts.RenewalThreshold, renewals
-	h.Evicted = r.evicted.Load()
 	return h
 }

@@ -128,25 +128,23 @@ type Duration time.Duration
 // MarshalJSON writes "10m0s".
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
 
-// Evaluate reads every shard and the whole at time now over window.
+// Evaluate reads every shard and the whole at time now over window. It
+// sorts shards by name, in place.
 func Evaluate(shards []Shard, now time.Time, window time.Duration, th Thresholds) Report {
 	r := Report{At: now, Window: Duration(window), Shards: []Signals{}}
 	sort.Slice(shards, func(i, j int) bool { return shards[i].Name < shards[j].Name })
-	var all Shard
-	all.Name = "all"
+	var created, completed, queue, dropped, received []Series
 	var heat []Heatmap
 	for _, s := range shards {
 		sig := evaluate(s, now, th)
 		r.Shards = append(r.Shards, sig)
 		r.Level = max(r.Level, sig.Level)
-		all.Created = SumSeries(all.Created, s.Created)
-		all.Completed = SumSeries(all.Completed, s.Completed)
-		all.Queue = SumSeries(all.Queue, s.Queue)
-		all.Dropped = SumSeries(all.Dropped, s.Dropped)
-		all.Received = SumSeries(all.Received, s.Received)
+		created, completed, queue = append(created, s.Created), append(completed, s.Completed), append(queue, s.Queue)
+		dropped, received = append(dropped, s.Dropped), append(received, s.Received)
 		heat = append(heat, s.Latency)
 	}
-	all.Latency = Merge(heat...)
+	all := Shard{Name: "all", Created: SumSeries(created...), Completed: SumSeries(completed...), Queue: SumSeries(queue...),
+		Dropped: SumSeries(dropped...), Received: SumSeries(received...), Latency: Merge(heat...)}
 	r.Overall = evaluate(all, now, th)
 	r.Level = max(r.Level, r.Overall.Level)
 	return r
@@ -328,6 +326,6 @@ type Snapshot struct {
 
 // Take evaluates fetched series into a snapshot.
 func Take(shards []Shard, now time.Time, window time.Duration, th Thresholds) Snapshot {
-	sort.Slice(shards, func(i, j int) bool { return shards[i].Name < shards[j].Name })
-	return Snapshot{Report: Evaluate(shards, now, window, th), Series: shards}
+	r := Evaluate(shards, now, window, th) // sorts shards as the report's
+	return Snapshot{Report: r, Series: shards}
 }

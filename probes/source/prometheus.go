@@ -6,6 +6,7 @@ import (
 	"math"
 	"sort"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/api"
@@ -24,6 +25,10 @@ type Source interface {
 type Prometheus struct {
 	api    v1.API
 	preset Preset
+	// group is the shard label once found: the targets' labels do not
+	// change between fetches.
+	mu    sync.Mutex
+	group string
 	// Rate is the range of rate(); 0 picks max(4 steps, 30 s) so that a
 	// rate always spans several scrapes.
 	Rate time.Duration
@@ -42,18 +47,26 @@ func (p *Prometheus) groupBy(ctx context.Context, now time.Time) (string, error)
 	if p.preset.GroupBy != AutoGroup {
 		return p.preset.GroupBy, nil
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.group != "" {
+		return p.group, nil
+	}
 	v, _, _, err := p.api.Query(ctx, `count by (cluster) (zeebe_element_instance_events_total)`, now)
 	if err != nil {
 		return "", fmt.Errorf("prometheus: %w", err)
 	}
-	if vec, ok := v.(model.Vector); ok {
-		for _, s := range vec {
-			if s.Metric["cluster"] != "" {
-				return "cluster", nil
-			}
+	vec, _ := v.(model.Vector)
+	group := "instance"
+	for _, s := range vec {
+		if s.Metric["cluster"] != "" {
+			group = "cluster"
 		}
 	}
-	return "instance", nil
+	if len(vec) > 0 { // decided only once there are targets to decide by
+		p.group = group
+	}
+	return group, nil
 }
 
 // Fetch runs every query of the preset over the window.

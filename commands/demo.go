@@ -6,8 +6,6 @@ import (
 	"os"
 	"time"
 
-	tea "charm.land/bubbletea/v2"
-	"github.com/charmbracelet/colorprofile"
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 
@@ -118,34 +116,13 @@ func (o *DemoOptions) Run(ctx context.Context) error {
 		return err
 	}
 	go scrape.Run(ctx)
-	const window = 5 * time.Minute
-	snapshot := func(ctx context.Context) (signals.Snapshot, error) {
-		now := time.Now()
-		shards, err := scrape.Fetch(ctx, now, window, time.Second)
-		if err != nil {
-			return signals.Snapshot{}, err
-		}
-		snap := signals.Take(shards, now, window, signals.DefaultThresholds())
-		if list, err := d.Registry().Shards(ctx, "ZEEBE-SHARDS"); err == nil {
-			snap.States = map[string]string{}
-			for _, s := range list {
-				snap.States[s.ID] = s.State
-			}
-		}
-		return snap, nil
-	}
+	src := signalSource{g: o.g, window: 5 * time.Minute, step: time.Second, src: scrape, scrape: scrape}
+	snapshot := withStates(src.snapshot, d.Registry(), "ZEEBE-SHARDS")
 	if o.noTUI {
 		return o.print(ctx, d, snapshot)
 	}
-	m := tui.New(tui.Options{Fetch: snapshot, Refresh: 2 * time.Second, Source: "demo: " + o.cfg.Scenario + ", scraping the shards", Window: window})
-	opts := []tea.ProgramOption{tea.WithContext(ctx)}
-	if o.g.NoColor || o.g.Getenv("NO_COLOR") != "" || o.g.Getenv("TERM") == "dumb" {
-		opts = append(opts, tea.WithColorProfile(colorprofile.Ascii))
-	}
-	if _, err := tea.NewProgram(m, opts...).Run(); err != nil && ctx.Err() == nil {
-		return err
-	}
-	return nil
+	return runDashboard(ctx, o.g, tui.New(tui.Options{Fetch: snapshot, Refresh: 2 * time.Second,
+		Source: "demo: " + o.cfg.Scenario + ", scraping the shards", Window: src.window}))
 }
 
 // print writes the signals every --every until the demo ends.

@@ -64,17 +64,13 @@ func (o *TopOptions) Validate() error {
 
 // withStates adds the shards' registry states to every snapshot; a
 // registry that does not answer leaves them out, not the pictures.
-func (o *TopOptions) withStates(fetch func(context.Context) (signals.Snapshot, error)) func(context.Context) (signals.Snapshot, error) {
-	c, err := registry.NewClient(o.g.RegistryURL(), o.g.Getenv("SHARDCTL_REGISTRY_TOKEN"))
-	if err != nil {
-		return fetch
-	}
+func withStates(fetch func(context.Context) (signals.Snapshot, error), c *registry.Client, app string) func(context.Context) (signals.Snapshot, error) {
 	return func(ctx context.Context) (signals.Snapshot, error) {
 		snap, err := fetch(ctx)
 		if err != nil {
 			return snap, err
 		}
-		if shards, err := c.Shards(ctx, o.app); err == nil {
+		if shards, err := c.Shards(ctx, app); err == nil {
 			snap.States = map[string]string{}
 			for _, s := range shards {
 				snap.States[s.ID] = s.State
@@ -82,6 +78,20 @@ func (o *TopOptions) withStates(fetch func(context.Context) (signals.Snapshot, e
 		}
 		return snap, nil
 	}
+}
+
+// runDashboard runs the TUI until q or ctx ends; --no-color, NO_COLOR and
+// TERM=dumb draw it in monochrome.
+func runDashboard(ctx context.Context, g *Globals, m *tui.Model) error {
+	opts := []tea.ProgramOption{tea.WithContext(ctx)}
+	if g.NoColor || g.Getenv("NO_COLOR") != "" || g.Getenv("TERM") == "dumb" {
+		opts = append(opts, tea.WithColorProfile(colorprofile.Ascii))
+	}
+	_, err := tea.NewProgram(m, opts...).Run()
+	if err != nil && ctx.Err() != nil {
+		return nil // SIGINT/SIGTERM or the end of a --duration: a normal way out
+	}
+	return err
 }
 
 func (o *TopOptions) Run(ctx context.Context) error {
@@ -94,16 +104,9 @@ func (o *TopOptions) Run(ctx context.Context) error {
 	}
 	fetch := o.snapshot
 	if o.g.Registry != "" || o.g.Getenv("SHARDCTL_REGISTRY") != "" {
-		fetch = o.withStates(fetch)
+		if c, err := registry.NewClient(o.g.RegistryURL(), o.g.Getenv("SHARDCTL_REGISTRY_TOKEN")); err == nil {
+			fetch = withStates(fetch, c, o.app)
+		}
 	}
-	m := tui.New(tui.Options{Fetch: fetch, Refresh: o.refresh, Source: o.describe(), Window: o.window})
-	opts := []tea.ProgramOption{tea.WithContext(ctx)}
-	if o.g.NoColor || o.g.Getenv("NO_COLOR") != "" || o.g.Getenv("TERM") == "dumb" {
-		opts = append(opts, tea.WithColorProfile(colorprofile.Ascii))
-	}
-	_, err := tea.NewProgram(m, opts...).Run()
-	if err != nil && ctx.Err() != nil {
-		return nil // SIGINT/SIGTERM: a normal way out
-	}
-	return err
+	return runDashboard(ctx, o.g, tui.New(tui.Options{Fetch: fetch, Refresh: o.refresh, Source: o.describe(), Window: o.window}))
 }

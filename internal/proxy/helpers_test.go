@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 
 	"github.com/shardctl/shardctl/internal/sim"
 	"github.com/shardctl/shardctl/internal/sim/simtest"
+	"github.com/shardctl/shardctl/probes/load"
 )
 
 // startShards runs n simulated Zeebe clusters on free loopback ports.
@@ -70,22 +70,5 @@ func proxyMetric(t testing.TB, p *Proxy, name string, labels ...string) float64 
 	return simtest.Metric(t, "http://"+p.AdminAddr().String()+"/metrics", name, labels...)
 }
 
-const bpmnHead = `<?xml version="1.0" encoding="UTF-8"?>
-<bpmn:definitions xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL" xmlns:zeebe="http://camunda.org/schema/zeebe/1.0" id="d" targetNamespace="t">
-`
-
-// linearProcess is start -> one service task per type -> end.
-func linearProcess(id string, types ...string) []byte {
-	var b strings.Builder
-	b.WriteString(bpmnHead)
-	fmt.Fprintf(&b, `<bpmn:process id="%s" isExecutable="true"><bpmn:startEvent id="start"/>`, id)
-	prev := "start"
-	for i, typ := range types {
-		task := fmt.Sprintf("t%d", i+1)
-		fmt.Fprintf(&b, `<bpmn:serviceTask id="%s"><bpmn:extensionElements><zeebe:taskDefinition type="%s"/></bpmn:extensionElements></bpmn:serviceTask>`, task, typ)
-		fmt.Fprintf(&b, `<bpmn:sequenceFlow id="f%s" sourceRef="%s" targetRef="%s"/>`, task, prev, task)
-		prev = task
-	}
-	fmt.Fprintf(&b, `<bpmn:endEvent id="end"/><bpmn:sequenceFlow id="fend" sourceRef="%s" targetRef="end"/></bpmn:process></bpmn:definitions>`, prev)
-	return []byte(b.String())
-}
+// bpmnHead opens the tests' own BPMN documents.
+const bpmnHead = load.DefinitionsHead

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/shardctl/shardctl/internal/sim"
+	"github.com/shardctl/shardctl/probes/load"
 )
 
 // TestNoJobIsStranded makes jobs surplus on purpose: a worker that takes
@@ -30,7 +31,7 @@ func TestNoJobIsStranded(t *testing.T) {
 	c := newClient(t, p.Addr().String())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := c.NewDeployResourceCommand().AddResource(linearProcess("p", "one-at-a-time"), "p.bpmn").Send(ctx); err != nil {
+	if _, err := c.NewDeployResourceCommand().AddResource(load.Process("p", "one-at-a-time"), "p.bpmn").Send(ctx); err != nil {
 		t.Fatal(err)
 	}
 	var done atomic.Int64
@@ -84,7 +85,7 @@ func TestSaturatedShardsRefuseAtOnce(t *testing.T) {
 	c := newClient(t, p.Addr().String())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := c.NewDeployResourceCommand().AddResource(linearProcess("p", "w"), "p.bpmn").Send(ctx); err != nil {
+	if _, err := c.NewDeployResourceCommand().AddResource(load.Process("p", "w"), "p.bpmn").Send(ctx); err != nil {
 		t.Fatal(err)
 	}
 	var completed atomic.Int64

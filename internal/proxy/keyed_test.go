@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/shardctl/shardctl/internal/sim"
+	"github.com/shardctl/shardctl/probes/load"
 )
 
 const errorProcess = bpmnHead + `<bpmn:error id="e1" errorCode="NO_STOCK"/>
@@ -165,7 +166,7 @@ func TestLegacyShardServesUnslottedKeys(t *testing.T) {
 	direct := newClient(t, shards[0].Addr().String())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := direct.NewDeployResourceCommand().AddResource(linearProcess("old", "legacy-work"), "old.bpmn").Send(ctx); err != nil {
+	if _, err := direct.NewDeployResourceCommand().AddResource(load.Process("old", "legacy-work"), "old.bpmn").Send(ctx); err != nil {
 		t.Fatal(err)
 	}
 	before, err := direct.NewCreateInstanceCommand().BPMNProcessId("old").LatestVersion().Send(ctx)
@@ -208,7 +209,7 @@ func TestDefinitionKeysSurviveAProxyRestart(t *testing.T) {
 	c := newClient(t, first.Addr().String())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	dep, err := c.NewDeployResourceCommand().AddResource(linearProcess("p", "a"), "p.bpmn").Send(ctx)
+	dep, err := c.NewDeployResourceCommand().AddResource(load.Process("p", "a"), "p.bpmn").Send(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/shardctl/shardctl/internal/sim"
 	"github.com/shardctl/shardctl/internal/sim/simtest"
+	"github.com/shardctl/shardctl/probes/load"
 )
 
 const catchProcess = bpmnHead + `<bpmn:message id="m" name="paid"><bpmn:extensionElements><zeebe:subscription correlationKey="=orderId"/></bpmn:extensionElements></bpmn:message>
@@ -118,7 +119,7 @@ func TestZbctlThroughTheProxy(t *testing.T) {
 		}
 	}
 	file := filepath.Join(t.TempDir(), "p.bpmn")
-	if err := os.WriteFile(file, linearProcess("p", "a"), 0o644); err != nil {
+	if err := os.WriteFile(file, load.Process("p", "a"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if out := strings.Join(strings.Fields(run("deploy", "resource", file)), ""); !strings.Contains(out, `"bpmnProcessId":"p"`) {

@@ -11,7 +11,6 @@ package proxy
 // Configuration of the peers follows ../shared/BENCH-PEERS.md.
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -33,6 +32,9 @@ import (
 	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/shardctl/shardctl/internal/proctest"
+	"github.com/shardctl/shardctl/probes/load"
 )
 
 const (
@@ -47,15 +49,6 @@ type peerResult struct {
 	p50, p99 time.Duration
 	errors   int64
 	cpuPerOp time.Duration // the proxy process's CPU per request, when known
-}
-
-func freePort(t testing.TB) int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 func findTool(t testing.TB, name string) string {
@@ -77,7 +70,7 @@ func isExec(p string) bool {
 // the end.
 func startProcess(t testing.TB, dir, name string, args ...string) *exec.Cmd {
 	cmd := exec.Command(name, args...)
-	log, err := os.Create(filepath.Join(dir, filepath.Base(name)+"-"+strconv.Itoa(freePort(t))+".log"))
+	log, err := os.Create(filepath.Join(dir, filepath.Base(name)+"-"+strconv.Itoa(proctest.FreePort(t))+".log"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,27 +93,6 @@ func startProcess(t testing.TB, dir, name string, args ...string) *exec.Cmd {
 		log.Close()
 	})
 	return cmd
-}
-
-// startShardctl runs `shardctl ARGS` and returns the address of its
-// "listening on" line.
-func startShardctl(t testing.TB, bin string, args ...string) (*exec.Cmd, string) {
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "GOMAXPROCS=2")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	line, err := bufio.NewReader(stderr).ReadString('\n')
-	if err != nil {
-		t.Fatalf("shardctl %v: %v", args, err)
-	}
-	go func() { _, _ = io.Copy(io.Discard, stderr) }()
-	return cmd, strings.TrimPrefix(strings.TrimSpace(line), "listening on ")
 }
 
 func waitListening(t testing.TB, addr string) {
@@ -262,34 +234,34 @@ func median(xs []float64) float64 {
 func BenchmarkPeers(b *testing.B) {
 	nginx, haproxy := findTool(b, "nginx"), findTool(b, "haproxy")
 	dir := b.TempDir()
-	bin := filepath.Join(dir, "shardctl")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/shardctl").CombinedOutput(); err != nil {
-		b.Fatalf("build shardctl: %v\n%s", err, out)
-	}
+	bin := proctest.Build(b)
+	// Every shardctl process gets the same CPU share as the peers.
+	gomaxprocs := []string{"GOMAXPROCS=2"}
 
 	var shardAddrs []string
 	for range 3 {
-		_, addr := startShardctl(b, bin, "sim", "serve", "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--partitions", "3", "--backlog-limit", "-1")
+		addr := proctest.Start(b, bin, gomaxprocs, "sim", "serve", "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--partitions", "3", "--backlog-limit", "-1").Addr
 		shardAddrs = append(shardAddrs, addr)
 	}
-	process := linearProcess("bench", "bench-work")
+	process := load.Process("bench", "bench-work")
 	for _, c := range dialAll(b, shardAddrs, 3) {
 		if _, err := c.DeployResource(context.Background(), &pb.DeployResourceRequest{Resources: []*pb.Resource{{Name: "bench.bpmn", Content: process}}}); err != nil {
 			b.Fatal(err)
 		}
 	}
 
-	adminPort := freePort(b)
+	adminPort := proctest.FreePort(b)
 	args := []string{"proxy", "serve", "--listen", "127.0.0.1:0", "--admin", fmt.Sprintf("127.0.0.1:%d", adminPort), "--profiling", "--max-inflight-per-shard", "0"}
 	for i, a := range shardAddrs {
 		args = append(args, "--shard", fmt.Sprintf("s%d=%s", i+1, a))
 	}
-	proxyCmd, proxyAddr := startShardctl(b, bin, args...)
+	px := proctest.Start(b, bin, gomaxprocs, args...)
+	proxyCmd, proxyAddr := px.Cmd, px.Addr
 	if _, err := dialAll(b, []string{proxyAddr}, 1)[0].DeployResource(context.Background(), &pb.DeployResourceRequest{Resources: []*pb.Resource{{Name: "bench.bpmn", Content: process}}}); err != nil {
 		b.Fatal(err)
 	}
 
-	nginxPort, haproxyPort := freePort(b), freePort(b)
+	nginxPort, haproxyPort := proctest.FreePort(b), proctest.FreePort(b)
 	var upstream strings.Builder
 	for _, a := range shardAddrs {
 		fmt.Fprintf(&upstream, "    server %s;\n", a)

@@ -12,6 +12,7 @@ import (
 	"github.com/camunda/zeebe/clients/go/v8/pkg/zbc"
 
 	"github.com/shardctl/shardctl/internal/sim"
+	"github.com/shardctl/shardctl/probes/load"
 )
 
 func TestTwoThousandInstancesThroughTheProxy(t *testing.T) {
@@ -21,7 +22,7 @@ func TestTwoThousandInstancesThroughTheProxy(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	dep, err := c.NewDeployResourceCommand().AddResource(linearProcess("order", "reserve", "charge", "ship"), "order.bpmn").Send(ctx)
+	dep, err := c.NewDeployResourceCommand().AddResource(load.Process("order", "reserve", "charge", "ship"), "order.bpmn").Send(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +117,7 @@ func TestPowerOfTwoChoicesFavoursTheFasterShard(t *testing.T) {
 	c := newClient(t, p.Addr().String())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := c.NewDeployResourceCommand().AddResource(linearProcess("p", "x"), "p.bpmn").Send(ctx); err != nil {
+	if _, err := c.NewDeployResourceCommand().AddResource(load.Process("p", "x"), "p.bpmn").Send(ctx); err != nil {
 		t.Fatal(err)
 	}
 	const n = 1000

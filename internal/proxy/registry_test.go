@@ -1,94 +1,22 @@
 package proxy
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os/exec"
-	"path/filepath"
-	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/camunda/zeebe/clients/go/v8/pkg/entities"
 	"github.com/camunda/zeebe/clients/go/v8/pkg/worker"
+
+	"github.com/shardctl/shardctl/internal/proctest"
+	"github.com/shardctl/shardctl/probes/load"
 )
-
-// buildShardctl builds the binary once per test into a temporary folder.
-func buildShardctl(t testing.TB) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "shardctl")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/shardctl").CombinedOutput(); err != nil {
-		t.Fatalf("build shardctl: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// process is a shardctl runtime started as a process for one test.
-type process struct {
-	cmd  *exec.Cmd
-	addr string
-	mu   sync.Mutex
-	log  strings.Builder
-}
-
-// startRuntime runs `shardctl ARGS`, waits for its "listening on" line and
-// stops it (SIGTERM, then SIGKILL) when the test ends.
-func startRuntime(t testing.TB, bin string, args ...string) *process {
-	t.Helper()
-	r := &process{cmd: exec.Command(bin, args...)}
-	stderr, err := r.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = r.cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = r.cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			_ = r.cmd.Process.Kill()
-			<-done
-		}
-	})
-	lines := bufio.NewScanner(stderr)
-	first := make(chan string, 1)
-	go func() {
-		for lines.Scan() {
-			line := lines.Text()
-			if after, ok := strings.CutPrefix(line, "listening on "); ok {
-				select {
-				case first <- after:
-				default:
-				}
-			}
-			r.mu.Lock()
-			r.log.WriteString(line + "\n")
-			r.mu.Unlock()
-		}
-	}()
-	select {
-	case r.addr = <-first:
-	case <-time.After(20 * time.Second):
-		t.Fatalf("shardctl %v printed no listening line", args)
-	}
-	return r
-}
-
-func (r *process) stderr() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.log.String()
-}
 
 func getJSON(t testing.TB, url string, v any) {
 	t.Helper()
@@ -112,18 +40,18 @@ func getJSON(t testing.TB, url string, v any) {
 // still complete; a shard that joins later is replayed the ledger the
 // registry keeps.
 func TestShardsFromTheRegistry(t *testing.T) {
-	bin := buildShardctl(t)
-	reg := startRuntime(t, bin, "registry", "serve", "--listen", "127.0.0.1:0", "--eviction-interval", "1s")
-	regURL := "http://" + reg.addr + "/eureka"
-	startSim := func(id string) *process {
-		return startRuntime(t, bin, "sim", "serve", "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0",
+	bin := proctest.Build(t)
+	reg := proctest.Start(t, bin, nil, "registry", "serve", "--listen", "127.0.0.1:0", "--eviction-interval", "1s")
+	regURL := "http://" + reg.Addr + "/eureka"
+	startSim := func(id string) *proctest.Process {
+		return proctest.Start(t, bin, nil, "sim", "serve", "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0",
 			"--register", regURL, "--shard-id", id, "--pool", "blue", "--renewal-interval", "1s", "--lease-duration", "3s")
 	}
 	for _, id := range []string{"sim-a", "sim-b", "sim-c"} {
 		startSim(id)
 	}
-	adminPort := freePort(t)
-	px := startRuntime(t, bin, "--registry", regURL, "proxy", "serve", "--listen", "127.0.0.1:0", "--admin", fmt.Sprintf("127.0.0.1:%d", adminPort))
+	adminPort := proctest.FreePort(t)
+	px := proctest.Start(t, bin, nil, "--registry", regURL, "proxy", "serve", "--listen", "127.0.0.1:0", "--admin", fmt.Sprintf("127.0.0.1:%d", adminPort))
 	admin := fmt.Sprintf("http://127.0.0.1:%d/shards", adminPort)
 	proxyShards := func() map[string]ShardStatus {
 		var list struct{ Shards []ShardStatus }
@@ -142,16 +70,16 @@ func TestShardsFromTheRegistry(t *testing.T) {
 		slotOf[id] = s.Slot
 	}
 
-	client := newClient(t, px.addr)
+	client := newClient(t, px.Addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if _, err := client.NewDeployResourceCommand().AddResource(linearProcess("order", "work"), "order.bpmn").Send(ctx); err != nil {
+	if _, err := client.NewDeployResourceCommand().AddResource(load.Process("order", "work"), "order.bpmn").Send(ctx); err != nil {
 		t.Fatalf("deploy through the proxy: %v", err)
 	}
 	var ledger struct {
 		Deployments []struct{ Seq int } `json:"deployments"`
 	}
-	getJSON(t, "http://"+reg.addr+"/shardctl/v1/ledger", &ledger)
+	getJSON(t, "http://"+reg.Addr+"/shardctl/v1/ledger", &ledger)
 	if len(ledger.Deployments) != 1 {
 		t.Fatalf("the registry's ledger holds %d deployments, want 1", len(ledger.Deployments))
 	}
@@ -234,6 +162,6 @@ func TestShardsFromTheRegistry(t *testing.T) {
 		return proxyShards()["sim-b"].State == Up
 	})
 	if t.Failed() {
-		t.Logf("proxy stderr:\n%s", px.stderr())
+		t.Logf("proxy stderr:\n%s", px.Stderr())
 	}
 }

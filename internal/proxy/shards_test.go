@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/shardctl/shardctl/internal/sim"
+	"github.com/shardctl/shardctl/probes/load"
 )
 
 // fakeGateway answers Topology with a chosen partition count and records
@@ -123,7 +124,7 @@ func TestAddShardReplaysAndDrainingShardsKeepServingJobs(t *testing.T) {
 	c := newClient(t, p.Addr().String())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	for _, xml := range [][]byte{linearProcess("p", "a"), linearProcess("p", "a", "b")} {
+	for _, xml := range [][]byte{load.Process("p", "a"), load.Process("p", "a", "b")} {
 		if _, err := c.NewDeployResourceCommand().AddResource(xml, "p.bpmn").Send(ctx); err != nil {
 			t.Fatal(err)
 		}

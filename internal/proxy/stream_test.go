@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/shardctl/shardctl/internal/sim"
+	"github.com/shardctl/shardctl/probes/load"
 )
 
 // A streaming job worker through the proxy gets the jobs every shard
@@ -24,7 +25,7 @@ func TestJobStreamingThroughTheProxy(t *testing.T) {
 	c := newClient(t, p.Addr().String())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := c.NewDeployResourceCommand().AddResource(linearProcess("p", "pushed"), "p.bpmn").Send(ctx); err != nil {
+	if _, err := c.NewDeployResourceCommand().AddResource(load.Process("p", "pushed"), "p.bpmn").Send(ctx); err != nil {
 		t.Fatal(err)
 	}
 	var done atomic.Int64
@@ -67,7 +68,7 @@ func TestJobStreamEndGivesBufferedJobsBack(t *testing.T) {
 	c := newClient(t, p.Addr().String())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := c.NewDeployResourceCommand().AddResource(linearProcess("p", "pushed"), "p.bpmn").Send(ctx); err != nil {
+	if _, err := c.NewDeployResourceCommand().AddResource(load.Process("p", "pushed"), "p.bpmn").Send(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// A raw stream that never reads, and jobs of 100 KiB each: the
@@ -118,7 +119,7 @@ func TestRemainingRPCsThroughTheProxy(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	//lint:ignore SA1019 old clients still call it
-	old, err := gw.DeployProcess(ctx, &pb.DeployProcessRequest{Processes: []*pb.ProcessRequestObject{{Name: "p.bpmn", Definition: linearProcess("p", "calc")}}})
+	old, err := gw.DeployProcess(ctx, &pb.DeployProcessRequest{Processes: []*pb.ProcessRequestObject{{Name: "p.bpmn", Definition: load.Process("p", "calc")}}})
 	if err != nil || len(old.GetProcesses()) != 1 {
 		t.Fatalf("DeployProcess: %v, %v", old, err)
 	}

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"runtime/debug"
@@ -25,6 +24,7 @@ import (
 	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/shardctl/shardctl/internal/ledger"
+	"github.com/shardctl/shardctl/internal/proctest"
 )
 
 // ---------------------------------------------------------------------------
@@ -42,11 +42,8 @@ func TestBoltStoreSurvivesKill(t *testing.T) {
 		t.Skip("builds shardctl and runs registry processes")
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "shardctl")
 	start := time.Now()
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/shardctl").CombinedOutput(); err != nil {
-		t.Fatalf("build shardctl: %v\n%s", err, out)
-	}
+	bin := proctest.Build(t)
 	t.Logf("built shardctl in %v", time.Since(start).Round(time.Millisecond))
 
 	seed := uint64(time.Now().UnixNano())
@@ -62,78 +59,13 @@ func TestBoltStoreSurvivesKill(t *testing.T) {
 	}
 }
 
-// boltProc is a `shardctl registry serve` process.
-type boltProc struct {
-	cmd     *exec.Cmd
-	addr    string
-	stderr  *boltLineBuf
-	done    chan struct{}
-	waitErr error
-}
-
-// kill sends SIGKILL and waits until the process is gone.
-func (p *boltProc) kill() {
-	_ = p.cmd.Process.Kill()
-	<-p.done
-}
-
-func (p *boltProc) base() string { return "http://" + p.addr }
-
-// boltLineBuf keeps what a process writes and hands over its first line.
-type boltLineBuf struct {
-	mu    sync.Mutex
-	buf   bytes.Buffer
-	first chan string
-	sent  bool
-}
-
-func (b *boltLineBuf) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf.Write(p)
-	if !b.sent {
-		if line, _, ok := strings.Cut(b.buf.String(), "\n"); ok {
-			b.sent = true
-			b.first <- line
-		}
-	}
-	return len(p), nil
-}
-
-func (b *boltLineBuf) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // startBoltRegistry runs `shardctl registry serve` on a bolt file and
-// returns once it prints its "listening on" line. The process is killed
+// returns once it prints its "listening on" line. The process is stopped
 // when the test ends, whatever happens.
-func startBoltRegistry(t *testing.T, bin, db string) *boltProc {
+func startBoltRegistry(t *testing.T, bin, db string) *proctest.Process {
 	t.Helper()
-	cmd := exec.Command(bin, "registry", "serve", "--listen", "127.0.0.1:0", "--store", "bolt:"+db,
+	return proctest.Start(t, bin, nil, "registry", "serve", "--listen", "127.0.0.1:0", "--store", "bolt:"+db,
 		"--eviction-interval", "1s", "--self-preservation=false")
-	lb := &boltLineBuf{first: make(chan string, 1)}
-	cmd.Stderr = lb
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start registry: %v", err)
-	}
-	p := &boltProc{cmd: cmd, stderr: lb, done: make(chan struct{})}
-	go func() { p.waitErr = cmd.Wait(); close(p.done) }()
-	t.Cleanup(p.kill)
-	select {
-	case line := <-lb.first:
-		addr, ok := strings.CutPrefix(strings.TrimSpace(line), "listening on ")
-		if !ok {
-			t.Fatalf("registry: first line of stderr is %q, want \"listening on HOST:PORT\"", line)
-		}
-		p.addr = addr
-	case <-p.done:
-		t.Fatalf("registry exited before listening: %v\n%s", p.waitErr, lb.String())
-	case <-time.After(20 * time.Second):
-		t.Fatalf("registry did not print \"listening on\" within 20s\n%s", lb.String())
-	}
-	return p
 }
 
 // The writes of the load.
@@ -582,7 +514,7 @@ func boltKillRound(t *testing.T, bin, dir string, round int, killAfter time.Dura
 	const workers = 6
 	ws := make([]*boltWorker, workers)
 	for i := range ws {
-		ws[i] = &boltWorker{id: i, round: round, rng: rand.New(rand.NewPCG(seed, uint64(i))), client: client, base: p.base(),
+		ws[i] = &boltWorker{id: i, round: round, rng: rand.New(rand.NewPCG(seed, uint64(i))), client: client, base: "http://" + p.Addr,
 			keys: map[boltKey]*boltInst{}, slots: map[string]int{}}
 	}
 	loadStart := time.Now()
@@ -597,14 +529,14 @@ func boltKillRound(t *testing.T, bin, dir string, round int, killAfter time.Dura
 		defer close(killed)
 		time.Sleep(killAfter)
 		killedAt = time.Since(loadStart)
-		p.kill() // SIGKILL, while the workers write
+		p.Kill() // SIGKILL, while the workers write
 	}()
 	wg.Wait()
 	<-killed
 	tr.CloseIdleConnections()
-	waitStatus := fmt.Sprint(p.waitErr)
+	waitStatus := fmt.Sprint(p.Err())
 	if waitStatus != "signal: killed" {
-		t.Errorf("the registry ended %s before it was killed:\n%s", waitStatus, p.stderr.String())
+		t.Errorf("the registry ended %s before it was killed:\n%s", waitStatus, p.Stderr())
 	}
 
 	var acked [boltOpKinds]int
@@ -637,10 +569,10 @@ func boltKillRound(t *testing.T, bin, dir string, round int, killAfter time.Dura
 	boltVerify(t, p2, ws, restart)
 }
 
-func boltVerify(t *testing.T, p *boltProc, ws []*boltWorker, restart time.Time) {
+func boltVerify(t *testing.T, p *proctest.Process, ws []*boltWorker, restart time.Time) {
 	client, tr := boltNewClient()
 	defer tr.CloseIdleConnections()
-	base := p.base()
+	base := "http://" + p.Addr
 	restartMs := restart.UnixMilli()
 
 	errs := 0

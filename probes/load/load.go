@@ -21,12 +21,16 @@ import (
 	"google.golang.org/grpc/status"
 )
 
+// DefinitionsHead opens a BPMN document with the bpmn and zeebe
+// namespaces; a process and "</bpmn:definitions>" complete it.
+const DefinitionsHead = `<?xml version="1.0" encoding="UTF-8"?>
+<bpmn:definitions xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL" xmlns:zeebe="http://camunda.org/schema/zeebe/1.0" id="d" targetNamespace="t">
+`
+
 // Process is a BPMN process of one service task per job type, in a line.
 func Process(id string, jobTypes ...string) []byte {
 	var b strings.Builder
-	b.WriteString(`<?xml version="1.0" encoding="UTF-8"?>
-<bpmn:definitions xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL" xmlns:zeebe="http://camunda.org/schema/zeebe/1.0" id="d" targetNamespace="t">
-`)
+	b.WriteString(DefinitionsHead)
 	fmt.Fprintf(&b, `<bpmn:process id="%s" isExecutable="true"><bpmn:startEvent id="start"/>`, id)
 	prev := "start"
 	for i, typ := range jobTypes {

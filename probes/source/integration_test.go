@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,21 +16,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardctl/shardctl/internal/proctest"
 	"github.com/shardctl/shardctl/internal/sim"
 	"github.com/shardctl/shardctl/internal/sim/simtest"
 	"github.com/shardctl/shardctl/probes/load"
 	"github.com/shardctl/shardctl/probes/signals"
 	"github.com/shardctl/shardctl/probes/source"
 )
-
-func freePort(t testing.TB) int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
 
 // startPrometheus runs the Debian package's prometheus on a free port,
 // scraping every target each second with its cluster label.
@@ -50,7 +41,7 @@ func startPrometheus(t testing.TB, targets map[string]string) string {
 	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t))
 	cmd := exec.Command(bin, "--config.file="+filepath.Join(dir, "prometheus.yml"), "--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+addr, "--log.level=warn")
 	var logs bytes.Buffer
@@ -84,15 +75,6 @@ func startPrometheus(t testing.TB, targets map[string]string) string {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-func buildShardctl(t testing.TB) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "shardctl")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/shardctl").CombinedOutput(); err != nil {
-		t.Fatalf("build shardctl: %v\n%s", err, out)
-	}
-	return bin
 }
 
 // runSignals runs `shardctl signals ARGS -o json` and reads its report
@@ -155,7 +137,7 @@ func TestSignalsOnSimulatedShards(t *testing.T) {
 	half := simtest.Start(t, sim.Config{Partitions: 1, Capacity: 300, BacklogLimit: -1})
 	metrics := map[string]string{"knee": knee.MetricsAddr().String(), "half": half.MetricsAddr().String()}
 	prom := startPrometheus(t, metrics)
-	bin := buildShardctl(t)
+	bin := proctest.Build(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -196,15 +196,7 @@ func (o *ProxyServeOptions) Run(ctx context.Context) error {
 		return err
 	}
 	if o.registry != nil {
-		go o.registry.Watch(ctx, o.app, registry.Watcher{
-			Shards: func(_ uint64, shards []registry.Shard) { p.Want(proxyShards(shards)) },
-			Ledger: func(int) {
-				if err := p.RefreshLedger(ctx); err != nil {
-					fmt.Fprintf(errOut, "registry: %v\n", err)
-				}
-			},
-			Error: func(err error) { fmt.Fprintf(errOut, "registry watch: %v (reconnecting)\n", err) },
-		})
+		go p.FollowRegistry(ctx, o.registry, o.app, func(err error) { fmt.Fprintf(errOut, "registry: %v\n", err) })
 		fmt.Fprintf(errOut, "shards from %s (app %s)\n", o.registry.Base, o.app)
 	}
 	fmt.Fprintf(errOut, "listening on %s\n", p.Addr())
@@ -213,18 +205,4 @@ func (o *ProxyServeOptions) Run(ctx context.Context) error {
 		fmt.Fprintf(errOut, "shard %s slot %d at %s: %s, %d partitions\n", s.ID, s.Slot, s.Address, s.State, s.Partitions)
 	}
 	return serveUntilDone(ctx, errOut, "proxy", o.shutdownTimeout, p.Close)
-}
-
-// proxyShards reads the registry's shards as the proxy's; a state the
-// proxy does not route by (STARTING) takes nothing, as DOWN.
-func proxyShards(shards []registry.Shard) []proxy.ShardConfig {
-	out := make([]proxy.ShardConfig, 0, len(shards))
-	for _, s := range shards {
-		st, err := proxy.ParseState(s.State)
-		if err != nil {
-			st = proxy.Down
-		}
-		out = append(out, proxy.ShardConfig{ID: s.ID, Addr: s.Address, Slot: s.Slot, State: st})
-	}
-	return out
 }

@@ -170,38 +170,12 @@ func Start(ctx context.Context, cfg Config) (_ *Demo, err error) {
 	if err := d.proxy.Start(ctx); err != nil {
 		return nil, err
 	}
-	followed := make(chan struct{})
-	var once sync.Once
 	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
-		d.regc.Watch(run, "ZEEBE-SHARDS", registry.Watcher{
-			Shards: func(_ uint64, shards []registry.Shard) {
-				var want []proxy.ShardConfig
-				for _, s := range shards {
-					st, err := proxy.ParseState(s.State)
-					if err != nil {
-						st = proxy.Down
-					}
-					want = append(want, proxy.ShardConfig{ID: s.ID, Addr: s.Address, Slot: s.Slot, State: st})
-				}
-				d.proxy.Want(want)
-				if len(shards) == cfg.Shards {
-					once.Do(func() { close(followed) })
-				}
-			},
-			Ledger: func(int) { _ = d.proxy.RefreshLedger(run) },
-		})
-	}()
-	select {
-	case <-followed:
-	case <-time.After(10 * time.Second):
-		return nil, errors.New("the proxy did not see every shard in the registry within 10 s")
-	}
+	go func() { defer d.wg.Done(); d.proxy.FollowRegistry(run, d.regc, "ZEEBE-SHARDS", func(error) {}) }()
 	deadline := time.Now().Add(10 * time.Second)
 	for len(d.proxy.Shards()) < cfg.Shards {
 		if time.Now().After(deadline) {
-			return nil, errors.New("the proxy did not connect to every shard within 10 s")
+			return nil, errors.New("the proxy did not follow every shard of the registry within 10 s")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/shardctl/shardctl/internal/registry"
 )
 
 // Membership from a registry: the proxy is told the shard set it should
@@ -140,4 +142,34 @@ func (p *Proxy) RefreshLedger(ctx context.Context) error {
 		p.index.add(d)
 	}
 	return nil
+}
+
+// FollowRegistry keeps the proxy's shards, their states and its ledger
+// those of app in the registry, until ctx ends: every change the watch
+// pushes becomes a Want, every ledger change a RefreshLedger. report gets
+// what went wrong (the watch reconnects by itself).
+func (p *Proxy) FollowRegistry(ctx context.Context, c *registry.Client, app string, report func(error)) {
+	c.Watch(ctx, app, registry.Watcher{
+		Shards: func(_ uint64, shards []registry.Shard) { p.Want(fromRegistry(shards)) },
+		Ledger: func(int) {
+			if err := p.RefreshLedger(ctx); err != nil {
+				report(err)
+			}
+		},
+		Error: func(err error) { report(fmt.Errorf("registry watch: %w (reconnecting)", err)) },
+	})
+}
+
+// fromRegistry reads the registry's shards as the proxy's; a state the
+// proxy does not route by (STARTING) takes nothing, as DOWN.
+func fromRegistry(shards []registry.Shard) []ShardConfig {
+	out := make([]ShardConfig, 0, len(shards))
+	for _, s := range shards {
+		st, err := ParseState(s.State)
+		if err != nil {
+			st = Down
+		}
+		out = append(out, ShardConfig{ID: s.ID, Addr: s.Address, Slot: s.Slot, State: st})
+	}
+	return out
 }

@@ -1,14 +1,18 @@
 package plugins
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shardctl/shardctl/internal/budget"
 )
 
 // writeScript puts an executable shell script named name into dir.
@@ -158,20 +162,29 @@ func TestRunKilledBySignal(t *testing.T) {
 
 func TestRunRelaysCancellation(t *testing.T) {
 	dir := t.TempDir()
-	script := writeScript(t, dir, "shardctl-wait", "trap 'exit 42' TERM; while :; do sleep 0.05; done", 0o755)
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	// The plugin says when its trap is set; cancelling before that would
+	// test the shell's default SIGTERM, not the relay.
+	script := writeScript(t, dir, "shardctl-wait", "trap 'exit 42' TERM; echo ready; while :; do sleep 0.05; done", 0o755)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	out, stdout := io.Pipe()
 	done := make(chan int, 1)
 	go func() {
-		code, _ := Run(ctx, script, nil, nil, nil, &bytes.Buffer{}, &bytes.Buffer{})
+		code, _ := Run(ctx, script, nil, nil, nil, stdout, &bytes.Buffer{})
+		stdout.Close()
 		done <- code
 	}()
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "ready\n" {
+		t.Fatalf("the plugin's first line: %q, %v", line, err)
+	}
+	go io.Copy(io.Discard, out)
+	cancel()
 	select {
 	case code := <-done:
 		if code != 42 {
 			t.Errorf("exit code = %d, want 42 from the plugin's TERM trap", code)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(budget.Of(10 * time.Second)):
 		t.Fatal("plugin did not stop after cancellation")
 	}
 }

@@ -6,7 +6,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shardctl/shardctl/internal/budget"
 )
 
 var binDir, bin string
@@ -54,12 +55,11 @@ type result struct {
 	stdout, stderr string
 }
 
-// shardctl runs an executable with args and a clean environment of env.
+// runBin runs an executable with args and a clean environment of env,
+// for budget.Of 30 s at most.
 func runBin(t *testing.T, path string, env []string, stdin string, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, path, args...)
+	cmd := exec.CommandContext(budget.Context(t, 30*time.Second), path, args...)
 	cmd.Env = env
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errOut bytes.Buffer
@@ -230,9 +230,7 @@ COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 ))
 __start_shardctl shardctl "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}"
 printf '%%s\n' "${COMPREPLY[@]}"
 `, bashCompletion, line)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", "--norc", "--noprofile", "-c", script)
+	cmd := exec.CommandContext(budget.Context(t, 30*time.Second), "bash", "--norc", "--noprofile", "-c", script)
 	cmd.Env = env
 	out, err := cmd.Output()
 	if err != nil {

@@ -1,61 +1,30 @@
 package main
 
 import (
-	"bufio"
-	"context"
 	"encoding/json"
 	"net/http"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/shardctl/shardctl/internal/budget"
+	"github.com/shardctl/shardctl/internal/proctest"
 	"github.com/shardctl/shardctl/internal/sim/simtest"
 )
 
-// startProxyServe runs `shardctl proxy serve` and returns its client
-// address and its admin address.
-func startProxyServe(t *testing.T, args ...string) (*exec.Cmd, string, string) {
+// startProxyServe runs `shardctl proxy serve` and returns it with its
+// client address and its admin address.
+func startProxyServe(t *testing.T, args ...string) (*proctest.Process, string, string) {
 	t.Helper()
-	cmd := exec.Command(bin, append([]string{"proxy", "serve", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"}, args...)...)
-	cmd.Env = baseEnv()
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	r := bufio.NewReader(stderr)
-	lines := make(chan string, 2)
-	go func() {
-		for range 2 {
-			l, _ := r.ReadString('\n')
-			lines <- strings.TrimSpace(l)
-		}
-	}()
-	var got []string
-	for range 2 {
-		select {
-		case l := <-lines:
-			got = append(got, l)
-		case <-time.After(20 * time.Second):
-			t.Fatalf("proxy serve printed %q within 20s", got)
-		}
-	}
-	addr, ok := strings.CutPrefix(got[0], "listening on ")
-	if !ok {
-		t.Fatalf("first stderr line %q", got[0])
-	}
-	admin := strings.TrimSuffix(strings.TrimPrefix(got[1], "admin on http://"), "/shards")
-	return cmd, addr, admin
+	p := proctest.Start(t, bin, nil, append([]string{"proxy", "serve", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"}, args...)...)
+	admin := strings.TrimSuffix(p.Line(t, "admin on http://"), "/shards")
+	return p, p.Addr, admin
 }
 
 func TestProxyServe(t *testing.T) {
-	_, a, _ := startServe(t, "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--partitions", "2")
-	_, b, _ := startServe(t, "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--partitions", "2")
-	cmd, addr, admin := startProxyServe(t, "--shard", "blue="+a, "--shard", "green="+b+",slot=5")
+	_, a := startServe(t, "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--partitions", "2")
+	_, b := startServe(t, "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--partitions", "2")
+	p, addr, admin := startProxyServe(t, "--shard", "blue="+a, "--shard", "green="+b+",slot=5")
 
 	resp, err := http.Get("http://" + admin + "/shards")
 	if err != nil {
@@ -76,14 +45,12 @@ func TestProxyServe(t *testing.T) {
 	}
 
 	c := simtest.Client(t, addr)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	topo, err := c.NewTopologyCommand().Send(ctx)
+	topo, err := c.NewTopologyCommand().Send(budget.Context(t, 20*time.Second))
 	if err != nil || topo.PartitionsCount != 4 {
 		t.Fatalf("topology through the proxy: %+v, %v", topo, err)
 	}
 
-	stopWithSIGTERM(t, cmd)
+	p.Terminate(t)
 }
 
 func TestProxyServeErrors(t *testing.T) {

@@ -1,64 +1,32 @@
 package main
 
 import (
-	"bufio"
-	"context"
 	"io"
 	"net"
 	"net/http"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/shardctl/shardctl/internal/budget"
+	"github.com/shardctl/shardctl/internal/proctest"
 	"github.com/shardctl/shardctl/internal/sim/simtest"
 )
 
-// startServe runs `shardctl sim serve` and returns the address from its
-// first stderr line, with the rest of stderr still readable.
-func startServe(t *testing.T, args ...string) (*exec.Cmd, string, *bufio.Reader) {
+// startServe runs `shardctl sim serve` and returns it with the address
+// from its first stderr line.
+func startServe(t *testing.T, args ...string) (*proctest.Process, string) {
 	t.Helper()
-	cmd := exec.Command(bin, append([]string{"sim", "serve"}, args...)...)
-	cmd.Env = baseEnv()
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	r := bufio.NewReader(stderr)
-	line := make(chan string, 1)
-	go func() {
-		l, _ := r.ReadString('\n')
-		line <- l
-	}()
-	select {
-	case l := <-line:
-		addr, ok := strings.CutPrefix(strings.TrimSpace(l), "listening on ")
-		if !ok {
-			t.Fatalf("first stderr line %q, want \"listening on HOST:PORT\"", l)
-		}
-		return cmd, addr, r
-	case <-time.After(20 * time.Second):
-		t.Fatal("no \"listening on\" line within 20s")
-	}
-	return nil, "", nil
+	p := proctest.Start(t, bin, nil, append([]string{"sim", "serve"}, args...)...)
+	return p, p.Addr
 }
 
 func TestSimServe(t *testing.T) {
-	cmd, addr, stderr := startServe(t, "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--partitions", "2")
-	metricsLine, _ := stderr.ReadString('\n')
-	metricsURL := strings.TrimSpace(strings.TrimPrefix(metricsLine, "metrics on "))
+	p, addr := startServe(t, "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--partitions", "2")
+	metricsURL := p.Line(t, "metrics on ")
 
 	c := simtest.Client(t, addr)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	topo, err := c.NewTopologyCommand().Send(ctx)
+	topo, err := c.NewTopologyCommand().Send(budget.Context(t, 10*time.Second))
 	if err != nil || topo.PartitionsCount != 2 {
 		t.Fatalf("topology %+v, %v", topo, err)
 	}
@@ -82,7 +50,7 @@ func TestSimServe(t *testing.T) {
 	}
 
 	// SIGTERM: a clean stop, exit 0, and the port is free again.
-	stopWithSIGTERM(t, cmd)
+	p.Terminate(t)
 	if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
 		conn.Close()
 		t.Error("the gateway still accepts connections after stopping")

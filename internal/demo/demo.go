@@ -145,7 +145,7 @@ func Start(ctx context.Context, cfg Config) (_ *Demo, err error) {
 		id := fmt.Sprintf("shard-%d", i+1)
 		d.ids = append(d.ids, id)
 		in, err := registry.NewShardInstance(registry.ShardRegistration{
-			App: "ZEEBE-SHARDS", ID: id, Address: s.Addr().String(), Pool: "blue", Slot: i + 1,
+			App: registry.DefaultShardsApp, ID: id, Address: s.Addr().String(), Pool: "blue", Slot: i + 1,
 			Metrics: "http://" + s.MetricsAddr().String() + "/metrics", RenewalInterval: time.Second, LeaseDuration: 5 * time.Second,
 		})
 		if err != nil {
@@ -171,7 +171,10 @@ func Start(ctx context.Context, cfg Config) (_ *Demo, err error) {
 		return nil, err
 	}
 	d.wg.Add(1)
-	go func() { defer d.wg.Done(); d.proxy.FollowRegistry(run, d.regc, "ZEEBE-SHARDS", func(error) {}) }()
+	go func() {
+		defer d.wg.Done()
+		d.proxy.FollowRegistry(run, d.regc, registry.DefaultShardsApp, func(error) {})
+	}()
 	deadline := time.Now().Add(10 * time.Second)
 	for len(d.proxy.Shards()) < cfg.Shards {
 		if time.Now().After(deadline) {
@@ -218,7 +221,7 @@ func (d *Demo) scenario(ctx context.Context) {
 		if !wait(3 * d.cfg.Step) {
 			return
 		}
-		if _, err := d.regc.SetState(ctx, "ZEEBE-SHARDS", d.ids[0], registry.StateDraining); err != nil {
+		if _, err := d.regc.SetState(ctx, registry.DefaultShardsApp, d.ids[0], registry.StateDraining); err != nil {
 			d.note("drain %s: %v", d.ids[0], err)
 			return
 		}

@@ -1,11 +1,12 @@
 package demo
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/shardctl/shardctl/internal/budget"
+	"github.com/shardctl/shardctl/internal/registry"
 	"github.com/shardctl/shardctl/probes/signals"
 	"github.com/shardctl/shardctl/probes/source"
 )
@@ -14,16 +15,13 @@ import (
 // the load flows through it to every shard; after the drain, shard-1 gets
 // no new instances while the others carry the load.
 func TestDrainScenario(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	ctx := budget.Context(t, 60*time.Second)
 	d, err := Start(ctx, Config{Shards: 3, Rate: 60, Scenario: "drain", Listen: "127.0.0.1:0", Step: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() {
-		stop, c := context.WithTimeout(context.Background(), 10*time.Second)
-		defer c()
-		if err := d.Close(stop); err != nil {
+		if err := d.Close(budget.Context(t, 10*time.Second)); err != nil {
 			t.Errorf("close: %v", err)
 		}
 	}()
@@ -33,18 +31,16 @@ func TestDrainScenario(t *testing.T) {
 	}
 	go scrape.Run(ctx)
 
-	deadline := time.Now().Add(20 * time.Second)
-	for len(d.Events()) == 0 && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-	}
+	budget.Eventually(t, 20*time.Second, "the scenario's drain", func() bool { return len(d.Events()) > 0 })
 	if ev := d.Events(); len(ev) != 1 || !strings.Contains(ev[0], "shard-1 set DRAINING") {
 		t.Fatalf("scenario events %q", ev)
 	}
-	s, err := d.Registry().Shard(ctx, "ZEEBE-SHARDS", "shard-1")
+	s, err := d.Registry().Shard(ctx, registry.DefaultShardsApp, "shard-1")
 	if err != nil || s.State != "DRAINING" {
 		t.Fatalf("shard-1 in the registry: %+v, %v", s, err)
 	}
-	// Let the rate windows move past the drain, then read the signals.
+	// Let the 5 s rate window move wholly past the drain (wall-clock time,
+	// the scenario's own, not the machine's), then read the signals.
 	time.Sleep(8 * time.Second)
 	now := time.Now()
 	shards, err := scrape.Fetch(ctx, now, 5*time.Second, time.Second)

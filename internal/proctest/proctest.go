@@ -1,12 +1,14 @@
 // Package proctest runs the shardctl binary as processes for integration
-// tests: built per test, started on 127.0.0.1 ports picked at run time,
-// known by the "listening on HOST:PORT" line every runtime prints first,
-// and stopped when the test ends.
+// tests: built once before the clocks start, started on 127.0.0.1 ports
+// picked at run time, known by the "listening on HOST:PORT" line every
+// runtime prints first, and stopped when the test ends.
 package proctest
 
 import (
 	"bufio"
+	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -14,16 +16,60 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/shardctl/shardctl/internal/budget"
 )
 
-// Build builds cmd/shardctl into the test's temporary folder.
+// EnvBinary names a shardctl binary built before the tests started (make
+// test builds one), so no test's clock runs while the compiler competes
+// for the cores.
+const EnvBinary = "SHARDCTL_TEST_BINARY"
+
+var built struct {
+	once sync.Once
+	path string
+	dir  string // ours to remove, when we built it
+	err  error
+}
+
+// Main runs the package's tests and removes the binary Build made: a
+// package that calls Build has `func TestMain(m *testing.M) {
+// os.Exit(proctest.Main(m)) }`.
+func Main(m *testing.M) int {
+	code := m.Run()
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
+	return code
+}
+
+// Build is the shardctl binary the tests run: $SHARDCTL_TEST_BINARY, else
+// cmd/shardctl built once per test process into a temporary folder that
+// lives as long as the process (call it before starting a test's clock).
 func Build(t testing.TB) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "shardctl")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/shardctl/shardctl/cmd/shardctl").CombinedOutput(); err != nil {
-		t.Fatalf("build shardctl: %v\n%s", err, out)
+	built.once.Do(func() {
+		if p := os.Getenv(EnvBinary); p != "" {
+			if _, err := os.Stat(p); err != nil {
+				built.err = fmt.Errorf("$%s: %w", EnvBinary, err)
+			}
+			built.path = p
+			return
+		}
+		dir, err := os.MkdirTemp("", "shardctl-test-bin-")
+		if err != nil {
+			built.err = err
+			return
+		}
+		built.dir, built.path = dir, filepath.Join(dir, "shardctl")
+		if out, err := exec.Command("go", "build", "-o", built.path, "github.com/shardctl/shardctl/cmd/shardctl").CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("build shardctl: %v\n%s", err, out)
+		}
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
 	}
-	return bin
+	return built.path
 }
 
 // FreePort is a TCP port free on 127.0.0.1 a moment ago.
@@ -44,17 +90,18 @@ type Process struct {
 	Addr string
 
 	mu      sync.Mutex
-	log     strings.Builder
+	lines   []string
+	grew    chan struct{} // closed and replaced when a line arrives
 	done    chan struct{}
 	waitErr error
 }
 
 // Start runs `bin ARGS` with env added to the test's environment, waits
-// for its "listening on" line (20 s at most) and stops it when the test
-// ends: SIGTERM, then SIGKILL after 5 s.
+// for its "listening on" line (budget.Of 20 s at most) and stops it when
+// the test ends: SIGTERM, then SIGKILL after budget.Of 5 s.
 func Start(t testing.TB, bin string, env []string, args ...string) *Process {
 	t.Helper()
-	p := &Process{Cmd: exec.Command(bin, args...), done: make(chan struct{})}
+	p := &Process{Cmd: exec.Command(bin, args...), grew: make(chan struct{}), done: make(chan struct{})}
 	if len(env) > 0 {
 		p.Cmd.Env = append(p.Cmd.Environ(), env...)
 	}
@@ -65,40 +112,52 @@ func Start(t testing.TB, bin string, env []string, args ...string) *Process {
 	if err := p.Cmd.Start(); err != nil {
 		t.Fatalf("start shardctl %v: %v", args, err)
 	}
-	first := make(chan string, 1)
 	go func() {
 		lines := bufio.NewScanner(stderr)
 		for lines.Scan() {
-			line := lines.Text()
-			if after, ok := strings.CutPrefix(line, "listening on "); ok {
-				select {
-				case first <- after:
-				default:
-				}
-			}
 			p.mu.Lock()
-			p.log.WriteString(line + "\n")
+			p.lines = append(p.lines, lines.Text())
+			close(p.grew)
+			p.grew = make(chan struct{})
 			p.mu.Unlock()
 		}
 		p.waitErr = p.Cmd.Wait()
 		close(p.done)
 	}()
 	t.Cleanup(p.Stop)
-	select {
-	case p.Addr = <-first:
-	case <-p.done:
-		t.Fatalf("shardctl %v ended before listening:\n%s", args, p.Stderr())
-	case <-time.After(20 * time.Second):
-		t.Fatalf("shardctl %v printed no listening line within 20 s:\n%s", args, p.Stderr())
-	}
+	p.Addr = p.Line(t, "listening on ")
 	return p
+}
+
+// Line waits (budget.Of 20 s at most) for the first stderr line that
+// starts with prefix and returns the rest of it.
+func (p *Process) Line(t testing.TB, prefix string) string {
+	t.Helper()
+	limit := time.After(budget.Of(20 * time.Second))
+	for seen := 0; ; {
+		p.mu.Lock()
+		lines, grew := p.lines, p.grew
+		p.mu.Unlock()
+		for ; seen < len(lines); seen++ {
+			if rest, ok := strings.CutPrefix(lines[seen], prefix); ok {
+				return rest
+			}
+		}
+		select {
+		case <-grew:
+		case <-p.done:
+			t.Fatalf("%v ended before printing %q: %v\n%s", p.Cmd.Args, prefix, p.waitErr, p.Stderr())
+		case <-limit:
+			t.Fatalf("%v printed no %q line within %v:\n%s", p.Cmd.Args, prefix, budget.Of(20*time.Second).Round(time.Second), p.Stderr())
+		}
+	}
 }
 
 // Stderr is what the process wrote to stderr so far.
 func (p *Process) Stderr() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.log.String()
+	return strings.Join(p.lines, "\n")
 }
 
 // Kill ends the process with SIGKILL, as a crash would, and waits for it.
@@ -107,7 +166,7 @@ func (p *Process) Kill() {
 	<-p.done
 }
 
-// Stop asks the process to end (SIGTERM) and kills it after 5 s.
+// Stop asks the process to end (SIGTERM) and kills it after budget.Of 5 s.
 func (p *Process) Stop() {
 	select {
 	case <-p.done:
@@ -117,8 +176,25 @@ func (p *Process) Stop() {
 	_ = p.Cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.done:
-	case <-time.After(5 * time.Second):
+	case <-time.After(budget.Of(5 * time.Second)):
 		p.Kill()
+	}
+}
+
+// Terminate stops the process as Kubernetes does (SIGTERM) and fails the
+// test unless it exits cleanly (code 0) within budget.Of 15 s.
+func (p *Process) Terminate(t testing.TB) {
+	t.Helper()
+	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.done:
+		if p.waitErr != nil {
+			t.Fatalf("exit after SIGTERM: %v\n%s", p.waitErr, p.Stderr())
+		}
+	case <-time.After(budget.Of(15 * time.Second)):
+		t.Fatalf("did not stop within %v of SIGTERM", budget.Of(15*time.Second).Round(time.Second))
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/camunda/zeebe/clients/go/v8/pkg/zbc"
 
+	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/sim"
 	"github.com/shardctl/shardctl/internal/sim/simtest"
 	"github.com/shardctl/shardctl/probes/load"
@@ -42,7 +43,7 @@ func startProxy(t testing.TB, cfg Config) *Proxy {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), budget.Of(time.Second))
 		defer cancel()
 		_ = p.Close(ctx)
 	})
@@ -50,17 +51,6 @@ func startProxy(t testing.TB, cfg Config) *Proxy {
 }
 
 func newClient(t testing.TB, addr string) zbc.Client { return simtest.Client(t, addr) }
-
-func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
 
 func simMetric(t testing.TB, s *sim.Sim, name string, labels ...string) float64 {
 	return simtest.SimMetric(t, s, name, labels...)

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/sim"
 	"github.com/shardctl/shardctl/probes/load"
 )
@@ -35,7 +36,7 @@ const errorProcess = bpmnHead + `<bpmn:error id="e1" errorCode="NO_STOCK"/>
 func activateOne(t *testing.T, c zbc.Client, typ string) entities.Job {
 	t.Helper()
 	var got []entities.Job
-	eventually(t, 10*time.Second, "a "+typ+" job", func() bool {
+	budget.Eventually(t, 10*time.Second, "a "+typ+" job", func() bool {
 		jobs, err := c.NewActivateJobsCommand().JobType(typ).MaxJobsToActivate(1).Send(context.Background())
 		if err != nil {
 			t.Fatal(err)
@@ -50,8 +51,7 @@ func TestKeyAddressedCallsThroughTheProxy(t *testing.T) {
 	shards := startShards(t, 3, sim.Config{Partitions: 2})
 	p := startProxy(t, Config{Shards: shardConfigs(shards)})
 	c := newClient(t, p.Addr().String())
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := budget.Context(t, time.Minute)
 	if _, err := c.NewDeployResourceCommand().AddResource([]byte(errorProcess), "reserve.bpmn").Send(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -164,8 +164,7 @@ func TestLegacyShardServesUnslottedKeys(t *testing.T) {
 	shards := startShards(t, 2, sim.Config{Partitions: 1})
 	// A client worked against shard-1 directly before the cutover.
 	direct := newClient(t, shards[0].Addr().String())
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := budget.Context(t, 30*time.Second)
 	if _, err := direct.NewDeployResourceCommand().AddResource(load.Process("old", "legacy-work"), "old.bpmn").Send(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -207,8 +206,7 @@ func TestDefinitionKeysSurviveAProxyRestart(t *testing.T) {
 	shards := startShards(t, 2, sim.Config{Partitions: 1})
 	first := startProxy(t, Config{Shards: shardConfigs(shards)})
 	c := newClient(t, first.Addr().String())
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := budget.Context(t, 30*time.Second)
 	dep, err := c.NewDeployResourceCommand().AddResource(load.Process("p", "a"), "p.bpmn").Send(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/sim"
 )
 
@@ -27,7 +28,7 @@ func TestWantFollowsTheShardSet(t *testing.T) {
 	}
 	cfgs := shardConfigs(sims)
 	p.Want(cfgs)
-	eventually(t, 5*time.Second*raceSlowdown, "three shards", func() bool { return len(p.Shards()) == 3 })
+	budget.Eventually(t, 5*time.Second, "three shards", func() bool { return len(p.Shards()) == 3 })
 
 	for _, tc := range []struct {
 		name   string
@@ -52,7 +53,7 @@ func TestWantFollowsTheShardSet(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p.Want(tc.want())
-			eventually(t, 2*time.Second*raceSlowdown, tc.expect, tc.check)
+			budget.Eventually(t, 2*time.Second, tc.expect, tc.check)
 		})
 	}
 
@@ -62,10 +63,10 @@ func TestWantFollowsTheShardSet(t *testing.T) {
 	c := append([]ShardConfig(nil), cfgs...)
 	c[0].State = OutOfService
 	p.Want(append(c, unreachable))
-	eventually(t, 2*time.Second*raceSlowdown, "shard-1 OUT_OF_SERVICE while shard-9 cannot be reached", func() bool {
+	budget.Eventually(t, 2*time.Second, "shard-1 OUT_OF_SERVICE while shard-9 cannot be reached", func() bool {
 		return state("shard-1") == OutOfService
 	})
-	eventually(t, 30*time.Second*raceSlowdown, "a sync error naming shard-9", func() bool {
+	budget.Eventually(t, 30*time.Second, "a sync error naming shard-9", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return lastErr != nil && strings.Contains(lastErr.Error(), "shard-9")

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/sim"
 	"github.com/shardctl/shardctl/internal/sim/simtest"
 	"github.com/shardctl/shardctl/probes/load"
@@ -35,8 +36,7 @@ func TestMessagesThroughTheProxy(t *testing.T) {
 	shards := startShards(t, 3, sim.Config{Partitions: 2})
 	p := startProxy(t, Config{Shards: shardConfigs(shards)})
 	c := newClient(t, p.Addr().String())
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := budget.Context(t, time.Minute)
 	for name, xml := range map[string]string{"wait.bpmn": catchProcess, "order.bpmn": messageStartProcess} {
 		if _, err := c.NewDeployResourceCommand().AddResource([]byte(xml), name).Send(ctx); err != nil {
 			t.Fatal(err)
@@ -70,7 +70,7 @@ func TestMessagesThroughTheProxy(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 10*time.Second, "every waiting instance to get its message", func() bool {
+	budget.Eventually(t, 10*time.Second, "every waiting instance to get its message", func() bool {
 		return total("zeebe_executed_instances_total", `action="completed"`) == n
 	})
 
@@ -82,7 +82,7 @@ func TestMessagesThroughTheProxy(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 10*time.Second, "one instance per start message", func() bool {
+	budget.Eventually(t, 10*time.Second, "one instance per start message", func() bool {
 		return total("zeebe_executed_instances_total", `action="activated"`)-before == n
 	})
 	time.Sleep(100 * time.Millisecond)
@@ -102,7 +102,7 @@ func TestZbctlThroughTheProxy(t *testing.T) {
 	p := startProxy(t, Config{Shards: shardConfigs(shards)})
 	run := func(args ...string) string {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), budget.Of(30*time.Second))
 		defer cancel()
 		cmd := exec.CommandContext(ctx, zbctl, append(args, "--address", p.Addr().String(), "--insecure")...)
 		cmd.Env = []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH")}

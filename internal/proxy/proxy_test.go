@@ -11,6 +11,7 @@ import (
 	"github.com/camunda/zeebe/clients/go/v8/pkg/worker"
 	"github.com/camunda/zeebe/clients/go/v8/pkg/zbc"
 
+	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/sim"
 	"github.com/shardctl/shardctl/probes/load"
 )
@@ -19,8 +20,7 @@ func TestTwoThousandInstancesThroughTheProxy(t *testing.T) {
 	shards := startShards(t, 3, sim.Config{Partitions: 3})
 	p := startProxy(t, Config{Shards: shardConfigs(shards)})
 	c := newClient(t, p.Addr().String())
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	ctx := budget.Context(t, 2*time.Minute)
 
 	dep, err := c.NewDeployResourceCommand().AddResource(load.Process("order", "reserve", "charge", "ship"), "order.bpmn").Send(ctx)
 	if err != nil {
@@ -75,7 +75,7 @@ func TestTwoThousandInstancesThroughTheProxy(t *testing.T) {
 		}
 		return sum
 	}
-	eventually(t, 90*time.Second, "every instance to complete", func() bool { return completed() == n })
+	budget.Eventually(t, 90*time.Second, "every instance to complete", func() bool { return completed() == n })
 	time.Sleep(200 * time.Millisecond) // nothing completes twice
 	if got := completed(); got != n {
 		t.Errorf("%v instances completed, want exactly %d", got, n)
@@ -115,8 +115,7 @@ func TestPowerOfTwoChoicesFavoursTheFasterShard(t *testing.T) {
 	fast := startShards(t, 1, sim.Config{Partitions: 1})
 	p := startProxy(t, Config{Shards: shardConfigs(append(slow, fast...))})
 	c := newClient(t, p.Addr().String())
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := budget.Context(t, time.Minute)
 	if _, err := c.NewDeployResourceCommand().AddResource(load.Process("p", "x"), "p.bpmn").Send(ctx); err != nil {
 		t.Fatal(err)
 	}

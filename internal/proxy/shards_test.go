@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
+	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/sim"
 	"github.com/shardctl/shardctl/probes/load"
 )
@@ -122,8 +123,7 @@ func TestAddShardReplaysAndDrainingShardsKeepServingJobs(t *testing.T) {
 	cfgs := shardConfigs(shards)
 	p := startProxy(t, Config{Shards: cfgs[:2]})
 	c := newClient(t, p.Addr().String())
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := budget.Context(t, time.Minute)
 	for _, xml := range [][]byte{load.Process("p", "a"), load.Process("p", "a", "b")} {
 		if _, err := c.NewDeployResourceCommand().AddResource(xml, "p.bpmn").Send(ctx); err != nil {
 			t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/sim"
 	"github.com/shardctl/shardctl/probes/load"
 )
@@ -23,8 +24,7 @@ func TestJobStreamingThroughTheProxy(t *testing.T) {
 	shards := startShards(t, 3, sim.Config{Partitions: 1})
 	p := startProxy(t, Config{Shards: shardConfigs(shards)})
 	c := newClient(t, p.Addr().String())
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := budget.Context(t, time.Minute)
 	if _, err := c.NewDeployResourceCommand().AddResource(load.Process("p", "pushed"), "p.bpmn").Send(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +35,7 @@ func TestJobStreamingThroughTheProxy(t *testing.T) {
 		}
 	}).StreamEnabled(true).RequestTimeout(time.Second).Open()
 	t.Cleanup(w.Close)
-	eventually(t, 10*time.Second, "a job stream on every shard", func() bool {
+	budget.Eventually(t, 10*time.Second, "a job stream on every shard", func() bool {
 		for _, s := range shards {
 			if simMetric(t, s, "shardctl_sim_job_streams_open", `type="pushed"`) < 1 {
 				return false
@@ -49,7 +49,7 @@ func TestJobStreamingThroughTheProxy(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 20*time.Second, "every job to complete", func() bool { return done.Load() == n })
+	budget.Eventually(t, 20*time.Second, "every job to complete", func() bool { return done.Load() == n })
 	var pushed float64
 	for _, s := range shards {
 		pushed += simMetric(t, s, "zeebe_job_events_total", `action="pushed"`)
@@ -66,8 +66,7 @@ func TestJobStreamEndGivesBufferedJobsBack(t *testing.T) {
 	shards := startShards(t, 1, sim.Config{Partitions: 1})
 	p := startProxy(t, Config{Shards: shardConfigs(shards)})
 	c := newClient(t, p.Addr().String())
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := budget.Context(t, time.Minute)
 	if _, err := c.NewDeployResourceCommand().AddResource(load.Process("p", "pushed"), "p.bpmn").Send(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +79,7 @@ func TestJobStreamEndGivesBufferedJobsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = stream
-	eventually(t, 10*time.Second, "the upstream stream to open", func() bool {
+	budget.Eventually(t, 10*time.Second, "the upstream stream to open", func() bool {
 		return simMetric(t, shards[0], "shardctl_sim_job_streams_open", `type="pushed"`) == 1
 	})
 	const n = 200
@@ -91,14 +90,14 @@ func TestJobStreamEndGivesBufferedJobsBack(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 10*time.Second, "jobs to be pushed", func() bool {
+	budget.Eventually(t, 10*time.Second, "jobs to be pushed", func() bool {
 		return simMetric(t, shards[0], "zeebe_job_events_total", `action="pushed"`) > 0
 	})
 	stop()
 	// Every job that did not reach the worker's transport is activatable
 	// again at once: poll them all well inside the one-hour job timeout.
 	var got int
-	eventually(t, 15*time.Second, "the jobs the worker never got", func() bool {
+	budget.Eventually(t, 15*time.Second, "the jobs the worker never got", func() bool {
 		jobs, err := c.NewActivateJobsCommand().JobType("pushed").MaxJobsToActivate(n).Send(context.Background())
 		if err != nil {
 			t.Fatal(err)
@@ -116,8 +115,7 @@ func TestRemainingRPCsThroughTheProxy(t *testing.T) {
 	p := startProxy(t, Config{Shards: shardConfigs(shards)})
 	gw := pb.NewGatewayClient(dial(t, p.Addr().String()))
 	c := newClient(t, p.Addr().String())
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := budget.Context(t, 30*time.Second)
 	//lint:ignore SA1019 old clients still call it
 	old, err := gw.DeployProcess(ctx, &pb.DeployProcessRequest{Processes: []*pb.ProcessRequestObject{{Name: "p.bpmn", Definition: load.Process("p", "calc")}}})
 	if err != nil || len(old.GetProcesses()) != 1 {

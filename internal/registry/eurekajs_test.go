@@ -18,6 +18,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/shardctl/shardctl/internal/budget"
 )
 
 // The npm package TestEurekaJS runs, installed outside the repository.
@@ -226,7 +228,7 @@ func testEurekaJS(t *testing.T, modules, script, servicePath string, filterUp bo
 	if h := ejsStatus(t, base); h.Instances != 1 {
 		t.Errorf("status after stop(): %d instances, want 1 (orders-2)", h.Instances)
 	}
-	if err := n.exit(5 * time.Second); err != nil {
+	if err := n.exit(budget.Of(5 * time.Second)); err != nil {
 		t.Errorf("node: %v\nstderr:\n%s", err, n.stderr.String())
 	}
 	for _, e := range n.history() {
@@ -275,8 +277,7 @@ func eurekaJSModules(t *testing.T) string {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	ctx := budget.Context(t, 3*time.Minute)
 	cmd := exec.CommandContext(ctx, "npm", "install", "--no-audit", "--no-fund", "--prefix", dir, eurekaJSPackage+"@"+eurekaJSVersion)
 	cmd.WaitDelay = 5 * time.Second
 	start := time.Now()
@@ -348,7 +349,7 @@ func ejsStart(t *testing.T, modules, script string, opts map[string]any) *ejsNod
 		t.Fatal(err)
 	}
 	// The whole run, not one step: a hung client ends with the test.
-	const runTimeout = 25 * time.Second
+	runTimeout := budget.Of(25 * time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	cmd := exec.CommandContext(ctx, "node", script, string(arg))
 	cmd.Dir = t.TempDir() // no eureka-client.yml for the client to find
@@ -387,7 +388,7 @@ func ejsStart(t *testing.T, modules, script string, opts map[string]any) *ejsNod
 		n.stdin.Close() // client.js exits when stdin ends
 		select {
 		case <-n.exited:
-		case <-time.After(3 * time.Second):
+		case <-time.After(budget.Of(3 * time.Second)):
 			cancel()
 			<-n.exited
 		}
@@ -402,7 +403,7 @@ func ejsStart(t *testing.T, modules, script string, opts map[string]any) *ejsNod
 // wait returns the first event from now on for which ok holds.
 func (n *ejsNode) wait(t *testing.T, what string, ok func(ejsEvent) bool) ejsEvent {
 	t.Helper()
-	timeout := min(10*time.Second, time.Until(n.deadline))
+	timeout := min(budget.Of(10*time.Second), time.Until(n.deadline))
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	for {
@@ -632,17 +633,18 @@ func ejsStatus(t *testing.T, base string) Health {
 	return h
 }
 
-// ejsEventually polls cond until it holds, for up to 5 s.
+// ejsEventually polls cond until it holds, for up to budget.Of 5 s.
 func ejsEventually(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	limit := budget.Of(5 * time.Second)
+	deadline := time.Now().Add(limit)
 	for {
 		ok, state := cond()
 		if ok {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 5s; %s", what, state)
+			t.Fatalf("%s: not within %v; %s", what, limit.Round(time.Millisecond), state)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

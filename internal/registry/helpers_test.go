@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shardctl/shardctl/internal/budget"
 )
 
 // startServer runs a registry on a free 127.0.0.1 port for one test.
@@ -21,14 +23,12 @@ func startServer(t testing.TB, cfg Config) (*Server, string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = s.Close(ctx)
+		_ = s.Close(budget.Context(t, 5*time.Second))
 	})
 	return s, "http://" + s.Addr().String()
 }
 
-var testClient = &http.Client{Timeout: 10 * time.Second}
+var testClient = &http.Client{Timeout: budget.Of(10 * time.Second)}
 
 // do sends one request and returns the status code and body.
 func do(t testing.TB, method, url string, header http.Header, body string) (int, string) {

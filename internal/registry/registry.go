@@ -59,6 +59,10 @@ const (
 	MetaStatic = "shardctl.static" // "true": registered by an operator, never expires
 )
 
+// DefaultShardsApp is the registry application whose instances are the
+// federation's shards, unless --shards-app / --app say otherwise.
+const DefaultShardsApp = "ZEEBE-SHARDS"
+
 // Options of a registry.
 type Options struct {
 	// LeaseDuration is used when an instance does not give its own.
@@ -86,7 +90,7 @@ func (o *Options) defaults() {
 		o.RenewalThreshold = 0.85
 	}
 	if o.ShardsApp == "" {
-		o.ShardsApp = "ZEEBE-SHARDS"
+		o.ShardsApp = DefaultShardsApp
 	}
 	o.ShardsApp = strings.ToUpper(o.ShardsApp)
 	if o.DeltaRetention <= 0 {

@@ -8,12 +8,14 @@ import (
 
 	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
 	"google.golang.org/grpc/codes"
+
+	"github.com/shardctl/shardctl/internal/budget"
 )
 
 func TestDeployVersions(t *testing.T) {
 	s := startSim(t, Config{Partitions: 2})
 	c := newClient(t, s)
-	ctx := testContext(t, 10*time.Second)
+	ctx := budget.Context(t, 10*time.Second)
 	v1 := linearProcess("p", 3, "a")
 	first, err := c.NewDeployResourceCommand().AddResource(v1, "p.bpmn").Send(ctx)
 	if err != nil {
@@ -59,7 +61,7 @@ func TestDeployVersions(t *testing.T) {
 func TestErrorsAsZeebeReturnsThem(t *testing.T) {
 	s := startSim(t, Config{Partitions: 2})
 	gw := pb.NewGatewayClient(dial(t, s))
-	ctx := testContext(t, 20*time.Second)
+	ctx := budget.Context(t, 20*time.Second)
 	good := linearProcess("p", 3, "a")
 	if _, err := gw.DeployResource(ctx, &pb.DeployResourceRequest{Resources: []*pb.Resource{{Name: "p.bpmn", Content: good}}}); err != nil {
 		t.Fatal(err)
@@ -230,7 +232,7 @@ func TestBackpressureExemptions(t *testing.T) {
 	go func() {
 		_, _ = c.NewCreateInstanceCommand().BPMNProcessId("p").LatestVersion().Send(context.Background())
 	}()
-	eventually(t, 5*time.Second, "the partition to be full", func() bool { return s.QueueLength()[0] == 1 })
+	budget.Eventually(t, 5*time.Second, "the partition to be full", func() bool { return s.QueueLength()[0] == 1 })
 	if _, err := c.NewCreateInstanceCommand().BPMNProcessId("p").LatestVersion().Send(context.Background()); grpcCode(err) != codes.ResourceExhausted {
 		t.Fatalf("create on a full partition: %v, want RESOURCE_EXHAUSTED", err)
 	}
@@ -240,7 +242,7 @@ func TestBackpressureExemptions(t *testing.T) {
 		_, err := c.NewDeployResourceCommand().AddResource(linearProcess("q", 3, "b"), "q.bpmn").Send(context.Background())
 		errs <- err
 	}()
-	eventually(t, 5*time.Second, "the exempt commands to queue", func() bool { return s.QueueLength()[0] == 3 })
+	budget.Eventually(t, 5*time.Second, "the exempt commands to queue", func() bool { return s.QueueLength()[0] == 3 })
 	if err := s.Resume(); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+
+	"github.com/shardctl/shardctl/internal/budget"
 )
 
 func post(t *testing.T, s *Sim, path string) (int, Faults) {
@@ -60,7 +62,7 @@ func TestFaultInjection(t *testing.T) {
 		_, err := c.NewCreateInstanceCommand().BPMNProcessId("p").LatestVersion().Send(context.Background())
 		done <- err
 	}()
-	eventually(t, 5*time.Second, "the create to queue", func() bool {
+	budget.Eventually(t, 5*time.Second, "the create to queue", func() bool {
 		q := s.QueueLength()
 		return q[0]+q[1] == 1
 	})
@@ -100,8 +102,8 @@ func TestFaultInjection(t *testing.T) {
 	if code, f = post(t, s, "/fault/resume"); code != 200 || f.Refusing || f.SlowFactor != 1 {
 		t.Fatalf("resume: %d %+v", code, f)
 	}
-	eventually(t, 15*time.Second, "the client to reconnect", func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	budget.Eventually(t, 15*time.Second, "the client to reconnect", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), budget.Of(time.Second))
 		defer cancel()
 		_, err := c.NewTopologyCommand().Send(ctx)
 		return err == nil

@@ -8,6 +8,8 @@ import (
 
 	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
 	"google.golang.org/grpc"
+
+	"github.com/shardctl/shardctl/internal/budget"
 )
 
 // fuzzSim is one simulator shared by every fuzz input: what is checked is
@@ -53,7 +55,7 @@ func FuzzGatewayRequests(f *testing.F) {
 	f.Add("", int64(-1), `[`, "audit", "\xff\xfe", int32(-3), int32(1<<30), int64(1<<62), int64(10), linearProcess("q", 2, "b"))
 	f.Fuzz(func(t *testing.T, id string, key int64, vars, name, corr string, retries, max int32, timeout, reqTimeout int64, xml []byte) {
 		s := sharedSim(t)
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), budget.Of(2*time.Second))
 		defer cancel()
 		gw := s.gw
 		if len(xml) > 0 {

@@ -14,6 +14,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+
+	"github.com/shardctl/shardctl/internal/budget"
 )
 
 // startSim runs a simulator on free loopback ports for one test.
@@ -32,7 +34,7 @@ func startSim(t testing.TB, cfg Config) *Sim {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), budget.Of(time.Second))
 		defer cancel()
 		_ = s.Close(ctx)
 	})
@@ -49,12 +51,6 @@ func newClient(t testing.TB, s *Sim) zbc.Client {
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	return c
-}
-
-func testContext(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
 }
 
 const bpmnHead = `<?xml version="1.0" encoding="UTF-8"?>
@@ -135,18 +131,6 @@ func metricValue(body, name string, labels ...string) float64 {
 		sum += v
 	}
 	return sum
-}
-
-// eventually polls cond until it holds or the time is up.
-func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // onPartitions runs fn on every partition's processing goroutine and

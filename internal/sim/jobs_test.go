@@ -14,6 +14,8 @@ import (
 	"github.com/camunda/zeebe/clients/go/v8/pkg/zbc"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+
+	"github.com/shardctl/shardctl/internal/budget"
 )
 
 func deploy(t testing.TB, c zbc.Client, name string, xml []byte) {
@@ -51,7 +53,7 @@ func activate(t testing.TB, c zbc.Client, typ string, max int32, timeout time.Du
 func activateOne(t testing.TB, c zbc.Client, typ string) entities.Job {
 	t.Helper()
 	var got []entities.Job
-	eventually(t, 10*time.Second, "a "+typ+" job", func() bool {
+	budget.Eventually(t, 10*time.Second, "a "+typ+" job", func() bool {
 		got = activate(t, c, typ, 1, time.Minute)
 		return len(got) == 1
 	})
@@ -61,7 +63,7 @@ func activateOne(t testing.TB, c zbc.Client, typ string) entities.Job {
 func TestFailRetryIncidentResolve(t *testing.T) {
 	s := startSim(t, Config{Partitions: 2})
 	c := newClient(t, s)
-	ctx := testContext(t, 30*time.Second)
+	ctx := budget.Context(t, 30*time.Second)
 	deploy(t, c, "p.bpmn", linearProcess("p", 2, "work"))
 	inst := create(t, c, "p", nil)
 
@@ -115,7 +117,7 @@ func TestFailRetryIncidentResolve(t *testing.T) {
 	if _, err := c.NewCompleteJobCommand().JobKey(job.Key).Send(ctx); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "the instance to complete", func() bool { return activeInstances(t, s) == 0 })
+	budget.Eventually(t, 5*time.Second, "the instance to complete", func() bool { return activeInstances(t, s) == 0 })
 	if got := scrape(t, s, "zeebe_incident_events_total", `action="created"`); got != 2 {
 		t.Errorf("incidents created = %v, want 2", got)
 	}
@@ -124,7 +126,7 @@ func TestFailRetryIncidentResolve(t *testing.T) {
 func TestFailWithBackoff(t *testing.T) {
 	s := startSim(t, Config{Partitions: 1, TimerInterval: 20 * time.Millisecond})
 	c := newClient(t, s)
-	ctx := testContext(t, 10*time.Second)
+	ctx := budget.Context(t, 10*time.Second)
 	deploy(t, c, "p.bpmn", linearProcess("p", 3, "work"))
 	create(t, c, "p", nil)
 	job := activateOne(t, c, "work")
@@ -142,7 +144,7 @@ func TestFailWithBackoff(t *testing.T) {
 func TestJobTimeout(t *testing.T) {
 	s := startSim(t, Config{Partitions: 1, TimerInterval: 20 * time.Millisecond})
 	c := newClient(t, s)
-	ctx := testContext(t, 10*time.Second)
+	ctx := budget.Context(t, 10*time.Second)
 	deploy(t, c, "p.bpmn", linearProcess("p", 3, "work"))
 	create(t, c, "p", nil)
 	jobs := activate(t, c, "work", 1, 100*time.Millisecond)
@@ -190,7 +192,7 @@ const errorProcess = bpmnHead + `<bpmn:error id="e1" errorCode="NO_STOCK"/>
 func TestThrowError(t *testing.T) {
 	s := startSim(t, Config{Partitions: 1})
 	c := newClient(t, s)
-	ctx := testContext(t, 10*time.Second)
+	ctx := budget.Context(t, 10*time.Second)
 	deploy(t, c, "reserve.bpmn", []byte(errorProcess))
 
 	// Caught by the boundary event: the error path runs.
@@ -226,7 +228,7 @@ func TestThrowError(t *testing.T) {
 	if _, err := c.NewCompleteJobCommand().JobKey(job.Key).Send(ctx); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "both instances to end", func() bool { return activeInstances(t, s) == 0 })
+	budget.Eventually(t, 5*time.Second, "both instances to end", func() bool { return activeInstances(t, s) == 0 })
 	if _, err := c.NewThrowErrorCommand().JobKey(job.Key).ErrorCode("X").Send(ctx); grpcCode(err) != codes.NotFound {
 		t.Errorf("throwing on a completed job: %v", err)
 	}
@@ -245,19 +247,19 @@ func TestLongPolling(t *testing.T) {
 	got := make(chan []entities.Job, 1)
 	go func() {
 		// A deadline on the context makes the client long-poll.
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), budget.Of(30*time.Second))
 		defer cancel()
 		jobs, _ := c.NewActivateJobsCommand().JobType("slow").MaxJobsToActivate(10).Send(ctx)
 		got <- jobs
 	}()
-	eventually(t, 5*time.Second, "the poll to park", func() bool { return s.cluster.pollers.n.Load() == 1 })
+	budget.Eventually(t, 5*time.Second, "the poll to park", func() bool { return s.cluster.pollers.n.Load() == 1 })
 	create(t, c, "p", nil)
 	select {
 	case jobs := <-got:
 		if len(jobs) != 1 {
 			t.Fatalf("long poll returned %d jobs, want 1", len(jobs))
 		}
-	case <-time.After(20 * time.Second):
+	case <-time.After(budget.Of(20 * time.Second)):
 		t.Fatal("the long poll was not woken by a new job")
 	}
 	// A long poll that sees no job ends empty at its timeout.
@@ -287,12 +289,12 @@ func TestJobStreaming(t *testing.T) {
 		}
 	}).StreamEnabled(true).RequestTimeout(time.Second).Open()
 	t.Cleanup(w.Close)
-	eventually(t, 10*time.Second, "the job stream to open", func() bool { return s.cluster.streams.n.Load() == 1 })
+	budget.Eventually(t, 10*time.Second, "the job stream to open", func() bool { return s.cluster.streams.n.Load() == 1 })
 	const n = 50
 	for range n {
 		create(t, c, "p", nil)
 	}
-	eventually(t, 20*time.Second, "every pushed job to complete", func() bool { return completed.Load() == n })
+	budget.Eventually(t, 20*time.Second, "every pushed job to complete", func() bool { return completed.Load() == n })
 	if got := scrape(t, s, "zeebe_job_events_total", `action="pushed"`); got != n {
 		t.Errorf("pushed = %v, want %d: jobs created after the stream opened are pushed", got, n)
 	}
@@ -327,13 +329,13 @@ func TestJobStreamGivesBackUndelivered(t *testing.T) {
 			_, _ = c.NewCreateInstanceCommand().BPMNProcessId("p").LatestVersion().Send(context.Background())
 		}()
 	}
-	eventually(t, 10*time.Second, "five creations to queue", func() bool { return s.QueueLength()[0] == 5 })
+	budget.Eventually(t, 10*time.Second, "five creations to queue", func() bool { return s.QueueLength()[0] == 5 })
 	stream := &brokenStream{ctx: context.Background(), n: 1}
 	done := make(chan error, 1)
 	go func() {
 		done <- s.gw.StreamActivatedJobs(&pb.StreamActivatedJobsRequest{Type: "push", Worker: "w", Timeout: 60_000}, stream)
 	}()
-	eventually(t, 10*time.Second, "the job stream to open", func() bool { return s.cluster.streams.n.Load() == 1 })
+	budget.Eventually(t, 10*time.Second, "the job stream to open", func() bool { return s.cluster.streams.n.Load() == 1 })
 	if err := s.Resume(); err != nil {
 		t.Fatal(err)
 	}
@@ -342,11 +344,11 @@ func TestJobStreamGivesBackUndelivered(t *testing.T) {
 		if err == nil {
 			t.Fatal("the stream ended without the transport error")
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(budget.Of(10 * time.Second)):
 		t.Fatal("the stream did not end on a failed send")
 	}
 	var got int
-	eventually(t, 10*time.Second, "four undelivered jobs to come back", func() bool {
+	budget.Eventually(t, 10*time.Second, "four undelivered jobs to come back", func() bool {
 		got += len(activate(t, c, "push", 10, time.Minute))
 		return got == 4
 	})
@@ -365,7 +367,7 @@ func TestLargeBatchesAreSplit(t *testing.T) {
 	}
 	// 6 MiB of jobs: more than one gRPC message may carry to the client.
 	var got int
-	eventually(t, 10*time.Second, "all twelve jobs", func() bool {
+	budget.Eventually(t, 10*time.Second, "all twelve jobs", func() bool {
 		got += len(activate(t, c, "big", 100, time.Minute))
 		return got == 12
 	})

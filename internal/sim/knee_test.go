@@ -8,6 +8,8 @@ import (
 
 	"github.com/camunda/zeebe/clients/go/v8/pkg/entities"
 	"github.com/camunda/zeebe/clients/go/v8/pkg/worker"
+
+	"github.com/shardctl/shardctl/internal/budget"
 )
 
 // TestKnee drives a --degrade simulator past its capacity with a rising
@@ -21,7 +23,7 @@ func TestKnee(t *testing.T) {
 	w := c.NewJobWorker().JobType("work").Handler(func(jc worker.JobClient, job entities.Job) {
 		// Bounded: past the knee a completion can wait for a long time,
 		// and the test must not wait for it when it ends.
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), budget.Of(2*time.Second))
 		defer cancel()
 		_, _ = jc.NewCompleteJobCommand().JobKey(job.Key).Send(ctx)
 	}).MaxJobsActive(256).Concurrency(16).PollInterval(10 * time.Millisecond).RequestTimeout(time.Second).Open()
@@ -52,7 +54,7 @@ func TestKnee(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+					ctx, cancel := context.WithTimeout(context.Background(), budget.Of(10*time.Second))
 					defer cancel()
 					_, _ = c.NewCreateInstanceCommand().BPMNProcessId("p").LatestVersion().Send(ctx)
 				}()

@@ -9,6 +9,8 @@ import (
 
 	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
 	"google.golang.org/grpc/codes"
+
+	"github.com/shardctl/shardctl/internal/budget"
 )
 
 const catchProcess = bpmnHead + `<bpmn:message id="m" name="paid"><bpmn:extensionElements><zeebe:subscription correlationKey="=orderId"/></bpmn:extensionElements></bpmn:message>
@@ -34,7 +36,7 @@ const messageStartProcess = bpmnHead + `<bpmn:message id="m" name="order-placed"
 func TestMessageCatch(t *testing.T) {
 	s := startSim(t, Config{Partitions: 3})
 	c := newClient(t, s)
-	ctx := testContext(t, 30*time.Second)
+	ctx := budget.Context(t, 30*time.Second)
 	deploy(t, c, "wait.bpmn", []byte(catchProcess))
 
 	// Instances on every partition wait for keys that hash to others.
@@ -42,7 +44,7 @@ func TestMessageCatch(t *testing.T) {
 	for i := range n {
 		create(t, c, "wait", map[string]any{"orderId": fmt.Sprintf("order-%d", i)})
 	}
-	eventually(t, 5*time.Second, "every subscription to open", func() bool {
+	budget.Eventually(t, 5*time.Second, "every subscription to open", func() bool {
 		return len(onPartitions(t, s, func(p *partition) []msgKey {
 			var ks []msgKey
 			for k, subs := range p.state.subscriptions {
@@ -60,7 +62,7 @@ func TestMessageCatch(t *testing.T) {
 		}
 	}
 	got := map[float64]bool{}
-	eventually(t, 10*time.Second, "a ship job per instance", func() bool {
+	budget.Eventually(t, 10*time.Second, "a ship job per instance", func() bool {
 		for _, j := range activate(t, c, "ship", n, time.Minute) {
 			vars, _ := j.GetVariablesAsMap()
 			got[vars["amount"].(float64)] = true
@@ -72,7 +74,7 @@ func TestMessageCatch(t *testing.T) {
 func TestMessageBufferTTLAndDedupe(t *testing.T) {
 	s := startSim(t, Config{Partitions: 2, TimerInterval: 20 * time.Millisecond})
 	c := newClient(t, s)
-	ctx := testContext(t, 30*time.Second)
+	ctx := budget.Context(t, 30*time.Second)
 	deploy(t, c, "wait.bpmn", []byte(catchProcess))
 
 	// Buffered with a TTL: an instance that starts waiting later gets it.
@@ -118,7 +120,7 @@ func TestMessageBufferTTLAndDedupe(t *testing.T) {
 func TestMessageStart(t *testing.T) {
 	s := startSim(t, Config{Partitions: 3})
 	c := newClient(t, s)
-	ctx := testContext(t, 30*time.Second)
+	ctx := budget.Context(t, 30*time.Second)
 	deploy(t, c, "order.bpmn", []byte(messageStartProcess))
 
 	cmd, _ := c.NewPublishMessageCommand().MessageName("order-placed").CorrelationKey("c-1").TimeToLive(time.Minute).VariablesFromMap(map[string]any{"customer": "c-1"})
@@ -152,7 +154,7 @@ func TestMessageStart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 5*time.Second, "three more instances", func() bool {
+	budget.Eventually(t, 5*time.Second, "three more instances", func() bool {
 		return scrape(t, s, "zeebe_executed_instances_total", `action="activated"`) == 5
 	})
 }
@@ -174,7 +176,7 @@ const signalProcesses = bpmnHead + `<bpmn:signal id="s" name="audit"/>
 func TestSignals(t *testing.T) {
 	s := startSim(t, Config{Partitions: 3})
 	c := newClient(t, s)
-	ctx := testContext(t, 30*time.Second)
+	ctx := budget.Context(t, 30*time.Second)
 	deploy(t, c, "signals.bpmn", []byte(signalProcesses))
 	for range 6 {
 		create(t, c, "hold", nil)
@@ -189,7 +191,7 @@ func TestSignals(t *testing.T) {
 	if PartitionOfKey(resp.GetKey()) != 1 {
 		t.Errorf("signal key %d not from partition 1", resp.GetKey())
 	}
-	eventually(t, 5*time.Second, "every waiting instance to end", func() bool { return activeInstances(t, s) == 0 })
+	budget.Eventually(t, 5*time.Second, "every waiting instance to end", func() bool { return activeInstances(t, s) == 0 })
 	// Six held instances ended, and the signal started one audit instance
 	// in the cluster (not one per partition).
 	if got := scrape(t, s, "zeebe_executed_instances_total", `action="completed"`); got != 7 {
@@ -200,7 +202,7 @@ func TestSignals(t *testing.T) {
 func TestCancelAndSetVariables(t *testing.T) {
 	s := startSim(t, Config{Partitions: 2})
 	c := newClient(t, s)
-	ctx := testContext(t, 30*time.Second)
+	ctx := budget.Context(t, 30*time.Second)
 	deploy(t, c, "wait.bpmn", []byte(catchProcess))
 	deploy(t, c, "p.bpmn", linearProcess("p", 3, "work"))
 
@@ -237,7 +239,7 @@ func TestCancelAndSetVariables(t *testing.T) {
 	if _, err := c.NewCancelInstanceCommand().ProcessInstanceKey(w).Send(ctx); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "the subscription to close", func() bool {
+	budget.Eventually(t, 5*time.Second, "the subscription to close", func() bool {
 		return len(onPartitions(t, s, func(p *partition) []int { return make([]int, len(p.state.subscriptions)) })) == 0
 	})
 }
@@ -266,7 +268,7 @@ const gatewayProcess = bpmnHead + `<bpmn:process id="route" isExecutable="true">
 func TestGatewaysAndIncidentOnCondition(t *testing.T) {
 	s := startSim(t, Config{Partitions: 1})
 	c := newClient(t, s)
-	ctx := testContext(t, 30*time.Second)
+	ctx := budget.Context(t, 30*time.Second)
 	deploy(t, c, "route.bpmn", []byte(gatewayProcess))
 
 	create(t, c, "route", map[string]any{"amount": 50})
@@ -291,7 +293,7 @@ func TestGatewaysAndIncidentOnCondition(t *testing.T) {
 	if _, err := c.NewCompleteJobCommand().JobKey(b.Key).Send(ctx); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "the joined instance to end", func() bool { return activeInstances(t, s) == 0 })
+	budget.Eventually(t, 5*time.Second, "the joined instance to end", func() bool { return activeInstances(t, s) == 0 })
 
 	// No condition holds and there is no default flow: an incident; set
 	// the variable and resolve, and the gateway decides again.
@@ -320,8 +322,7 @@ func TestCreateWithResult(t *testing.T) {
 		_, _ = cmd.Send(context.Background())
 	}()
 	cmd, _ := c.NewCreateInstanceCommand().BPMNProcessId("p").LatestVersion().VariablesFromMap(map[string]any{"input": 1})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	ctx := budget.Context(t, 20*time.Second)
 	res, err := cmd.WithResult().FetchVariables("result", "input").Send(ctx)
 	if err != nil {
 		t.Fatal(err)

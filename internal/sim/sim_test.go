@@ -8,12 +8,14 @@ import (
 
 	"github.com/camunda/zeebe/clients/go/v8/pkg/entities"
 	"github.com/camunda/zeebe/clients/go/v8/pkg/worker"
+
+	"github.com/shardctl/shardctl/internal/budget"
 )
 
 func TestTopologyAndKeys(t *testing.T) {
 	s := startSim(t, Config{Partitions: 3})
 	c := newClient(t, s)
-	ctx := testContext(t, 10*time.Second)
+	ctx := budget.Context(t, 10*time.Second)
 	topo, err := c.NewTopologyCommand().Send(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +57,7 @@ func TestTopologyAndKeys(t *testing.T) {
 func TestHundredsOfInstancesToTheEnd(t *testing.T) {
 	s := startSim(t, Config{Partitions: 3})
 	c := newClient(t, s)
-	ctx := testContext(t, 60*time.Second)
+	ctx := budget.Context(t, 60*time.Second)
 	if _, err := c.NewDeployResourceCommand().AddResource(linearProcess("order", 3, "reserve", "charge", "ship"), "order.bpmn").Send(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +83,7 @@ func TestHundredsOfInstancesToTheEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 45*time.Second, "every instance to complete", func() bool {
+	budget.Eventually(t, 45*time.Second, "every instance to complete", func() bool {
 		return scrape(t, s, "zeebe_element_instance_events_total", `action="completed"`, `type="PROCESS"`) == n
 	})
 	if got := completed.Load(); got != 3*n {

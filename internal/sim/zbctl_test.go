@@ -1,7 +1,6 @@
 package sim_test
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -10,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/sim"
 	"github.com/shardctl/shardctl/internal/sim/simtest"
 )
@@ -26,8 +26,7 @@ const orderProcess = `<?xml version="1.0" encoding="UTF-8"?>
 
 func runZbctl(t *testing.T, zbctl string, s *sim.Sim, args ...string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := budget.Context(t, 30*time.Second)
 	cmd := exec.CommandContext(ctx, zbctl, append(args, "--address", s.Addr().String(), "--insecure")...)
 	cmd.Env = []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH")}
 	out, err := cmd.CombinedOutput()
@@ -92,11 +91,7 @@ func TestZbctl(t *testing.T) {
 		t.Fatalf("zbctl activate jobs: %v\n%s", err, out)
 	}
 	runZbctl(t, zbctl, s, "complete", "job", jobs.Jobs[0].Key)
-	deadline := time.Now().Add(5 * time.Second)
-	for simtest.SimMetric(t, s, "zeebe_executed_instances_total", `action="completed"`) != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the instance did not complete")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	budget.Eventually(t, 5*time.Second, "the instance to complete", func() bool {
+		return simtest.SimMetric(t, s, "zeebe_executed_instances_total", `action="completed"`) == 1
+	})
 }

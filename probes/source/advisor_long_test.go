@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/sim"
 	"github.com/shardctl/shardctl/internal/sim/simtest"
 	"github.com/shardctl/shardctl/probes/load"
@@ -29,8 +30,7 @@ func TestAdvisorQuietAtSeventyPercent(t *testing.T) {
 	)
 	s := simtest.Start(t, sim.Config{Partitions: 1, Capacity: 300, Degrade: true, DegradeThreshold: 50, BacklogLimit: -1})
 	g := load.New(simtest.Client(t, s.Addr().String()), load.Config{ProcessID: "order", JobType: "work", Rate: 42}) // knee ~60/s
-	ctx, cancel := context.WithTimeout(context.Background(), runFor+time.Minute)
-	defer cancel()
+	ctx := budget.Context(t, runFor+time.Minute)
 	if err := g.Deploy(ctx); err != nil {
 		t.Fatal(err)
 	}

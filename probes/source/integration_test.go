@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/proctest"
 	"github.com/shardctl/shardctl/internal/sim"
 	"github.com/shardctl/shardctl/internal/sim/simtest"
@@ -55,26 +56,24 @@ func startPrometheus(t testing.TB, targets map[string]string) string {
 		go func() { _ = cmd.Wait(); close(done) }()
 		select {
 		case <-done:
-		case <-time.After(10 * time.Second):
+		case <-time.After(budget.Of(10 * time.Second)):
 			_ = cmd.Process.Kill()
 			<-done
 		}
 	})
 	url := "http://" + addr
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	ready := func() bool {
 		resp, err := http.Get(url + "/-/ready")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return url
-			}
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("prometheus not ready after 30 s:\n%s", logs.String())
-		}
-		time.Sleep(100 * time.Millisecond)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
 	}
+	if err := budget.Wait(budget.Of(30*time.Second), ready); err != nil {
+		t.Fatalf("prometheus not ready: %v\n%s", err, logs.String())
+	}
+	return url
 }
 
 // runSignals runs `shardctl signals ARGS -o json` and reads its report
@@ -139,8 +138,7 @@ func TestSignalsOnSimulatedShards(t *testing.T) {
 	prom := startPrometheus(t, metrics)
 	bin := proctest.Build(t)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	ctx := budget.Context(t, 3*time.Minute)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	loadCtx, stopLoad := context.WithCancel(ctx)

@@ -1,5 +1,0 @@
-//go:build !race
-
-package proxy
-
-const raceSlowdown = 1

@@ -12,6 +12,7 @@ import (
 	"github.com/shardctl/shardctl/commands/output"
 	"github.com/shardctl/shardctl/completions"
 	"github.com/shardctl/shardctl/internal/demo"
+	"github.com/shardctl/shardctl/internal/registry"
 	"github.com/shardctl/shardctl/probes/signals"
 	"github.com/shardctl/shardctl/probes/source"
 	"github.com/shardctl/shardctl/tui"
@@ -117,7 +118,7 @@ func (o *DemoOptions) Run(ctx context.Context) error {
 	}
 	go scrape.Run(ctx)
 	src := signalSource{g: o.g, window: 5 * time.Minute, step: time.Second, src: scrape, scrape: scrape}
-	snapshot := withStates(src.snapshot, d.Registry(), "ZEEBE-SHARDS")
+	snapshot := withStates(src.snapshot, d.Registry(), registry.DefaultShardsApp)
 	if o.noTUI {
 		return o.print(ctx, d, snapshot)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/shardctl/shardctl/commands/output"
 	"github.com/shardctl/shardctl/completions"
+	"github.com/shardctl/shardctl/internal/registry"
 	"github.com/shardctl/shardctl/plugins"
 )
 
@@ -83,6 +84,38 @@ func (g *Globals) RegistryURL() string {
 		return strings.TrimRight(v, "/")
 	}
 	return DefaultRegistry
+}
+
+// EnvRegistryToken is the bearer token for registry writes when no
+// --token-file names one.
+const EnvRegistryToken = "SHARDCTL_REGISTRY_TOKEN"
+
+// RegistryNamed reports whether --registry or SHARDCTL_REGISTRY names a
+// registry, for commands that use one only when asked to.
+func (g *Globals) RegistryNamed() bool {
+	return g.Registry != "" || g.Getenv("SHARDCTL_REGISTRY") != ""
+}
+
+// RegistryClient is the one way a command opens the registry: at url
+// (RegistryURL when empty), with the token of tokenFile, else of
+// SHARDCTL_REGISTRY_TOKEN. A bad URL is a usage error.
+func (g *Globals) RegistryClient(url, tokenFile string) (*registry.Client, error) {
+	if url == "" {
+		url = g.RegistryURL()
+	}
+	token := g.Getenv(EnvRegistryToken)
+	if tokenFile != "" {
+		t, err := registry.ReadTokenFile(tokenFile)
+		if err != nil {
+			return nil, err
+		}
+		token = t
+	}
+	c, err := registry.NewClient(url, token)
+	if err != nil {
+		return nil, UsageError(err)
+	}
+	return c, nil
 }
 
 // PrometheusURL is --prometheus, else SHARDCTL_PROMETHEUS, else "".

@@ -94,8 +94,8 @@ keeps the deployment ledger there, shared by every proxy replica.`,
 	f.DurationVar(&o.coolingOff, "cooling-off", proxy.DefaultCoolingOff, "how long a shard that answered RESOURCE_EXHAUSTED gets no new instances")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGTERM, how long in-flight calls may take to finish")
 	f.BoolVar(&o.cfg.Profiling, "profiling", false, "serve Go's /debug/pprof on the admin address")
-	f.StringVar(&o.app, "app", "ZEEBE-SHARDS", "registry application of the shards (registry mode)")
-	f.StringVar(&o.tokenFile, "registry-token-file", "", "file with the bearer token the registry wants for writes (env SHARDCTL_REGISTRY_TOKEN)")
+	f.StringVar(&o.app, "app", registry.DefaultShardsApp, "registry application of the shards (registry mode)")
+	f.StringVar(&o.tokenFile, "registry-token-file", "", "file with the bearer token the registry wants for writes (env "+EnvRegistryToken+")")
 	return cmd
 }
 
@@ -141,18 +141,10 @@ func (o *ProxyServeOptions) Complete(cmd *cobra.Command, _ []string) error {
 		o.cfg.Shards = append(o.cfg.Shards, sc)
 	}
 	o.cfg.CoolingOff = o.coolingOff
-	if len(o.cfg.Shards) == 0 && (o.g.Registry != "" || o.g.Getenv("SHARDCTL_REGISTRY") != "") {
-		token := o.g.Getenv("SHARDCTL_REGISTRY_TOKEN")
-		if o.tokenFile != "" {
-			t, err := registry.ReadTokenFile(o.tokenFile)
-			if err != nil {
-				return err
-			}
-			token = t
-		}
-		c, err := registry.NewClient(o.g.RegistryURL(), token)
+	if len(o.cfg.Shards) == 0 && o.g.RegistryNamed() {
+		c, err := o.g.RegistryClient("", o.tokenFile)
 		if err != nil {
-			return UsageError(err)
+			return err
 		}
 		o.registry = c
 		o.cfg.Dynamic = true

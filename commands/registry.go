@@ -65,7 +65,7 @@ marks an instance registered by an operator: it never expires.`,
 	f.DurationVar(&o.cfg.EvictionInterval, "eviction-interval", 5*time.Second, "how often expired leases are evicted")
 	f.BoolVar(&o.cfg.SelfPreservation, "self-preservation", true, "hold eviction while too few renewals arrive, as Eureka does")
 	f.Float64Var(&o.cfg.RenewalThreshold, "renewal-threshold", 0.85, "share of expected renewals per minute below which self-preservation holds eviction")
-	f.StringVar(&o.cfg.ShardsApp, "shards-app", "ZEEBE-SHARDS", "application whose instances are shards (they get slots)")
+	f.StringVar(&o.cfg.ShardsApp, "shards-app", registry.DefaultShardsApp, "application whose instances are shards (they get slots)")
 	f.StringVar(&o.cfg.TokenFile, "token-file", "", "file holding a bearer token that writes must present")
 	f.StringVar(&o.cfg.ReadTokenFile, "token-file-read", "", "file holding a bearer token that reads must present")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGTERM, how long requests in flight may take to finish")

@@ -3,13 +3,13 @@ package commands
 import (
 	"context"
 	"fmt"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/duration"
 
 	"github.com/shardctl/shardctl/commands/output"
 	"github.com/shardctl/shardctl/completions"
@@ -25,19 +25,7 @@ type shardsFlags struct {
 
 // client opens the registry named by --registry / SHARDCTL_REGISTRY.
 func (f *shardsFlags) client() (*registry.Client, error) {
-	token := os.Getenv("SHARDCTL_REGISTRY_TOKEN")
-	if f.tokenFile != "" {
-		t, err := registry.ReadTokenFile(f.tokenFile)
-		if err != nil {
-			return nil, err
-		}
-		token = t
-	}
-	c, err := registry.NewClient(f.g.RegistryURL(), token)
-	if err != nil {
-		return nil, UsageError(err)
-	}
-	return c, nil
+	return f.g.RegistryClient("", f.tokenFile)
 }
 
 // catalog offers shard ids and pools to shell completion.
@@ -100,8 +88,8 @@ reported down. Eureka clients see DRAINING as OUT_OF_SERVICE.`,
 		},
 	}
 	pf := cmd.PersistentFlags()
-	pf.StringVar(&f.app, "app", "ZEEBE-SHARDS", "registry application of the shards")
-	pf.StringVar(&f.tokenFile, "token-file", "", "file with the bearer token for registry writes (env SHARDCTL_REGISTRY_TOKEN)")
+	pf.StringVar(&f.app, "app", registry.DefaultShardsApp, "registry application of the shards")
+	pf.StringVar(&f.tokenFile, "token-file", "", "file with the bearer token for registry writes (env "+EnvRegistryToken+")")
 	cmd.AddCommand(newCmdShardsList(f), newCmdShardsGet(f), newCmdShardsRegister(f), newCmdShardsDeregister(f),
 		newCmdShardsState(f, "drain", registry.StateDraining, "Set a shard DRAINING: no new instances, jobs and keyed calls still served"),
 		newCmdShardsState(f, "undrain", registry.StateUp, "Set a shard UP again (removes DRAINING or OUT_OF_SERVICE)"))
@@ -137,7 +125,7 @@ func (l shardList) Rows(wide bool, c output.Colors) [][]string {
 func shardRow(s registry.Shard, wide bool, c output.Colors) []string {
 	renewed := "static"
 	if !s.Static {
-		renewed = age(time.Since(s.LastRenewal)) + " ago"
+		renewed = duration.HumanDuration(time.Since(s.LastRenewal)) + " ago"
 	}
 	row := []string{s.ID, strconv.Itoa(s.Slot), dash(s.Pool), c.State(s.State), s.Address, renewed}
 	if wide {
@@ -163,21 +151,6 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
-}
-
-// age prints a duration as kubectl does: 5s, 3m, 2h, 4d.
-func age(d time.Duration) string {
-	switch {
-	case d < 0:
-		return "0s"
-	case d < 2*time.Minute:
-		return fmt.Sprintf("%ds", int(d.Seconds()))
-	case d < 2*time.Hour:
-		return fmt.Sprintf("%dm", int(d.Minutes()))
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh", int(d.Hours()))
-	}
-	return fmt.Sprintf("%dd", int(d.Hours()/24))
 }
 
 // ShardsListOptions lists shards.

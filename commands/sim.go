@@ -105,11 +105,11 @@ Fault injection on the --metrics port:
 	f.StringVar(&o.reg.shardID, "shard-id", "", "shard id to register as (with --register; default: sim-PORT)")
 	f.StringVar(&o.reg.pool, "pool", "", "pool (e.g. blue or green) to register in (with --register)")
 	f.IntVar(&o.reg.slot, "slot", 0, "key slot 1-31 to ask for (with --register; 0: the registry assigns one)")
-	f.StringVar(&o.reg.app, "app", "ZEEBE-SHARDS", "registry application of the shards (with --register)")
+	f.StringVar(&o.reg.app, "app", registry.DefaultShardsApp, "registry application of the shards (with --register)")
 	f.StringVar(&o.reg.advertise, "advertise", "", "gateway address to register, HOST:PORT (default: the address --listen bound)")
 	f.DurationVar(&o.reg.renewal, "renewal-interval", 30*time.Second, "how often to renew the registration (with --register)")
 	f.DurationVar(&o.reg.leaseLength, "lease-duration", 90*time.Second, "how long the registry keeps the shard without a renewal (with --register)")
-	f.StringVar(&o.reg.tokenFile, "registry-token-file", "", "file with the bearer token the registry wants for writes")
+	f.StringVar(&o.reg.tokenFile, "registry-token-file", "", "file with the bearer token the registry wants for writes (env "+EnvRegistryToken+")")
 	return cmd
 }
 
@@ -176,13 +176,9 @@ func (o *SimServeOptions) Run(ctx context.Context) error {
 // startHeartbeat registers the simulator and renews it until stopped;
 // stopping deregisters it.
 func (o *SimServeOptions) startHeartbeat(ctx context.Context, gateway, metrics string) (func(), error) {
-	token, err := registry.ReadTokenFile(o.reg.tokenFile)
+	c, err := o.g.RegistryClient(o.reg.url, o.reg.tokenFile)
 	if err != nil {
 		return nil, err
-	}
-	c, err := registry.NewClient(o.reg.url, token)
-	if err != nil {
-		return nil, UsageError(err)
 	}
 	addr := o.reg.advertise
 	if addr == "" {

@@ -49,7 +49,7 @@ in monochrome: the glyphs carry the meaning.`,
 	}
 	o.addFlags(cmd, 15*time.Minute)
 	cmd.Flags().DurationVar(&o.refresh, "refresh", 2*time.Second, "how often to fetch and redraw")
-	cmd.Flags().StringVar(&o.app, "app", "ZEEBE-SHARDS", "registry application of the shards, for their states (with --registry)")
+	cmd.Flags().StringVar(&o.app, "app", registry.DefaultShardsApp, "registry application of the shards, for their states (with --registry)")
 	return cmd
 }
 
@@ -103,10 +103,12 @@ func (o *TopOptions) Run(ctx context.Context) error {
 		go o.scrape.Run(ctx)
 	}
 	fetch := o.snapshot
-	if o.g.Registry != "" || o.g.Getenv("SHARDCTL_REGISTRY") != "" {
-		if c, err := registry.NewClient(o.g.RegistryURL(), o.g.Getenv("SHARDCTL_REGISTRY_TOKEN")); err == nil {
-			fetch = withStates(fetch, c, o.app)
+	if o.g.RegistryNamed() {
+		c, err := o.g.RegistryClient("", "")
+		if err != nil {
+			return err
 		}
+		fetch = withStates(fetch, c, o.app)
 	}
 	return runDashboard(ctx, o.g, tui.New(tui.Options{Fetch: fetch, Refresh: o.refresh, Source: o.describe(), Window: o.window}))
 }

@@ -3,14 +3,15 @@ package commands
 import (
 	"context"
 	"fmt"
-	"math"
 	"strings"
 	"time"
 
+	"github.com/charmbracelet/x/ansi"
 	"github.com/spf13/cobra"
 
 	"github.com/shardctl/shardctl/commands/output"
 	"github.com/shardctl/shardctl/completions"
+	"github.com/shardctl/shardctl/internal/human"
 	"github.com/shardctl/shardctl/probes/signals"
 	"github.com/shardctl/shardctl/probes/source"
 )
@@ -132,7 +133,7 @@ func NewCmdSignals(g *Globals) *cobra.Command {
 (--scrape [NAME=]URL, repeatable; no server needed), per shard and overall:
 
   scissors   instances created vs completed per second, their ratio, and how
-             long it has stayed below 80% (plan federation) or 50% (act)
+             long it has stayed below the plan and act ratios
   queue      records appended but not processed, its least-squares slope and
              whether it grows as a line
   heatmap    processing latency by bucket over time: p50, p99, the share at
@@ -140,11 +141,9 @@ func NewCmdSignals(g *Globals) *cobra.Command {
   and        backpressure drops, the debt the window added (created minus
              completed) and when it is paid at the current rate
 
-Levels: critical when completion stays under 50% of creation for 30 s, p99
-is over 1 s, or the queue grows linearly; warn when completion stays under
-80% for a minute, 10% of latency is at a second or more, or 5% of requests
-are refused. The exit code is 3 when the level reaches --fail-on, for
-runbooks and CI gates.
+` + ansi.Wordwrap(signals.DefaultThresholds().Levels(), 78, "") + `
+The exit code is 3 when the level reaches --fail-on, for runbooks and CI
+gates.
 
 With --scrape there is no history: shardctl samples for --sample first.`,
 		Example: `  shardctl signals --prometheus http://prometheus:9090
@@ -269,57 +268,23 @@ func signalRow(s signals.Signals, wide bool, c output.Colors) []string {
 	default:
 		level = c.Good(level)
 	}
-	row := []string{s.Name, level, fmt.Sprintf("%.1f", s.CreatedPerSec), fmt.Sprintf("%.1f", s.CompletedPerSec),
-		percent(s.Ratio), count(s.Queue), fmt.Sprintf("%+.1f", s.QueueSlope), secondsOf(s.P99),
-		fmt.Sprintf("%.0f%%", s.DropShare*100)}
+	row := []string{s.Name, level, human.Rate(s.CreatedPerSec), human.Rate(s.CompletedPerSec),
+		human.Or(s.Ratio, human.Percent), human.Count(s.Queue), fmt.Sprintf("%+.1f", s.QueueSlope), human.Or(s.P99, human.Latency),
+		human.Percent(s.DropShare)}
 	if !wide {
-		reason := "-"
+		reason := human.None
 		if len(s.Reasons) > 0 {
 			reason = s.Reasons[0]
 		}
 		return append(row, reason)
 	}
-	eta := "-"
-	switch {
-	case s.RecoverySeconds != nil:
-		eta = (time.Duration(*s.RecoverySeconds) * time.Second).String()
-	case s.Debt >= 1:
+	eta := human.Or(s.RecoverySeconds, human.Seconds)
+	if s.RecoverySeconds == nil && s.Debt >= 1 {
 		eta = "not recovering"
 	}
 	reasons := strings.Join(s.Reasons, "; ")
 	if reasons == "" {
-		reasons = "-"
+		reasons = human.None
 	}
-	return append(row, secondsOf(s.P50), fmt.Sprintf("%.0f%%", s.SlowShare*100), count(s.Debt), eta, reasons)
-}
-
-func percent(v *float64) string {
-	if v == nil {
-		return "-"
-	}
-	return fmt.Sprintf("%.0f%%", *v*100)
-}
-
-func secondsOf(v *float64) string {
-	if v == nil {
-		return "-"
-	}
-	d := time.Duration(*v * float64(time.Second))
-	if d >= time.Second {
-		return d.Round(10 * time.Millisecond).String()
-	}
-	return d.Round(10 * time.Microsecond).String()
-}
-
-// count prints a number as 950, 1.2k, 3.4M.
-func count(v float64) string {
-	switch a := math.Abs(v); {
-	case a >= 1e6:
-		return fmt.Sprintf("%.1fM", v/1e6)
-	case a >= 1e4:
-		return fmt.Sprintf("%.0fk", v/1e3)
-	case a >= 1e3:
-		return fmt.Sprintf("%.1fk", v/1e3)
-	}
-	return fmt.Sprintf("%.0f", v)
+	return append(row, human.Or(s.P50, human.Latency), human.Percent(s.SlowShare), human.Count(s.Debt), eta, reasons)
 }

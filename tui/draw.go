@@ -81,14 +81,15 @@ func sparkline(vs []float64, top float64) string {
 // gap classes of a scissors column.
 const (
 	gapNone = iota
-	gapPlan // completion under 80% of creation
-	gapAct  // under 50%
+	gapPlan // completion under the plan ratio of creation
+	gapAct  // under the act ratio
 )
 
 // scissorsStrip is the overview's scissors in one row: the height is the
-// creation rate; a column where completion falls behind is shaded, ░ under
-// 80% and ▓ under 50%, so the gap reads without colour.
-func scissorsStrip(created, completed []float64, minRate, top float64) ([]rune, []int) {
+// creation rate; a column where completion falls behind is shaded, ░
+// under th.PlanRatio and ▓ under th.ActRatio, so the gap reads without
+// colour.
+func scissorsStrip(created, completed []float64, th signals.Thresholds, top float64) ([]rune, []int) {
 	if top <= 0 {
 		top = maxOf(created, completed)
 	}
@@ -100,9 +101,9 @@ func scissorsStrip(created, completed []float64, minRate, top float64) ([]rune, 
 		case math.IsNaN(c):
 			glyphs[i] = ' '
 			continue
-		case c >= minRate && !math.IsNaN(d) && d < 0.5*c:
+		case c >= th.MinRate && !math.IsNaN(d) && d < th.ActRatio*c:
 			glyphs[i], gaps[i] = '▓', gapAct
-		case c >= minRate && !math.IsNaN(d) && d < 0.8*c:
+		case c >= th.MinRate && !math.IsNaN(d) && d < th.PlanRatio*c:
 			glyphs[i], gaps[i] = '░', gapPlan
 		default:
 			glyphs[i] = blocks[level(c, top, len(blocks))]

@@ -16,6 +16,7 @@ import (
 	"github.com/charmbracelet/x/exp/golden"
 	"github.com/charmbracelet/x/exp/teatest/v2"
 
+	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/probes/signals"
 )
 
@@ -68,7 +69,7 @@ func newTestModel(t *testing.T, fetch func(context.Context) (signals.Snapshot, e
 func waitFor(t *testing.T, tm *teatest.TestModel, text string) {
 	t.Helper()
 	teatest.WaitFor(t, tm.Output(), func(b []byte) bool { return bytes.Contains(b, []byte(text)) },
-		teatest.WithDuration(5*time.Second), teatest.WithCheckInterval(10*time.Millisecond))
+		teatest.WithDuration(budget.Of(5*time.Second)), teatest.WithCheckInterval(10*time.Millisecond))
 }
 
 // screen is the final frame as text, without colour: the golden files
@@ -77,7 +78,7 @@ func screen(t *testing.T, tm *teatest.TestModel) string {
 	if err := tm.Quit(); err != nil {
 		t.Fatal(err)
 	}
-	m := tm.FinalModel(t, teatest.WithFinalTimeout(5*time.Second)).(*Model)
+	m := tm.FinalModel(t, teatest.WithFinalTimeout(budget.Of(5*time.Second))).(*Model)
 	return ansi.Strip(m.View().Content)
 }
 
@@ -110,8 +111,9 @@ func TestViews(t *testing.T) {
 				waitFor(t, tm, "retry")
 			}
 			if tc.keys != nil {
+				// Keys and the quit that screen sends share the program's
+				// one message queue: the final model has seen every key.
 				tc.keys(tm)
-				time.Sleep(100 * time.Millisecond)
 			}
 			got := screen(t, tm)
 			for _, w := range tc.want {
@@ -208,5 +210,25 @@ func TestFetchErrorsKeepThePictureAndBackOff(t *testing.T) {
 	m.Update(tea.BlurMsg{})
 	if m.delay() != 8*time.Second {
 		t.Errorf("unfocused delay %v, want 4x the refresh", m.delay())
+	}
+}
+
+// The strip shades by the thresholds of the snapshot, not by its own.
+func TestScissorsFollowTheThresholds(t *testing.T) {
+	created, completed := []float64{100, 100, 100}, []float64{100, 85, 40}
+	strict := signals.DefaultThresholds()
+	strict.PlanRatio, strict.ActRatio = 0.9, 0.6
+	for _, tc := range []struct {
+		name string
+		th   signals.Thresholds
+		want []int
+	}{
+		{"default", signals.DefaultThresholds(), []int{gapNone, gapNone, gapAct}},
+		{"strict", strict, []int{gapNone, gapPlan, gapAct}},
+	} {
+		_, gaps := scissorsStrip(created, completed, tc.th, 100)
+		if fmt.Sprint(gaps) != fmt.Sprint(tc.want) {
+			t.Errorf("%s: gaps %v, want %v", tc.name, gaps, tc.want)
+		}
 	}
 }

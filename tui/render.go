@@ -9,6 +9,9 @@ import (
 
 	"charm.land/lipgloss/v2"
 
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/shardctl/shardctl/internal/human"
 	"github.com/shardctl/shardctl/probes/signals"
 )
 
@@ -105,39 +108,6 @@ func pad(s string, w int) string {
 	return s + strings.Repeat(" ", max(0, w-lipgloss.Width(s)))
 }
 
-func rate(v float64) string {
-	switch {
-	case v >= 1e4:
-		return fmt.Sprintf("%.0fk", v/1e3)
-	case v >= 1e3:
-		return fmt.Sprintf("%.1fk", v/1e3)
-	case v >= 100:
-		return fmt.Sprintf("%.0f", v)
-	}
-	return fmt.Sprintf("%.1f", v)
-}
-
-func latency(v *float64) string {
-	if v == nil {
-		return "-"
-	}
-	d := time.Duration(*v * float64(time.Second))
-	switch {
-	case d >= time.Second:
-		return fmt.Sprintf("%.1fs", d.Seconds())
-	case d >= time.Millisecond:
-		return fmt.Sprintf("%dms", d.Milliseconds())
-	}
-	return fmt.Sprintf("%dµs", d.Microseconds())
-}
-
-func percent(v *float64) string {
-	if v == nil {
-		return "-"
-	}
-	return fmt.Sprintf("%.0f%%", *v*100)
-}
-
 // trend is the queue's direction as an arrow: ↗ growing as a line.
 func trend(s signals.Signals) string {
 	switch {
@@ -203,7 +173,8 @@ func (m *Model) pictures(s signals.Shard, c columns, sc scales) (string, string,
 	from, to := m.window()
 	created := resample(s.Created, from, to, c.scissors)
 	completed := resample(s.Completed, from, to, c.scissors)
-	glyphs, gaps := scissorsStrip(created, completed, signals.DefaultThresholds().MinRate, sc.rate)
+	th := m.snap.Thresholds
+	glyphs, gaps := scissorsStrip(created, completed, th, sc.rate)
 	var strip strings.Builder
 	for i, g := range glyphs {
 		switch gaps[i] {
@@ -223,9 +194,9 @@ func (m *Model) pictures(s signals.Shard, c columns, sc scales) (string, string,
 		switch {
 		case math.IsNaN(p99s[i]):
 			st = styleFaint
-		case p99s[i] >= 1:
+		case p99s[i] > th.P99:
 			st = styleCrit
-		case p99s[i] >= 0.1:
+		case p99s[i] > th.P99Warn:
 			st = styleWarn
 		}
 		ht.WriteString(st.Render(string(g)))
@@ -244,12 +215,12 @@ func (m *Model) shardLine(r row, c columns, sc scales, selected bool) string {
 		name,
 		pad(m.state(s.Name), 5),
 		pad(levelTag(s.Level), 6),
-		pad(rate(s.CompletedPerSec)+"/"+rate(s.CreatedPerSec), 11),
-		pad(percent(s.Ratio), 5),
+		pad(human.Rate(s.CompletedPerSec)+"/"+human.Rate(s.CreatedPerSec), 11),
+		pad(human.Or(s.Ratio, human.Percent), 5),
 		pad(strip, c.scissors),
-		pad(trend(s)+rate(s.Queue), 7),
+		pad(trend(s)+human.Count(s.Queue), 7),
 		pad(q, c.queue),
-		pad(latency(s.P99), 6),
+		pad(human.Or(s.P99, human.Latency), 6),
 		pad(ht, c.heat),
 	}
 	if c.reason > 0 {
@@ -308,13 +279,13 @@ func (m *Model) renderOverview() string {
 	if all.Debt >= 1 && all.Level > signals.OK {
 		switch {
 		case all.RecoverySeconds != nil:
-			debt = fmt.Sprintf("  debt %s, paid in %v", rate(all.Debt), (time.Duration(*all.RecoverySeconds) * time.Second).Round(time.Second))
+			debt = fmt.Sprintf("  debt %s, paid in %s", human.Count(all.Debt), human.Seconds(*all.RecoverySeconds))
 		default:
-			debt = fmt.Sprintf("  debt %s, not recovering", rate(all.Debt))
+			debt = fmt.Sprintf("  debt %s, not recovering", human.Count(all.Debt))
 		}
 	}
 	b.WriteString(fmt.Sprintf("all  created %s/s  completed %s/s (%s)  queue %s%s  p99 %s%s\n",
-		rate(all.CreatedPerSec), rate(all.CompletedPerSec), percent(all.Ratio), trend(all), rate(all.Queue), latency(all.P99), debt))
+		human.Rate(all.CreatedPerSec), human.Rate(all.CompletedPerSec), human.Or(all.Ratio, human.Percent), trend(all), human.Count(all.Queue), human.Or(all.P99, human.Latency), debt))
 	c := layout(m.width)
 	head := []string{pad("SHARD", c.name), pad("STATE", 5), pad("LEVEL", 6), pad("DONE/NEW/S", 11), pad("RATIO", 5),
 		pad("SCISSORS ▓░ gap", c.scissors), pad("QUEUE", 7), pad("TREND", c.queue), pad("P99", 6), pad("HEATMAP p99", c.heat)}
@@ -350,9 +321,9 @@ func (m *Model) renderDetail() string {
 	from, to := m.window()
 	var b strings.Builder
 	b.WriteString(m.header() + "\n")
-	b.WriteString(fmt.Sprintf("%s  %s  created %s/s  completed %s/s (%s)  queue %s %+.1f/s (R² %.2f)  p50 %s  p99 %s  ≥1s %.0f%%  drops %.0f%%\n",
-		styleBold.Render(s.Name), levelTag(s.Level), rate(s.CreatedPerSec), rate(s.CompletedPerSec), percent(s.Ratio),
-		rate(s.Queue), s.QueueSlope, s.QueueR2, latency(s.P50), latency(s.P99), s.SlowShare*100, s.DropShare*100))
+	b.WriteString(fmt.Sprintf("%s  %s  created %s/s  completed %s/s (%s)  queue %s %+.1f/s (R² %.2f)  p50 %s  p99 %s  ≥"+human.Latency(signals.SlowLatency)+" %s  drops %s\n",
+		styleBold.Render(s.Name), levelTag(s.Level), human.Rate(s.CreatedPerSec), human.Rate(s.CompletedPerSec), human.Or(s.Ratio, human.Percent),
+		human.Count(s.Queue), s.QueueSlope, s.QueueR2, human.Or(s.P50, human.Latency), human.Or(s.P99, human.Latency), human.Percent(s.SlowShare), human.Percent(s.DropShare)))
 	for _, reason := range s.Reasons {
 		b.WriteString(levelStyle(s.Level).Render("  • "+reason) + "\n")
 	}
@@ -391,7 +362,7 @@ func (m *Model) plot(c *chart, axis int) string {
 		label := ""
 		switch y {
 		case 0:
-			label = rate(c.top)
+			label = human.Rate(c.top)
 		case c.h - 1:
 			label = "0"
 		}
@@ -426,15 +397,19 @@ func (m *Model) renderHelp() string {
 	b.WriteString(styleBold.Render("keys") + "\n")
 	b.WriteString(m.help.FullHelpView(keys.FullHelp()) + "\n\n")
 	b.WriteString(styleBold.Render("pictures") + "\n")
-	b.WriteString(`  scissors  height: instances created/s; ░ completion under 80% of creation,
-            ▓ under 50% (the gap between created and completed)
+	th := signals.DefaultThresholds()
+	if m.snap != nil {
+		th = m.snap.Thresholds
+	}
+	fmt.Fprintf(&b, `  scissors  height: instances created/s; ░ completion under %s of creation,
+            ▓ under %s (the gap between created and completed)
   queue     records appended but not processed; ↗ growing as a line,
             → level, ↘ falling
   heatmap   per column, the latency bucket holding p99 (higher = slower);
-            · no work
+            p99 over %s in the warning colour, over %s critical; · no work
   levels    ✔ ok · ▲ warn: plan federation · ✖ crit: act now
-            (completion < 50% for 30 s, p99 > 1 s, or a linearly growing queue)
-`)
+`, human.Percent(th.PlanRatio), human.Percent(th.ActRatio), human.Latency(th.P99Warn), human.Latency(th.P99))
+	b.WriteString(wrapIndented("critical when "+th.Critical()+"; warn when "+th.Warn()+".", 12, m.width))
 	return b.String()
 }
 
@@ -458,4 +433,14 @@ func (m *Model) statusLine() string {
 	}
 	parts = append(parts, styleFaint.Render("? help · q quit"))
 	return pad(strings.Join(parts, " · "), m.width)
+}
+
+// wrapIndented wraps text to width, every line indented by indent spaces.
+func wrapIndented(text string, indent, width int) string {
+	pad := strings.Repeat(" ", indent)
+	var b strings.Builder
+	for _, line := range strings.Split(ansi.Wordwrap(text, max(width-indent-1, 20), ""), "\n") {
+		b.WriteString(pad + line + "\n")
+	}
+	return b.String()
 }

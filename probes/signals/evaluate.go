@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/shardctl/shardctl/internal/human"
 )
 
 // Shard is what a source fetched for one shard (or the whole).
@@ -69,7 +71,10 @@ type Thresholds struct {
 	QueueR2        float64
 	QueueMinGrowth float64
 	DropShare      float64 // backpressure drops ÷ requests received, to warn
-	SlowShare      float64 // latency mass at ≥ 1 s, to warn
+	SlowShare      float64 // latency mass at ≥ SlowLatency, to warn
+	// P99Warn (seconds) is where the dashboard starts drawing p99 in the
+	// warning colour, before it crosses P99.
+	P99Warn float64
 	// Recent is how far back rates, ratio and latency are averaged.
 	Recent time.Duration
 	// MinRate is the creation rate below which the ratio means nothing
@@ -83,8 +88,30 @@ func DefaultThresholds() Thresholds {
 	return Thresholds{
 		PlanRatio: 0.8, ActRatio: 0.5, PlanAfter: time.Minute, ActAfter: 30 * time.Second,
 		P99: 1, QueueR2: 0.8, QueueMinGrowth: 500, DropShare: 0.05, SlowShare: 0.1,
-		Recent: time.Minute, MinRate: 0.5,
+		P99Warn: 0.1, Recent: time.Minute, MinRate: 0.5,
 	}
+}
+
+// SlowLatency (seconds) is where the heatmap's slow mass starts: the
+// share at or above it is shareAtLeast1s.
+const SlowLatency = 1.0
+
+// Critical says, in words, when the advisor calls a shard critical.
+func (th Thresholds) Critical() string {
+	return fmt.Sprintf("completion stays under %s of creation for %s, p99 is over %s, or the queue grows "+
+		"linearly (a least-squares fit with R² ≥ %.2g that adds %s records or more)",
+		human.Percent(th.ActRatio), human.Duration(th.ActAfter), human.Latency(th.P99), th.QueueR2, human.Count(th.QueueMinGrowth))
+}
+
+// Warn says, in words, when the advisor warns.
+func (th Thresholds) Warn() string {
+	return fmt.Sprintf("completion stays under %s of creation for %s, %s of latency is at %s or more, or %s of requests are refused",
+		human.Percent(th.PlanRatio), human.Duration(th.PlanAfter), human.Percent(th.SlowShare), human.Latency(SlowLatency), human.Percent(th.DropShare))
+}
+
+// Levels is the advisor's rule in one sentence, as help and docs quote it.
+func (th Thresholds) Levels() string {
+	return "Levels: critical (act) when " + th.Critical() + "; warn (plan federation) when " + th.Warn() + "."
 }
 
 // Signals are the numbers of one shard (or the whole) and its level.
@@ -178,7 +205,7 @@ func evaluate(s Shard, now time.Time, th Thresholds) Signals {
 	counts := s.Latency.Total(recent)
 	sig.P50 = ptr(Quantile(0.5, s.Latency.Bounds, counts))
 	sig.P99 = ptr(Quantile(0.99, s.Latency.Bounds, counts))
-	sig.SlowShare = ShareAtLeast(1, s.Latency.Bounds, counts)
+	sig.SlowShare = ShareAtLeast(SlowLatency, s.Latency.Bounds, counts)
 
 	dropped, received := s.Dropped.Since(recent).Mean(), s.Received.Since(recent).Mean()
 	if received > 0 && !math.IsNaN(dropped) {
@@ -196,27 +223,27 @@ func evaluate(s Shard, now time.Time, th Thresholds) Signals {
 		sig.Level = max(sig.Level, l)
 		sig.Reasons = append(sig.Reasons, fmt.Sprintf(format, a...))
 	}
-	pct := func(v float64) string { return fmt.Sprintf("%.0f%%", v*100) }
+	pct := human.Percent
 	switch {
 	case sig.Ratio != nil && *sig.Ratio < th.ActRatio && sig.BelowActSeconds >= th.ActAfter.Seconds():
-		reason(Critical, "scissors: completing %s of created instances for %s (below %s): act", pct(*sig.Ratio), roundSeconds(sig.BelowActSeconds), pct(th.ActRatio))
+		reason(Critical, "scissors: completing %s of created instances for %s (below %s): act", pct(*sig.Ratio), human.Seconds(sig.BelowActSeconds), pct(th.ActRatio))
 	case sig.Ratio != nil && *sig.Ratio < th.PlanRatio && sig.BelowPlanSeconds >= th.PlanAfter.Seconds():
-		reason(Warn, "scissors: completing %s of created instances for %s (below %s): plan federation", pct(*sig.Ratio), roundSeconds(sig.BelowPlanSeconds), pct(th.PlanRatio))
+		reason(Warn, "scissors: completing %s of created instances for %s (below %s): plan federation", pct(*sig.Ratio), human.Seconds(sig.BelowPlanSeconds), pct(th.PlanRatio))
 	}
 	if sig.QueueGrowing {
 		reason(Critical, "queue growing linearly: %+.0f records/s (R² %.2f), %.0f waiting", sig.QueueSlope, sig.QueueR2, sig.Queue)
 	}
 	if sig.P99 != nil && *sig.P99 > th.P99 {
-		reason(Critical, "latency p99 %s, over %s", seconds(*sig.P99), seconds(th.P99))
+		reason(Critical, "latency p99 %s, over %s", human.Latency(*sig.P99), human.Latency(th.P99))
 	} else if sig.SlowShare >= th.SlowShare {
-		reason(Warn, "heatmap: %s of latency at 1 s or more", pct(sig.SlowShare))
+		reason(Warn, "heatmap: %s of latency at %s or more", pct(sig.SlowShare), human.Latency(SlowLatency))
 	}
 	if sig.DropShare >= th.DropShare {
 		reason(Warn, "backpressure: %s of requests refused", pct(sig.DropShare))
 	}
 	if sig.Level > OK && sig.Debt >= 1 {
 		if sig.Recovering {
-			reason(sig.Level, "debt %.0f instances, recovered in %s at the current rate", sig.Debt, roundSeconds(*sig.RecoverySeconds))
+			reason(sig.Level, "debt %.0f instances, recovered in %s at the current rate", sig.Debt, human.Seconds(*sig.RecoverySeconds))
 		} else {
 			reason(sig.Level, "debt %.0f instances and not recovering", sig.Debt)
 		}
@@ -295,21 +322,6 @@ func zeroNaN(v float64) float64 {
 	return v
 }
 
-func roundSeconds(s float64) string {
-	return (time.Duration(s) * time.Second).Round(time.Second).String()
-}
-
-func seconds(s float64) string {
-	d := time.Duration(s * float64(time.Second))
-	switch {
-	case d >= time.Second:
-		return d.Round(10 * time.Millisecond).String()
-	case d >= time.Millisecond:
-		return d.Round(10 * time.Microsecond).String()
-	}
-	return d.Round(time.Microsecond).String()
-}
-
 func sortTimes(ts []time.Time) {
 	sort.Slice(ts, func(i, j int) bool { return ts[i].Before(ts[j]) })
 }
@@ -322,10 +334,13 @@ type Snapshot struct {
 	// States are the shards' states in the registry (UP, DRAINING, …), by
 	// name, when a registry was asked.
 	States map[string]string
+	// Thresholds are those the report was evaluated with, so that what is
+	// drawn from it agrees with the report.
+	Thresholds Thresholds
 }
 
 // Take evaluates fetched series into a snapshot.
 func Take(shards []Shard, now time.Time, window time.Duration, th Thresholds) Snapshot {
 	r := Evaluate(shards, now, window, th) // sorts shards as the report's
-	return Snapshot{Report: r, Series: shards}
+	return Snapshot{Report: r, Series: shards, Thresholds: th}
 }

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -71,19 +72,17 @@ func measure() float64 {
 	var runs [3]time.Duration
 	for i := range runs {
 		start := time.Now()
-		work()
+		runtime.KeepAlive(work())
 		runs[i] = time.Since(start)
 	}
 	slices.Sort(runs[:])
 	return min(max(1, float64(runs[1])/float64(quietWork)), maxSlowdown)
 }
 
-var sink int
-
 // work is a small, fixed mix of what the suite's code does: allocation,
 // map writes and reads, slice appends and a sort. The race detector
 // instruments every one of those accesses, as it does the code under test.
-func work() {
+func work() int {
 	const n = 4096
 	m := make(map[int]int)
 	var s []int
@@ -97,7 +96,7 @@ func work() {
 	for _, k := range s {
 		total += m[k]
 	}
-	sink = total
+	return total
 }
 
 // Of stretches d, what a quiet core needs, by the machine's slowdown.

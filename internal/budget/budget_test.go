@@ -1,6 +1,7 @@
 package budget
 
 import (
+	"runtime"
 	"testing"
 	"time"
 )
@@ -10,7 +11,7 @@ func TestOfStretchesNeverShrinks(t *testing.T) {
 	if first < 10*time.Second {
 		t.Fatalf("Of(10s) = %v, shorter than a quiet core needs", first)
 	}
-	work()
+	runtime.KeepAlive(work())
 	if again := Of(10 * time.Second); again < first {
 		t.Errorf("Of(10s) went down from %v to %v within one process", first, again)
 	}
@@ -46,6 +47,6 @@ func TestWait(t *testing.T) {
 // ./internal/budget`, the median.
 func BenchmarkWork(b *testing.B) {
 	for b.Loop() {
-		work()
+		runtime.KeepAlive(work())
 	}
 }

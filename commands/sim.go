@@ -201,8 +201,13 @@ func (o *SimServeOptions) startHeartbeat(ctx context.Context, gateway, metrics s
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		c.Heartbeat(hbCtx, in, func(err error) { fmt.Fprintf(errOut, "registry: %v\n", err) })
+		c.Heartbeat(hbCtx, in, func(err error) {
+			if err != nil {
+				fmt.Fprintf(errOut, "registry: %v (retrying)\n", err)
+				return
+			}
+			fmt.Fprintf(errOut, "registered as shard %s (app %s, pool %q) at %s\n", id, in.App, o.reg.pool, o.reg.url)
+		})
 	}()
-	fmt.Fprintf(errOut, "registering as shard %s (app %s, pool %q) at %s\n", id, in.App, o.reg.pool, o.reg.url)
 	return func() { cancel(); <-done }, nil
 }

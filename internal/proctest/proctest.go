@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -206,4 +207,77 @@ func (p *Process) Done() <-chan struct{} { return p.done }
 func (p *Process) Err() error {
 	<-p.done
 	return p.waitErr
+}
+
+// Prometheus runs the Debian package's prometheus on listen (a free port
+// when empty), scraping every target (cluster label → HOST:PORT) each
+// second with its cluster label, until the test ends; it returns its URL
+// once /-/ready answers.
+func Prometheus(t testing.TB, listen string, targets map[string]string) string {
+	t.Helper()
+	bin, err := exec.LookPath("prometheus")
+	if err != nil {
+		t.Fatalf("prometheus is not installed: make test installs the Debian package prometheus (scripts/install-debs.sh prometheus)")
+	}
+	dir := t.TempDir()
+	var cfg strings.Builder
+	cfg.WriteString("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n- job_name: zeebe\n  static_configs:\n")
+	for cluster, addr := range targets {
+		fmt.Fprintf(&cfg, "  - targets: [%q]\n    labels: {cluster: %q}\n", addr, cluster)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if listen == "" {
+		listen = fmt.Sprintf("127.0.0.1:%d", FreePort(t))
+	}
+	cmd := exec.Command(bin, "--config.file="+filepath.Join(dir, "prometheus.yml"), "--storage.tsdb.path="+filepath.Join(dir, "data"),
+		"--web.listen-address="+listen, "--log.level=warn")
+	logs := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(budget.Of(10 * time.Second)):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	url := "http://" + listen
+	ready := func() bool {
+		resp, err := http.Get(url + "/-/ready")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}
+	if err := budget.Wait(budget.Of(30*time.Second), ready); err != nil {
+		t.Fatalf("prometheus not ready: %v\n%s", err, logs.String())
+	}
+	return url
+}
+
+// lockedBuffer collects a process's output while the test may read it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -137,8 +137,12 @@ func (c *Client) Cancel(ctx context.Context, app, id string) error {
 // Heartbeat registers in and renews its lease every renewal interval
 // until ctx ends, registering again whenever the registry no longer knows
 // it (a 404, e.g. after an eviction or a restart with a memory store); on
-// the way out it deregisters. Errors go to report and are retried.
+// the way out it deregisters. Errors go to report and are retried; each
+// registration that succeeds is reported as a nil error.
 func (c *Client) Heartbeat(ctx context.Context, in *Instance, report func(error)) {
+	if report == nil {
+		report = func(error) {}
+	}
 	every := time.Duration(max(in.LeaseInfo.RenewalIntervalInSecs, 1)) * time.Second
 	registered := false
 	for {
@@ -146,13 +150,17 @@ func (c *Client) Heartbeat(ctx context.Context, in *Instance, report func(error)
 		if !registered {
 			err = c.Register(ctx, in)
 			registered = err == nil
+			if registered {
+				report(nil)
+			}
 		} else if err = c.Renew(ctx, in.App, in.InstanceID); IsNotFound(err) {
 			registered = false
 			if err = c.Register(ctx, in); err == nil {
 				registered = true
+				report(nil)
 			}
 		}
-		if err != nil && ctx.Err() == nil && report != nil {
+		if err != nil && ctx.Err() == nil {
 			report(err)
 		}
 		wait := every

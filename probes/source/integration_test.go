@@ -5,14 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -24,57 +19,6 @@ import (
 	"github.com/shardctl/shardctl/probes/signals"
 	"github.com/shardctl/shardctl/probes/source"
 )
-
-// startPrometheus runs the Debian package's prometheus on a free port,
-// scraping every target each second with its cluster label.
-func startPrometheus(t testing.TB, targets map[string]string) string {
-	t.Helper()
-	bin, err := exec.LookPath("prometheus")
-	if err != nil {
-		t.Fatalf("prometheus is not installed: make test installs the Debian package prometheus (scripts/install-debs.sh prometheus)")
-	}
-	dir := t.TempDir()
-	var cfg strings.Builder
-	cfg.WriteString("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n- job_name: zeebe\n  static_configs:\n")
-	for cluster, addr := range targets {
-		fmt.Fprintf(&cfg, "  - targets: [%q]\n    labels: {cluster: %q}\n", addr, cluster)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	addr := fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t))
-	cmd := exec.Command(bin, "--config.file="+filepath.Join(dir, "prometheus.yml"), "--storage.tsdb.path="+filepath.Join(dir, "data"),
-		"--web.listen-address="+addr, "--log.level=warn")
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(budget.Of(10 * time.Second)):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	})
-	url := "http://" + addr
-	ready := func() bool {
-		resp, err := http.Get(url + "/-/ready")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}
-	if err := budget.Wait(budget.Of(30*time.Second), ready); err != nil {
-		t.Fatalf("prometheus not ready: %v\n%s", err, logs.String())
-	}
-	return url
-}
 
 // runSignals runs `shardctl signals ARGS -o json` and reads its report
 // and exit code.
@@ -135,7 +79,7 @@ func TestSignalsOnSimulatedShards(t *testing.T) {
 	knee := simtest.Start(t, sim.Config{Partitions: 1, Capacity: 300, Degrade: true, DegradeThreshold: 50, BacklogLimit: -1})
 	half := simtest.Start(t, sim.Config{Partitions: 1, Capacity: 300, BacklogLimit: -1})
 	metrics := map[string]string{"knee": knee.MetricsAddr().String(), "half": half.MetricsAddr().String()}
-	prom := startPrometheus(t, metrics)
+	prom := proctest.Prometheus(t, "", metrics)
 	bin := proctest.Build(t)
 
 	ctx := budget.Context(t, 3*time.Minute)

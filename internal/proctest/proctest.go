@@ -73,15 +73,33 @@ func Build(t testing.TB) string {
 	return built.path
 }
 
-// FreePort is a TCP port free on 127.0.0.1 a moment ago.
+var handedOut struct {
+	sync.Mutex
+	ports map[int]bool
+}
+
+// FreePort is a TCP port free on 127.0.0.1 a moment ago, and never one
+// it gave before in this process: ports picked together for processes
+// not started yet are distinct.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	if handedOut.ports == nil {
+		handedOut.ports = map[int]bool{}
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	for {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		if !handedOut.ports[port] {
+			handedOut.ports[port] = true
+			return port
+		}
+	}
 }
 
 // Process is a running shardctl runtime.

@@ -11,6 +11,7 @@ func (p *partition) raiseIncident(kind incidentKind, ei *elementInstance, j *job
 	p.state.incidents[inc.key] = inc
 	ei.incident = inc
 	p.m.incident("created")
+	p.m.pendingIncidents.Set(float64(len(p.state.incidents)))
 }
 
 func (p *partition) deleteIncident(inc *incident) {
@@ -19,6 +20,7 @@ func (p *partition) deleteIncident(inc *incident) {
 		inc.elem.incident = nil
 	}
 	p.m.incident("resolved")
+	p.m.pendingIncidents.Set(float64(len(p.state.incidents)))
 }
 
 // resolveIncident retries what raised the incident, as Zeebe does: a job

@@ -93,6 +93,9 @@ func TestFailRetryIncidentResolve(t *testing.T) {
 	if len(incidents) != 1 {
 		t.Fatalf("incidents %v, want one", incidents)
 	}
+	if got := scrape(t, s, "zeebe_pending_incidents_total"); got != 1 {
+		t.Errorf("zeebe_pending_incidents_total = %v with one incident open, want 1", got)
+	}
 	// Resolving while retries are still 0 raises a new incident at once.
 	if _, err := c.NewResolveIncidentCommand().IncidentKey(incidents[0]).Send(ctx); err != nil {
 		t.Fatal(err)
@@ -120,6 +123,9 @@ func TestFailRetryIncidentResolve(t *testing.T) {
 	budget.Eventually(t, 5*time.Second, "the instance to complete", func() bool { return activeInstances(t, s) == 0 })
 	if got := scrape(t, s, "zeebe_incident_events_total", `action="created"`); got != 2 {
 		t.Errorf("incidents created = %v, want 2", got)
+	}
+	if got := scrape(t, s, "zeebe_pending_incidents_total"); got != 0 {
+		t.Errorf("zeebe_pending_incidents_total = %v after every incident was resolved, want 0", got)
 	}
 }
 

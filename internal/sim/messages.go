@@ -112,6 +112,8 @@ func (p *partition) publish(name, corrKey, id string, ttl time.Duration, vars ma
 	if ttl > 0 {
 		m.buffered = true
 		p.state.messages[k] = append(p.state.messages[k], m)
+		p.state.buffered++
+		p.m.buffered.Set(float64(p.state.buffered))
 		if id != "" {
 			p.state.messageIDs[msgIDKey{name, corrKey, id}] = m
 		}
@@ -176,7 +178,9 @@ func (p *partition) expireMessages(t time.Time) {
 			if m.id != "" {
 				delete(p.state.messageIDs, msgIDKey{m.name, m.corrKey, m.id})
 			}
+			p.state.buffered--
 		}
+		p.m.buffered.Set(float64(p.state.buffered))
 		clear(ms[len(kept):])
 		if len(kept) == 0 {
 			delete(p.state.messages, k)

@@ -100,11 +100,20 @@ func TestMessageBufferTTLAndDedupe(t *testing.T) {
 		t.Errorf("one message correlated to two instances of one process")
 	}
 
+	// Buffered messages are counted as Zeebe counts them, until they expire.
+	buffered := scrape(t, s, "zeebe_buffered_messages_count")
+	if buffered < 1 {
+		t.Errorf("zeebe_buffered_messages_count %v with a message buffered for a minute", buffered)
+	}
+
 	// Expired: a later instance waits.
 	if _, err := c.NewPublishMessageCommand().MessageName("paid").CorrelationKey("late").TimeToLive(50 * time.Millisecond).Send(ctx); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(200 * time.Millisecond) // past the TTL and a few timer runs
+	budget.Eventually(t, 5*time.Second, "the expired message to leave the buffer count", func() bool {
+		return scrape(t, s, "zeebe_buffered_messages_count") == buffered
+	})
 	create(t, c, "wait", map[string]any{"orderId": "late"})
 	time.Sleep(100 * time.Millisecond)
 	if n := len(activate(t, c, "ship", 5, time.Minute)); n != 0 {

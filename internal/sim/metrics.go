@@ -25,6 +25,9 @@ type metrics struct {
 	inflight         *prometheus.GaugeVec     // partition
 	requestsLimit    *prometheus.GaugeVec     // partition
 	incidentEvents   *prometheus.CounterVec   // action, partition
+	pendingIncidents *prometheus.GaugeVec     // partition
+	bufferedMessages *prometheus.GaugeVec     // partition
+	exported         *prometheus.GaugeVec     // exporter, partition
 	activatedPerPoll prometheus.Histogram
 	longPolls        *prometheus.GaugeVec // type
 	jobStreams       *prometheus.GaugeVec // type
@@ -78,6 +81,15 @@ func newMetrics() *metrics {
 		incidentEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "zeebe_incident_events_total", Help: "Number of incident events",
 		}, []string{"action", "partition"}),
+		pendingIncidents: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "zeebe_pending_incidents_total", Help: "Number of pending incidents",
+		}, []string{"partition"}),
+		bufferedMessages: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "zeebe_buffered_messages_count", Help: "Current number of buffered messages.",
+		}, []string{"partition"}),
+		exported: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "zeebe_exporter_last_exported_position", Help: "The last exported position by exporter and partition.",
+		}, []string{"exporter", "partition"}),
 		activatedPerPoll: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "shardctl_sim_activated_jobs_per_request", Help: "Jobs returned by one ActivateJobs request (not a Zeebe metric)",
 			Buckets: []float64{0, 1, 2, 4, 8, 16, 32, 64, 128},
@@ -95,7 +107,7 @@ func newMetrics() *metrics {
 		m.jobStreams,
 		m.elementEvents, m.executed, m.jobEvents, m.appended, m.committed, m.processed,
 		m.latency, m.processing, m.dropped, m.received, m.inflight, m.requestsLimit,
-		m.incidentEvents, m.activatedPerPoll,
+		m.incidentEvents, m.pendingIncidents, m.bufferedMessages, m.exported, m.activatedPerPoll,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	return m
@@ -115,22 +127,29 @@ type partitionMetrics struct {
 	commandDuration                prometheus.Observer
 	dropped, received              prometheus.Counter
 	inflight                       prometheus.Gauge
+	pendingIncidents, buffered     prometheus.Gauge
+	exported                       prometheus.Gauge // nil without an exporter
 }
 
-func (m *metrics) forPartition(id int32, limit int) *partitionMetrics {
+func (m *metrics) forPartition(id int32, limit int, exporter string) *partitionMetrics {
 	p := strconv.Itoa(int(id))
 	pm := &partitionMetrics{
 		m: m, partition: p,
-		elements:        map[[2]string]prometheus.Counter{},
-		jobs:            map[[2]string]prometheus.Counter{},
-		appended:        m.appended.WithLabelValues(p),
-		committed:       m.committed.WithLabelValues(p),
-		processed:       m.processed.WithLabelValues(p),
-		latency:         m.latency.WithLabelValues(p),
-		commandDuration: m.processing.WithLabelValues("COMMAND", p),
-		dropped:         m.dropped.WithLabelValues(p),
-		received:        m.received.WithLabelValues(p),
-		inflight:        m.inflight.WithLabelValues(p),
+		elements:         map[[2]string]prometheus.Counter{},
+		jobs:             map[[2]string]prometheus.Counter{},
+		appended:         m.appended.WithLabelValues(p),
+		committed:        m.committed.WithLabelValues(p),
+		processed:        m.processed.WithLabelValues(p),
+		latency:          m.latency.WithLabelValues(p),
+		commandDuration:  m.processing.WithLabelValues("COMMAND", p),
+		dropped:          m.dropped.WithLabelValues(p),
+		received:         m.received.WithLabelValues(p),
+		inflight:         m.inflight.WithLabelValues(p),
+		pendingIncidents: m.pendingIncidents.WithLabelValues(p),
+		buffered:         m.bufferedMessages.WithLabelValues(p),
+	}
+	if exporter != "" {
+		pm.exported = m.exported.WithLabelValues(exporter, p)
 	}
 	m.requestsLimit.WithLabelValues(p).Set(float64(limit))
 	for _, a := range []string{"activated", "completed", "terminated"} {

@@ -165,6 +165,9 @@ func (p *partition) run(stop <-chan struct{}) {
 		p.m.commandDuration.Observe(time.Since(start).Seconds())
 		p.processedPos++
 		p.m.processed.Set(float64(p.processedPos))
+		if p.m.exported != nil {
+			p.m.exported.Set(float64(p.processedPos))
+		}
 		if c.class == classCreate || c.class == classClient {
 			p.mu.Lock()
 			p.inflight--

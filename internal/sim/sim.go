@@ -43,6 +43,10 @@ type Config struct {
 	// TimerInterval is how often job deadlines, retry backoffs and message
 	// TTLs are checked (Zeebe: 30 s for job timeouts; default here 1 s).
 	TimerInterval time.Duration
+	// Exporter names an exporter that exports every record as soon as it
+	// is processed (zeebe_exporter_last_exported_position); "" exports
+	// nothing, as a cluster without exporters.
+	Exporter string
 }
 
 // Defaults.
@@ -112,7 +116,7 @@ func New(cfg Config) (*Sim, error) {
 	for id := int32(1); id <= cfg.Partitions; id++ {
 		p := &partition{
 			id: id, cluster: c, keys: keyGenerator{partition: id},
-			m: m.forPartition(id, cfg.BacklogLimit), state: newState(),
+			m: m.forPartition(id, cfg.BacklogLimit, cfg.Exporter), state: newState(),
 			wake: make(chan struct{}, 1), resumed: make(chan struct{}),
 		}
 		p.slowFactor.Store(math.Float64bits(1))

@@ -55,7 +55,7 @@ func TestTopologyAndKeys(t *testing.T) {
 }
 
 func TestHundredsOfInstancesToTheEnd(t *testing.T) {
-	s := startSim(t, Config{Partitions: 3})
+	s := startSim(t, Config{Partitions: 3, Exporter: "elasticsearch"})
 	c := newClient(t, s)
 	ctx := budget.Context(t, 60*time.Second)
 	if _, err := c.NewDeployResourceCommand().AddResource(linearProcess("order", 3, "reserve", "charge", "ship"), "order.bpmn").Send(ctx); err != nil {
@@ -95,4 +95,9 @@ func TestHundredsOfInstancesToTheEnd(t *testing.T) {
 	if got := scrape(t, s, "zeebe_job_events_total", `action="completed"`, `type="charge"`); got != n {
 		t.Errorf("charge jobs completed = %v, want %d", got, n)
 	}
+	// The exporter keeps up with processing: no lag once all is processed.
+	budget.Eventually(t, 5*time.Second, "the exporter to reach the processed position", func() bool {
+		return scrape(t, s, "zeebe_exporter_last_exported_position", `exporter="elasticsearch"`) ==
+			scrape(t, s, "zeebe_stream_processor_last_processed_position")
+	})
 }

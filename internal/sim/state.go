@@ -24,6 +24,7 @@ type state struct {
 	// Message side (this partition owns the correlation keys that hash to
 	// it): buffered messages and open subscriptions by name + key.
 	messages      map[msgKey][]*message
+	buffered      int // messages in messages, as zeebe_buffered_messages_count
 	messageIDs    map[msgIDKey]*message
 	subscriptions map[msgKey][]*subscription
 	// Instances started by a message with a correlation key, still active:

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/duration"
 
 	"github.com/shardctl/shardctl/commands/output"
@@ -21,6 +22,12 @@ type shardsFlags struct {
 	g         *Globals
 	app       string
 	tokenFile string
+}
+
+// addFlags adds --app and --token-file.
+func (f *shardsFlags) addFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&f.app, "app", registry.DefaultShardsApp, "registry application of the shards")
+	fs.StringVar(&f.tokenFile, "token-file", "", "file with the bearer token for registry writes (env "+EnvRegistryToken+")")
 }
 
 // client opens the registry named by --registry / SHARDCTL_REGISTRY.
@@ -87,9 +94,7 @@ reported down. Eureka clients see DRAINING as OUT_OF_SERVICE.`,
 			return Usagef("missing subcommand: use list, get, register, deregister, drain or undrain")
 		},
 	}
-	pf := cmd.PersistentFlags()
-	pf.StringVar(&f.app, "app", registry.DefaultShardsApp, "registry application of the shards")
-	pf.StringVar(&f.tokenFile, "token-file", "", "file with the bearer token for registry writes (env "+EnvRegistryToken+")")
+	f.addFlags(cmd.PersistentFlags())
 	cmd.AddCommand(newCmdShardsList(f), newCmdShardsGet(f), newCmdShardsRegister(f), newCmdShardsDeregister(f),
 		newCmdShardsState(f, "drain", registry.StateDraining, "Set a shard DRAINING: no new instances, jobs and keyed calls still served"),
 		newCmdShardsState(f, "undrain", registry.StateUp, "Set a shard UP again (removes DRAINING or OUT_OF_SERVICE)"))

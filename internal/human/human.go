@@ -59,8 +59,11 @@ func Latency(seconds float64) string {
 }
 
 // Duration is a span to the second, without a trailing zero unit: 45s,
-// 1m30s, 2m, 1h5m.
+// 1m30s, 2m, 1h5m; a span under half a second is <1s, not 0s.
 func Duration(d time.Duration) string {
+	if d > 0 && d < time.Second/2 {
+		return "<1s"
+	}
 	s := d.Round(time.Second).String()
 	if strings.HasSuffix(s, "m0s") {
 		s = strings.TrimSuffix(s, "0s")
@@ -80,4 +83,12 @@ func Or(v *float64, format func(float64) string) string {
 		return None
 	}
 	return format(*v)
+}
+
+// Plural is a count and its noun: 1 incident, 3 incidents.
+func Plural(n float64, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%.0f %ss", n, noun)
 }

@@ -32,7 +32,12 @@ func TestFormats(t *testing.T) {
 		{"duration whole hours", Duration(time.Hour), "1h"},
 		{"duration rounds", Duration(1499 * time.Millisecond), "1s"},
 		{"seconds", Seconds(30.4), "30s"},
+		{"under a second", Seconds(0.3), "<1s"},
+		{"zero", Seconds(0), "0s"},
 		{"missing", Or(nil, Latency), None},
+		{"one", Plural(1, "incident"), "1 incident"},
+		{"many", Plural(3, "incident"), "3 incidents"},
+		{"none", Plural(0, "job"), "0 jobs"},
 	}
 	for _, tt := range tests {
 		if tt.got != tt.want {

@@ -92,7 +92,7 @@ func TestKeyAddressedCallsThroughTheProxy(t *testing.T) {
 	if _, err := c.NewUpdateJobRetriesCommand().JobKey(job.Key).Retries(2).Send(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.NewResolveIncidentCommand().IncidentKey(withSlot(incidents[0].Key, slot)).Send(ctx); err != nil {
+	if _, err := c.NewResolveIncidentCommand().IncidentKey(WithSlot(incidents[0].Key, slot)).Send(ctx); err != nil {
 		t.Fatalf("resolve through the proxy: %v", err)
 	}
 	job = activateOne(t, c, "reserve")
@@ -142,7 +142,7 @@ func TestKeyAddressedCallsThroughTheProxy(t *testing.T) {
 	gw := pb.NewGatewayClient(dial(t, p.Addr().String()))
 	otherSlot := slot%3 + 1
 	_, err = gw.ModifyProcessInstance(ctx, &pb.ModifyProcessInstanceRequest{ProcessInstanceKey: inst.ProcessInstanceKey,
-		TerminateInstructions: []*pb.ModifyProcessInstanceRequest_TerminateInstruction{{ElementInstanceKey: withSlot(7, otherSlot)}}})
+		TerminateInstructions: []*pb.ModifyProcessInstanceRequest_TerminateInstruction{{ElementInstanceKey: WithSlot(7, otherSlot)}}})
 	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "one shard") {
 		t.Errorf("a nested key of another shard: %v, want INVALID_ARGUMENT", err)
 	}
@@ -155,7 +155,7 @@ func TestKeyAddressedCallsThroughTheProxy(t *testing.T) {
 	if _, err := c.NewCompleteJobCommand().JobKey(1<<51 + 5).Send(ctx); status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), "legacy shard") {
 		t.Errorf("slot 0 without a legacy shard: %v", err)
 	}
-	if _, err := c.NewCompleteJobCommand().JobKey(withSlot(1<<51+5, 9)).Send(ctx); status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), "slot 9") {
+	if _, err := c.NewCompleteJobCommand().JobKey(WithSlot(1<<51+5, 9)).Send(ctx); status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), "slot 9") {
 		t.Errorf("slot 9: %v", err)
 	}
 }

@@ -27,8 +27,8 @@ const (
 // noKey reports the values Zeebe uses for "no key".
 func noKey(k int64) bool { return k == 0 || k == -1 }
 
-// withSlot writes a shard's slot into a key.
-func withSlot(key int64, slot int) int64 {
+// WithSlot writes a shard's slot into a key, as the proxy returns it.
+func WithSlot(key int64, slot int) int64 {
 	if noKey(key) || key < 0 {
 		return key
 	}
@@ -118,17 +118,17 @@ func rewriteKeys(m protoreflect.Message, fn func(fd protoreflect.FieldDescriptor
 func stampSlot(m protoreflect.Message, slot int) {
 	switch r := m.Interface().(type) {
 	case *pb.CreateProcessInstanceResponse:
-		r.ProcessDefinitionKey = withSlot(r.ProcessDefinitionKey, slot)
-		r.ProcessInstanceKey = withSlot(r.ProcessInstanceKey, slot)
+		r.ProcessDefinitionKey = WithSlot(r.ProcessDefinitionKey, slot)
+		r.ProcessInstanceKey = WithSlot(r.ProcessInstanceKey, slot)
 		return
 	case *pb.CompleteJobResponse, *pb.FailJobResponse:
 		return // no keys
 	case *pb.ActivatedJob:
-		r.Key = withSlot(r.Key, slot)
-		r.ProcessInstanceKey = withSlot(r.ProcessInstanceKey, slot)
-		r.ProcessDefinitionKey = withSlot(r.ProcessDefinitionKey, slot)
-		r.ElementInstanceKey = withSlot(r.ElementInstanceKey, slot)
+		r.Key = WithSlot(r.Key, slot)
+		r.ProcessInstanceKey = WithSlot(r.ProcessInstanceKey, slot)
+		r.ProcessDefinitionKey = WithSlot(r.ProcessDefinitionKey, slot)
+		r.ElementInstanceKey = WithSlot(r.ElementInstanceKey, slot)
 		return
 	}
-	_ = rewriteKeys(m, func(_ protoreflect.FieldDescriptor, k int64) (int64, error) { return withSlot(k, slot), nil })
+	_ = rewriteKeys(m, func(_ protoreflect.FieldDescriptor, k int64) (int64, error) { return WithSlot(k, slot), nil })
 }

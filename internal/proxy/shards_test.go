@@ -252,8 +252,8 @@ func TestEveryKeyFieldIsRewritten(t *testing.T) {
 		}
 	}
 	// And the rewrite reaches nested messages.
-	req := &pb.ModifyProcessInstanceRequest{ProcessInstanceKey: withSlot(5, 3),
-		ActivateInstructions: []*pb.ModifyProcessInstanceRequest_ActivateInstruction{{AncestorElementInstanceKey: withSlot(7, 3)}}}
+	req := &pb.ModifyProcessInstanceRequest{ProcessInstanceKey: WithSlot(5, 3),
+		ActivateInstructions: []*pb.ModifyProcessInstanceRequest_ActivateInstruction{{AncestorElementInstanceKey: WithSlot(7, 3)}}}
 	_ = rewriteKeys(req.ProtoReflect(), func(_ protoreflect.FieldDescriptor, k int64) (int64, error) { _, raw := splitKey(k); return raw, nil })
 	if req.ProcessInstanceKey != 5 || req.ActivateInstructions[0].AncestorElementInstanceKey != 7 {
 		t.Errorf("rewritten: %v", req)
@@ -265,13 +265,13 @@ func TestSlotBits(t *testing.T) {
 		key  int64
 		slot int
 	}{{1<<51 + 1, 1}, {127<<51 + 123456, 31}, {2<<51 + 9, 17}} {
-		k := withSlot(tt.key, tt.slot)
+		k := WithSlot(tt.key, tt.slot)
 		if s, raw := splitKey(k); s != tt.slot || raw != tt.key || k < 0 {
-			t.Errorf("withSlot(%d,%d) = %d -> slot %d raw %d", tt.key, tt.slot, k, s, raw)
+			t.Errorf("WithSlot(%d,%d) = %d -> slot %d raw %d", tt.key, tt.slot, k, s, raw)
 		}
 	}
 	for _, k := range []int64{0, -1} {
-		if withSlot(k, 5) != k {
+		if WithSlot(k, 5) != k {
 			t.Errorf("%d must stay as it is", k)
 		}
 	}

@@ -170,29 +170,38 @@ func (s *Scrape) Errors() map[string]error {
 }
 
 func (s *Scrape) scrape(ctx context.Context, tg Target) (sample, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, tg.URL, nil)
+	fams, err := ReadMetrics(ctx, s.HTTP, tg.URL)
 	if err != nil {
 		return sample{}, err
 	}
+	return sample{at: time.Now(), shards: s.extract(tg.Name, fams)}, nil
+}
+
+// ReadMetrics reads one /metrics endpoint in Prometheus' text format.
+func ReadMetrics(ctx context.Context, c *http.Client, u string) (map[string]*dto.MetricFamily, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, fmt.Errorf("scrape %s: %w", u, err)
+	}
 	req.Header.Set("Accept", "text/plain;version=0.0.4")
-	resp, err := s.HTTP.Do(req)
+	resp, err := c.Do(req)
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return sample{}, fmt.Errorf("scrape %s: %w", tg.URL, err)
+		return nil, fmt.Errorf("scrape %s: %w", u, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return sample{}, fmt.Errorf("scrape %s: %s", tg.URL, resp.Status)
+		return nil, fmt.Errorf("scrape %s: %s", u, resp.Status)
 	}
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := parser.TextToMetricFamilies(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return sample{}, fmt.Errorf("scrape %s: %w", tg.URL, err)
+		return nil, fmt.Errorf("scrape %s: %w", u, err)
 	}
-	return sample{at: time.Now(), shards: s.extract(tg.Name, fams)}, nil
+	return fams, nil
 }
 
 func (s *Scrape) extract(target string, fams map[string]*dto.MetricFamily) map[string]*values {
@@ -200,7 +209,7 @@ func (s *Scrape) extract(target string, fams map[string]*dto.MetricFamily) map[s
 	shard := func(m *dto.Metric) *values {
 		name := target
 		if s.rules.group != "" {
-			name = labelOf(m, s.rules.group)
+			name = LabelValue(m, s.rules.group)
 		}
 		v := out[name]
 		if v == nil {
@@ -220,7 +229,7 @@ func (s *Scrape) extract(target string, fams map[string]*dto.MetricFamily) map[s
 					continue
 				}
 				v := shard(m)
-				set(v, sign*sampleValue(m))
+				set(v, sign*SampleValue(m))
 				v.has[what] = true
 			}
 		}
@@ -248,7 +257,8 @@ func (s *Scrape) extract(target string, fams map[string]*dto.MetricFamily) map[s
 	return out
 }
 
-func labelOf(m *dto.Metric, name string) string {
+// LabelValue is the value of a sample's label, "" when it has none.
+func LabelValue(m *dto.Metric, name string) string {
 	for _, l := range m.GetLabel() {
 		if l.GetName() == name {
 			return l.GetValue()
@@ -259,14 +269,15 @@ func labelOf(m *dto.Metric, name string) string {
 
 func matches(m *dto.Metric, want map[string]string) bool {
 	for k, v := range want {
-		if labelOf(m, k) != v {
+		if LabelValue(m, k) != v {
 			return false
 		}
 	}
 	return true
 }
 
-func sampleValue(m *dto.Metric) float64 {
+// SampleValue is a counter's, gauge's or untyped sample's value.
+func SampleValue(m *dto.Metric) float64 {
 	switch {
 	case m.Counter != nil:
 		return m.GetCounter().GetValue()

@@ -1,0 +1,238 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/mattn/go-isatty"
+	"github.com/spf13/cobra"
+
+	"github.com/shardctl/shardctl/commands/output"
+	"github.com/shardctl/shardctl/completions"
+	"github.com/shardctl/shardctl/internal/registry"
+	"github.com/shardctl/shardctl/migrate"
+	"github.com/shardctl/shardctl/probes/backlog"
+	"github.com/shardctl/shardctl/probes/source"
+)
+
+// DrainOptions drains shards: DRAINING at once, and with --wait until
+// empty, then OUT_OF_SERVICE.
+type DrainOptions struct {
+	f          *shardsFlags
+	ids        []string
+	wait       bool
+	timeout    time.Duration
+	poll       time.Duration
+	stuckAfter int
+
+	printer *output.Printer
+	c       *registry.Client
+	reader  backlog.Reader
+}
+
+// NewCmdDrain builds `shardctl drain`.
+func NewCmdDrain(g *Globals) *cobra.Command {
+	o := &DrainOptions{f: &shardsFlags{g: g}}
+	cmd := &cobra.Command{
+		Use:   "drain SHARD...",
+		Short: "Take shards out of placement and, with --wait, follow them until they hold nothing",
+		Long: `Set each shard DRAINING in the registry: the proxy places no new instance and
+no start-event message there, and keeps serving every key the shard owns (jobs,
+cancels, variables, incidents, messages to waiting instances).
+
+With --wait, follow each shard until it is empty, read from its own metrics
+(--prometheus, --scrape SHARD=URL, else the metrics URL of its registration):
+no root instance in flight, nothing committed and not processed or exported,
+no open incident, no buffered message, for two polls in a row. Then set it
+OUT_OF_SERVICE. Every poll prints one line per shard with an ETA at the rate it
+empties; a shard that makes no progress for --stuck-after polls says what
+blocks it, and the wait goes on. Missing data never counts as empty.
+
+Exit codes: 0 every shard empty and OUT_OF_SERVICE (or DRAINING, without
+--wait); 4 --timeout passed first (the shards stay DRAINING; the last line
+says what is left); 1 a shard is unknown (nothing changed) or a service cannot
+be reached. "shardctl undrain SHARD..." reverses a drain at any point.`,
+		Example: `  shardctl drain blue-1
+  shardctl drain blue-1 blue-2 --wait --timeout 30m
+  shardctl drain blue-1 --wait --prometheus http://prometheus:9090 -o json`,
+		Args:              cobra.MinimumNArgs(1),
+		GroupID:           "operate",
+		ValidArgsFunction: completions.ShardIDs(o.f.catalog),
+		RunE:              runOptions(o),
+	}
+	f := cmd.Flags()
+	f.BoolVar(&o.wait, "wait", false, "follow the shards until they are empty, then set them OUT_OF_SERVICE")
+	f.DurationVar(&o.timeout, "timeout", 30*time.Minute, "with --wait: give up after this long (exit 4; the shards stay DRAINING)")
+	f.DurationVar(&o.poll, "poll", migrate.DefaultPoll, "with --wait: how often to read each shard")
+	f.IntVar(&o.stuckAfter, "stuck-after", migrate.DefaultStuckAfter, "with --wait: polls without progress before saying what blocks a shard")
+	o.f.addFlags(cmd.Flags())
+	return cmd
+}
+
+func (o *DrainOptions) Complete(_ *cobra.Command, args []string) (err error) {
+	o.ids = args
+	if o.printer, err = o.f.g.Printer(); err != nil {
+		return err
+	}
+	if o.c, err = o.f.client(); err != nil {
+		return err
+	}
+	if o.wait {
+		o.reader, err = backlogReader(o.f.g)
+	}
+	return err
+}
+
+func (o *DrainOptions) Validate() error {
+	if o.wait && (o.timeout <= 0 || o.poll <= 0 || o.stuckAfter < 1) {
+		return fmt.Errorf("--timeout and --poll must be positive, --stuck-after at least 1")
+	}
+	return nil
+}
+
+// backlogReader reads shards' backlogs from --prometheus, or --scrape
+// SHARD=URL, or each shard's registered metrics URL.
+func backlogReader(g *Globals) (backlog.Reader, error) {
+	prom := g.PrometheusURL()
+	if prom != "" && len(g.Scrape) > 0 {
+		return nil, Usagef("--prometheus and --scrape both given: pick one source")
+	}
+	if prom != "" {
+		return backlog.NewPrometheus(prom)
+	}
+	urls := map[string]string{}
+	for _, v := range g.Scrape {
+		tg, err := source.ParseTarget(v)
+		if err != nil {
+			return nil, UsageError(err)
+		}
+		urls[tg.Name] = tg.URL
+	}
+	return backlog.Scrape{URLs: urls}, nil
+}
+
+func (o *DrainOptions) Run(ctx context.Context) error {
+	events := newDrainPrinter(o.printer, o.f.g.Streams.Out)
+	d := &migrate.Drain{Registry: o.c, App: o.f.app, Backlog: o.reader, Poll: o.poll, StuckAfter: o.stuckAfter, OnEvent: events.print}
+	shards, err := d.Begin(ctx, o.ids)
+	if err != nil {
+		return err
+	}
+	if !o.wait {
+		return events.err
+	}
+	wctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	err = d.Wait(wctx, shards)
+	var ne *migrate.NotEmptyError
+	switch {
+	case errors.As(err, &ne) && errors.Is(err, context.DeadlineExceeded):
+		return TimedOut(fmt.Errorf("drain %s after %v; undrain with \"shardctl undrain %s\", or wait again with --wait", ne.Error(), o.timeout, strings.Join(o.ids, " ")))
+	case errors.As(err, &ne):
+		return fmt.Errorf("drain %s; follow it again with \"shardctl drain %s --wait\"", ne.Error(), strings.Join(o.ids, " "))
+	case err != nil:
+		return err
+	}
+	return events.err
+}
+
+// drainPrinter prints a drain's events: lines (with a bar on a terminal),
+// or JSON lines / YAML documents.
+type drainPrinter struct {
+	p      *output.Printer
+	stream *output.Stream
+	tty    bool
+	out    io.Writer
+	err    error
+}
+
+func newDrainPrinter(p *output.Printer, out io.Writer) *drainPrinter {
+	f, ok := out.(*os.File)
+	return &drainPrinter{p: p, stream: p.Stream(), out: out, tty: ok && isatty.IsTerminal(f.Fd())}
+}
+
+func (dp *drainPrinter) print(e migrate.DrainEvent) {
+	if dp.err != nil {
+		return
+	}
+	if dp.p.Format.Machine() {
+		dp.err = dp.stream.Emit(e)
+		return
+	}
+	line := e.Line()
+	if dp.tty && e.Event == migrate.EventProgress {
+		line = bar(e.Done, 20) + " " + line
+	}
+	switch e.Event {
+	case migrate.EventStuck:
+		line = dp.p.Colors.Warn(line)
+	case migrate.EventEmpty:
+		line = dp.p.Colors.Good(line)
+	}
+	_, dp.err = fmt.Fprintln(dp.out, line)
+}
+
+// bar draws a share (0-1) as [#####-----] 50%.
+func bar(share float64, width int) string {
+	n := int(share*float64(width) + 0.5)
+	return fmt.Sprintf("[%s%s] %3.0f%%", strings.Repeat("#", n), strings.Repeat("-", width-n), share*100)
+}
+
+// UndrainOptions sets shards UP again.
+type UndrainOptions struct {
+	f       *shardsFlags
+	ids     []string
+	printer *output.Printer
+	c       *registry.Client
+}
+
+// NewCmdUndrain builds `shardctl undrain`.
+func NewCmdUndrain(g *Globals) *cobra.Command {
+	o := &UndrainOptions{f: &shardsFlags{g: g}}
+	cmd := &cobra.Command{
+		Use:   "undrain SHARD...",
+		Short: "Set drained shards UP again: they take new instances at once",
+		Long: `Set each shard UP in the registry, whether it is DRAINING or OUT_OF_SERVICE: the
+proxy places new instances there again at once. Every shard is looked up first;
+an unknown one changes nothing (exit 1).`,
+		Example:           `  shardctl undrain blue-1 blue-2`,
+		Args:              cobra.MinimumNArgs(1),
+		GroupID:           "operate",
+		ValidArgsFunction: completions.ShardIDs(o.f.catalog),
+		RunE:              runOptions(o),
+	}
+	o.f.addFlags(cmd.Flags())
+	return cmd
+}
+
+func (o *UndrainOptions) Complete(_ *cobra.Command, args []string) (err error) {
+	o.ids = args
+	if o.printer, err = o.f.g.Printer(); err != nil {
+		return err
+	}
+	o.c, err = o.f.client()
+	return err
+}
+
+func (o *UndrainOptions) Validate() error { return nil }
+
+func (o *UndrainOptions) Run(ctx context.Context) error {
+	shards, err := migrate.Undrain(ctx, o.c, o.f.app, o.ids)
+	if err != nil {
+		return err
+	}
+	if o.printer.Format.Machine() {
+		return o.printer.Print(struct {
+			Shards []registry.Shard `json:"shards"`
+		}{shards})
+	}
+	for _, s := range shards {
+		fmt.Fprintf(o.f.g.Streams.Out, "shard %s %s\n", s.ID, s.State)
+	}
+	return nil
+}

@@ -1,0 +1,382 @@
+// Package migrate moves clients and work between pools of shards: the
+// drain of a shard until it holds nothing, the Blue-Green cutover, and
+// the database-migration lock preflight. It knows nothing of cobra: it
+// reports what it does through callbacks, as kubectl's drain.Helper does,
+// and commands/ turns the events into lines, progress bars or JSON.
+package migrate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/shardctl/shardctl/internal/human"
+	"github.com/shardctl/shardctl/internal/proxy"
+	"github.com/shardctl/shardctl/internal/registry"
+	"github.com/shardctl/shardctl/probes/backlog"
+	"github.com/shardctl/shardctl/probes/signals"
+)
+
+// Registry is what migrate needs of the registry (registry.Client has it).
+type Registry interface {
+	Shards(ctx context.Context, app string) ([]registry.Shard, error)
+	Shard(ctx context.Context, app, id string) (registry.Shard, error)
+	SetState(ctx context.Context, app, id, state string) (registry.Shard, error)
+}
+
+// Drain defaults.
+const (
+	DefaultPoll       = 5 * time.Second
+	DefaultStuckAfter = 5
+	// emptyPolls is how many polls in a row a shard must read empty: one
+	// reading may fall between a record's append and its processing.
+	emptyPolls = 2
+)
+
+// Drain takes shards out of placement and follows them until they hold
+// nothing.
+type Drain struct {
+	Registry Registry
+	App      string
+	Backlog  backlog.Reader
+	// Poll is how often each shard is read; StuckAfter how many polls
+	// without progress make it stuck.
+	Poll       time.Duration
+	StuckAfter int
+	// OnEvent is told everything the drain does, in order.
+	OnEvent func(DrainEvent)
+}
+
+// DrainEvent kinds.
+const (
+	EventDraining = "draining" // set DRAINING in the registry
+	EventProgress = "progress" // one poll of one shard
+	EventStuck    = "stuck"    // no progress for StuckAfter polls: what blocks it
+	EventEmpty    = "empty"    // empty for two polls, set OUT_OF_SERVICE
+)
+
+// DrainEvent is one thing a drain did or saw.
+type DrainEvent struct {
+	At    time.Time `json:"at"`
+	Event string    `json:"event"`
+	Shard string    `json:"shard"`
+	State string    `json:"state"` // in the registry, after the event
+	// Was is the state before a change (draining).
+	Was     string           `json:"was,omitempty"`
+	Backlog *backlog.Backlog `json:"backlog,omitempty"`
+	// Done is the share of the backlog the drain has cleared since it
+	// began following the shard (0-1).
+	Done float64 `json:"done"`
+	// ETASeconds is when it will be empty at the rate it empties now;
+	// null when it is not emptying.
+	ETASeconds *float64 `json:"etaSeconds"`
+	// StalledPolls is how many polls in a row it has not progressed.
+	StalledPolls int      `json:"stalledPolls"`
+	Blockers     []string `json:"blockers,omitempty"`
+}
+
+// Line is the event as one line for a person.
+func (e DrainEvent) Line() string {
+	switch e.Event {
+	case EventDraining:
+		return fmt.Sprintf("shard %s DRAINING (was %s): no new instances go there", e.Shard, e.Was)
+	case EventEmpty:
+		return fmt.Sprintf("shard %s: empty for %d polls in a row; set %s", e.Shard, emptyPolls, e.State)
+	case EventStuck:
+		return fmt.Sprintf("shard %s: no progress for %d polls; waiting on: %s", e.Shard, e.StalledPolls, strings.Join(e.Blockers, "; "))
+	}
+	line := fmt.Sprintf("shard %s: %s", e.Shard, e.Backlog.Summary())
+	switch {
+	case e.Backlog.Empty():
+		line += ", empty"
+	case e.ETASeconds != nil:
+		line += ", ~" + human.Seconds(*e.ETASeconds) + " left"
+	}
+	return line
+}
+
+// NotEmptyError is a drain that ended (timed out, or interrupted) before
+// every shard was empty. The shards stay DRAINING.
+type NotEmptyError struct {
+	Cause error // context.DeadlineExceeded or context.Canceled
+	Left  []DrainEvent
+}
+
+func (e *NotEmptyError) Error() string {
+	var parts []string
+	for _, l := range e.Left {
+		parts = append(parts, fmt.Sprintf("%s still %s with %s", l.Shard, l.State, l.Backlog.Summary()))
+	}
+	what := "interrupted"
+	if errors.Is(e.Cause, context.DeadlineExceeded) {
+		what = "timed out"
+	}
+	return what + ": " + strings.Join(parts, "; ")
+}
+
+func (e *NotEmptyError) Unwrap() error { return e.Cause }
+
+func (d *Drain) emit(e DrainEvent) {
+	if d.OnEvent != nil {
+		d.OnEvent(e)
+	}
+}
+
+// Lookup finds every shard, or says which are unknown; nothing changes.
+func Lookup(ctx context.Context, r Registry, app string, ids []string) ([]registry.Shard, error) {
+	all, err := r.Shards(ctx, app)
+	if err != nil {
+		return nil, err
+	}
+	byID := map[string]registry.Shard{}
+	for _, s := range all {
+		byID[s.ID] = s
+	}
+	var out []registry.Shard
+	var unknown []string
+	for _, id := range ids {
+		s, ok := byID[id]
+		if !ok {
+			unknown = append(unknown, id)
+			continue
+		}
+		out = append(out, s)
+	}
+	if len(unknown) > 0 {
+		known := slices.Sorted(maps.Keys(byID))
+		return nil, fmt.Errorf("%w: no shard %s in %s (it has: %s)", registry.ErrNotFound, strings.Join(unknown, ", "), app, strings.Join(known, ", "))
+	}
+	return out, nil
+}
+
+// Begin sets every shard DRAINING, after checking that all exist.
+func (d *Drain) Begin(ctx context.Context, ids []string) ([]registry.Shard, error) {
+	shards, err := Lookup(ctx, d.Registry, d.App, ids)
+	if err != nil {
+		return nil, err
+	}
+	for i, s := range shards {
+		was := s.State
+		if s.State != registry.StateDraining {
+			if shards[i], err = d.Registry.SetState(ctx, d.App, s.ID, registry.StateDraining); err != nil {
+				return nil, fmt.Errorf("set %s DRAINING: %w", s.ID, err)
+			}
+		}
+		d.emit(DrainEvent{At: time.Now(), Event: EventDraining, Shard: s.ID, State: registry.StateDraining, Was: was})
+	}
+	return shards, nil
+}
+
+// follow is what the drain knows of one shard.
+type follow struct {
+	shard   registry.Shard
+	first   float64        // backlog size at the first reading
+	history signals.Series // backlog size per poll
+	last    backlog.Backlog
+	// stalled counts polls without progress; best is the smallest size
+	// seen, progress being a new best.
+	stalled     int
+	best        float64
+	empty       int
+	activatedAt []map[string]float64 // jobs activated, per poll
+	done        bool
+}
+
+// size is one number for how much a shard holds, for progress and ETA.
+func size(b backlog.Backlog) float64 {
+	s := b.InFlight + b.Lag + b.Incidents + b.Buffered
+	if b.ExportLag != nil {
+		s += *b.ExportLag
+	}
+	return s
+}
+
+// Wait follows DRAINING shards until each reads empty for two polls in a
+// row and sets each OUT_OF_SERVICE then. When ctx ends first it returns a
+// *NotEmptyError naming what is left; those shards stay DRAINING.
+func (d *Drain) Wait(ctx context.Context, shards []registry.Shard) error {
+	poll, stuckAfter := d.Poll, d.StuckAfter
+	if poll <= 0 {
+		poll = DefaultPoll
+	}
+	if stuckAfter <= 0 {
+		stuckAfter = DefaultStuckAfter
+	}
+	follows := make([]*follow, len(shards))
+	for i, s := range shards {
+		follows[i] = &follow{shard: s, best: -1, last: backlog.Backlog{Shard: s.ID, Error: "not read yet"}}
+	}
+	tick := time.NewTicker(poll)
+	defer tick.Stop()
+	for {
+		left := 0
+		for _, f := range follows {
+			if f.done {
+				continue
+			}
+			if err := d.pollOnce(ctx, f, stuckAfter); err != nil {
+				return err
+			}
+			if ctx.Err() != nil {
+				break
+			}
+			if !f.done {
+				left++
+			}
+		}
+		if left == 0 && ctx.Err() == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			e := &NotEmptyError{Cause: ctx.Err()}
+			for _, f := range follows {
+				if !f.done {
+					b := f.last
+					e.Left = append(e.Left, DrainEvent{At: time.Now(), Event: EventProgress, Shard: f.shard.ID, State: registry.StateDraining, Backlog: &b})
+				}
+			}
+			return e
+		case <-tick.C:
+		}
+	}
+}
+
+// pollOnce reads one shard and reports it; an empty one is set
+// OUT_OF_SERVICE on its second empty poll.
+func (d *Drain) pollOnce(ctx context.Context, f *follow, stuckAfter int) error {
+	b := d.Backlog.Read(ctx, backlog.Target{Shard: f.shard.ID, MetricsURL: f.shard.Metadata[registry.MetaMetrics]})
+	if ctx.Err() != nil {
+		return nil // a reading cut short by the end of the wait says nothing
+	}
+	f.last = b
+	n := size(b)
+	ev := DrainEvent{At: b.At, Event: EventProgress, Shard: f.shard.ID, State: registry.StateDraining, Backlog: &b}
+	if b.Known() {
+		if f.history == nil {
+			f.first = n
+		}
+		f.history = append(f.history, signals.Point{T: b.At, V: n})
+		if len(f.history) > 12 {
+			f.history = f.history[1:]
+		}
+		if f.first > 0 {
+			ev.Done = min(1, max(0, 1-n/f.first))
+		}
+		if fit := signals.LinearFit(f.history); fit.Slope < 0 && n > 0 {
+			eta := n / -fit.Slope
+			ev.ETASeconds = &eta
+		}
+	}
+	switch {
+	case b.Empty():
+		f.empty++
+		f.stalled = 0
+		ev.Done = 1
+	case b.Known() && (f.best < 0 || n < f.best):
+		f.empty, f.stalled, f.best = 0, 0, n
+	default:
+		f.empty = 0
+		f.stalled++
+	}
+	f.activatedAt = append(f.activatedAt, b.Activated)
+	if len(f.activatedAt) > stuckAfter+1 {
+		f.activatedAt = f.activatedAt[1:]
+	}
+	ev.StalledPolls = f.stalled
+	d.emit(ev)
+	if f.stalled >= stuckAfter && f.stalled%stuckAfter == 0 {
+		stuck := ev
+		stuck.Event = EventStuck
+		stuck.Blockers = d.blockers(ctx, f)
+		d.emit(stuck)
+	}
+	if f.empty >= emptyPolls {
+		s, err := d.Registry.SetState(ctx, d.App, f.shard.ID, registry.StateOutOfService)
+		if err != nil {
+			return fmt.Errorf("%s is empty, and setting it OUT_OF_SERVICE failed: %w", f.shard.ID, err)
+		}
+		f.done = true
+		d.emit(DrainEvent{At: time.Now(), Event: EventEmpty, Shard: f.shard.ID, State: s.State, Backlog: &b, Done: 1})
+	}
+	return nil
+}
+
+// blockers say what a stuck shard waits for, most likely first.
+func (d *Drain) blockers(ctx context.Context, f *follow) []string {
+	b := f.last
+	var out []string
+	if b.Error != "" {
+		return []string{"its metrics cannot be read: " + b.Error}
+	}
+	if len(b.Missing) > 0 {
+		out = append(out, "no data for "+strings.Join(b.Missing, ", ")+" (missing data never counts as empty)")
+	}
+	if b.Incidents > 0 {
+		what := fmt.Sprintf("%s open", human.Plural(b.Incidents, "incident"))
+		if l, ok := d.Backlog.(backlog.IncidentLister); ok {
+			if keys, err := l.IncidentKeys(ctx, backlog.Target{Shard: f.shard.ID, MetricsURL: f.shard.Metadata[registry.MetaMetrics]}); err == nil && len(keys) > 0 {
+				// As a client of the proxy knows them: with the shard's slot.
+				for i, k := range keys {
+					keys[i] = proxy.WithSlot(k, f.shard.Slot)
+				}
+				what += fmt.Sprintf(" (keys %s)", joinKeys(keys))
+			}
+		}
+		out = append(out, what+": resolve them (zbctl resolve incident KEY) or cancel their instances")
+	}
+	if b.Lag > 0 {
+		out = append(out, fmt.Sprintf("processing is not moving: %.0f records committed and not processed (is the shard paused or down?)", b.Lag))
+	}
+	if b.ExportLag != nil && *b.ExportLag > 0 {
+		out = append(out, fmt.Sprintf("an exporter is %.0f records behind", *b.ExportLag))
+	}
+	oldest := f.activatedAt[0]
+	for _, typ := range slices.Sorted(maps.Keys(b.OpenJobs)) {
+		if b.Activated[typ] == oldest[typ] {
+			out = append(out, fmt.Sprintf("%s of type %q open and none activated for %d polls: no worker takes %q?", human.Plural(b.OpenJobs[typ], "job"), typ, f.stalled, typ))
+		} else {
+			out = append(out, fmt.Sprintf("%s of type %q open: workers take them and do not complete them (failing?)", human.Plural(b.OpenJobs[typ], "job"), typ))
+		}
+	}
+	if b.InFlight > 0 && b.Jobs() == 0 && b.Incidents == 0 {
+		out = append(out, fmt.Sprintf("%s in flight with no job open: waiting for a message, a timer or a signal", human.Plural(b.InFlight, "instance")))
+	}
+	if b.Buffered > 0 {
+		out = append(out, fmt.Sprintf("%s buffered, waiting for a subscription until their TTL ends (publish them again through the proxy if the other pool needs them)", human.Plural(b.Buffered, "message")))
+	}
+	if len(out) == 0 {
+		out = append(out, "nothing the metrics show moves: "+b.Summary())
+	}
+	return out
+}
+
+func joinKeys(keys []int64) string {
+	var s []string
+	for i, k := range keys {
+		if i == 5 {
+			s = append(s, fmt.Sprintf("and %d more", len(keys)-5))
+			break
+		}
+		s = append(s, fmt.Sprint(k))
+	}
+	return strings.Join(s, ", ")
+}
+
+// Undrain sets every shard UP again, after checking that all exist.
+func Undrain(ctx context.Context, r Registry, app string, ids []string) ([]registry.Shard, error) {
+	shards, err := Lookup(ctx, r, app, ids)
+	if err != nil {
+		return nil, err
+	}
+	for i, s := range shards {
+		if shards[i], err = r.SetState(ctx, app, s.ID, registry.StateUp); err != nil {
+			return nil, fmt.Errorf("set %s UP: %w", s.ID, err)
+		}
+	}
+	return shards, nil
+}

@@ -1,0 +1,273 @@
+package migrate_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/camunda/zeebe/clients/go/v8/pkg/entities"
+	"github.com/camunda/zeebe/clients/go/v8/pkg/worker"
+	"github.com/camunda/zeebe/clients/go/v8/pkg/zbc"
+
+	"github.com/shardctl/shardctl/internal/budget"
+	"github.com/shardctl/shardctl/internal/proxy"
+	"github.com/shardctl/shardctl/internal/registry"
+	"github.com/shardctl/shardctl/internal/sim"
+	"github.com/shardctl/shardctl/internal/sim/simtest"
+	"github.com/shardctl/shardctl/migrate"
+	"github.com/shardctl/shardctl/probes/backlog"
+	"github.com/shardctl/shardctl/probes/load"
+)
+
+// startRegistry runs a registry in-process and returns a client of it.
+func startRegistry(t *testing.T) *registry.Client {
+	t.Helper()
+	s, err := registry.New(registry.Config{Listen: "127.0.0.1:0", Store: "memory"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close(budget.Context(t, 5*time.Second)) })
+	c, err := registry.NewClient("http://"+s.Addr().String()+"/eureka", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// shard starts a simulator and registers it (static: no heartbeat).
+func shard(t *testing.T, c *registry.Client, id, pool string) *sim.Sim {
+	t.Helper()
+	s := simtest.Start(t, sim.Config{Partitions: 2, TimerInterval: 20 * time.Millisecond})
+	in, err := registry.NewShardInstance(registry.ShardRegistration{App: registry.DefaultShardsApp, ID: id, Address: s.Addr().String(),
+		Pool: pool, Metrics: "http://" + s.MetricsAddr().String() + "/metrics", Static: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Register(budget.Context(t, 5*time.Second), in); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// recorder keeps a drain's events.
+type recorder struct {
+	mu     sync.Mutex
+	events []migrate.DrainEvent
+}
+
+func (r *recorder) on(e migrate.DrainEvent) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, e)
+}
+
+func (r *recorder) of(kind, shard string) []migrate.DrainEvent {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []migrate.DrainEvent
+	for _, e := range r.events {
+		if e.Event == kind && e.Shard == shard {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func state(t *testing.T, c *registry.Client, id string) string {
+	t.Helper()
+	s, err := c.Shard(budget.Context(t, 5*time.Second), registry.DefaultShardsApp, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.State
+}
+
+func deployAndStart(t *testing.T, zc zbc.Client, n int) {
+	t.Helper()
+	ctx := budget.Context(t, 30*time.Second)
+	if _, err := zc.NewDeployResourceCommand().AddResource(load.Process("order", "pack", "ship"), "order.bpmn").Send(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range n {
+		if _, err := zc.NewCreateInstanceCommand().BPMNProcessId("order").LatestVersion().Send(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A shard holding instances drains once workers finish them: it is
+// reported with an ETA while it empties, and set OUT_OF_SERVICE after two
+// empty polls; the other shard is not touched.
+func TestDrainWaitsUntilEmpty(t *testing.T) {
+	c := startRegistry(t)
+	blue := shard(t, c, "blue-1", "blue")
+	shard(t, c, "blue-2", "blue")
+	zc := simtest.Client(t, blue.Addr().String())
+	deployAndStart(t, zc, 40)
+
+	rec := &recorder{}
+	d := &migrate.Drain{Registry: c, App: registry.DefaultShardsApp, Backlog: backlog.Scrape{}, Poll: 100 * time.Millisecond, StuckAfter: 50, OnEvent: rec.on}
+	shards, err := d.Begin(budget.Context(t, 5*time.Second), []string{"blue-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := state(t, c, "blue-1"); st != registry.StateDraining {
+		t.Fatalf("blue-1 is %s after Begin, want DRAINING", st)
+	}
+	// Workers that take a while: the drain sees the backlog fall.
+	var done atomic.Int64
+	for _, typ := range []string{"pack", "ship"} {
+		w := zc.NewJobWorker().JobType(typ).Handler(func(jc worker.JobClient, job entities.Job) {
+			time.Sleep(10 * time.Millisecond)
+			if _, err := jc.NewCompleteJobCommand().JobKey(job.Key).Send(context.Background()); err == nil {
+				done.Add(1)
+			}
+		}).MaxJobsActive(4).Concurrency(2).PollInterval(20 * time.Millisecond).RequestTimeout(time.Second).Open()
+		t.Cleanup(w.Close)
+	}
+	if err := d.Wait(budget.Context(t, 60*time.Second), shards); err != nil {
+		t.Fatal(err)
+	}
+	if done.Load() != 80 {
+		t.Errorf("the drain ended with %d of 80 jobs done", done.Load())
+	}
+	if st := state(t, c, "blue-1"); st != registry.StateOutOfService {
+		t.Errorf("blue-1 is %s after the drain, want OUT_OF_SERVICE", st)
+	}
+	if st := state(t, c, "blue-2"); st != registry.StateUp {
+		t.Errorf("blue-2 is %s, want UP: it was not drained", st)
+	}
+	progress := rec.of(migrate.EventProgress, "blue-1")
+	if len(progress) < 3 || progress[0].Backlog.InFlight == 0 {
+		t.Fatalf("progress events %d, first %+v: want several, starting with instances in flight", len(progress), progress[0].Backlog)
+	}
+	withETA := 0
+	for _, e := range progress {
+		if e.ETASeconds != nil {
+			withETA++
+		}
+		if !e.Backlog.Known() {
+			t.Errorf("a poll of a healthy shard read unknown: %+v", e.Backlog)
+		}
+	}
+	if withETA == 0 {
+		t.Error("no progress event had an ETA while the shard emptied")
+	}
+	if got := rec.of(migrate.EventEmpty, "blue-1"); len(got) != 1 || got[0].State != registry.StateOutOfService {
+		t.Errorf("empty events %+v", got)
+	}
+	t.Logf("%d polls; first: %s", len(progress), progress[0].Line())
+}
+
+// An open incident holds a drain: it is named, with its key as clients
+// of the proxy know it, within --stuck-after polls; at the timeout the
+// shard is still DRAINING and the error says what is left.
+func TestDrainNamesAnIncidentAndTimesOut(t *testing.T) {
+	c := startRegistry(t)
+	blue := shard(t, c, "blue-1", "blue")
+	zc := simtest.Client(t, blue.Addr().String())
+	ctx := budget.Context(t, 30*time.Second)
+	if _, err := zc.NewDeployResourceCommand().AddResource(load.Process("order", "pay"), "order.bpmn").Send(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := zc.NewCreateInstanceCommand().BPMNProcessId("order").LatestVersion().Send(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var jobKey int64
+	budget.Eventually(t, 10*time.Second, "the job to be activated", func() bool {
+		jobs, err := zc.NewActivateJobsCommand().JobType("pay").MaxJobsToActivate(1).Send(ctx)
+		if err == nil && len(jobs) == 1 {
+			jobKey = jobs[0].Key
+		}
+		return jobKey != 0
+	})
+	if _, err := zc.NewFailJobCommand().JobKey(jobKey).Retries(0).ErrorMessage("card declined").Send(ctx); err != nil {
+		t.Fatal(err)
+	}
+	incidents, err := blue.Incidents(ctx)
+	if err != nil || len(incidents) != 1 {
+		t.Fatalf("incidents %v, %v", incidents, err)
+	}
+
+	rec := &recorder{}
+	d := &migrate.Drain{Registry: c, App: registry.DefaultShardsApp, Backlog: backlog.Scrape{}, Poll: 50 * time.Millisecond, StuckAfter: 3, OnEvent: rec.on}
+	shards, err := d.Begin(ctx, []string{"blue-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(context.Background(), budget.Of(2*time.Second))
+	defer cancel()
+	err = d.Wait(wctx, shards)
+	var ne *migrate.NotEmptyError
+	if !errors.As(err, &ne) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait: %v, want a timed-out NotEmptyError", err)
+	}
+	if len(ne.Left) != 1 || ne.Left[0].Backlog.Incidents != 1 || !strings.Contains(err.Error(), "1 incident") {
+		t.Errorf("what is left: %v", err)
+	}
+	stuck := rec.of(migrate.EventStuck, "blue-1")
+	if len(stuck) == 0 {
+		t.Fatal("no stuck event though nothing moved")
+	}
+	if stuck[0].StalledPolls != 3 {
+		t.Errorf("first stuck event after %d polls, want --stuck-after 3", stuck[0].StalledPolls)
+	}
+	key := proxy.WithSlot(incidents[0].Key, shards[0].Slot)
+	if got := strings.Join(stuck[0].Blockers, "; "); !strings.Contains(got, "1 incident open") || !strings.Contains(got, strconv.FormatInt(key, 10)) {
+		t.Errorf("blockers %q: want the incident with key %d", got, key)
+	}
+	if st := state(t, c, "blue-1"); st != registry.StateDraining {
+		t.Errorf("blue-1 is %s after the timeout, want DRAINING", st)
+	}
+}
+
+// Missing data is never empty: a shard whose metrics cannot be read keeps
+// the drain waiting, and says why.
+func TestDrainWithoutMetricsWaits(t *testing.T) {
+	c := startRegistry(t)
+	shard(t, c, "blue-1", "blue")
+	rec := &recorder{}
+	unreachable := backlog.Scrape{URLs: map[string]string{"blue-1": "http://127.0.0.1:1/metrics"}}
+	d := &migrate.Drain{Registry: c, App: registry.DefaultShardsApp, Backlog: unreachable, Poll: 50 * time.Millisecond, StuckAfter: 2, OnEvent: rec.on}
+	shards, err := d.Begin(budget.Context(t, 5*time.Second), []string{"blue-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(context.Background(), budget.Of(time.Second))
+	defer cancel()
+	if err := d.Wait(wctx, shards); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait on a shard without metrics: %v, want it to time out", err)
+	}
+	stuck := rec.of(migrate.EventStuck, "blue-1")
+	if len(stuck) == 0 || !strings.Contains(stuck[0].Blockers[0], "cannot be read") {
+		t.Errorf("stuck events %+v: want the unreadable metrics named", stuck)
+	}
+	if st := state(t, c, "blue-1"); st != registry.StateDraining {
+		t.Errorf("blue-1 is %s, want DRAINING", st)
+	}
+}
+
+// An unknown shard among known ones changes nothing.
+func TestDrainUnknownShardChangesNothing(t *testing.T) {
+	c := startRegistry(t)
+	shard(t, c, "blue-1", "blue")
+	d := &migrate.Drain{Registry: c, App: registry.DefaultShardsApp, Backlog: backlog.Scrape{}}
+	_, err := d.Begin(budget.Context(t, 5*time.Second), []string{"blue-1", "bleu-2"})
+	if !errors.Is(err, registry.ErrNotFound) || !strings.Contains(err.Error(), "bleu-2") || !strings.Contains(err.Error(), "blue-1") {
+		t.Fatalf("Begin with an unknown shard: %v; want not found, naming it and the known ones", err)
+	}
+	if st := state(t, c, "blue-1"); st != registry.StateUp {
+		t.Errorf("blue-1 is %s after a refused drain, want UP", st)
+	}
+	if _, err := migrate.Undrain(budget.Context(t, 5*time.Second), c, registry.DefaultShardsApp, []string{"nope"}); !errors.Is(err, registry.ErrNotFound) {
+		t.Errorf("undrain of an unknown shard: %v", err)
+	}
+}

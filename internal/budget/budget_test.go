@@ -15,7 +15,7 @@ func TestOfStretchesNeverShrinks(t *testing.T) {
 	if again := Of(10 * time.Second); again < first {
 		t.Errorf("Of(10s) went down from %v to %v within one process", first, again)
 	}
-	t.Logf("slowdown here and now: %.2f×", Slowdown())
+	t.Logf("slowdown here and now: %.2f× (work took %v)", Slowdown(), time.Duration(Slowdown()/extra()*float64(quietWork)).Round(time.Microsecond))
 }
 
 func TestEnvSlowdownMultiplies(t *testing.T) {
@@ -39,14 +39,5 @@ func TestWait(t *testing.T) {
 	}
 	if err := Wait(20*time.Millisecond, func() bool { return false }); err == nil {
 		t.Error("a condition that never holds did not time out")
-	}
-}
-
-// BenchmarkWork is how quietWork was measured: on a quiet machine,
-// without -race, `go test -run '^$' -bench Work -count 10
-// ./internal/budget`, the median.
-func BenchmarkWork(b *testing.B) {
-	for b.Loop() {
-		runtime.KeepAlive(work())
 	}
 }

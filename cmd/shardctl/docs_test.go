@@ -158,6 +158,7 @@ var docBlocks = map[string]docBlock{
 	"shardctl registry serve --listen 127.0.0.1:8761 &":                          {draws: []string{"SHARD", "blue-1", "blue-2"}},
 	"shardctl registry serve --listen 127.0.0.1:8761 --store bolt:registry.db &": {},
 	"shardctl signals --prometheus http://127.0.0.1:9090":                        {setup: signalsPieces, draws: []string{"scraping 2 targets", "SHARD", "all  created"}},
+	"shardctl drain blue-1 --wait --timeout 30m":                                 {setup: drainBlockPieces},
 }
 
 // signalsPieces starts what the signals block reads: two simulators with
@@ -178,6 +179,16 @@ func signalsPieces(t *testing.T, port func(string) string) {
 		var r struct{ Data struct{ Result []any } }
 		return json.NewDecoder(resp.Body).Decode(&r) == nil && len(r.Data.Result) == 2
 	})
+}
+
+// drainBlockPieces starts what the drain block acts on: a registry on the
+// default port with a simulator registered as blue-1.
+func drainBlockPieces(t *testing.T, port func(string) string) {
+	regURL := "http://127.0.0.1:" + port(defaultRegistryPort) + "/eureka"
+	proctest.Start(t, bin, nil, "registry", "serve", "--listen", "127.0.0.1:"+port(defaultRegistryPort))
+	sim := proctest.Start(t, bin, nil, "sim", "serve", "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0",
+		"--register", regURL, "--shard-id", "blue-1", "--pool", "blue")
+	sim.Line(t, "registered as shard ")
 }
 
 func TestDocsShellBlocks(t *testing.T) {
@@ -636,8 +647,10 @@ func outputSections(t *testing.T) map[string][]docField {
 		}
 		typ, meaning := cells[1], cells[2]
 		for i, n := range names {
+			// A second name in a cell is a sibling of the first, unless it
+			// spells its own path.
 			name := n[1]
-			if i > 0 {
+			if i > 0 && !strings.ContainsAny(name, ".[") {
 				name = parent + name
 			}
 			for _, p := range prefixes {
@@ -799,6 +812,21 @@ func TestDocsOutputFields(t *testing.T) {
 		"shardctl proxy serve": func(t *testing.T) []any { return []any{getJSON(t, admin+"/shards")} },
 		"shardctl shards list": func(t *testing.T) []any {
 			return []any{jsonOf(t, runBin(t, bin, withRegistry, "", "shards", "list", "-o", "json"))}
+		},
+		"shardctl drain": func(t *testing.T) []any {
+			r := runBin(t, bin, withRegistry, "", "drain", "blue-1", "--wait", "--poll", "100ms", "-o", "json")
+			if r.code != 0 {
+				t.Fatalf("drain: exit %d: %s", r.code, r.stderr)
+			}
+			var docs []any
+			for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+				var v any
+				if err := json.Unmarshal([]byte(line), &v); err != nil {
+					t.Fatalf("drain: not JSON lines: %v\n%s", err, r.stdout)
+				}
+				docs = append(docs, v)
+			}
+			return docs
 		},
 		"shardctl signals": func(t *testing.T) []any {
 			var args []string

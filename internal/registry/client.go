@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -52,6 +54,12 @@ func (e *HTTPError) Error() string {
 		msg = http.StatusText(e.Code)
 	}
 	return fmt.Sprintf("registry: %s (HTTP %d from %s %s)", msg, e.Code, e.Method, e.URL)
+}
+
+// Is lets errors.Is see the registry's 404 as ErrNotFound and its 409 as
+// ErrConflict, as they are on the server.
+func (e *HTTPError) Is(target error) bool {
+	return (target == ErrNotFound && e.Code == http.StatusNotFound) || (target == ErrConflict && e.Code == http.StatusConflict)
 }
 
 // IsNotFound says whether err is a 404 from the registry.
@@ -229,6 +237,48 @@ func appQuery(app string) url.Values {
 	return q
 }
 
+// Cutovers lists the cutover records of app ("" for every app).
+func (c *Client) Cutovers(ctx context.Context, app string) ([]Cutover, error) {
+	var out struct {
+		Cutovers []Cutover `json:"cutovers"`
+	}
+	err := c.do(ctx, http.MethodGet, c.own("/shardctl/v1/cutovers", appQuery(app)), nil, "", http.StatusOK, &out)
+	return out.Cutovers, err
+}
+
+// Cutover reads one record.
+func (c *Client) Cutover(ctx context.Context, name string) (Cutover, error) {
+	var out Cutover
+	err := c.do(ctx, http.MethodGet, c.own("/shardctl/v1/cutovers/"+url.PathEscape(name), nil), nil, "", http.StatusOK, &out)
+	return out, err
+}
+
+// PutCutover writes a record (Registry.PutCutover's rules) and returns it
+// as stored.
+func (c *Client) PutCutover(ctx context.Context, cut Cutover) (Cutover, error) {
+	body, err := json.Marshal(cut)
+	if err != nil {
+		return Cutover{}, err
+	}
+	var out Cutover
+	err = c.do(ctx, http.MethodPut, c.own("/shardctl/v1/cutovers/"+url.PathEscape(cut.Name), nil), body, "application/json", http.StatusOK, &out)
+	return out, err
+}
+
+// LeaseCutover takes or renews the lease of a record for ttl.
+func (c *Client) LeaseCutover(ctx context.Context, name, holder string, ttl time.Duration) (Cutover, error) {
+	q := url.Values{"holder": {holder}, "ttl": {ttl.String()}}
+	var out Cutover
+	err := c.do(ctx, http.MethodPost, c.own("/shardctl/v1/cutovers/"+url.PathEscape(name)+"/lease", q), nil, "", http.StatusOK, &out)
+	return out, err
+}
+
+// ReleaseCutover ends holder's lease of a record.
+func (c *Client) ReleaseCutover(ctx context.Context, name, holder string) error {
+	q := url.Values{"holder": {holder}}
+	return c.do(ctx, http.MethodDelete, c.own("/shardctl/v1/cutovers/"+url.PathEscape(name)+"/lease", q), nil, "", http.StatusNoContent, nil)
+}
+
 // Watcher receives what Watch sees; any field may be nil.
 type Watcher struct {
 	// Shards gets the whole set of shards first, and again after every
@@ -237,6 +287,9 @@ type Watcher struct {
 	// Ledger is told that deployment seq was appended or updated; 0 means
 	// changes may have been missed: read it all again.
 	Ledger func(seq int)
+	// Cutovers gets every cutover record of the app first, and again
+	// after every change of one.
+	Cutovers func(cutovers []Cutover)
 	// Error gets the errors of broken streams, which are reopened.
 	Error func(error)
 }
@@ -245,15 +298,30 @@ type Watcher struct {
 // reopened from the last version seen, with backoff.
 func (c *Client) Watch(ctx context.Context, app string, w Watcher) {
 	shards := map[string]Shard{}
+	cutovers := map[string]Cutover{}
+	tellCutovers := func() {
+		if w.Cutovers != nil {
+			list := make([]Cutover, 0, len(cutovers))
+			for _, name := range slices.Sorted(maps.Keys(cutovers)) {
+				list = append(list, cutovers[name])
+			}
+			w.Cutovers(list)
+		}
+	}
 	var since uint64
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		err := c.stream(ctx, app, &since, func(e WatchEvent) {
 			backoff = 100 * time.Millisecond
-			if e.Action == ActionLedger {
+			switch {
+			case e.Action == ActionLedger:
 				if w.Ledger != nil {
 					w.Ledger(e.Ledger)
 				}
+				return
+			case e.Action == ActionCutover && e.Cutover != nil:
+				cutovers[e.Cutover.Name] = *e.Cutover
+				tellCutovers()
 				return
 			}
 			switch {
@@ -266,6 +334,11 @@ func (c *Client) Watch(ctx context.Context, app string, w Watcher) {
 				for _, s := range e.Shards {
 					shards[s.ID] = s
 				}
+				cutovers = map[string]Cutover{}
+				for _, cut := range e.Cutovers {
+					cutovers[cut.Name] = cut
+				}
+				tellCutovers()
 			case e.Action == ActionDeleted:
 				delete(shards, e.Shard.ID)
 			case e.Shard != nil:

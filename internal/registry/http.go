@@ -81,6 +81,11 @@ func (r *Registry) Handler(opts HandlerOptions) http.Handler {
 	a.route(mux, "GET /shardctl/v1/ledger", a.ledgerAll, false)
 	a.route(mux, "POST /shardctl/v1/ledger", a.ledgerAppend, true)
 	a.route(mux, "PUT /shardctl/v1/ledger/{seq}/keys/{shard}", a.ledgerKeys, true)
+	a.route(mux, "GET /shardctl/v1/cutovers", a.cutovers, false)
+	a.route(mux, "GET /shardctl/v1/cutovers/{name}", a.cutover, false)
+	a.route(mux, "PUT /shardctl/v1/cutovers/{name}", a.putCutover, true)
+	a.route(mux, "POST /shardctl/v1/cutovers/{name}/lease", a.leaseCutover, true)
+	a.route(mux, "DELETE /shardctl/v1/cutovers/{name}/lease", a.releaseCutover, true)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	if opts.Metrics != nil {
@@ -504,6 +509,71 @@ func (a *api) ledgerKeys(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	if err := a.r.SetDeploymentKeys(seq, req.PathValue("shard"), keys); err != nil {
+		fail(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (a *api) cutovers(w http.ResponseWriter, req *http.Request) {
+	app := ""
+	if req.URL.Query().Get("app") != "" {
+		app = a.appParam(req)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"cutovers": a.r.Cutovers(app)})
+}
+
+func (a *api) cutover(w http.ResponseWriter, req *http.Request) {
+	c, err := a.r.Cutover(req.PathValue("name"))
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, c)
+}
+
+func (a *api) putCutover(w http.ResponseWriter, req *http.Request) {
+	b, err := readBody(w, req, maxInstanceBody)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	var c Cutover
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		fail(w, fmt.Errorf("malformed cutover JSON: %w", err))
+		return
+	}
+	if c.Name != "" && c.Name != req.PathValue("name") {
+		fail(w, fmt.Errorf("the body names cutover %q, the path %q", c.Name, req.PathValue("name")))
+		return
+	}
+	c.Name = req.PathValue("name")
+	if c, err = a.r.PutCutover(c); err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, c)
+}
+
+func (a *api) leaseCutover(w http.ResponseWriter, req *http.Request) {
+	q := req.URL.Query()
+	ttl, err := time.ParseDuration(q.Get("ttl"))
+	if err != nil {
+		fail(w, fmt.Errorf("ttl %q: expected a duration such as 15s", q.Get("ttl")))
+		return
+	}
+	c, err := a.r.LeaseCutover(req.PathValue("name"), q.Get("holder"), ttl)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, c)
+}
+
+func (a *api) releaseCutover(w http.ResponseWriter, req *http.Request) {
+	if err := a.r.ReleaseCutover(req.PathValue("name"), req.URL.Query().Get("holder")); err != nil {
 		fail(w, err)
 		return
 	}

@@ -37,9 +37,10 @@ var (
 // Change is one change to an instance, as deltas and watchers see it.
 type Change struct {
 	Version  uint64
-	Action   string    // ADDED, MODIFIED, DELETED, or LEDGER
-	Instance *Instance // nil for LEDGER
+	Action   string    // ADDED, MODIFIED, DELETED, LEDGER or CUTOVER
+	Instance *Instance // nil for LEDGER and CUTOVER
 	Seq      int       // LEDGER: the deployment appended or updated
+	Cutover  string    // CUTOVER: the record written
 	At       time.Time
 }
 
@@ -50,6 +51,8 @@ const (
 	ActionDeleted  = "DELETED"
 	// ActionLedger is shardctl's: the deployment ledger changed.
 	ActionLedger = "LEDGER"
+	// ActionCutover is shardctl's: a cutover record was written.
+	ActionCutover = "CUTOVER"
 )
 
 // Metadata keys the registry gives meaning to (shardctl's, not Eureka's).
@@ -124,10 +127,13 @@ type Registry struct {
 	overrides   map[InstanceRef]Override
 	slots       map[InstanceRef]int
 	deployments []ledger.Deployment
-	version     uint64
-	changes     []Change // recent changes, oldest first
-	changed     chan struct{}
-	dropped     uint64 // highest version no longer in changes
+	cutovers    map[string]Cutover // by name
+	// cutoverWrites marks records with a write on its way to the store.
+	cutoverWrites map[string]bool
+	version       uint64
+	changes       []Change // recent changes, oldest first
+	changed       chan struct{}
+	dropped       uint64 // highest version no longer in changes
 
 	renewals *rateWindow
 	started  time.Time
@@ -150,8 +156,12 @@ func NewRegistry(opts Options) (*Registry, error) {
 	now := opts.Now()
 	r := &Registry{
 		opts: opts, apps: map[string]map[string]*lease{}, overrides: st.Overrides, slots: st.Slots,
-		deployments: st.Deployments, changed: make(chan struct{}), renewals: &rateWindow{}, started: now,
+		deployments: st.Deployments, cutovers: map[string]Cutover{}, cutoverWrites: map[string]bool{},
+		changed: make(chan struct{}), renewals: &rateWindow{}, started: now,
 		stop: make(chan struct{}), watchEnd: make(chan struct{}),
+	}
+	for _, c := range st.Cutovers {
+		r.cutovers[c.Name] = c
 	}
 	if r.overrides == nil {
 		r.overrides = map[InstanceRef]Override{}

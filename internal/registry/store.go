@@ -3,7 +3,7 @@ package registry
 import "github.com/shardctl/shardctl/internal/ledger"
 
 // Store keeps what must survive a restart: instances, operators'
-// overrides, shard slots and the deployment ledger. Leases are not kept:
+// overrides, shard slots, the deployment ledger and cutover records. Leases are not kept:
 // after a restart every lease starts its clock again, so a shard gets a
 // full lease to renew before it can expire. The registry writes through
 // the store before it acknowledges, and serves reads from memory.
@@ -25,6 +25,8 @@ type Batch struct {
 	// Slots to store; 0 releases one.
 	Slots       map[InstanceRef]int
 	Deployments []ledger.Deployment
+	// Cutovers to store, whole records by name.
+	Cutovers []Cutover
 }
 
 // State is what a store holds.
@@ -33,6 +35,7 @@ type State struct {
 	Overrides   map[InstanceRef]Override
 	Slots       map[InstanceRef]int
 	Deployments []ledger.Deployment
+	Cutovers    []Cutover
 }
 
 // InstanceRef names an instance: its app (upper case) and id.

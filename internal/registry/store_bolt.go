@@ -10,9 +10,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/shardctl/shardctl/internal/ledger"
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
+
+	"github.com/shardctl/shardctl/internal/ledger"
 )
 
 // boltStore keeps the registry in one bbolt file. Every write is its own
@@ -27,6 +28,7 @@ var (
 	bucketOverrides   = []byte("overrides")   // app \x00 id -> Override JSON
 	bucketSlots       = []byte("slots")       // app \x00 id -> slot
 	bucketDeployments = []byte("deployments") // seq (big endian) -> deployment JSON
+	bucketCutovers    = []byte("cutovers")    // name -> cutover JSON
 )
 
 // OpenBoltStore opens (or creates) the store of `--store bolt:PATH`.
@@ -48,7 +50,7 @@ func OpenBoltStore(path string) (_ Store, err error) {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketInstances, bucketOverrides, bucketSlots, bucketDeployments} {
+		for _, b := range [][]byte{bucketInstances, bucketOverrides, bucketSlots, bucketDeployments, bucketCutovers} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -113,12 +115,22 @@ func (s *boltStore) Load() (_ *State, err error) {
 		}); err != nil {
 			return err
 		}
-		return tx.Bucket(bucketDeployments).ForEach(func(k, v []byte) error {
+		if err := tx.Bucket(bucketDeployments).ForEach(func(k, v []byte) error {
 			var d ledger.Deployment
 			if err := json.Unmarshal(v, &d); err != nil {
 				return fmt.Errorf("deployment %d: %w", binary.BigEndian.Uint64(k), err)
 			}
 			st.Deployments = append(st.Deployments, d)
+			return nil
+		}); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketCutovers).ForEach(func(k, v []byte) error {
+			var c Cutover
+			if err := json.Unmarshal(v, &c); err != nil {
+				return fmt.Errorf("cutover %q: %w", k, err)
+			}
+			st.Cutovers = append(st.Cutovers, c)
 			return nil
 		})
 	})
@@ -173,6 +185,11 @@ func (s *boltStore) Apply(b Batch) error {
 			var k [8]byte
 			binary.BigEndian.PutUint64(k[:], uint64(d.Seq))
 			if err := put(bucketDeployments, k[:], d); err != nil {
+				return err
+			}
+		}
+		for _, c := range b.Cutovers {
+			if err := put(bucketCutovers, []byte(c.Name), c); err != nil {
 				return err
 			}
 		}

@@ -17,12 +17,15 @@ import (
 
 // WatchEvent is one message of a watch.
 type WatchEvent struct {
-	Version uint64  `json:"version"`
-	Action  string  `json:"action,omitempty"` // ADDED, MODIFIED, DELETED, LEDGER
-	Ledger  int     `json:"ledger,omitempty"` // LEDGER: the deployment's seq
-	Shard   *Shard  `json:"shard,omitempty"`
-	Reset   bool    `json:"reset,omitempty"`
-	Shards  []Shard `json:"shards,omitempty"` // with Reset: the whole app
+	Version uint64   `json:"version"`
+	Action  string   `json:"action,omitempty"` // ADDED, MODIFIED, DELETED, LEDGER, CUTOVER
+	Ledger  int      `json:"ledger,omitempty"` // LEDGER: the deployment's seq
+	Shard   *Shard   `json:"shard,omitempty"`
+	Cutover *Cutover `json:"cutover,omitempty"` // CUTOVER: the record as written
+	Reset   bool     `json:"reset,omitempty"`
+	Shards  []Shard  `json:"shards,omitempty"` // with Reset: the whole app
+	// Cutovers come with Reset: every cutover record of the app.
+	Cutovers []Cutover `json:"cutovers,omitempty"`
 }
 
 // PollAnswer is the answer to a long-poll watch.
@@ -36,12 +39,20 @@ type PollAnswer struct {
 func (r *Registry) eventsSince(app string, since uint64) ([]WatchEvent, uint64) {
 	changes, version, ok := r.ChangesSince(since)
 	if !ok || since == 0 {
-		return []WatchEvent{{Version: version, Reset: true, Shards: r.Shards(app)}}, version
+		return []WatchEvent{{Version: version, Reset: true, Shards: r.Shards(app), Cutovers: r.Cutovers(app)}}, version
 	}
 	var out []WatchEvent
 	for _, c := range changes {
-		if c.Action == ActionLedger {
+		switch c.Action {
+		case ActionLedger:
 			out = append(out, WatchEvent{Version: c.Version, Action: c.Action, Ledger: c.Seq})
+			continue
+		case ActionCutover:
+			// The record as it is now: a watcher needs the latest, not
+			// every write on the way.
+			if cut, err := r.Cutover(c.Cutover); err == nil && cut.App == app {
+				out = append(out, WatchEvent{Version: c.Version, Action: c.Action, Cutover: &cut})
+			}
 			continue
 		}
 		if c.Instance.App != app {

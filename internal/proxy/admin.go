@@ -15,6 +15,7 @@ type ShardStatus struct {
 	Slot        int        `json:"slot"`
 	Address     string     `json:"address"`
 	State       State      `json:"state"`
+	Pool        string     `json:"pool,omitempty"`
 	Partitions  int32      `json:"partitions"`
 	InFlight    int64      `json:"inFlight"`
 	CoolingOff  bool       `json:"coolingOff"`
@@ -27,7 +28,7 @@ func (p *Proxy) Shards() []ShardStatus {
 	now := time.Now()
 	out := []ShardStatus{}
 	for _, s := range p.snapshot() {
-		st := ShardStatus{ID: s.ID, Slot: s.Slot, Address: s.Addr, State: s.State(), Partitions: s.partitions,
+		st := ShardStatus{ID: s.ID, Slot: s.Slot, Address: s.Addr, State: s.State(), Pool: s.Pool(), Partitions: s.partitions,
 			InFlight: s.inflight.Load(), CoolingOff: s.cooling(now)}
 		s.mu.Lock()
 		if s.lastErr != "" {
@@ -63,7 +64,11 @@ func (p *Proxy) adminHandler() http.Handler {
 	}
 	mux.HandleFunc("GET /shards", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{"shards": p.Shards()})
+		doc := map[string]any{"shards": p.Shards()}
+		if weights := p.Weights(); weights != nil {
+			doc["weights"] = weights
+		}
+		_ = json.NewEncoder(w).Encode(doc)
 	})
 	return mux
 }

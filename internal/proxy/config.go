@@ -48,12 +48,12 @@ func LoadFile(path string) (FileConfig, error) {
 	return fc, nil
 }
 
-// ParseShardFlag reads --shard ID=HOST:PORT[,slot=N][,state=S]; without a
-// slot the shard gets position (1-based) as its slot.
+// ParseShardFlag reads --shard ID=HOST:PORT[,slot=N][,state=S][,pool=P];
+// without a slot the shard gets position (1-based) as its slot.
 func ParseShardFlag(v string, position int) (ShardConfig, error) {
 	id, rest, ok := strings.Cut(v, "=")
 	if !ok || id == "" || rest == "" {
-		return ShardConfig{}, fmt.Errorf("--shard %q: want ID=HOST:PORT[,slot=N][,state=UP|DRAINING|OUT_OF_SERVICE]", v)
+		return ShardConfig{}, fmt.Errorf("--shard %q: want ID=HOST:PORT[,slot=N][,state=UP|DRAINING|OUT_OF_SERVICE][,pool=NAME]", v)
 	}
 	parts := strings.Split(rest, ",")
 	sc := ShardConfig{ID: id, Addr: parts[0], Slot: position}
@@ -72,8 +72,10 @@ func ParseShardFlag(v string, position int) (ShardConfig, error) {
 				return sc, fmt.Errorf("--shard %q: %w", v, err)
 			}
 			sc.State = st
+		case "pool":
+			sc.Pool = val
 		default:
-			return sc, fmt.Errorf("--shard %q: unknown option %q (slot=N or state=S)", v, k)
+			return sc, fmt.Errorf("--shard %q: unknown option %q (slot=N, state=S or pool=P)", v, k)
 		}
 	}
 	return sc, validateShard(sc)

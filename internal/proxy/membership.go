@@ -91,8 +91,13 @@ func (p *Proxy) Sync(ctx context.Context, want []ShardConfig) error {
 		}
 		if cur == nil {
 			joining = append(joining, sc)
-		} else if cur.State() != sc.State {
+			continue
+		}
+		if cur.State() != sc.State {
 			cur.setState(sc.State)
+		}
+		if cur.Pool() != sc.Pool {
+			cur.setPool(sc.Pool)
 		}
 	}
 	for _, s := range p.snapshot() {
@@ -156,8 +161,25 @@ func (p *Proxy) FollowRegistry(ctx context.Context, c *registry.Client, app stri
 				report(err)
 			}
 		},
-		Error: func(err error) { report(fmt.Errorf("registry watch: %w (reconnecting)", err)) },
+		Cutovers: func(cs []registry.Cutover) { p.SetWeights(WeightsOf(cs)) },
+		Error:    func(err error) { report(fmt.Errorf("registry watch: %w (reconnecting)", err)) },
 	})
+}
+
+// WeightsOf are the pool weights the proxy places by: those of the
+// cutover written last (in progress, done or rolled back: its weights
+// hold until another cutover), none when there was never one.
+func WeightsOf(cs []registry.Cutover) map[string]int {
+	var latest *registry.Cutover
+	for i := range cs {
+		if latest == nil || cs[i].UpdatedAt.After(latest.UpdatedAt) {
+			latest = &cs[i]
+		}
+	}
+	if latest == nil || len(latest.Weights) == 0 {
+		return nil
+	}
+	return latest.Weights
 }
 
 // fromRegistry reads the registry's shards as the proxy's; a state the
@@ -169,7 +191,7 @@ func fromRegistry(shards []registry.Shard) []ShardConfig {
 		if err != nil {
 			st = Down
 		}
-		out = append(out, ShardConfig{ID: s.ID, Addr: s.Address, Slot: s.Slot, State: st})
+		out = append(out, ShardConfig{ID: s.ID, Addr: s.Address, Slot: s.Slot, State: st, Pool: s.Pool})
 	}
 	return out
 }

@@ -17,6 +17,7 @@ type metrics struct {
 	choices    *prometheus.CounterVec   // shard
 	coolingOff *prometheus.CounterVec   // shard
 	handedBack *prometheus.CounterVec   // shard, reason
+	weights    *prometheus.GaugeVec     // pool
 	ledger     prometheus.GaugeFunc     // deployments
 	duration   *prometheus.HistogramVec // rpc
 
@@ -61,6 +62,9 @@ func newMetrics(ledgerSize func() float64) *metrics {
 		handedBack: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shardctl_proxy_jobs_handed_back_total", Help: "Activated jobs the proxy could not deliver and gave back (FailJob, retries unchanged, no backoff).",
 		}, []string{"shard", "reason"}),
+		weights: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "shardctl_proxy_pool_weight", Help: "Each pool's share of new instances in percent, while a cutover sets weights.",
+		}, []string{"pool"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "shardctl_proxy_request_duration_seconds", Help: "Client request latency through the proxy.",
 			Buckets: []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
@@ -69,7 +73,7 @@ func newMetrics(ledgerSize func() float64) *metrics {
 	m.ledger = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "shardctl_proxy_ledger_deployments", Help: "Deployments in the deployment ledger.",
 	}, ledgerSize)
-	m.registry.MustRegister(m.inflight, m.requests, m.upstream, m.choices, m.coolingOff, m.handedBack, m.ledger, m.duration,
+	m.registry.MustRegister(m.inflight, m.requests, m.upstream, m.choices, m.coolingOff, m.handedBack, m.weights, m.ledger, m.duration,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -120,6 +121,10 @@ type Proxy struct {
 	metrics *metrics
 	index   *ledgerIndex
 	deploy  sync.Mutex // deployments are serialised per proxy
+
+	// weights are the pools' shares of new instances; nil places over
+	// every shard alike. Replaced whole, never changed in place.
+	weights atomic.Pointer[map[string]int]
 
 	mu     sync.RWMutex
 	shards []*shard // by slot
@@ -326,14 +331,48 @@ func (p *Proxy) shardForKey(key int64) (*shard, int64, error) {
 	return s, raw, nil
 }
 
+// SetWeights sets each pool's share of new instances (percent); nil or
+// empty places over every shard alike. Pools not named get nothing new.
+func (p *Proxy) SetWeights(w map[string]int) {
+	old := p.weights.Load()
+	if len(w) == 0 {
+		p.weights.Store(nil)
+	} else {
+		c := maps.Clone(w)
+		p.weights.Store(&c)
+	}
+	if old != nil {
+		p.metrics.weights.Reset()
+	}
+	for pool, v := range w {
+		p.metrics.weights.WithLabelValues(pool).Set(float64(v))
+	}
+}
+
+// Weights are the pool weights in force (nil: none).
+func (p *Proxy) Weights() map[string]int {
+	if w := p.weights.Load(); w != nil {
+		return maps.Clone(*w)
+	}
+	return nil
+}
+
 // pick is the power-of-two-choices shard for something new: of two
 // random shards that take new instances, the one with fewer placements in
-// flight. exclude lists shards already tried for this request.
+// flight. With pool weights, a pool is drawn by weight first (among those
+// with a shard that takes instances), then two of its shards. exclude
+// lists shards already tried for this request.
 func (p *Proxy) pick(exclude []*shard) *shard {
 	now := time.Now()
 	shards := p.snapshot()
 	eligible := func(s *shard) bool {
 		return s.takesInstances(now, p.cfg.MaxInflightPerShard) && !slices.Contains(exclude, s)
+	}
+	if w := p.weights.Load(); w != nil {
+		shards = weightedPool(shards, *w, eligible)
+		if len(shards) == 0 {
+			return nil
+		}
 	}
 	// Two random draws among the eligible, without building a list: shard
 	// sets are small, so rejection sampling ends fast; fall back to a scan.
@@ -362,6 +401,38 @@ func (p *Proxy) pick(exclude []*shard) *shard {
 		return b
 	}
 	return a
+}
+
+// weightedPool draws a pool by weight among the pools whose shards take
+// instances, and returns its eligible shards.
+func weightedPool(shards []*shard, weights map[string]int, eligible func(*shard) bool) []*shard {
+	total := 0
+	var pools []string // with an eligible shard and a weight, each once
+	for _, s := range shards {
+		pool := s.Pool()
+		if w := weights[pool]; w > 0 && eligible(s) && !slices.Contains(pools, pool) {
+			pools = append(pools, pool)
+			total += w
+		}
+	}
+	if total == 0 {
+		return nil
+	}
+	r := rand.IntN(total)
+	chosen := pools[len(pools)-1]
+	for _, pool := range pools {
+		if r -= weights[pool]; r < 0 {
+			chosen = pool
+			break
+		}
+	}
+	var out []*shard
+	for _, s := range shards {
+		if s.Pool() == chosen && eligible(s) {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // outgoing forwards the client's authorization to a shard.

@@ -47,6 +47,9 @@ type ShardConfig struct {
 	Addr  string `json:"address"`
 	Slot  int    `json:"slot"`
 	State State  `json:"state,omitempty"`
+	// Pool is the group the shard belongs to (blue, green): pool weights
+	// place new instances between pools.
+	Pool string `json:"pool,omitempty"`
 }
 
 // shard is one Zeebe cluster behind the proxy.
@@ -56,6 +59,7 @@ type shard struct {
 	client pb.GatewayClient
 
 	state    atomic.Value // State
+	pool     atomic.Value // string; the registry may move a shard
 	inflight atomic.Int64
 	// placing counts the requests in flight that place something new
 	// (instances, start messages): what power-of-two-choices compares. All
@@ -93,11 +97,14 @@ func dialShard(cfg ShardConfig) (*shard, error) {
 		st = Up
 	}
 	s.state.Store(st)
+	s.pool.Store(cfg.Pool)
 	return s, nil
 }
 
 func (s *shard) State() State      { return s.state.Load().(State) }
 func (s *shard) setState(st State) { s.state.Store(st) }
+func (s *shard) Pool() string      { return s.pool.Load().(string) }
+func (s *shard) setPool(p string)  { s.pool.Store(p) }
 
 // checkTopology reads the shard's partition count and refuses a shard
 // whose keys would reach into the slot bits.

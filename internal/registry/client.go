@@ -265,9 +265,13 @@ func (c *Client) PutCutover(ctx context.Context, cut Cutover) (Cutover, error) {
 	return out, err
 }
 
-// LeaseCutover takes or renews the lease of a record for ttl.
-func (c *Client) LeaseCutover(ctx context.Context, name, holder string, ttl time.Duration) (Cutover, error) {
+// LeaseCutover takes or renews the lease of a record for ttl, taking it
+// from replace if that is who holds it (Registry.LeaseCutover).
+func (c *Client) LeaseCutover(ctx context.Context, name, holder string, ttl time.Duration, replace string) (Cutover, error) {
 	q := url.Values{"holder": {holder}, "ttl": {ttl.String()}}
+	if replace != "" {
+		q.Set("replace", replace)
+	}
 	var out Cutover
 	err := c.do(ctx, http.MethodPost, c.own("/shardctl/v1/cutovers/"+url.PathEscape(name)+"/lease", q), nil, "", http.StatusOK, &out)
 	return out, err
@@ -277,6 +281,11 @@ func (c *Client) LeaseCutover(ctx context.Context, name, holder string, ttl time
 func (c *Client) ReleaseCutover(ctx context.Context, name, holder string) error {
 	q := url.Values{"holder": {holder}}
 	return c.do(ctx, http.MethodDelete, c.own("/shardctl/v1/cutovers/"+url.PathEscape(name)+"/lease", q), nil, "", http.StatusNoContent, nil)
+}
+
+// Deployments reads the deployment ledger.
+func (c *Client) Deployments(ctx context.Context) ([]ledger.Deployment, error) {
+	return Ledger{C: c}.All(ctx)
 }
 
 // Watcher receives what Watch sees; any field may be nil.

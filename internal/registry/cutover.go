@@ -162,8 +162,10 @@ func (r *Registry) PutCutover(c Cutover) (Cutover, error) {
 }
 
 // LeaseCutover gives holder the lease of a record for ttl, or renews it;
-// it is refused while someone else's runs.
-func (r *Registry) LeaseCutover(name, holder string, ttl time.Duration) (Cutover, error) {
+// it is refused while someone else's runs, unless that someone is
+// replace: the caller knows that holder is gone (a process that died on
+// its machine) or means to preempt it (a rollback).
+func (r *Registry) LeaseCutover(name, holder string, ttl time.Duration, replace string) (Cutover, error) {
 	if holder == "" || ttl <= 0 || ttl > time.Hour {
 		return Cutover{}, errors.New("a lease needs a holder and a ttl of up to an hour")
 	}
@@ -171,7 +173,7 @@ func (r *Registry) LeaseCutover(name, holder string, ttl time.Duration) (Cutover
 		switch {
 		case !exists:
 			return Cutover{}, fmt.Errorf("%w: no cutover %q", ErrNotFound, name)
-		case old.leased(holder, now):
+		case old.leased(holder, now) && (replace == "" || old.Holder != replace):
 			return Cutover{}, &LeaseError{Cutover: name, Holder: old.Holder, Until: *old.LeaseExpires}
 		}
 		until := now.Add(ttl)

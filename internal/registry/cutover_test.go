@@ -37,12 +37,12 @@ func TestCutoverRecord(t *testing.T) {
 		t.Errorf("a write from version 1 after version 2: %v", err)
 	}
 
-	held, err := r.LeaseCutover("blue-to-green", "apply-1", 15*time.Second)
+	held, err := r.LeaseCutover("blue-to-green", "apply-1", 15*time.Second, "")
 	if err != nil || held.Holder != "apply-1" || held.LeaseExpires == nil {
 		t.Fatalf("lease: %+v, %v", held, err)
 	}
 	var le *LeaseError
-	if _, err := r.LeaseCutover("blue-to-green", "apply-2", 15*time.Second); !errors.As(err, &le) || le.Holder != "apply-1" || !errors.Is(err, ErrConflict) {
+	if _, err := r.LeaseCutover("blue-to-green", "apply-2", 15*time.Second, ""); !errors.As(err, &le) || le.Holder != "apply-1" || !errors.Is(err, ErrConflict) {
 		t.Errorf("a second lease: %v, want apply-1 named", err)
 	}
 	other := held
@@ -55,9 +55,16 @@ func TestCutoverRecord(t *testing.T) {
 	if got, err := r.PutCutover(mine); err != nil || got.Step != 2 || got.Holder != "apply-1" {
 		t.Errorf("the holder's write: %+v, %v", got, err)
 	}
+	// The holder named as gone is replaced.
+	if got, err := r.LeaseCutover("blue-to-green", "apply-3", 15*time.Second, "apply-1"); err != nil || got.Holder != "apply-3" {
+		t.Errorf("replacing apply-1: %+v, %v", got, err)
+	}
+	if _, err := r.LeaseCutover("blue-to-green", "apply-4", 15*time.Second, "apply-1"); !errors.As(err, &le) {
+		t.Errorf("replacing apply-1 when apply-3 holds it: %v", err)
+	}
 	// A lease that ran out is anyone's.
 	clock.advance(16 * time.Second)
-	if got, err := r.LeaseCutover("blue-to-green", "apply-2", 15*time.Second); err != nil || got.Holder != "apply-2" {
+	if got, err := r.LeaseCutover("blue-to-green", "apply-2", 15*time.Second, ""); err != nil || got.Holder != "apply-2" {
 		t.Errorf("taking an expired lease: %+v, %v", got, err)
 	}
 	if err := r.ReleaseCutover("blue-to-green", "apply-1"); err != nil {
@@ -68,6 +75,9 @@ func TestCutoverRecord(t *testing.T) {
 	}
 	if err := r.ReleaseCutover("blue-to-green", "apply-2"); err != nil {
 		t.Fatal(err)
+	}
+	if got, _ := r.Cutover("blue-to-green"); got.Holder != "" {
+		t.Errorf("after its release: held by %q", got.Holder)
 	}
 	// Final: the app may start another.
 	done, _ := r.Cutover("blue-to-green")
@@ -113,7 +123,7 @@ func TestCutoverStoredAndWatched(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.LeaseCutover(ctx, cut.Name, "apply-1", time.Minute); err != nil {
+	if _, err := c.LeaseCutover(ctx, cut.Name, "apply-1", time.Minute, ""); err != nil {
 		t.Fatal(err)
 	}
 	var last []Cutover
@@ -124,7 +134,7 @@ func TestCutoverStoredAndWatched(t *testing.T) {
 			t.Fatalf("the watch did not carry the lease: %+v", last)
 		}
 	}
-	if _, err := c.LeaseCutover(ctx, cut.Name, "apply-2", time.Minute); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "held by apply-1") {
+	if _, err := c.LeaseCutover(ctx, cut.Name, "apply-2", time.Minute, ""); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "held by apply-1") {
 		t.Errorf("a second lease over HTTP: %v", err)
 	}
 	if _, err := c.Cutover(ctx, "nope"); !IsNotFound(err) {

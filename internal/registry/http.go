@@ -564,7 +564,7 @@ func (a *api) leaseCutover(w http.ResponseWriter, req *http.Request) {
 		fail(w, fmt.Errorf("ttl %q: expected a duration such as 15s", q.Get("ttl")))
 		return
 	}
-	c, err := a.r.LeaseCutover(req.PathValue("name"), q.Get("holder"), ttl)
+	c, err := a.r.LeaseCutover(req.PathValue("name"), q.Get("holder"), ttl, q.Get("replace"))
 	if err != nil {
 		fail(w, err)
 		return

@@ -149,11 +149,30 @@ type Report struct {
 	Shards  []Signals `json:"shards"`
 }
 
-// Duration writes as Go's duration text.
+// Duration reads and writes as Go's duration text.
 type Duration time.Duration
 
 // MarshalJSON writes "10m0s".
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// UnmarshalJSON reads "5m" (or a number of seconds).
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		var secs float64
+		if json.Unmarshal(b, &secs) != nil {
+			return fmt.Errorf("duration %s: want e.g. \"30s\" or \"5m\"", b)
+		}
+		*d = Duration(time.Duration(secs * float64(time.Second)))
+		return nil
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("duration %q: want e.g. \"30s\" or \"5m\"", s)
+	}
+	*d = Duration(v)
+	return nil
+}
 
 // Evaluate reads every shard and the whole at time now over window. It
 // sorts shards by name, in place.

@@ -15,6 +15,8 @@ const (
 	ExitUsage    = 2 // unknown command or flag, bad flag value or combination
 	ExitRefused  = 3 // a gate or check refused
 	ExitTimedOut = 4 // timed out waiting (drain, cutover)
+	ExitPaused   = 5 // cutover paused, waiting for cutover promote
+	ExitUnknown  = 6 // inconclusive: a gate with no data under noData: inconclusive
 )
 
 // ExitError carries the exit code an error should end the process with.

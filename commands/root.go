@@ -66,7 +66,8 @@ shards, live signals, Blue-Green cutover and drain, probes and a simulator.
 
 Every command works without a terminal: -o json prints one JSON document (JSON
 lines with --watch). Exit codes: 0 ok, 1 error, 2 usage error, 3 a gate or
-check refused, 4 timed out waiting.
+check refused (or a cutover rolled back), 4 timed out waiting, 5 a cutover
+paused for cutover promote, 6 inconclusive (a gate without data).
 
 Executables named shardctl-NAME on PATH run as "%[1]s NAME".`, name),
 		SilenceErrors: true,
@@ -95,6 +96,7 @@ Executables named shardctl-NAME on PATH run as "%[1]s NAME".`, name),
 		NewCmdShards(g),
 		NewCmdDrain(g),
 		NewCmdUndrain(g),
+		NewCmdCutover(g),
 		NewCmdSignals(g),
 		NewCmdTop(g),
 		NewCmdPlugin(g, root),

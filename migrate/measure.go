@@ -175,6 +175,9 @@ func (m *measurer) measure(ctx context.Context, g *Gate, p Pools, window time.Du
 		return g.Judge(q, nil, err, time.Now())
 	}
 	v, ok := signalFields[g.Signal](r.Overall)
+	if g.Signal == "level" {
+		v = float64(r.Level) // the worst of the pool's shards and their whole
+	}
 	if !ok {
 		return g.Judge(q, nil, nil, time.Now())
 	}

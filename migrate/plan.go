@@ -1,0 +1,351 @@
+package migrate
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/shardctl/shardctl/internal/ledger"
+	"github.com/shardctl/shardctl/internal/registry"
+	"github.com/shardctl/shardctl/probes/signals"
+)
+
+// CutoverRegistry is what a cutover needs of the registry (registry.Client
+// has it).
+type CutoverRegistry interface {
+	Registry
+	Cutovers(ctx context.Context, app string) ([]registry.Cutover, error)
+	Cutover(ctx context.Context, name string) (registry.Cutover, error)
+	PutCutover(ctx context.Context, c registry.Cutover) (registry.Cutover, error)
+	LeaseCutover(ctx context.Context, name, holder string, ttl time.Duration, replace string) (registry.Cutover, error)
+	ReleaseCutover(ctx context.Context, name, holder string) error
+	Deployments(ctx context.Context) ([]ledger.Deployment, error)
+}
+
+// PlanOptions are what an operator asks of a cutover.
+type PlanOptions struct {
+	Name, App, From, To string
+	// Steps are the percentages of new instances the target pool gets,
+	// rising, the last 100.
+	Steps        []int
+	StepPause    time.Duration
+	GateWindow   time.Duration
+	DrainTimeout time.Duration
+	// PauseBefore is "promote" (the last weight step) or "drain".
+	PauseBefore string
+	Gates       []Gate
+}
+
+// Plan defaults.
+var (
+	DefaultSteps = []int{10, 50, 100}
+)
+
+const (
+	DefaultStepPause    = 5 * time.Minute
+	DefaultGateWindow   = 5 * time.Minute
+	DefaultDrainTimeout = 30 * time.Minute
+	// PausePromote and PauseDrain are the points a cutover can pause at.
+	PausePromote = "promote"
+	PauseDrain   = "drain"
+)
+
+// ShardState is a shard as a plan saw it.
+type ShardState struct {
+	ID      string `json:"id"`
+	State   string `json:"state"`
+	Slot    int    `json:"slot"`
+	Address string `json:"address"`
+}
+
+// Plan is what a cutover will do, made from the registry as it was.
+type Plan struct {
+	Name         string            `json:"name"`
+	App          string            `json:"app"`
+	From         string            `json:"from"`
+	To           string            `json:"to"`
+	Steps        []int             `json:"steps"`
+	StepPause    signals.Duration  `json:"stepPause"`
+	GateWindow   signals.Duration  `json:"gateWindow"`
+	DrainTimeout signals.Duration  `json:"drainTimeout"`
+	PauseBefore  string            `json:"pauseBefore,omitempty"`
+	Gates        []Gate            `json:"gates"`
+	Queries      map[string]string `json:"queries"` // by gate: the query it runs, resolved
+	FromShards   []ShardState      `json:"fromShards"`
+	ToShards     []ShardState      `json:"toShards"`
+	Deployments  int               `json:"deployments"`
+	// Fingerprint is of the state the plan was made from; apply --plan
+	// refuses a plan whose state moved on.
+	Fingerprint string `json:"fingerprint"`
+	// Changes says whether applying it would change anything.
+	Changes bool `json:"changes"`
+	// Actions are what applying it does, in order.
+	Actions []string `json:"actions"`
+}
+
+// Total is how many steps the plan has: preflight, each weight step, the
+// drain, done.
+func (p Plan) Total() int { return len(p.Steps) + 3 }
+
+// StepName names step k (0-based) of the plan.
+func (p Plan) StepName(k int) string {
+	n := len(p.Steps)
+	switch {
+	case k == 0:
+		return "preflight"
+	case k == n:
+		return fmt.Sprintf("promote: %s %d%%", p.To, p.Steps[k-1])
+	case k < n:
+		return fmt.Sprintf("weights: %s %d%%", p.To, p.Steps[k-1])
+	case k == n+1:
+		return "drain " + p.From
+	}
+	return "done"
+}
+
+// weightsAt are the pool weights of weight step k (1-based).
+func (p Plan) weightsAt(k int) map[string]int {
+	to := p.Steps[k-1]
+	return map[string]int{p.From: 100 - to, p.To: to}
+}
+
+// ErrBadInput is a plan that cannot be made from what was asked.
+var ErrBadInput = errors.New("bad input")
+
+// MakePlan reads the registry and plans a cutover; nothing changes.
+func MakePlan(ctx context.Context, r CutoverRegistry, o PlanOptions) (Plan, error) {
+	if o.From == "" || o.To == "" || o.From == o.To {
+		return Plan{}, fmt.Errorf("%w: --from and --to name two different pools", ErrBadInput)
+	}
+	steps := o.Steps
+	if len(steps) == 0 {
+		steps = DefaultSteps
+	}
+	for i, s := range steps {
+		if s < 1 || s > 100 || (i > 0 && s <= steps[i-1]) {
+			return Plan{}, fmt.Errorf("%w: --steps %v: percentages from 1 to 100, rising", ErrBadInput, steps)
+		}
+	}
+	if steps[len(steps)-1] != 100 {
+		steps = append(slices.Clone(steps), 100)
+	}
+	if o.PauseBefore != "" && o.PauseBefore != PausePromote && o.PauseBefore != PauseDrain {
+		return Plan{}, fmt.Errorf("%w: --pause-before %q: want promote or drain", ErrBadInput, o.PauseBefore)
+	}
+	p := Plan{Name: o.Name, App: strings.ToUpper(o.App), From: o.From, To: o.To, Steps: steps,
+		StepPause: signals.Duration(or(o.StepPause, DefaultStepPause)), GateWindow: signals.Duration(or(o.GateWindow, DefaultGateWindow)),
+		DrainTimeout: signals.Duration(or(o.DrainTimeout, DefaultDrainTimeout)), PauseBefore: o.PauseBefore, Gates: o.Gates}
+	if p.Name == "" {
+		p.Name = strings.ToLower(o.From + "-to-" + o.To)
+	}
+	if len(p.Gates) == 0 {
+		p.Gates = DefaultGates()
+	}
+	shards, err := r.Shards(ctx, p.App)
+	if err != nil {
+		return Plan{}, err
+	}
+	pools := map[string]bool{}
+	for _, s := range shards {
+		pools[s.Pool] = true
+		st := ShardState{ID: s.ID, State: s.State, Slot: s.Slot, Address: s.Address}
+		switch s.Pool {
+		case p.From:
+			p.FromShards = append(p.FromShards, st)
+		case p.To:
+			p.ToShards = append(p.ToShards, st)
+		}
+	}
+	known := strings.Join(slices.Sorted(maps.Keys(pools)), ", ")
+	switch {
+	case len(p.FromShards) == 0:
+		return Plan{}, fmt.Errorf("%w: no shard in pool %q of %s (pools: %s)", ErrBadInput, p.From, p.App, known)
+	case len(p.ToShards) == 0:
+		return Plan{}, fmt.Errorf("%w: no shard in pool %q of %s (pools: %s)", ErrBadInput, p.To, p.App, known)
+	case !slices.ContainsFunc(p.ToShards, func(s ShardState) bool { return s.State == registry.StateUp }):
+		return Plan{}, fmt.Errorf("%w: pool %s has no UP shard to move work to (%s)", ErrBadInput, p.To, describeShards(p.ToShards))
+	}
+	deps, err := r.Deployments(ctx)
+	if err != nil {
+		return Plan{}, err
+	}
+	p.Deployments = len(deps)
+	p.Queries = map[string]string{}
+	pl := p.pools()
+	for i := range p.Gates {
+		if p.Queries[p.Gates[i].Name], err = p.Gates[i].Resolve(pl); err != nil {
+			return Plan{}, fmt.Errorf("%w: %v", ErrBadInput, err)
+		}
+	}
+	p.Fingerprint = fingerprint(p)
+	rec, err := r.Cutover(ctx, p.Name)
+	switch {
+	case registry.IsNotFound(err):
+	case err != nil:
+		return Plan{}, err
+	}
+	p.Changes = !(rec.Phase == registry.PhaseDone && rec.From == p.From && rec.To == p.To)
+	p.Actions = p.actions(rec)
+	return p, nil
+}
+
+func or(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+func describeShards(ss []ShardState) string {
+	var parts []string
+	for _, s := range ss {
+		parts = append(parts, s.ID+" "+s.State)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (p Plan) pools() Pools {
+	pl := Pools{FromName: p.From, ToName: p.To}
+	for _, s := range p.FromShards {
+		pl.From = append(pl.From, s.ID)
+	}
+	for _, s := range p.ToShards {
+		pl.To = append(pl.To, s.ID)
+	}
+	return pl
+}
+
+// fingerprint hashes what the plan depends on: both pools' shards (id,
+// state, slot, address) and the ledger's length.
+func fingerprint(p Plan) string {
+	b, _ := json.Marshal(struct {
+		From, To    []ShardState
+		Deployments int
+	}{p.FromShards, p.ToShards, p.Deployments})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
+
+// Drift says how the registry moved on since plan was made ("" when it
+// did not).
+func Drift(plan, now Plan) string {
+	if plan.Fingerprint == now.Fingerprint {
+		return ""
+	}
+	var diffs []string
+	index := func(ss []ShardState) map[string]ShardState {
+		m := map[string]ShardState{}
+		for _, s := range ss {
+			m[s.ID] = s
+		}
+		return m
+	}
+	for _, pool := range []struct {
+		name    string
+		was, is []ShardState
+	}{{plan.From, plan.FromShards, now.FromShards}, {plan.To, plan.ToShards, now.ToShards}} {
+		was, is := index(pool.was), index(pool.is)
+		for _, id := range slices.Sorted(maps.Keys(was)) {
+			w, ok := is[id]
+			switch {
+			case !ok:
+				diffs = append(diffs, fmt.Sprintf("%s left pool %s", id, pool.name))
+			case w != was[id]:
+				diffs = append(diffs, fmt.Sprintf("%s was %s (slot %d, %s), is %s (slot %d, %s)", id, was[id].State, was[id].Slot, was[id].Address, w.State, w.Slot, w.Address))
+			}
+		}
+		for _, id := range slices.Sorted(maps.Keys(is)) {
+			if _, ok := was[id]; !ok {
+				diffs = append(diffs, fmt.Sprintf("%s joined pool %s", id, pool.name))
+			}
+		}
+	}
+	if plan.Deployments != now.Deployments {
+		diffs = append(diffs, fmt.Sprintf("the ledger held %d deployments, holds %d", plan.Deployments, now.Deployments))
+	}
+	return strings.Join(diffs, "; ")
+}
+
+// actions say in words what applying the plan does.
+func (p Plan) actions(rec registry.Cutover) []string {
+	if !p.Changes {
+		return []string{fmt.Sprintf("nothing: cutover %s from %s to %s is done", p.Name, p.From, p.To)}
+	}
+	var out []string
+	if rec.Name != "" && !registry.Final(rec.Phase) {
+		out = append(out, fmt.Sprintf("resume cutover %s at step %d of %d (%s)", p.Name, rec.Step+1, p.Total(), p.StepName(rec.Step)))
+	}
+	out = append(out, fmt.Sprintf("preflight: %s UP with a healthy topology and every one of the %d deployments replayed; its signals not warn or critical over %v; every gate answers",
+		strings.Join(p.pools().To, ", "), p.Deployments, time.Duration(p.GateWindow)))
+	for k := 1; k <= len(p.Steps); k++ {
+		w := p.weightsAt(k)
+		what := fmt.Sprintf("set weights %s %d / %s %d, hold %v while the gates watch", p.From, w[p.From], p.To, w[p.To], time.Duration(p.StepPause))
+		if k == len(p.Steps) && p.PauseBefore == PausePromote {
+			what = "pause for cutover promote, then " + what
+		}
+		out = append(out, what)
+	}
+	drain := fmt.Sprintf("set %s DRAINING and wait until empty (at most %v), then OUT_OF_SERVICE", strings.Join(p.pools().From, ", "), time.Duration(p.DrainTimeout))
+	if p.PauseBefore == PauseDrain {
+		drain = "pause for cutover promote, then " + drain
+	}
+	return append(out, drain)
+}
+
+// ReadPlan reads a plan saved by `cutover plan --out`.
+func ReadPlan(path string) (Plan, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Plan{}, fmt.Errorf("plan file: %w", err)
+	}
+	var p Plan
+	if err := json.Unmarshal(b, &p); err != nil {
+		return Plan{}, fmt.Errorf("plan file %s: %w", path, err)
+	}
+	if p.Name == "" || p.From == "" || p.To == "" || len(p.Steps) == 0 || p.Fingerprint == "" {
+		return Plan{}, fmt.Errorf("plan file %s: not a plan (want the output of cutover plan --out)", path)
+	}
+	for i := range p.Gates {
+		if err := p.Gates[i].Compile(); err != nil {
+			return Plan{}, fmt.Errorf("plan file %s: %w", path, err)
+		}
+	}
+	return p, nil
+}
+
+// Options are the plan's options, to make it again from the registry.
+func (p Plan) Options() PlanOptions {
+	return PlanOptions{Name: p.Name, App: p.App, From: p.From, To: p.To, Steps: p.Steps, StepPause: time.Duration(p.StepPause),
+		GateWindow: time.Duration(p.GateWindow), DrainTimeout: time.Duration(p.DrainTimeout), PauseBefore: p.PauseBefore, Gates: p.Gates}
+}
+
+// Current is the cutover a command without a name means: the app's in
+// progress, else the one written last.
+func Current(ctx context.Context, r CutoverRegistry, app string) (registry.Cutover, error) {
+	all, err := r.Cutovers(ctx, app)
+	if err != nil {
+		return registry.Cutover{}, err
+	}
+	var latest *registry.Cutover
+	for i := range all {
+		c := &all[i]
+		if !registry.Final(c.Phase) {
+			return *c, nil
+		}
+		if latest == nil || c.UpdatedAt.After(latest.UpdatedAt) {
+			latest = c
+		}
+	}
+	if latest == nil {
+		return registry.Cutover{}, fmt.Errorf("%w: no cutover in %s: start one with cutover apply", registry.ErrNotFound, strings.ToUpper(app))
+	}
+	return *latest, nil
+}

@@ -48,7 +48,8 @@ cancels, variables, incidents, messages to waiting instances).
 With --wait, follow each shard until it is empty, read from its own metrics
 (--prometheus, --scrape SHARD=URL, else the metrics URL of its registration):
 no root instance in flight, nothing committed and not processed or exported,
-no open incident, no buffered message, for two polls in a row. Then set it
+no open incident, for two polls in a row (messages still buffered there start
+nothing and correlate with nothing once no instance is left). Then set it
 OUT_OF_SERVICE. Every poll prints one line per shard with an ETA at the rate it
 empties; a shard that makes no progress for --stuck-after polls says what
 blocks it, and the wait goes on. Missing data never counts as empty.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -35,7 +36,7 @@ type SimServeOptions struct {
 type simRegistration struct {
 	url, tokenFile       string
 	app, shardID, pool   string
-	advertise            string
+	advertise, status    string
 	slot                 int
 	renewal, leaseLength time.Duration
 }
@@ -107,6 +108,7 @@ Fault injection on the --metrics port:
 	f.StringVar(&o.reg.pool, "pool", "", "pool (e.g. blue or green) to register in (with --register)")
 	f.IntVar(&o.reg.slot, "slot", 0, "key slot 1-31 to ask for (with --register; 0: the registry assigns one)")
 	f.StringVar(&o.reg.app, "app", registry.DefaultShardsApp, "registry application of the shards (with --register)")
+	f.StringVar(&o.reg.status, "status", "UP", "status to register with (with --register): UP, or OUT_OF_SERVICE to stay out of placement until undrain or a cutover lets it in")
 	f.StringVar(&o.reg.advertise, "advertise", "", "gateway address to register, HOST:PORT (default: the address --listen bound)")
 	f.DurationVar(&o.reg.renewal, "renewal-interval", 30*time.Second, "how often to renew the registration (with --register)")
 	f.DurationVar(&o.reg.leaseLength, "lease-duration", 90*time.Second, "how long the registry keeps the shard without a renewal (with --register)")
@@ -140,6 +142,10 @@ func (o *SimServeOptions) Validate() error {
 			return fmt.Errorf("--shard-id, --pool and --slot describe the registration: add --register URL")
 		}
 		return nil
+	}
+	o.reg.status = strings.ToUpper(o.reg.status)
+	if st := registry.Status(o.reg.status); st != registry.StatusUp && st != registry.StatusOutOfService {
+		return fmt.Errorf("--status %q: want UP or OUT_OF_SERVICE", o.reg.status)
 	}
 	if o.reg.slot < 0 || o.reg.slot > 31 {
 		return fmt.Errorf("--slot %d: want 1-31, or 0 to let the registry assign one", o.reg.slot)
@@ -193,6 +199,7 @@ func (o *SimServeOptions) startHeartbeat(ctx context.Context, gateway, metrics s
 	in, err := registry.NewShardInstance(registry.ShardRegistration{
 		App: o.reg.app, ID: id, Address: addr, Pool: o.reg.pool, Slot: o.reg.slot,
 		Metrics: "http://" + metrics + "/metrics", RenewalInterval: o.reg.renewal, LeaseDuration: o.reg.leaseLength,
+		Status: registry.Status(o.reg.status),
 	})
 	if err != nil {
 		return nil, UsageError(err)

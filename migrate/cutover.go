@@ -512,8 +512,8 @@ func (s *session) preflight(ctx context.Context) error {
 			continue
 		}
 		to = append(to, sh.ID)
-		if sh.State != registry.StateUp {
-			return s.fail(ctx, 0, fmt.Sprintf("preflight: %s is %s, not UP", sh.ID, sh.State))
+		if !takesCutover(sh.State) {
+			return s.fail(ctx, 0, fmt.Sprintf("preflight: %s is %s: want UP, or OUT_OF_SERVICE until the first step", sh.ID, sh.State))
 		}
 		topo := s.r.Topology
 		if topo == nil {
@@ -600,6 +600,19 @@ func (s *session) weightStep(ctx context.Context, k int) error {
 		return err
 	}
 	s.emit(k, CutoverWeights, "", func(e *CutoverEvent) { e.Weights = w })
+	// Target shards held OUT_OF_SERVICE come in now, behind the weights.
+	shards, err := s.r.poolShards(ctx, s.plan)
+	if err != nil {
+		return err
+	}
+	for _, sh := range shards {
+		if sh.Pool == s.plan.To && sh.State == registry.StateOutOfService {
+			if _, err := s.r.Registry.SetState(ctx, s.plan.App, sh.ID, registry.StateUp); err != nil {
+				return fmt.Errorf("set %s UP: %w", sh.ID, err)
+			}
+			s.emit(k, CutoverCheck, sh.ID+" UP: it takes its share of the new instances from now", nil)
+		}
+	}
 	hold := time.Duration(s.plan.StepPause)
 	end := now.Add(hold)
 	tallies := make([]tally, len(s.plan.Gates))

@@ -188,7 +188,7 @@ type follow struct {
 
 // size is one number for how much a shard holds, for progress and ETA.
 func size(b backlog.Backlog) float64 {
-	s := b.InFlight + b.Lag + b.Incidents + b.Buffered
+	s := b.InFlight + b.Lag + b.Incidents
 	if b.ExportLag != nil {
 		s += *b.ExportLag
 	}
@@ -346,8 +346,8 @@ func (d *Drain) blockers(ctx context.Context, f *follow) []string {
 	if b.InFlight > 0 && b.Jobs() == 0 && b.Incidents == 0 {
 		out = append(out, fmt.Sprintf("%s in flight with no job open: waiting for a message, a timer or a signal", human.Plural(b.InFlight, "instance")))
 	}
-	if b.Buffered > 0 {
-		out = append(out, fmt.Sprintf("%s buffered, waiting for a subscription until their TTL ends (publish them again through the proxy if the other pool needs them)", human.Plural(b.Buffered, "message")))
+	if b.Buffered > 0 && b.InFlight > 0 {
+		out = append(out, fmt.Sprintf("%s buffered until their TTL ends, for instances not yet waiting for them", human.Plural(b.Buffered, "message")))
 	}
 	if len(out) == 0 {
 		out = append(out, "nothing the metrics show moves: "+b.Summary())

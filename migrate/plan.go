@@ -170,7 +170,7 @@ func MakePlan(ctx context.Context, r CutoverRegistry, o PlanOptions) (Plan, erro
 		return Plan{}, fmt.Errorf("%w: no shard in pool %q of %s (pools: %s)", ErrBadInput, p.From, p.App, known)
 	case len(p.ToShards) == 0:
 		return Plan{}, fmt.Errorf("%w: no shard in pool %q of %s (pools: %s)", ErrBadInput, p.To, p.App, known)
-	case !slices.ContainsFunc(p.ToShards, func(s ShardState) bool { return s.State == registry.StateUp }):
+	case !slices.ContainsFunc(p.ToShards, func(s ShardState) bool { return takesCutover(s.State) }):
 		return Plan{}, fmt.Errorf("%w: pool %s has no UP shard to move work to (%s)", ErrBadInput, p.To, describeShards(p.ToShards))
 	}
 	deps, err := r.Deployments(ctx)
@@ -283,7 +283,7 @@ func (p Plan) actions(rec registry.Cutover) []string {
 	if rec.Name != "" && !registry.Final(rec.Phase) {
 		out = append(out, fmt.Sprintf("resume cutover %s at step %d of %d (%s)", p.Name, rec.Step+1, p.Total(), p.StepName(rec.Step)))
 	}
-	out = append(out, fmt.Sprintf("preflight: %s UP with a healthy topology and every one of the %d deployments replayed; its signals not warn or critical over %v; every gate answers",
+	out = append(out, fmt.Sprintf("preflight: %s UP (or held OUT_OF_SERVICE until the first step) with a healthy topology and every one of the %d deployments replayed; its signals not warn or critical over %v; every gate answers",
 		strings.Join(p.pools().To, ", "), p.Deployments, time.Duration(p.GateWindow)))
 	for k := 1; k <= len(p.Steps); k++ {
 		w := p.weightsAt(k)
@@ -348,4 +348,11 @@ func Current(ctx context.Context, r CutoverRegistry, app string) (registry.Cutov
 		return registry.Cutover{}, fmt.Errorf("%w: no cutover in %s: start one with cutover apply", registry.ErrNotFound, strings.ToUpper(app))
 	}
 	return *latest, nil
+}
+
+// takesCutover reports whether a target shard may take work in a
+// cutover: UP, or registered OUT_OF_SERVICE (held out until the first
+// weight step lets it in).
+func takesCutover(state string) bool {
+	return state == registry.StateUp || state == registry.StateOutOfService
 }

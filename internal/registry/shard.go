@@ -99,11 +99,16 @@ func (r *Registry) shardOfChange(in *Instance) Shard {
 
 // SetState sets a shard's state the way an operator means it: DRAINING
 // and OUT_OF_SERVICE override the status the shard reports (Eureka
-// clients see OUT_OF_SERVICE for both); UP removes the override.
+// clients see OUT_OF_SERVICE for both); UP removes the override, or, for
+// a shard that registered itself OUT_OF_SERVICE (held out until an
+// operator lets it in, as Eureka clients do), overrides it with UP.
 func (r *Registry) SetState(app, id, state string) error {
 	var o Override
 	switch strings.ToUpper(state) {
 	case StateUp:
+		if in, err := r.Instance(app, id); err == nil && in.Status == StatusOutOfService {
+			o = Override{Status: StatusUp}
+		}
 	case StateDraining:
 		o = Override{Status: StatusOutOfService, Draining: true}
 	case StateOutOfService:
@@ -175,6 +180,9 @@ type ShardRegistration struct {
 	Slot    int    // 0: the registry assigns one
 	Metrics string // URL of its /metrics, if any
 	Static  bool   // registered by an operator: never expires
+	// Status it registers with: UP (the default), or OUT_OF_SERVICE to be
+	// held out of placement until an operator lets it in.
+	Status Status
 	// RenewalInterval and LeaseDuration of the heartbeat (0: Eureka's).
 	RenewalInterval, LeaseDuration time.Duration
 }
@@ -195,8 +203,12 @@ func NewShardInstance(r ShardRegistration) (*Instance, error) {
 	if r.Slot < 0 || r.Slot > 31 {
 		return nil, fmt.Errorf("slot %d: want 1-31 (or 0 to let the registry pick)", r.Slot)
 	}
+	status := r.Status
+	if status == "" {
+		status = StatusUp
+	}
 	in := &Instance{
-		InstanceID: r.ID, App: strings.ToUpper(r.App), HostName: host, IPAddr: host, Status: StatusUp,
+		InstanceID: r.ID, App: strings.ToUpper(r.App), HostName: host, IPAddr: host, Status: status,
 		Port: port, PortEnabled: true, VIPAddress: strings.ToLower(r.App),
 		DataCenterInfo: DataCenterInfo{Class: "com.netflix.appinfo.InstanceInfo$DefaultDataCenterInfo", Name: "MyOwn"},
 		LeaseInfo: LeaseInfo{

@@ -66,10 +66,16 @@ type Backlog struct {
 func (b Backlog) Known() bool { return b.Error == "" && len(b.Missing) == 0 }
 
 // Empty reports whether the shard holds nothing: every required metric
-// read, and every quantity zero.
+// read; no instance in flight, no lag, no incident.
+//
+// Buffered messages do not count once nothing is in flight: a draining
+// shard starts no instance, so a message buffered there can correlate
+// with nothing; and the proxy sends catch messages to every shard that
+// may hold a waiting instance, so a drained shard keeps buffering copies
+// of messages meant for the other pool until their TTL ends. Waiting for
+// them would keep a drain under message traffic from ever ending.
 func (b Backlog) Empty() bool {
-	return b.Known() && b.InFlight == 0 && b.Lag == 0 && (b.ExportLag == nil || *b.ExportLag == 0) &&
-		b.Incidents == 0 && b.Buffered == 0
+	return b.Known() && b.InFlight == 0 && b.Lag == 0 && (b.ExportLag == nil || *b.ExportLag == 0) && b.Incidents == 0
 }
 
 // Jobs is the number of open jobs of every type.

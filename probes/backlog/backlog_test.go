@@ -53,6 +53,7 @@ func TestFrom(t *testing.T) {
 		{name: "exporter caught up", samples: append(base(), s(metricExported, 100, "exporter", "es", "partition", "1")), empty: true, known: true},
 		{name: "incident and message", samples: append(base(), s(metricIncidents, 1, "partition", "2"), s(metricBuffered, 2, "partition", "1")),
 			known: true, incidents: 1, buffered: 2, export: -1},
+		{name: "buffered messages alone", samples: append(base(), s(metricBuffered, 3, "partition", "1")), empty: true, known: true, buffered: 3, export: -1},
 		{name: "open jobs", samples: append(base(), s(metricJobs, 5, "action", "created", "type", "pay"), s(metricJobs, 3, "action", "completed", "type", "pay"),
 			s(metricJobs, 1, "action", "canceled", "type", "pay"), s(metricJobs, 2, "action", "activated", "type", "pay")),
 			empty: true, known: true, jobs: 1, export: -1},

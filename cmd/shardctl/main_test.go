@@ -6,6 +6,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -59,7 +60,13 @@ type result struct {
 // for budget.Of 30 s at most.
 func runBin(t *testing.T, path string, env []string, stdin string, args ...string) result {
 	t.Helper()
-	cmd := exec.CommandContext(budget.Context(t, 30*time.Second), path, args...)
+	return runCtx(t, budget.Context(t, 30*time.Second), path, env, stdin, args...)
+}
+
+// runCtx runs an executable until it ends or ctx does.
+func runCtx(t *testing.T, ctx context.Context, path string, env []string, stdin string, args ...string) result {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, path, args...)
 	cmd.Env = env
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errOut bytes.Buffer

@@ -52,7 +52,9 @@ func (p *Prometheus) groupBy(ctx context.Context, now time.Time) (string, error)
 	if p.group != "" {
 		return p.group, nil
 	}
-	v, _, _, err := p.api.Query(ctx, `count by (cluster) (zeebe_element_instance_events_total)`, now)
+	// A position every partition reports from its start: an idle cluster
+	// has no element-instance series yet.
+	v, _, _, err := p.api.Query(ctx, `count by (cluster) (zeebe_stream_processor_last_processed_position)`, now)
 	if err != nil {
 		return "", fmt.Errorf("prometheus: %w", err)
 	}

@@ -35,6 +35,8 @@ const (
 	// emptyPolls is how many polls in a row a shard must read empty: one
 	// reading may fall between a record's append and its processing.
 	emptyPolls = 2
+	// etaPolls is how many polls the drain rate is read over.
+	etaPolls = 5
 )
 
 // Drain takes shards out of placement and follows them until they hold
@@ -261,14 +263,16 @@ func (d *Drain) pollOnce(ctx context.Context, f *follow, stuckAfter int) error {
 			f.first = n
 		}
 		f.history = append(f.history, signals.Point{T: b.At, V: n})
-		if len(f.history) > 12 {
+		if len(f.history) > etaPolls {
 			f.history = f.history[1:]
 		}
 		if f.first > 0 {
 			ev.Done = min(1, max(0, 1-n/f.first))
 		}
-		if fit := signals.LinearFit(f.history); fit.Slope < 0 && n > 0 {
-			eta := n / -fit.Slope
+		// The rate it emptied at over the last few polls: a backlog that
+		// starts to move after a stall gets an ETA at once.
+		if old := f.history[0]; n > 0 && old.V > n {
+			eta := n / ((old.V - n) / b.At.Sub(old.T).Seconds())
 			ev.ETASeconds = &eta
 		}
 	}

@@ -160,12 +160,12 @@ func (g *Gate) Compile() error {
 	env := expr.Env(map[string]any{"result": []float64{}})
 	if g.SuccessCondition != "" {
 		if g.success, err = expr.Compile(g.SuccessCondition, env, expr.AsBool()); err != nil {
-			return fmt.Errorf("gate %s: successCondition %q: %w", name, g.SuccessCondition, err)
+			return fmt.Errorf("gate %s: successCondition %q: %s", name, g.SuccessCondition, firstLine(err))
 		}
 	}
 	if g.FailureCondition != "" {
 		if g.failure, err = expr.Compile(g.FailureCondition, env, expr.AsBool()); err != nil {
-			return fmt.Errorf("gate %s: failureCondition %q: %w", name, g.FailureCondition, err)
+			return fmt.Errorf("gate %s: failureCondition %q: %s", name, g.FailureCondition, firstLine(err))
 		}
 	}
 	if g.Query != "" {
@@ -174,6 +174,13 @@ func (g *Gate) Compile() error {
 		}
 	}
 	return nil
+}
+
+// firstLine is an error's first line: expr draws a caret under the
+// expression on the lines after it.
+func firstLine(err error) string {
+	line, _, _ := strings.Cut(err.Error(), "\n")
+	return line
 }
 
 func signalNames() []string {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -82,24 +83,33 @@ func (m *measurer) close() {
 }
 
 // ready waits, with scraping, until every shard was sampled twice (rates
-// need two samples).
+// need two samples), and says which cannot be read after readyWithin.
 func (m *measurer) ready(ctx context.Context) error {
 	if m.scrape == nil {
 		return nil
 	}
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
-	for {
-		if _, err := m.scrape.Fetch(ctx, time.Now(), time.Minute, time.Second); err == nil {
-			return nil
-		}
+	limit := time.After(readyWithin)
+	for !m.scrape.Sampled(2) {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-limit:
+			var errs []string
+			for name, err := range m.scrape.Errors() {
+				errs = append(errs, name+": "+err.Error())
+			}
+			slices.Sort(errs)
+			return fmt.Errorf("not every shard answered twice within %v: %s", readyWithin, strings.Join(errs, "; "))
 		case <-tick.C:
 		}
 	}
+	return nil
 }
+
+// readyWithin is how long the preflight waits for every shard's metrics.
+const readyWithin = 30 * time.Second
 
 // poolSignals evaluates the signals of some shards over window: the whole
 // of them (Overall), and whether any of them had series at all.

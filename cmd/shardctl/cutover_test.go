@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -251,6 +252,7 @@ func writeGates(t *testing.T, body string) string {
 // every blue instance completes on blue (its messages too), green gets
 // the weights' share of new instances at every step.
 func TestCutoverEndToEnd(t *testing.T) {
+	t.Parallel()
 	f := newFederation(t)
 	f.startSim(t, "blue-1", "blue")
 	// Before the proxy: the legacy cluster, used directly by clients.
@@ -428,4 +430,323 @@ func runBinFor(t *testing.T, limit time.Duration, path string, env []string, std
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	return runCtx(t, ctx, path, env, stdin, args...)
+}
+
+// A green shard pushed past its knee during a step: the gate fails, the
+// weights go back to blue at once (within one gate interval), exit 3,
+// and every accepted order still ships.
+func TestCutoverRollsBackOnAFailingGate(t *testing.T) {
+	t.Parallel()
+	f := newFederation(t)
+	f.startSim(t, "blue-1", "blue")
+	// Green: one partition of 200 records/s; the test slows it twenty
+	// times when the 60% step begins, far past its knee (every "paid"
+	// message reaches every shard too, 60 a second here).
+	f.startSim(t, "green-1", "green", "--status", "OUT_OF_SERVICE", "--partitions", "1", "--capacity", "200")
+	greenAdmin := strings.TrimSuffix(f.sims["green-1"].Line(t, "metrics on "), "/metrics")
+	f.startProxy(t)
+	budget.Eventually(t, 20*time.Second, "the proxy to follow both shards", func() bool { return len(f.view(t).Shards) == 2 })
+	client := simtest.Client(t, f.proxy.Addr)
+	ctx := budget.Context(t, 5*time.Minute)
+	if _, err := client.NewDeployResourceCommand().AddResource(orderProcess, "order.bpmn").Send(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w := startWorkload(t, client, 60)
+	budget.Eventually(t, 20*time.Second, "orders to ship", func() bool { return w.shipped.Load() > 20 })
+
+	gates := writeGates(t, `gates:
+- name: green-queue
+  signal: queue
+  failureCondition: result[0] > 100
+  interval: 1s
+`)
+	logFile := filepath.Join(t.TempDir(), "cutover.jsonl")
+	applied := make(chan result, 1)
+	go func() {
+		applied <- runBinFor(t, budget.Of(3*time.Minute), bin, f.env, "", "cutover", "apply", "--from", "blue", "--to", "green", "--steps", "5,60,100",
+			"--step-pause", "8s", "--gate-window", "30s", "--gates", gates, "--yes", "-o", "json", "--log", logFile)
+	}()
+	budget.Eventually(t, 2*time.Minute, "the 60% step", func() bool {
+		b, _ := os.ReadFile(logFile)
+		return strings.Contains(string(b), `"stepName":"weights: green 60%"`)
+	})
+	fault := func(path string) {
+		resp, err := http.Post(greenAdmin+path, "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	fault("/fault/slow?factor=20")
+	r := <-applied
+	fault("/fault/resume")
+	if r.code != 3 {
+		t.Fatalf("cutover apply: exit %d, want 3 (rolled back)\nstderr: %s\nstdout: %s", r.code, r.stderr, r.stdout)
+	}
+	if v := f.view(t); v.Weights["blue"] != 100 || v.Weights["green"] != 0 {
+		t.Errorf("the proxy's weights after the rollback: %v", v.Weights)
+	}
+	var failedAt, rolledAt time.Time
+	var step int
+	for _, e := range cutoverEvents(t, r.stdout) {
+		if e.Event == "gate" && e.Gate != nil && e.Gate.Phase == "Failed" && failedAt.IsZero() {
+			failedAt, step = e.At, e.Step
+		}
+		if e.Event == "rolledback" {
+			rolledAt = e.At
+			if !strings.Contains(e.Message, "keeps and finishes") {
+				t.Errorf("the rollback does not say green keeps its instances: %q", e.Message)
+			}
+		}
+	}
+	if failedAt.IsZero() || rolledAt.IsZero() || step != 2 {
+		t.Fatalf("failed gate at %v (step %d), rollback at %v: want a failure in the 60%% step\n%s", failedAt, step, rolledAt, r.stdout)
+	}
+	if d := rolledAt.Sub(failedAt); d > time.Second {
+		t.Errorf("weights went back %v after the failed measurement, want within the gate interval (1s)", d)
+	}
+	t.Logf("gate failed in step %d; weights back to blue %v later", step, rolledAt.Sub(failedAt).Round(time.Millisecond))
+	if st := runBin(t, bin, f.env, "", "cutover", "status"); st.code != 3 || !strings.Contains(st.stdout, "RolledBack") {
+		t.Errorf("cutover status after a rollback: exit %d, want 3: %s%s", st.code, st.stdout, st.stderr)
+	}
+
+	w.halt()
+	halted := time.Now()
+	budget.Eventually(t, 2*time.Minute, "every accepted order to ship", func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return len(w.done) >= len(w.orders)
+	})
+	t.Logf("every accepted order shipped %v after the load stopped", time.Since(halted).Round(100*time.Millisecond))
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.failed) > 0 {
+		t.Errorf("%d creates failed, e.g. %v", len(w.failed), w.failed[0])
+	}
+}
+
+// kill -9 of apply while blue drains: apply again resumes at the drain
+// (no step done twice) and finishes; a second apply beside a running one
+// is refused, naming the holder.
+func TestCutoverResumesAfterKill(t *testing.T) {
+	t.Parallel()
+	f := newFederation(t)
+	f.startSim(t, "blue-1", "blue")
+	f.startSim(t, "green-1", "green", "--status", "OUT_OF_SERVICE")
+	f.startProxy(t)
+	budget.Eventually(t, 20*time.Second, "the proxy to follow both shards", func() bool { return len(f.view(t).Shards) == 2 })
+	client := simtest.Client(t, f.proxy.Addr)
+	ctx := budget.Context(t, 5*time.Minute)
+	if _, err := client.NewDeployResourceCommand().AddResource(orderProcess, "order.bpmn").Send(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w := startWorkload(t, client, 20)
+	// Orders held on blue, unpaid: the drain cannot end until they are.
+	for i := range 5 {
+		cmd, _ := client.NewCreateInstanceCommand().BPMNProcessId("order").LatestVersion().VariablesFromMap(map[string]any{"orderId": fmt.Sprintf("held-%d", i)})
+		if _, err := cmd.Send(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	logFile := filepath.Join(t.TempDir(), "cutover.jsonl")
+	args := []string{"cutover", "apply", "--from", "blue", "--to", "green", "--steps", "50,100", "--step-pause", "3s",
+		"--gate-window", "30s", "--poll", "300ms", "--lease-ttl", "30s", "--yes", "--log", logFile}
+	first := exec.Command(bin, args...)
+	first.Env = f.env
+	var firstOut syncBuffer
+	first.Stdout, first.Stderr = &firstOut, &firstOut
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = first.Process.Kill(); _ = first.Wait() })
+	if err := budget.Wait(budget.Of(time.Minute), func() bool {
+		b, _ := os.ReadFile(logFile)
+		return strings.Contains(string(b), `"event":"weights"`)
+	}); err != nil {
+		t.Fatalf("the first apply set no weights: %v\n%s", err, firstOut.String())
+	}
+	second := runBin(t, bin, f.env, "", args...)
+	if second.code != 3 || !strings.Contains(second.stderr, "is run by") {
+		t.Errorf("a second apply beside the first: exit %d, want 3 naming the holder: %s", second.code, second.stderr)
+	}
+	budget.Eventually(t, time.Minute, "the drain of blue", func() bool {
+		b, _ := os.ReadFile(logFile)
+		return strings.Contains(string(b), `"event":"drain"`)
+	})
+	_ = first.Process.Kill() // SIGKILL: no lease released, nothing said
+	_ = first.Wait()
+	before, _ := os.ReadFile(logFile)
+	var rec struct{ Phase, Holder string }
+	getRegistryJSON(t, f.regURL, "/shardctl/v1/cutovers/blue-to-green", &rec)
+	if rec.Phase != "Draining" || rec.Holder == "" {
+		t.Fatalf("after the kill: %+v, want Draining and the dead holder's lease", rec)
+	}
+
+	resumed := make(chan result, 1)
+	go func() {
+		resumed <- runBinFor(t, budget.Of(2*time.Minute), bin, f.env, "", append(args, "-o", "json")...)
+	}()
+	time.Sleep(time.Second)
+	for i := range 5 {
+		if _, err := client.NewPublishMessageCommand().MessageName("paid").CorrelationKey(fmt.Sprintf("held-%d", i)).TimeToLive(time.Minute).Send(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := <-resumed
+	if r.code != 0 {
+		t.Fatalf("apply after the kill: exit %d\nstderr: %s\nstdout: %s", r.code, r.stderr, r.stdout)
+	}
+	events := cutoverEvents(t, r.stdout)
+	if events[0].Event != "resumed" || !strings.Contains(events[0].Message, "step 4 of 5") {
+		t.Errorf("first event %+v: want resumed at the drain", events[0])
+	}
+	for _, e := range events {
+		if e.Event == "weights" || e.Event == "started" {
+			t.Errorf("the resumed apply did %q again: %+v", e.Event, e)
+		}
+	}
+	if events[len(events)-1].Event != "done" {
+		t.Errorf("last event %+v, want done", events[len(events)-1])
+	}
+	if shardState(t, f.env, "blue-1") != "OUT_OF_SERVICE" {
+		t.Error("blue-1 is not OUT_OF_SERVICE after the resumed cutover")
+	}
+	t.Logf("the first apply logged %d events before the kill; the second resumed and logged %d", strings.Count(string(before), "\n"), len(events))
+	w.halt()
+}
+
+func getRegistryJSON(t *testing.T, regURL, path string, v any) {
+	t.Helper()
+	resp, err := http.Get(strings.TrimSuffix(regURL, "/eureka") + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+}
+
+// Gates that get no data, through a real Prometheus: exit 3 under noData
+// fail, 6 under inconclusive (paused, status says so); bad PromQL is bad
+// input, found before anything changes.
+func TestCutoverGatesWithoutData(t *testing.T) {
+	t.Parallel()
+	f := newFederation(t)
+	f.startSim(t, "blue-1", "blue")
+	f.startSim(t, "green-1", "green", "--status", "OUT_OF_SERVICE")
+	metrics := map[string]string{}
+	for id, p := range f.sims {
+		metrics[id] = strings.TrimSuffix(strings.TrimPrefix(p.Line(t, "metrics on "), "http://"), "/metrics")
+	}
+	prom := proctest.Prometheus(t, "", metrics)
+	env := append(f.env, "SHARDCTL_PROMETHEUS="+prom)
+	budget.Eventually(t, 30*time.Second, "Prometheus to scrape both shards", func() bool {
+		resp, err := http.Get(prom + "/api/v1/query?query=up")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		var r struct{ Data struct{ Result []any } }
+		return json.NewDecoder(resp.Body).Decode(&r) == nil && len(r.Data.Result) == 2
+	})
+	apply := func(gates string) result {
+		return runBinFor(t, budget.Of(2*time.Minute), bin, env, "", "cutover", "apply", "--from", "blue", "--to", "green",
+			"--step-pause", "2s", "--gate-window", "1m", "--gates", writeGates(t, gates), "--yes")
+	}
+	const nothing = `gates:
+- name: nothing-there
+  query: sum(shardctl_no_such_metric{cluster=~"{{.To}}"})
+  successCondition: result[0] < 1
+  noData: %s
+`
+	if r := apply(fmt.Sprintf(nothing, "fail")); r.code != 3 || !strings.Contains(r.stdout+r.stderr, "no data") {
+		t.Errorf("noData fail: exit %d, want 3 naming no data\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := apply(fmt.Sprintf(nothing, "inconclusive")); r.code != 6 {
+		t.Errorf("noData inconclusive: exit %d, want 6\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if st := runBin(t, bin, env, "", "cutover", "status"); st.code != 6 || !strings.Contains(st.stdout, "inconclusive") {
+		t.Errorf("status of an inconclusive cutover: exit %d, want 6: %s%s", st.code, st.stdout, st.stderr)
+	}
+	if r := runBin(t, bin, env, "", "cutover", "rollback"); r.code != 0 {
+		t.Errorf("rollback: exit %d: %s", r.code, r.stderr)
+	}
+	if r := runBin(t, bin, env, "", "cutover", "rollback"); r.code != 0 {
+		t.Errorf("a second rollback: exit %d: %s", r.code, r.stderr)
+	}
+	var list struct{ Cutovers []struct{ Version int } }
+	getRegistryJSON(t, f.regURL, "/shardctl/v1/cutovers", &list)
+	version := list.Cutovers[0].Version
+	r := apply(`gates:
+- name: broken
+  query: sum(rate(zeebe_element_instance_events_total[1m]) by
+  failureCondition: result[0] > 1
+`)
+	if r.code != 1 || !strings.Contains(r.stderr, "bad PromQL") || strings.Count(strings.TrimSpace(r.stderr), "\n") > 0 {
+		t.Errorf("bad PromQL: exit %d, want 1 and one line naming it: %s", r.code, r.stderr)
+	}
+	getRegistryJSON(t, f.regURL, "/shardctl/v1/cutovers", &list)
+	if list.Cutovers[0].Version != version {
+		t.Errorf("bad PromQL changed the cutover record (version %d → %d)", version, list.Cutovers[0].Version)
+	}
+}
+
+// Bad input gets one clear line and changes nothing in the registry.
+func TestCutoverBadInput(t *testing.T) {
+	f := newFederation(t)
+	f.startSim(t, "blue-1", "blue")
+	f.startSim(t, "green-1", "green")
+	f.startSim(t, "purple-1", "purple")
+	if r := runBin(t, bin, f.env, "", "shards", "drain", "purple-1"); r.code != 0 {
+		t.Fatal(r.stderr)
+	}
+	typo := writeGates(t, "gates:\n- name: x\n  signall: level\n")
+	badExpr := writeGates(t, "gates:\n- name: x\n  signal: level\n  failureCondition: result[0] >>> 2\n")
+	planFile := filepath.Join(t.TempDir(), "plan.json")
+	if r := runBin(t, bin, f.env, "", "cutover", "plan", "--from", "blue", "--to", "green", "--out", planFile); r.code != 0 || !strings.Contains(r.stdout, "fingerprint") {
+		t.Fatalf("plan: exit %d: %s%s", r.code, r.stdout, r.stderr)
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"cutover", "plan", "--from", "blue", "--to", "orange"}, 1, `no shard in pool "orange"`},
+		{[]string{"cutover", "apply", "--from", "blue", "--to", "purple", "--yes"}, 1, "pool purple has no UP shard"},
+		{[]string{"cutover", "apply", "--from", "blue", "--to", "green", "--gates", typo, "--yes"}, 1, "unknown field"},
+		{[]string{"cutover", "apply", "--from", "blue", "--to", "green", "--gates", badExpr, "--yes"}, 1, "failureCondition"},
+		{[]string{"cutover", "apply", "--from", "blue", "--to", "green", "--steps", "10,x", "--yes"}, 2, "--steps"},
+		{[]string{"cutover", "apply", "--from", "blue", "--to", "green", "--steps", "50,10", "--yes"}, 1, "rising"},
+		{[]string{"cutover", "apply", "--to", "green", "--yes"}, 2, "--from and --to"},
+		{[]string{"cutover", "apply", "--from", "blue", "--to", "green"}, 2, "--yes"},
+		{[]string{"cutover", "apply", "--from", "blue", "--to", "green", "--yes", "--registry", "http://127.0.0.1:1/eureka"}, 1, "unreachable"},
+		{[]string{"cutover", "apply", "--from", "blue", "--to", "green", "--yes", "--prometheus", "http://127.0.0.1:1", "--gates",
+			writeGates(t, "gates:\n- name: q\n  query: up\n  successCondition: result[0] > 0\n")}, 1, "connection refused"},
+		{[]string{"cutover", "status"}, 1, "no cutover"},
+	} {
+		r := runBin(t, bin, f.env, "", tc.args...)
+		if r.code != tc.code || !strings.Contains(r.stderr, tc.want) || strings.Count(strings.TrimSpace(r.stderr), "\n") > 1 {
+			t.Errorf("%v: exit %d, stderr %q; want %d and a line with %q", tc.args[1:], r.code, r.stderr, tc.code, tc.want)
+		}
+	}
+	// The registry moves on after the plan was made.
+	if r := runBin(t, bin, f.env, "", "shards", "drain", "blue-1"); r.code != 0 {
+		t.Fatal(r.stderr)
+	}
+	r := runBin(t, bin, f.env, "", "cutover", "apply", "--plan", planFile, "--yes")
+	if r.code != 3 || !strings.Contains(r.stderr, "blue-1 was UP") {
+		t.Errorf("a plan the registry moved on from: exit %d, want 3 saying what changed: %s", r.code, r.stderr)
+	}
+	var list struct{ Cutovers []any }
+	getRegistryJSON(t, f.regURL, "/shardctl/v1/cutovers", &list)
+	if len(list.Cutovers) != 0 {
+		t.Errorf("bad input left cutover records: %v", list.Cutovers)
+	}
+	for id, want := range map[string]string{"blue-1": "DRAINING", "green-1": "UP", "purple-1": "DRAINING"} {
+		if st := shardState(t, f.env, id); st != want {
+			t.Errorf("%s is %s, want %s", id, st, want)
+		}
+	}
 }

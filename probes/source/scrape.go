@@ -156,6 +156,19 @@ func (s *Scrape) ScrapeOnce(ctx context.Context) {
 	wg.Wait()
 }
 
+// Sampled reports whether every target has answered at least n times
+// within what the ring keeps.
+func (s *Scrape) Sampled(n int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, tg := range s.targets {
+		if len(s.rings[tg.Name]) < n {
+			return false
+		}
+	}
+	return true
+}
+
 // Errors are the targets' last scrape errors (nil for those that answered).
 func (s *Scrape) Errors() map[string]error {
 	s.mu.Lock()

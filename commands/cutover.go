@@ -19,6 +19,7 @@ import (
 
 	"github.com/shardctl/shardctl/commands/output"
 	"github.com/shardctl/shardctl/completions"
+	"github.com/shardctl/shardctl/internal/human"
 	"github.com/shardctl/shardctl/internal/registry"
 	"github.com/shardctl/shardctl/migrate"
 	"github.com/shardctl/shardctl/probes/source"
@@ -610,7 +611,7 @@ func (o *CutoverStatusOptions) describe(st cutoverStatus) {
 		phase = c.Good(phase)
 	}
 	fmt.Fprintf(w, "cutover %s (%s): %s → %s, %s, step %d of %d: %s\n", st.Name, st.App, st.From, st.To, phase, min(st.Step+1, st.Steps), st.Steps, st.StepName)
-	fmt.Fprintf(w, "  weights: %s\n", migrate.FormatWeights(st.Weights))
+	fmt.Fprintf(w, "  weights: %s\n", human.Weights(st.Weights))
 	if st.Message != "" {
 		fmt.Fprintf(w, "  %s\n", st.Message)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/shardctl/shardctl/internal/registry"
+	"github.com/shardctl/shardctl/migrate"
 	"github.com/shardctl/shardctl/probes/signals"
 	"github.com/shardctl/shardctl/tui"
 )
@@ -76,6 +77,9 @@ func withStates(fetch func(context.Context) (signals.Snapshot, error), c *regist
 				snap.States[s.ID] = s.State
 			}
 		}
+		// Pools, weights and a cutover in progress: the picture without
+		// them is still the picture.
+		snap.Federation, _ = migrate.FederationOf(ctx, c, app)
 		return snap, nil
 	}
 }

@@ -7,9 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/shardctl/shardctl/internal/human"
 	"github.com/shardctl/shardctl/internal/registry"
 	"github.com/shardctl/shardctl/probes/backlog"
 	"github.com/shardctl/shardctl/probes/signals"
@@ -115,7 +114,7 @@ func (e CutoverEvent) Line() string {
 	head := fmt.Sprintf("cutover %s [%d/%d %s]", e.Cutover, e.Step+1, e.Of, e.StepName)
 	switch e.Event {
 	case CutoverWeights:
-		return fmt.Sprintf("%s weights %s", head, FormatWeights(e.Weights))
+		return fmt.Sprintf("%s weights %s", head, human.Weights(e.Weights))
 	case CutoverGate:
 		g := e.Gate
 		line := fmt.Sprintf("%s gate %s: %s = %s: %s", head, g.Gate, g.Query, formatResult(g.Result), g.Phase)
@@ -127,19 +126,6 @@ func (e CutoverEvent) Line() string {
 		return head + " " + e.Drain.Line()
 	}
 	return fmt.Sprintf("%s %s: %s", head, e.Event, e.Message)
-}
-
-// FormatWeights writes pool weights as "blue 90% / green 10%" ("none"
-// without weights).
-func FormatWeights(w map[string]int) string {
-	var parts []string
-	for _, k := range slices.Sorted(maps.Keys(w)) {
-		parts = append(parts, fmt.Sprintf("%s %d%%", k, w[k]))
-	}
-	if len(parts) == 0 {
-		return "none"
-	}
-	return strings.Join(parts, " / ")
 }
 
 // Runner runs cutovers: apply, promote, rollback.

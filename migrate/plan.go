@@ -356,3 +356,46 @@ func Current(ctx context.Context, r CutoverRegistry, app string) (registry.Cutov
 func takesCutover(state string) bool {
 	return state == registry.StateUp || state == registry.StateOutOfService
 }
+
+// FederationOf reads the registry's side of the dashboard: pools, the
+// weights of the last cutover, and the cutover in progress with what its
+// draining shards still hold.
+func FederationOf(ctx context.Context, r CutoverRegistry, app string) (*signals.Federation, error) {
+	shards, err := r.Shards(ctx, app)
+	if err != nil {
+		return nil, err
+	}
+	f := &signals.Federation{Pools: map[string]string{}}
+	for _, s := range shards {
+		if s.Pool != "" {
+			f.Pools[s.ID] = s.Pool
+		}
+	}
+	all, err := r.Cutovers(ctx, app)
+	if err != nil || len(all) == 0 {
+		return f, err
+	}
+	rec, err := Current(ctx, r, app)
+	if err != nil {
+		return f, err
+	}
+	f.Weights = rec.Weights
+	if registry.Final(rec.Phase) {
+		return f, nil
+	}
+	plan, err := PlanOf(rec)
+	if err != nil {
+		return f, err
+	}
+	f.Cutover = fmt.Sprintf("%s %s, step %d of %d: %s", rec.Name, rec.Phase, min(rec.Step+1, plan.Total()), plan.Total(), plan.StepName(min(rec.Step, plan.Total()-1)))
+	if rec.Message != "" {
+		f.Cutover += " (" + rec.Message + ")"
+	}
+	for id, e := range ProgressOf(rec).Drain {
+		if f.Draining == nil {
+			f.Draining = map[string]string{}
+		}
+		f.Draining[id] = e.Line()
+	}
+	return f, nil
+}

@@ -98,6 +98,14 @@ func TestViews(t *testing.T) {
 		{"help", ok, func(tm *teatest.TestModel) { tm.Type("?") }, []string{"keys", "pictures", "filter"}},
 		{"filter", ok, func(tm *teatest.TestModel) { tm.Type("/hal") }, []string{"/hal", "half"}},
 		{"sorted-by-level", ok, func(tm *teatest.TestModel) { tm.Type("s") }, []string{"sort: level"}},
+		{"cutover", func(context.Context) (signals.Snapshot, error) {
+			snap := snapshot()
+			snap.Federation = &signals.Federation{Pools: map[string]string{"knee": "blue", "half": "green"},
+				Weights:  map[string]int{"blue": 0, "green": 100},
+				Cutover:  "blue-to-green Draining, step 5 of 6: drain blue",
+				Draining: map[string]string{"knee": "shard knee: 412 instances in flight, 0 incidents, lag 0, ~3m left"}}
+			return snap, nil
+		}, nil, []string{"cutover blue-to-green Draining", "weights  blue 0% (knee) · green 100% (half)", "412 instances in flight"}},
 		{"error", func(context.Context) (signals.Snapshot, error) {
 			return signals.Snapshot{}, errors.New(`prometheus: Get "http://prometheus:9090/api/v1/query": connection refused`)
 		}, nil, []string{"no data yet", "connection refused", "retry 1"}},

@@ -2,7 +2,9 @@ package tui
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -286,6 +288,10 @@ func (m *Model) renderOverview() string {
 	}
 	b.WriteString(fmt.Sprintf("all  created %s/s  completed %s/s (%s)  queue %s%s  p99 %s%s\n",
 		human.Rate(all.CreatedPerSec), human.Rate(all.CompletedPerSec), human.Or(all.Ratio, human.Percent), trend(all), human.Count(all.Queue), human.Or(all.P99, human.Latency), debt))
+	fed := federationLines(m.snap.Federation)
+	for _, line := range fed {
+		b.WriteString(pad(line, m.width) + "\n")
+	}
 	c := layout(m.width)
 	head := []string{pad("SHARD", c.name), pad("STATE", 5), pad("LEVEL", 6), pad("DONE/NEW/S", 11), pad("RATIO", 5),
 		pad("SCISSORS ▓░ gap", c.scissors), pad("QUEUE", 7), pad("TREND", c.queue), pad("P99", 6), pad("HEATMAP p99", c.heat)}
@@ -299,7 +305,7 @@ func (m *Model) renderOverview() string {
 	}
 	m.selected = min(m.selected, max(len(rows)-1, 0))
 	// Keep the selected row in view.
-	room := max(m.height-6, 1)
+	room := max(m.height-6-len(fed), 1)
 	first := max(0, m.selected-room+1)
 	sc := m.scales()
 	for i := first; i < len(rows) && i < first+room; i++ {
@@ -443,4 +449,41 @@ func wrapIndented(text string, indent, width int) string {
 		b.WriteString(pad + line + "\n")
 	}
 	return b.String()
+}
+
+// federationLines say what the registry says beside the signals: a
+// cutover in progress, the pools with their weights and shards, and what
+// draining shards still hold.
+func federationLines(f *signals.Federation) []string {
+	if f == nil || (len(f.Pools) == 0 && f.Cutover == "") {
+		return nil
+	}
+	var out []string
+	if f.Cutover != "" {
+		out = append(out, styleWarn.Render("cutover "+f.Cutover))
+	}
+	members := map[string][]string{}
+	for shard, pool := range f.Pools {
+		members[pool] = append(members[pool], shard)
+	}
+	var pools []string
+	for _, pool := range slices.Sorted(maps.Keys(members)) {
+		slices.Sort(members[pool])
+		share := ""
+		if f.Weights != nil {
+			share = fmt.Sprintf(" %d%%", f.Weights[pool])
+		}
+		pools = append(pools, fmt.Sprintf("%s%s (%s)", pool, share, strings.Join(members[pool], ", ")))
+	}
+	if len(pools) > 0 {
+		label := "pools  "
+		if f.Weights != nil {
+			label = "weights  "
+		}
+		out = append(out, label+strings.Join(pools, " · "))
+	}
+	for _, shard := range slices.Sorted(maps.Keys(f.Draining)) {
+		out = append(out, styleFaint.Render("  "+f.Draining[shard]))
+	}
+	return out
 }

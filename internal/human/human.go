@@ -5,7 +5,9 @@ package human
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strings"
 	"time"
 )
@@ -91,4 +93,17 @@ func Plural(n float64, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%.0f %ss", n, noun)
+}
+
+// Weights are pools' shares of new instances: "blue 90% / green 10%", or
+// "none".
+func Weights(w map[string]int) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(w)) {
+		parts = append(parts, fmt.Sprintf("%s %d%%", k, w[k]))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, " / ")
 }

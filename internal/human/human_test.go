@@ -38,6 +38,8 @@ func TestFormats(t *testing.T) {
 		{"one", Plural(1, "incident"), "1 incident"},
 		{"many", Plural(3, "incident"), "3 incidents"},
 		{"none", Plural(0, "job"), "0 jobs"},
+		{"weights", Weights(map[string]int{"green": 10, "blue": 90}), "blue 90% / green 10%"},
+		{"no weights", Weights(nil), "none"},
 	}
 	for _, tt := range tests {
 		if tt.got != tt.want {

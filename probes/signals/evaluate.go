@@ -356,6 +356,22 @@ type Snapshot struct {
 	// Thresholds are those the report was evaluated with, so that what is
 	// drawn from it agrees with the report.
 	Thresholds Thresholds
+	// Federation is what the registry says of pools and a cutover, when a
+	// registry was asked.
+	Federation *Federation
+}
+
+// Federation is the registry's side of the picture: pools, the weights
+// new instances are placed by, and a cutover in progress.
+type Federation struct {
+	Pools   map[string]string // shard → pool
+	Weights map[string]int    // pool → percent of new instances; nil: every shard alike
+	// Cutover says in one line where a cutover in progress is ("" when
+	// none is).
+	Cutover string
+	// Draining says what each draining shard still holds, as the drain
+	// last read it.
+	Draining map[string]string
 }
 
 // Take evaluates fetched series into a snapshot.

@@ -149,6 +149,12 @@ func MakePlan(ctx context.Context, r CutoverRegistry, o PlanOptions) (Plan, erro
 	if len(p.Gates) == 0 {
 		p.Gates = DefaultGates()
 	}
+	p.Gates = slices.Clone(p.Gates)
+	for i := range p.Gates {
+		if err := p.Gates[i].Compile(); err != nil {
+			return Plan{}, fmt.Errorf("%w: %v", ErrBadInput, err)
+		}
+	}
 	shards, err := r.Shards(ctx, p.App)
 	if err != nil {
 		return Plan{}, err

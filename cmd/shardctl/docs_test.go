@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -662,8 +663,8 @@ func outputSections(t *testing.T) map[string][]docField {
 	return sections
 }
 
-// jsonPaths lists every path in a JSON document: objects by key, array
-// elements as [].
+// jsonPaths lists every path in a JSON document: objects by key, the
+// objects in an array as [].
 func jsonPaths(v any, prefix string, out map[string]bool) {
 	switch x := v.(type) {
 	case map[string]any:
@@ -676,7 +677,12 @@ func jsonPaths(v any, prefix string, out map[string]bool) {
 			jsonPaths(e, p, out)
 		}
 	case []any:
+		// An array of values is one field (string[], number[]); an array of
+		// objects has fields of its own.
 		for _, e := range x {
+			if _, isObject := e.(map[string]any); !isObject {
+				continue
+			}
 			out[prefix+"[]"] = true
 			jsonPaths(e, prefix+"[]", out)
 		}
@@ -774,14 +780,17 @@ func TestDocsOutputFields(t *testing.T) {
 		simMetrics = append(simMetrics, strings.TrimSuffix(s.Line(t, "metrics on "), "/metrics"))
 		s.Line(t, "registered as shard ")
 	}
+	green := proctest.Start(t, bin, nil, "sim", "serve", "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0",
+		"--register", regURL, "--shard-id", "green-1", "--pool", "green", "--status", "OUT_OF_SERVICE")
+	green.Line(t, "registered as shard ")
 	withRegistry := append(baseEnv(), "SHARDCTL_REGISTRY="+regURL)
 	jsonOf(t, runBin(t, bin, withRegistry, "", "shards", "drain", "blue-2", "-o", "json"))
 	px := proctest.Start(t, bin, nil, "proxy", "serve", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--registry", regURL)
 	admin := strings.TrimSuffix(px.Line(t, "admin on "), "/shards")
-	budget.Eventually(t, 10*time.Second, "the proxy to follow both shards", func() bool {
+	budget.Eventually(t, 10*time.Second, "the proxy to follow the three shards", func() bool {
 		var doc struct{ Shards []any }
 		b, _ := json.Marshal(getJSON(t, admin+"/shards"))
-		return json.Unmarshal(b, &doc) == nil && len(doc.Shards) == 2
+		return json.Unmarshal(b, &doc) == nil && len(doc.Shards) == 3
 	})
 	plugDir := t.TempDir()
 	writeExec(t, plugDir, "shardctl-hello", "exit 0")
@@ -814,19 +823,19 @@ func TestDocsOutputFields(t *testing.T) {
 			return []any{jsonOf(t, runBin(t, bin, withRegistry, "", "shards", "list", "-o", "json"))}
 		},
 		"shardctl drain": func(t *testing.T) []any {
-			r := runBin(t, bin, withRegistry, "", "drain", "blue-1", "--wait", "--poll", "100ms", "-o", "json")
-			if r.code != 0 {
-				t.Fatalf("drain: exit %d: %s", r.code, r.stderr)
-			}
-			var docs []any
-			for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
-				var v any
-				if err := json.Unmarshal([]byte(line), &v); err != nil {
-					t.Fatalf("drain: not JSON lines: %v\n%s", err, r.stdout)
-				}
-				docs = append(docs, v)
-			}
-			return docs
+			return jsonLines(t, runBin(t, bin, withRegistry, "", "drain", "blue-1", "--wait", "--poll", "100ms", "-o", "json"))
+		},
+		// Run in the order of their titles: apply, then plan (of a cutover
+		// done), then status.
+		"shardctl cutover apply": func(t *testing.T) []any {
+			return jsonLines(t, runBinFor(t, budget.Of(2*time.Minute), bin, withRegistry, "", "cutover", "apply", "--from", "blue", "--to", "green",
+				"--steps", "100", "--step-pause", "1s", "--gate-window", "30s", "--poll", "100ms", "--yes", "-o", "json"))
+		},
+		"shardctl cutover plan": func(t *testing.T) []any {
+			return []any{jsonOf(t, runBin(t, bin, withRegistry, "", "cutover", "plan", "--from", "blue", "--to", "green", "-o", "json"))}
+		},
+		"shardctl cutover status": func(t *testing.T) []any {
+			return []any{jsonOf(t, runBin(t, bin, withRegistry, "", "cutover", "status", "-o", "json"))}
 		},
 		"shardctl signals": func(t *testing.T) []any {
 			var args []string
@@ -836,7 +845,8 @@ func TestDocsOutputFields(t *testing.T) {
 			return []any{jsonOf(t, runBin(t, bin, baseEnv(), "", append([]string{"signals", "--sample", "3s", "-o", "json"}, args...)...))}
 		},
 	}
-	for title, fields := range sections {
+	for _, title := range slices.Sorted(maps.Keys(sections)) {
+		fields := sections[title]
 		if len(fields) == 0 {
 			continue
 		}
@@ -860,6 +870,23 @@ func TestDocsOutputFields(t *testing.T) {
 			t.Errorf("producers has %q, and output.md documents no fields under that title", title)
 		}
 	}
+}
+
+// jsonLines reads a command's JSON lines, one document each.
+func jsonLines(t *testing.T, r result) []any {
+	t.Helper()
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s\n%s", r.code, r.stderr, r.stdout)
+	}
+	var docs []any
+	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		var v any
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			t.Fatalf("not JSON lines: %v\n%s", err, r.stdout)
+		}
+		docs = append(docs, v)
+	}
+	return docs
 }
 
 // The field comparison itself: a renamed field shows on both sides.

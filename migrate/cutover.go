@@ -263,7 +263,7 @@ func (r *Runner) Apply(ctx context.Context, plan Plan) (registry.Cutover, error)
 			Weights: map[string]int{plan.From: 100, plan.To: 0}, Phase: registry.PhasePending, Spec: spec, Holder: r.holder(),
 			Version: 0})
 		if err != nil {
-			if errors.Is(err, registry.ErrConflict) {
+			if errors.Is(err, registry.ErrConflict) || errors.Is(err, registry.ErrLeased) {
 				return registry.Cutover{}, fmt.Errorf("%w: %v", ErrRefused, err)
 			}
 			return registry.Cutover{}, err
@@ -338,9 +338,7 @@ func (r *Runner) lease(ctx context.Context, rec registry.Cutover, replace string
 		ttl = DefaultLeaseTTL
 	}
 	got, err := r.Registry.LeaseCutover(ctx, rec.Name, r.holder(), ttl, replace)
-	var le *registry.LeaseError
-	var he *registry.HTTPError
-	if err != nil && replace == "" && (errors.As(err, &le) || errors.As(err, &he) && errors.Is(err, registry.ErrConflict)) {
+	if err != nil && replace == "" && errors.Is(err, registry.ErrLeased) {
 		cur, rerr := r.Registry.Cutover(ctx, rec.Name)
 		if rerr == nil && gone(cur.Holder) {
 			return r.lease(ctx, rec, cur.Holder)
@@ -368,8 +366,10 @@ func (r *Runner) renew(ctx context.Context, stop context.CancelCauseFunc, name s
 			return
 		case <-t.C:
 		}
+		// Only another holder ends the run: an unreachable registry is
+		// retried, and if the lease lapses meanwhile the next write says so.
 		_, err := r.Registry.LeaseCutover(ctx, name, r.holder(), ttl, "")
-		if err != nil && errors.Is(err, registry.ErrConflict) {
+		if err != nil && errors.Is(err, registry.ErrLeased) {
 			cur, rerr := r.Registry.Cutover(ctx, name)
 			if rerr == nil && cur.Phase == registry.PhaseRolledBack {
 				stop(fmt.Errorf("%w by %s: %s", ErrRolledBack, cur.Holder, cur.Message))
@@ -404,7 +404,8 @@ func (s *session) save(ctx context.Context, change func(*registry.Cutover, *Prog
 			s.rec = got
 			return nil
 		}
-		if !errors.Is(err, registry.ErrConflict) || attempt == 5 {
+		leased := errors.Is(err, registry.ErrLeased)
+		if !leased && !errors.Is(err, registry.ErrConflict) || attempt == 5 {
 			return fmt.Errorf("write cutover %s: %w", s.rec.Name, err)
 		}
 		fresh, rerr := s.r.Registry.Cutover(ctx, s.rec.Name)
@@ -414,6 +415,9 @@ func (s *session) save(ctx context.Context, change func(*registry.Cutover, *Prog
 		if fresh.Phase == registry.PhaseRolledBack && s.rec.Phase != registry.PhaseRolledBack {
 			s.rec = fresh
 			return fmt.Errorf("%w by %s: %s", ErrRolledBack, fresh.Holder, fresh.Message)
+		}
+		if leased {
+			return fmt.Errorf("%w: lost the lease of cutover %s: %v", ErrRefused, s.rec.Name, err)
 		}
 		s.rec = fresh
 		select {

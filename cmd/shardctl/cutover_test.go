@@ -750,3 +750,44 @@ func TestCutoverBadInput(t *testing.T) {
 		}
 	}
 }
+
+// cutover rollback during an apply: new work goes back to blue at once,
+// the apply stops (exit 3) saying who rolled it back; a second rollback
+// changes nothing more.
+func TestCutoverRollbackPreemptsApply(t *testing.T) {
+	t.Parallel()
+	f := newFederation(t)
+	f.startSim(t, "blue-1", "blue")
+	f.startSim(t, "green-1", "green", "--status", "OUT_OF_SERVICE")
+	f.startProxy(t)
+	budget.Eventually(t, 20*time.Second, "the proxy to follow both shards", func() bool { return len(f.view(t).Shards) == 2 })
+	logFile := filepath.Join(t.TempDir(), "cutover.jsonl")
+	applied := make(chan result, 1)
+	go func() {
+		applied <- runBinFor(t, budget.Of(2*time.Minute), bin, f.env, "", "cutover", "apply", "--from", "blue", "--to", "green",
+			"--steps", "50,100", "--step-pause", "10m", "--gate-window", "30s", "--lease-ttl", "3s", "--yes", "--log", logFile)
+	}()
+	budget.Eventually(t, time.Minute, "the 50% step", func() bool {
+		b, _ := os.ReadFile(logFile)
+		return strings.Contains(string(b), `"event":"weights"`)
+	})
+	if v := f.view(t); v.Weights["green"] != 50 {
+		t.Fatalf("weights during the step: %v", v.Weights)
+	}
+	rolled := time.Now()
+	if r := runBin(t, bin, f.env, "", "cutover", "rollback"); r.code != 0 || !strings.Contains(r.stdout, "new instances go to blue again") {
+		t.Fatalf("rollback: exit %d: %s%s", r.code, r.stdout, r.stderr)
+	}
+	budget.Eventually(t, 5*time.Second, "the proxy to place on blue alone", func() bool { return f.view(t).Weights["blue"] == 100 })
+	t.Logf("the proxy placed on blue alone %v after rollback began", time.Since(rolled).Round(time.Millisecond))
+	r := <-applied
+	if r.code != 3 || !strings.Contains(r.stderr, "rolled back") {
+		t.Errorf("the preempted apply: exit %d, want 3 saying it was rolled back: %s", r.code, r.stderr)
+	}
+	if r := runBin(t, bin, f.env, "", "cutover", "rollback"); r.code != 0 {
+		t.Errorf("a second rollback: exit %d: %s", r.code, r.stderr)
+	}
+	if st := runBin(t, bin, f.env, "", "cutover", "status"); st.code != 3 || !strings.Contains(st.stdout, "RolledBack") {
+		t.Errorf("status: exit %d: %s", st.code, st.stdout)
+	}
+}

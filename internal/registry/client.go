@@ -56,10 +56,18 @@ func (e *HTTPError) Error() string {
 	return fmt.Sprintf("registry: %s (HTTP %d from %s %s)", msg, e.Code, e.Method, e.URL)
 }
 
-// Is lets errors.Is see the registry's 404 as ErrNotFound and its 409 as
-// ErrConflict, as they are on the server.
+// Is lets errors.Is see the registry's 404 as ErrNotFound, its 409 as
+// ErrConflict and its 423 as ErrLeased, as they are on the server.
 func (e *HTTPError) Is(target error) bool {
-	return (target == ErrNotFound && e.Code == http.StatusNotFound) || (target == ErrConflict && e.Code == http.StatusConflict)
+	switch target {
+	case ErrNotFound:
+		return e.Code == http.StatusNotFound
+	case ErrConflict:
+		return e.Code == http.StatusConflict
+	case ErrLeased:
+		return e.Code == http.StatusLocked
+	}
+	return false
 }
 
 // IsNotFound says whether err is a 404 from the registry.

@@ -85,10 +85,10 @@ type LeaseError struct {
 }
 
 func (e *LeaseError) Error() string {
-	return fmt.Sprintf("%v: cutover %s is held by %s until %s", ErrConflict, e.Cutover, e.Holder, e.Until.UTC().Format(time.RFC3339))
+	return fmt.Sprintf("%v: cutover %s is held by %s until %s", ErrLeased, e.Cutover, e.Holder, e.Until.UTC().Format(time.RFC3339))
 }
 
-func (e *LeaseError) Unwrap() error { return ErrConflict }
+func (e *LeaseError) Unwrap() error { return ErrLeased }
 
 // Cutovers returns the records of app ("" for every app), by name.
 func (r *Registry) Cutovers(app string) []Cutover {

@@ -42,7 +42,7 @@ func TestCutoverRecord(t *testing.T) {
 		t.Fatalf("lease: %+v, %v", held, err)
 	}
 	var le *LeaseError
-	if _, err := r.LeaseCutover("blue-to-green", "apply-2", 15*time.Second, ""); !errors.As(err, &le) || le.Holder != "apply-1" || !errors.Is(err, ErrConflict) {
+	if _, err := r.LeaseCutover("blue-to-green", "apply-2", 15*time.Second, ""); !errors.As(err, &le) || le.Holder != "apply-1" || !errors.Is(err, ErrLeased) {
 		t.Errorf("a second lease: %v, want apply-1 named", err)
 	}
 	other := held
@@ -134,7 +134,7 @@ func TestCutoverStoredAndWatched(t *testing.T) {
 			t.Fatalf("the watch did not carry the lease: %+v", last)
 		}
 	}
-	if _, err := c.LeaseCutover(ctx, cut.Name, "apply-2", time.Minute, ""); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "held by apply-1") {
+	if _, err := c.LeaseCutover(ctx, cut.Name, "apply-2", time.Minute, ""); !errors.Is(err, ErrLeased) || !strings.Contains(err.Error(), "held by apply-1") {
 		t.Errorf("a second lease over HTTP: %v", err)
 	}
 	if _, err := c.Cutover(ctx, "nope"); !IsNotFound(err) {

@@ -210,6 +210,8 @@ func fail(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, ErrNotFound):
 		code = http.StatusNotFound
+	case errors.Is(err, ErrLeased):
+		code = http.StatusLocked
 	case errors.Is(err, ErrConflict):
 		code = http.StatusConflict
 	case strings.HasPrefix(err.Error(), "store:"):

@@ -32,6 +32,9 @@ type Applications struct {
 var (
 	ErrNotFound = errors.New("not found")
 	ErrConflict = errors.New("conflict")
+	// ErrLeased is a write refused because another holder's lease runs
+	// (HTTP 423 Locked).
+	ErrLeased = errors.New("leased")
 )
 
 // Change is one change to an instance, as deltas and watchers see it.

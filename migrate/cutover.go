@@ -572,7 +572,7 @@ func (s *session) pause(ctx context.Context, k int) error {
 		return err
 	}
 	s.emit(k, CutoverPaused, msg, nil)
-	return ErrPaused
+	return fmt.Errorf("%w %s", ErrPaused, strings.TrimPrefix(msg, "paused "))
 }
 
 // weightStep sets the weights of step k and holds them while the gates

@@ -791,3 +791,50 @@ func TestCutoverRollbackPreemptsApply(t *testing.T) {
 		t.Errorf("status: exit %d: %s", st.code, st.stdout)
 	}
 }
+
+// --pause-before promote: apply stops before the last step (exit 5);
+// status tells CI so (exit 0 waiting for paused, 5 otherwise); promote
+// runs it to its end; promoting a done cutover changes nothing.
+func TestCutoverPausesForPromote(t *testing.T) {
+	t.Parallel()
+	f := newFederation(t)
+	f.startSim(t, "blue-1", "blue")
+	f.startSim(t, "green-1", "green", "--status", "OUT_OF_SERVICE")
+	f.startProxy(t)
+	budget.Eventually(t, 20*time.Second, "the proxy to follow both shards", func() bool { return len(f.view(t).Shards) == 2 })
+	run := func(args ...string) result {
+		return runBinFor(t, budget.Of(2*time.Minute), bin, f.env, "", args...)
+	}
+	r := run("cutover", "apply", "--from", "blue", "--to", "green", "--steps", "20,100", "--step-pause", "1s", "--gate-window", "30s",
+		"--pause-before", "promote", "--poll", "100ms", "--yes")
+	if r.code != 5 || !strings.Contains(r.stderr, "cutover promote") {
+		t.Fatalf("apply --pause-before promote: exit %d, want 5\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if v := f.view(t); v.Weights["green"] != 20 {
+		t.Errorf("weights while paused: %v, want green 20", v.Weights)
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"cutover", "status", "--wait-for", "paused", "--timeout", "5s"}, 0},
+		{[]string{"cutover", "status"}, 5},
+		{[]string{"cutover", "status", "--wait-for", "done", "--timeout", "3s"}, 5},
+	} {
+		if r := run(tc.args...); r.code != tc.code {
+			t.Errorf("%v: exit %d, want %d: %s%s", tc.args, r.code, tc.code, r.stdout, r.stderr)
+		}
+	}
+	if r := run("cutover", "promote", "--poll", "100ms"); r.code != 0 || !strings.Contains(r.stdout, "done") {
+		t.Fatalf("promote: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := run("cutover", "status", "--wait-for", "done", "--timeout", "5s", "-o", "json"); r.code != 0 || !strings.Contains(r.stdout, `"phase": "Done"`) {
+		t.Errorf("status after promote: exit %d: %s", r.code, r.stdout)
+	}
+	if r := run("cutover", "promote"); r.code != 0 || !strings.Contains(r.stdout, "already done") {
+		t.Errorf("promoting a done cutover: exit %d: %s%s", r.code, r.stdout, r.stderr)
+	}
+	if st := shardState(t, f.env, "blue-1"); st != "OUT_OF_SERVICE" {
+		t.Errorf("blue-1 is %s after the promoted cutover", st)
+	}
+}

@@ -628,8 +628,9 @@ func (o *CutoverStatusOptions) describe(st cutoverStatus) {
 	}
 }
 
-// CutoverPromoteOptions lets a paused cutover go on.
-type CutoverPromoteOptions struct {
+// namedCutover is what promote and rollback share: the cutover they act
+// on (the app's current one unless named) and a runner to act with.
+type namedCutover struct {
 	f       *shardsFlags
 	rf      runnerFlags
 	name    string
@@ -637,8 +638,39 @@ type CutoverPromoteOptions struct {
 	c       *registry.Client
 }
 
+func (n *namedCutover) Complete(_ *cobra.Command, args []string) (err error) {
+	if len(args) > 0 {
+		n.name = args[0]
+	}
+	if n.printer, err = n.f.g.Printer(); err != nil {
+		return err
+	}
+	n.c, err = n.f.client()
+	return err
+}
+
+func (n *namedCutover) Validate() error { return nil }
+
+// runner resolves the cutover's name and starts a runner; the caller
+// closes the event printer it returns.
+func (n *namedCutover) runner(ctx context.Context) (string, *migrate.Runner, *eventPrinter, error) {
+	name := n.name
+	if name == "" {
+		rec, err := migrate.Current(ctx, n.c, n.f.app)
+		if err != nil {
+			return "", nil, nil, err
+		}
+		name = rec.Name
+	}
+	r, ep, err := n.rf.runner(n.f, n.c, n.printer)
+	return name, r, ep, err
+}
+
+// CutoverPromoteOptions lets a paused cutover go on.
+type CutoverPromoteOptions struct{ namedCutover }
+
 func newCmdCutoverPromote(f *shardsFlags) *cobra.Command {
-	o := &CutoverPromoteOptions{f: f}
+	o := &CutoverPromoteOptions{namedCutover{f: f}}
 	cmd := &cobra.Command{
 		Use:     "promote [NAME]",
 		Short:   "Let a paused cutover go on, and run it to its end (a done one: nothing to do)",
@@ -650,25 +682,8 @@ func newCmdCutoverPromote(f *shardsFlags) *cobra.Command {
 	return cmd
 }
 
-func (o *CutoverPromoteOptions) Complete(_ *cobra.Command, args []string) (err error) {
-	if len(args) > 0 {
-		o.name = args[0]
-	}
-	if o.printer, err = o.f.g.Printer(); err != nil {
-		return err
-	}
-	o.c, err = o.f.client()
-	return err
-}
-
-func (o *CutoverPromoteOptions) Validate() error { return nil }
-
 func (o *CutoverPromoteOptions) Run(ctx context.Context) error {
-	name, err := cutoverName(ctx, o.c, o.f.app, o.name)
-	if err != nil {
-		return err
-	}
-	r, ep, err := o.rf.runner(o.f, o.c, o.printer)
+	name, r, ep, err := o.runner(ctx)
 	if err != nil {
 		return err
 	}
@@ -677,27 +692,15 @@ func (o *CutoverPromoteOptions) Run(ctx context.Context) error {
 	return cutoverError(err)
 }
 
-func cutoverName(ctx context.Context, c *registry.Client, app, name string) (string, error) {
-	if name != "" {
-		return name, nil
-	}
-	rec, err := migrate.Current(ctx, c, app)
-	return rec.Name, err
-}
-
 // CutoverRollbackOptions sends new work back to the old pool.
 type CutoverRollbackOptions struct {
-	f            *shardsFlags
-	rf           runnerFlags
-	name         string
+	namedCutover
 	drainTarget  bool
 	drainTimeout time.Duration
-	printer      *output.Printer
-	c            *registry.Client
 }
 
 func newCmdCutoverRollback(f *shardsFlags) *cobra.Command {
-	o := &CutoverRollbackOptions{f: f}
+	o := &CutoverRollbackOptions{namedCutover: namedCutover{f: f}}
 	cmd := &cobra.Command{
 		Use:   "rollback [NAME]",
 		Short: "Send new work back to the old pool at once and undrain it; --drain-target drains the new pool",
@@ -717,25 +720,8 @@ nothing more.`,
 	return cmd
 }
 
-func (o *CutoverRollbackOptions) Complete(_ *cobra.Command, args []string) (err error) {
-	if len(args) > 0 {
-		o.name = args[0]
-	}
-	if o.printer, err = o.f.g.Printer(); err != nil {
-		return err
-	}
-	o.c, err = o.f.client()
-	return err
-}
-
-func (o *CutoverRollbackOptions) Validate() error { return nil }
-
 func (o *CutoverRollbackOptions) Run(ctx context.Context) error {
-	name, err := cutoverName(ctx, o.c, o.f.app, o.name)
-	if err != nil {
-		return err
-	}
-	r, ep, err := o.rf.runner(o.f, o.c, o.printer)
+	name, r, ep, err := o.runner(ctx)
 	if err != nil {
 		return err
 	}

@@ -78,6 +78,16 @@ func PlanOf(rec registry.Cutover) (Plan, error) {
 	return p, nil
 }
 
+// record reads the cutover called name and the plan it runs.
+func (r *Runner) record(ctx context.Context, name string) (registry.Cutover, Plan, error) {
+	rec, err := r.Registry.Cutover(ctx, name)
+	if err != nil {
+		return rec, Plan{}, err
+	}
+	plan, err := PlanOf(rec)
+	return rec, plan, err
+}
+
 // Cutover events.
 const (
 	CutoverStarted      = "started"
@@ -275,11 +285,7 @@ func (r *Runner) Apply(ctx context.Context, plan Plan) (registry.Cutover, error)
 
 // Promote lets a paused cutover go on, and runs it to its end.
 func (r *Runner) Promote(ctx context.Context, name string) (registry.Cutover, error) {
-	rec, err := r.Registry.Cutover(ctx, name)
-	if err != nil {
-		return rec, err
-	}
-	plan, err := PlanOf(rec)
+	rec, plan, err := r.record(ctx, name)
 	if err != nil {
 		return rec, err
 	}
@@ -723,11 +729,7 @@ func (s *session) drain(ctx context.Context, k int) error {
 // From; with drainTarget it drains To as `drain --wait` does. It preempts
 // a running apply, and is idempotent.
 func (r *Runner) Rollback(ctx context.Context, name string, drainTarget bool, drainTimeout time.Duration) (registry.Cutover, error) {
-	rec, err := r.Registry.Cutover(ctx, name)
-	if err != nil {
-		return rec, err
-	}
-	plan, err := PlanOf(rec)
+	rec, plan, err := r.record(ctx, name)
 	if err != nil {
 		return rec, err
 	}

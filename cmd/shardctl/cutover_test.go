@@ -65,6 +65,15 @@ func (f *federation) startProxy(t *testing.T, extra ...string) {
 	t.Helper()
 	f.proxy = proctest.Start(t, bin, nil, append([]string{"proxy", "serve", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--registry", f.regURL}, extra...)...)
 	f.admin = strings.TrimSuffix(f.proxy.Line(t, "admin on "), "/shards")
+	budget.Eventually(t, 20*time.Second, fmt.Sprintf("the proxy to follow %d shards", len(f.sims)), func() bool { return len(f.view(t).Shards) == len(f.sims) })
+}
+
+// deploy deploys the order process through c.
+func deploy(t *testing.T, ctx context.Context, c zbc.Client) {
+	t.Helper()
+	if _, err := c.NewDeployResourceCommand().AddResource(orderProcess, "order.bpmn").Send(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func newFederation(t *testing.T) *federation {
@@ -259,9 +268,7 @@ func TestCutoverEndToEnd(t *testing.T) {
 	legacyAddr := f.sims["blue-1"].Addr
 	legacy := simtest.Client(t, legacyAddr)
 	ctx := budget.Context(t, 5*time.Minute)
-	if _, err := legacy.NewDeployResourceCommand().AddResource(orderProcess, "order.bpmn").Send(ctx); err != nil {
-		t.Fatal(err)
-	}
+	deploy(t, ctx, legacy)
 	var legacyKeys []int64
 	for i := range 10 {
 		cmd, _ := legacy.NewCreateInstanceCommand().BPMNProcessId("order").LatestVersion().VariablesFromMap(map[string]any{"orderId": fmt.Sprintf("held-%d", i)})
@@ -275,7 +282,6 @@ func TestCutoverEndToEnd(t *testing.T) {
 	f.startSim(t, "green-1", "green", "--status", "OUT_OF_SERVICE")
 	f.startSim(t, "green-2", "green", "--status", "OUT_OF_SERVICE")
 	f.startProxy(t, "--legacy-shard", "blue-1")
-	budget.Eventually(t, 20*time.Second, "the proxy to follow four shards", func() bool { return len(f.view(t).Shards) == 4 })
 	green := map[int]bool{}
 	for _, s := range f.view(t).Shards {
 		if s.Pool == "green" {
@@ -284,9 +290,7 @@ func TestCutoverEndToEnd(t *testing.T) {
 	}
 
 	client := simtest.Client(t, f.proxy.Addr)
-	if _, err := client.NewDeployResourceCommand().AddResource(orderProcess, "order.bpmn").Send(ctx); err != nil {
-		t.Fatal(err)
-	}
+	deploy(t, ctx, client)
 	w := startWorkload(t, client, 70)
 	budget.Eventually(t, 20*time.Second, "orders to ship", func() bool { return w.shipped.Load() > 50 })
 	if share, n := w.greenShare(time.Time{}, time.Now(), green); share != 0 {
@@ -445,12 +449,9 @@ func TestCutoverRollsBackOnAFailingGate(t *testing.T) {
 	f.startSim(t, "green-1", "green", "--status", "OUT_OF_SERVICE", "--partitions", "1", "--capacity", "200")
 	greenAdmin := strings.TrimSuffix(f.sims["green-1"].Line(t, "metrics on "), "/metrics")
 	f.startProxy(t)
-	budget.Eventually(t, 20*time.Second, "the proxy to follow both shards", func() bool { return len(f.view(t).Shards) == 2 })
 	client := simtest.Client(t, f.proxy.Addr)
 	ctx := budget.Context(t, 5*time.Minute)
-	if _, err := client.NewDeployResourceCommand().AddResource(orderProcess, "order.bpmn").Send(ctx); err != nil {
-		t.Fatal(err)
-	}
+	deploy(t, ctx, client)
 	w := startWorkload(t, client, 60)
 	budget.Eventually(t, 20*time.Second, "orders to ship", func() bool { return w.shipped.Load() > 20 })
 
@@ -534,12 +535,9 @@ func TestCutoverResumesAfterKill(t *testing.T) {
 	f.startSim(t, "blue-1", "blue")
 	f.startSim(t, "green-1", "green", "--status", "OUT_OF_SERVICE")
 	f.startProxy(t)
-	budget.Eventually(t, 20*time.Second, "the proxy to follow both shards", func() bool { return len(f.view(t).Shards) == 2 })
 	client := simtest.Client(t, f.proxy.Addr)
 	ctx := budget.Context(t, 5*time.Minute)
-	if _, err := client.NewDeployResourceCommand().AddResource(orderProcess, "order.bpmn").Send(ctx); err != nil {
-		t.Fatal(err)
-	}
+	deploy(t, ctx, client)
 	w := startWorkload(t, client, 20)
 	// Orders held on blue, unpaid: the drain cannot end until they are.
 	for i := range 5 {
@@ -642,15 +640,7 @@ func TestCutoverGatesWithoutData(t *testing.T) {
 	}
 	prom := proctest.Prometheus(t, "", metrics)
 	env := append(f.env, "SHARDCTL_PROMETHEUS="+prom)
-	budget.Eventually(t, 30*time.Second, "Prometheus to scrape both shards", func() bool {
-		resp, err := http.Get(prom + "/api/v1/query?query=up")
-		if err != nil {
-			return false
-		}
-		defer resp.Body.Close()
-		var r struct{ Data struct{ Result []any } }
-		return json.NewDecoder(resp.Body).Decode(&r) == nil && len(r.Data.Result) == 2
-	})
+	proctest.WaitScraped(t, prom, 2)
 	apply := func(gates string) result {
 		return runBinFor(t, budget.Of(2*time.Minute), bin, env, "", "cutover", "apply", "--from", "blue", "--to", "green",
 			"--step-pause", "2s", "--gate-window", "1m", "--gates", writeGates(t, gates), "--yes")
@@ -760,7 +750,6 @@ func TestCutoverRollbackPreemptsApply(t *testing.T) {
 	f.startSim(t, "blue-1", "blue")
 	f.startSim(t, "green-1", "green", "--status", "OUT_OF_SERVICE")
 	f.startProxy(t)
-	budget.Eventually(t, 20*time.Second, "the proxy to follow both shards", func() bool { return len(f.view(t).Shards) == 2 })
 	logFile := filepath.Join(t.TempDir(), "cutover.jsonl")
 	applied := make(chan result, 1)
 	go func() {
@@ -801,7 +790,6 @@ func TestCutoverPausesForPromote(t *testing.T) {
 	f.startSim(t, "blue-1", "blue")
 	f.startSim(t, "green-1", "green", "--status", "OUT_OF_SERVICE")
 	f.startProxy(t)
-	budget.Eventually(t, 20*time.Second, "the proxy to follow both shards", func() bool { return len(f.view(t).Shards) == 2 })
 	run := func(args ...string) result {
 		return runBinFor(t, budget.Of(2*time.Minute), bin, f.env, "", args...)
 	}

@@ -6,6 +6,7 @@ package proctest
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -280,6 +281,21 @@ func Prometheus(t testing.TB, listen string, targets map[string]string) string {
 		t.Fatalf("prometheus not ready: %v\n%s", err, logs.String())
 	}
 	return url
+}
+
+// WaitScraped waits until the Prometheus server at url has scraped n
+// targets at least once, so that a test's first query sees them all.
+func WaitScraped(t testing.TB, url string, n int) {
+	t.Helper()
+	budget.Eventually(t, 30*time.Second, fmt.Sprintf("Prometheus to scrape %d targets", n), func() bool {
+		resp, err := http.Get(url + "/api/v1/query?query=up")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		var r struct{ Data struct{ Result []any } }
+		return json.NewDecoder(resp.Body).Decode(&r) == nil && len(r.Data.Result) == n
+	})
 }
 
 // lockedBuffer collects a process's output while the test may read it.

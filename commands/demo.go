@@ -58,7 +58,7 @@ Scenarios:`
 	f.IntVar(&o.cfg.Shards, "shards", 3, "simulated shards (1-31)")
 	f.Float64Var(&o.cfg.Rate, "rate", 50, "process instances per second offered through the proxy")
 	f.StringVar(&o.cfg.Scenario, "scenario", "steady", "what happens while it runs: "+fmt.Sprint(demo.ScenarioNames()))
-	f.StringVar(&o.cfg.Listen, "listen", "127.0.0.1:26500", "the proxy's gateway address for zbctl and clients, HOST:PORT")
+	f.StringVar(&o.cfg.Listen, "listen", "127.0.0.1:26500", "the proxy's gateway address for zbctl and clients, HOST:PORT (left at its default: a free port when that one is in use)")
 	f.BoolVar(&o.noTUI, "no-tui", false, "print the signals every --every instead of the dashboard (JSON lines with -o json)")
 	f.DurationVar(&o.duration, "duration", 0, "stop after this long (0: at Ctrl-C)")
 	f.DurationVar(&o.every, "every", 10*time.Second, "with --no-tui: how often to print the signals")
@@ -66,7 +66,8 @@ Scenarios:`
 	return cmd
 }
 
-func (o *DemoOptions) Complete(*cobra.Command, []string) (err error) {
+func (o *DemoOptions) Complete(cmd *cobra.Command, _ []string) (err error) {
+	o.cfg.ListenOrFree = !cmd.Flags().Changed("listen")
 	o.printer, err = o.g.Printer()
 	return err
 }
@@ -107,6 +108,9 @@ func (o *DemoOptions) Run(ctx context.Context) error {
 		fmt.Fprintf(errOut, "stopped; load: %+v\n", d.Load())
 	}()
 	fmt.Fprintf(errOut, "listening on %s\n", d.GatewayAddr())
+	if addr := d.GatewayAddr().String(); addr != o.cfg.Listen {
+		fmt.Fprintf(errOut, "(%s is in use: the gateway took a free port)\n", o.cfg.Listen)
+	}
 	fmt.Fprintf(errOut, "gateway   zbctl status --address %s --insecure\n", d.GatewayAddr())
 	fmt.Fprintf(errOut, "registry  shardctl --registry %s shards list\n", d.RegistryURL())
 	fmt.Fprintf(errOut, "proxy     http://%s/shards  http://%s/metrics\n", d.AdminAddr(), d.AdminAddr())

@@ -181,15 +181,7 @@ func signalsPieces(t *testing.T, port func(string) string) {
 		proctest.Start(t, bin, nil, "sim", "serve", "--listen", "127.0.0.1:0", "--metrics", addr)
 	}
 	prom := proctest.Prometheus(t, "127.0.0.1:"+port("9090"), metrics)
-	budget.Eventually(t, 30*time.Second, "Prometheus to scrape both simulators", func() bool {
-		resp, err := http.Get(prom + "/api/v1/query?query=up")
-		if err != nil {
-			return false
-		}
-		defer resp.Body.Close()
-		var r struct{ Data struct{ Result []any } }
-		return json.NewDecoder(resp.Body).Decode(&r) == nil && len(r.Data.Result) == 2
-	})
+	proctest.WaitScraped(t, prom, 2)
 }
 
 // drainBlockPieces starts what the drain block acts on: a registry on the
@@ -283,6 +275,9 @@ func runDocBlock(t *testing.T, f fence, lines []string, plan docBlock) {
 		script := "cd " + shellQuote(dir) + " && exec " + strings.TrimSuffix(line, "&")
 		switch {
 		case strings.HasSuffix(line, "&"):
+			if flags := defaultAddresses(root, line); len(flags) > 0 {
+				t.Fatalf("%s: %s: it listens on the default address of %s, which the test cannot move to a free port: name it", f, line, strings.Join(flags, ", "))
+			}
 			p := proctest.Start(t, "bash", env, "-c", script)
 			if strings.Contains(line, "--register") {
 				p.Line(t, "registered as shard ")
@@ -311,6 +306,22 @@ func fullScreen(root *cobra.Command, line string) bool {
 		return false
 	}
 	return c.Name() == "top" || (c.Name() == "demo" && !strings.Contains(line, "--no-tui"))
+}
+
+// defaultAddresses lists the flags of a line's command whose default is a
+// loopback address and which the line leaves at it.
+func defaultAddresses(root *cobra.Command, line string) []string {
+	c, _, err := root.Find(words(line))
+	if err != nil {
+		return nil
+	}
+	var out []string
+	c.Flags().VisitAll(func(fl *pflag.Flag) {
+		if loopbackPort.MatchString(fl.DefValue) && !slices.Contains(words(line), "--"+fl.Name) && !strings.Contains(line, "--"+fl.Name+"=") {
+			out = append(out, "--"+fl.Name)
+		}
+	})
+	return out
 }
 
 // runOnTerminal runs script on a pseudo-terminal (util-linux script),

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/camunda/zeebe/clients/go/v8/pkg/zbc"
@@ -39,7 +40,10 @@ type Config struct {
 	Scenario string
 	// Listen is the proxy's gateway address (zbctl and clients point here).
 	Listen string
-	Logger *slog.Logger
+	// ListenOrFree takes a free port when Listen is in use: the demo's
+	// default address must not stop a first run on a busy machine.
+	ListenOrFree bool
+	Logger       *slog.Logger
 	// Step is the scenario's pace: drain waits 3 steps, knee raises the
 	// load every step (default 10 s).
 	Step time.Duration
@@ -162,12 +166,11 @@ func Start(ctx context.Context, cfg Config) (_ *Demo, err error) {
 	if listen == "" {
 		listen = "127.0.0.1:0"
 	}
-	d.proxy, err = proxy.New(proxy.Config{Listen: listen, AdminListen: "127.0.0.1:0", Dynamic: true,
-		Ledger: registry.Ledger{C: d.regc}, MaxInflightPerShard: proxy.DefaultMaxInflightPerShard, CoolingOff: 5 * time.Second})
-	if err != nil {
-		return nil, err
+	d.proxy, err = d.startProxy(ctx, listen)
+	if errors.Is(err, syscall.EADDRINUSE) && cfg.ListenOrFree {
+		d.proxy, err = d.startProxy(ctx, "127.0.0.1:0")
 	}
-	if err := d.proxy.Start(ctx); err != nil {
+	if err != nil {
 		return nil, err
 	}
 	d.wg.Add(1)
@@ -242,6 +245,15 @@ func (d *Demo) Events() []string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return append([]string(nil), d.events...)
+}
+
+func (d *Demo) startProxy(ctx context.Context, listen string) (*proxy.Proxy, error) {
+	p, err := proxy.New(proxy.Config{Listen: listen, AdminListen: "127.0.0.1:0", Dynamic: true,
+		Ledger: registry.Ledger{C: d.regc}, MaxInflightPerShard: proxy.DefaultMaxInflightPerShard, CoolingOff: 5 * time.Second})
+	if err != nil {
+		return nil, err
+	}
+	return p, p.Start(ctx)
 }
 
 // GatewayAddr is the proxy: point zbctl or any Zeebe client here.

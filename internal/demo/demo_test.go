@@ -1,7 +1,10 @@
 package demo
 
 import (
+	"errors"
+	"net"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -65,6 +68,35 @@ func TestConfigErrors(t *testing.T) {
 	for _, c := range []Config{{Shards: 0, Scenario: "steady"}, {Shards: 40, Scenario: "steady"}, {Shards: 3, Rate: -1, Scenario: "steady"}, {Shards: 3, Scenario: "party"}} {
 		if err := c.Validate(); err == nil {
 			t.Errorf("%+v accepted", c)
+		}
+	}
+}
+
+// A busy gateway address: the demo's default takes a free port instead,
+// an address the user named is an error.
+func TestBusyListenAddress(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	for _, tc := range []struct {
+		orFree bool
+		want   error
+	}{{true, nil}, {false, syscall.EADDRINUSE}} {
+		ctx := budget.Context(t, time.Minute)
+		d, err := Start(ctx, Config{Shards: 1, Rate: 1, Scenario: "steady", Listen: busy.Addr().String(), ListenOrFree: tc.orFree})
+		if !errors.Is(err, tc.want) {
+			t.Fatalf("ListenOrFree %v: %v, want %v", tc.orFree, err, tc.want)
+		}
+		if err != nil {
+			continue
+		}
+		if d.GatewayAddr().String() == busy.Addr().String() {
+			t.Errorf("the gateway shares %s", busy.Addr())
+		}
+		if err := d.Close(ctx); err != nil {
+			t.Error(err)
 		}
 	}
 }

@@ -46,10 +46,7 @@ func (p *Proxy) adminHandler() http.Handler {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(p.metrics.registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		p.mu.RLock()
-		ready := p.ready
-		p.mu.RUnlock()
-		if !ready {
+		if !p.ready.Load() {
 			http.Error(w, "not ready: starting or stopping", http.StatusServiceUnavailable)
 			return
 		}

@@ -92,10 +92,7 @@ func (sv *server) activateJobs(req *pb.ActivateJobsRequest, stream pb.Gateway_Ac
 	if len(shards) == 0 {
 		return status.Error(codes.Unavailable, "Expected a shard that is UP or DRAINING to activate jobs on, but there is none")
 	}
-	p.mu.Lock()
-	p.rr++
-	first := int(p.rr % uint64(len(shards)))
-	p.mu.Unlock()
+	first := int(p.rr.Add(1) % uint64(len(shards)))
 
 	remaining := int(req.GetMaxJobsToActivate())
 	exhausted := 0

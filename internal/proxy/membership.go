@@ -120,19 +120,9 @@ func (p *Proxy) Sync(ctx context.Context, want []ShardConfig) error {
 
 // removeShard takes a shard out of routing and closes its connection.
 func (p *Proxy) removeShard(s *shard) {
-	p.mu.Lock()
-	kept := make([]*shard, 0, len(p.shards))
-	for _, o := range p.shards {
-		if o != s {
-			kept = append(kept, o)
-		}
-	}
-	p.shards = kept
-	if p.bySlot[s.Slot] == s {
-		p.bySlot[s.Slot] = nil
-	}
-	p.legacy.CompareAndSwap(s, nil)
-	p.mu.Unlock()
+	p.members.Lock()
+	p.set.Store(p.set.Load().without(s, p.cfg.LegacyShard))
+	p.members.Unlock()
 	s.conn.Close()
 }
 

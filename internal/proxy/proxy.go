@@ -12,11 +12,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"slices"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -122,21 +120,17 @@ type Proxy struct {
 	index   *ledgerIndex
 	deploy  sync.Mutex // deployments are serialised per proxy
 
-	// weights are the pools' shares of new instances; nil places over
-	// every shard alike. Replaced whole, never changed in place.
-	weights atomic.Pointer[map[string]int]
-
-	mu     sync.RWMutex
-	shards []*shard // by slot
-	bySlot [MaxSlot + 1]*shard
-	legacy atomic.Pointer[shard] // changes with registry membership
+	// set is the shards and pool weights in force, replaced whole under
+	// members by every change and read without a lock.
+	set     atomic.Pointer[shardSet]
+	members sync.Mutex
 
 	grpc      *grpc.Server
 	addr      net.Addr
 	admin     *http.Server
 	adminAddr net.Addr
-	ready     bool
-	rr        uint64
+	ready     atomic.Bool
+	rr        atomic.Uint64 // where the next job sweep starts
 	// closing ends long polls and job streams when the proxy stops, so a
 	// graceful stop does not wait out their timeouts.
 	closing chan struct{}
@@ -151,6 +145,7 @@ func New(cfg Config) (*Proxy, error) {
 		return nil, err
 	}
 	p := &Proxy{cfg: cfg, index: newLedgerIndex(), closing: make(chan struct{}), stopFollow: func() {}}
+	p.set.Store(emptySet)
 	p.follow.wake = make(chan struct{}, 1)
 	p.follow.onSync = cfg.OnSync
 	p.metrics = newMetrics(func() float64 { return float64(p.index.size()) })
@@ -168,9 +163,6 @@ func (p *Proxy) Start(ctx context.Context) error {
 			p.closeShards()
 			return err
 		}
-	}
-	if p.cfg.LegacyShard != "" {
-		p.legacy.Store(p.shardByID(p.cfg.LegacyShard))
 	}
 	ln, err := net.Listen("tcp", p.cfg.Listen)
 	if err != nil {
@@ -203,9 +195,7 @@ func (p *Proxy) Start(ctx context.Context) error {
 		fctx, p.stopFollow = context.WithCancel(context.WithoutCancel(ctx))
 		go p.followLoop(fctx)
 	}
-	p.mu.Lock()
-	p.ready = true
-	p.mu.Unlock()
+	p.ready.Store(true)
 	return nil
 }
 
@@ -215,10 +205,7 @@ func (p *Proxy) AddShard(ctx context.Context, sc ShardConfig) error {
 	if err := validateShard(sc); err != nil {
 		return err
 	}
-	p.mu.RLock()
-	taken := p.bySlot[sc.Slot]
-	p.mu.RUnlock()
-	if taken != nil {
+	if taken := p.set.Load().bySlot[sc.Slot]; taken != nil {
 		return fmt.Errorf("slot %d is taken by shard %q", sc.Slot, taken.ID)
 	}
 	s, err := dialShard(sc)
@@ -237,14 +224,14 @@ func (p *Proxy) AddShard(ctx context.Context, sc ShardConfig) error {
 	}
 	s.inflightGauge = p.metrics.inflight.WithLabelValues(s.ID)
 	s.choices = p.metrics.choices.WithLabelValues(s.ID)
-	p.mu.Lock()
-	p.shards = append(p.shards, s)
-	sort.Slice(p.shards, func(i, j int) bool { return p.shards[i].Slot < p.shards[j].Slot })
-	p.bySlot[s.Slot] = s
-	if s.ID == p.cfg.LegacyShard {
-		p.legacy.Store(s)
+	p.members.Lock()
+	defer p.members.Unlock()
+	set := p.set.Load()
+	if taken := set.bySlot[s.Slot]; taken != nil {
+		s.conn.Close()
+		return fmt.Errorf("slot %d is taken by shard %q", sc.Slot, taken.ID)
 	}
-	p.mu.Unlock()
+	p.set.Store(set.with(s, p.cfg.LegacyShard))
 	return nil
 }
 
@@ -296,32 +283,15 @@ func (p *Proxy) SetState(id string, st State) error {
 	return nil
 }
 
-func (p *Proxy) shardByID(id string) *shard {
-	p.mu.RLock()
-	defer p.mu.RUnlock()
-	for _, s := range p.shards {
-		if s.ID == id {
-			return s
-		}
-	}
-	return nil
-}
+func (p *Proxy) shardByID(id string) *shard { return p.set.Load().byID(id) }
 
-func (p *Proxy) snapshot() []*shard {
-	p.mu.RLock()
-	defer p.mu.RUnlock()
-	return p.shards
-}
+// snapshot is the shards in force, by slot; callers must not change it.
+func (p *Proxy) snapshot() []*shard { return p.set.Load().all }
 
 // shardForKey routes a key-addressed call.
 func (p *Proxy) shardForKey(key int64) (*shard, int64, error) {
 	slot, raw := splitKey(key)
-	p.mu.RLock()
-	s := p.bySlot[slot]
-	if slot == 0 {
-		s = p.legacy.Load()
-	}
-	p.mu.RUnlock()
+	s := p.set.Load().forKey(slot)
 	if s == nil {
 		if slot == 0 {
 			return nil, 0, status.Errorf(codes.NotFound, "Expected to find the shard of key %d, but it carries no shard slot and there is no legacy shard", key)
@@ -334,105 +304,25 @@ func (p *Proxy) shardForKey(key int64) (*shard, int64, error) {
 // SetWeights sets each pool's share of new instances (percent); nil or
 // empty places over every shard alike. Pools not named get nothing new.
 func (p *Proxy) SetWeights(w map[string]int) {
-	old := p.weights.Load()
-	if len(w) == 0 {
-		p.weights.Store(nil)
-	} else {
-		c := maps.Clone(w)
-		p.weights.Store(&c)
-	}
-	if old != nil {
-		p.metrics.weights.Reset()
-	}
+	p.members.Lock()
+	defer p.members.Unlock()
+	p.set.Store(p.set.Load().withWeights(w, p.cfg.LegacyShard))
+	p.metrics.weights.Reset()
 	for pool, v := range w {
 		p.metrics.weights.WithLabelValues(pool).Set(float64(v))
 	}
 }
 
 // Weights are the pool weights in force (nil: none).
-func (p *Proxy) Weights() map[string]int {
-	if w := p.weights.Load(); w != nil {
-		return maps.Clone(*w)
-	}
-	return nil
-}
+func (p *Proxy) Weights() map[string]int { return maps.Clone(p.set.Load().weights) }
 
-// pick is the power-of-two-choices shard for something new: of two
-// random shards that take new instances, the one with fewer placements in
-// flight. With pool weights, a pool is drawn by weight first (among those
-// with a shard that takes instances), then two of its shards. exclude
-// lists shards already tried for this request.
+// pick is the shard for something new (shardSet.pick) among those that
+// take instances now and were not tried for this request yet.
 func (p *Proxy) pick(exclude []*shard) *shard {
 	now := time.Now()
-	shards := p.snapshot()
-	eligible := func(s *shard) bool {
+	return p.set.Load().pick(func(s *shard) bool {
 		return s.takesInstances(now, p.cfg.MaxInflightPerShard) && !slices.Contains(exclude, s)
-	}
-	if w := p.weights.Load(); w != nil {
-		shards = weightedPool(shards, *w, eligible)
-		if len(shards) == 0 {
-			return nil
-		}
-	}
-	// Two random draws among the eligible, without building a list: shard
-	// sets are small, so rejection sampling ends fast; fall back to a scan.
-	var a, b *shard
-	for range 2 * len(shards) {
-		s := shards[rand.IntN(len(shards))]
-		if !eligible(s) {
-			continue
-		}
-		if a == nil {
-			a = s
-		} else if s != a {
-			b = s
-			break
-		}
-	}
-	if a == nil {
-		for _, s := range shards {
-			if eligible(s) && (a == nil || s.placing.Load() < a.placing.Load()) {
-				a = s
-			}
-		}
-		return a
-	}
-	if b != nil && b.placing.Load() < a.placing.Load() {
-		return b
-	}
-	return a
-}
-
-// weightedPool draws a pool by weight among the pools whose shards take
-// instances, and returns its eligible shards.
-func weightedPool(shards []*shard, weights map[string]int, eligible func(*shard) bool) []*shard {
-	total := 0
-	var pools []string // with an eligible shard and a weight, each once
-	for _, s := range shards {
-		pool := s.Pool()
-		if w := weights[pool]; w > 0 && eligible(s) && !slices.Contains(pools, pool) {
-			pools = append(pools, pool)
-			total += w
-		}
-	}
-	if total == 0 {
-		return nil
-	}
-	r := rand.IntN(total)
-	chosen := pools[len(pools)-1]
-	for _, pool := range pools {
-		if r -= weights[pool]; r < 0 {
-			chosen = pool
-			break
-		}
-	}
-	var out []*shard
-	for _, s := range shards {
-		if s.Pool() == chosen && eligible(s) {
-			out = append(out, s)
-		}
-	}
-	return out
+	})
 }
 
 // outgoing forwards the client's authorization to a shard.
@@ -481,14 +371,14 @@ func (p *Proxy) AdminAddr() net.Addr { return p.adminAddr }
 // ctx ends, then the shard connections close.
 func (p *Proxy) Close(ctx context.Context) error {
 	p.stopFollow()
-	p.mu.Lock()
-	p.ready = false
+	p.members.Lock()
+	p.ready.Store(false)
 	select {
 	case <-p.closing:
 	default:
 		close(p.closing)
 	}
-	p.mu.Unlock()
+	p.members.Unlock()
 	if p.grpc != nil {
 		done := make(chan struct{})
 		go func() { p.grpc.GracefulStop(); close(done) }()

@@ -58,7 +58,7 @@ func (p *Proxy) stripFor(target *shard) func(protoreflect.FieldDescriptor, int64
 			return k, nil
 		}
 		slot, raw := splitKey(k)
-		if slot == target.Slot || (slot == 0 && p.legacy.Load() == target) {
+		if slot == target.Slot || (slot == 0 && p.set.Load().legacy == target) {
 			return raw, nil
 		}
 		if isDefinitionKey(fd) {

@@ -1,0 +1,138 @@
+package proxy
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shardctl/shardctl/internal/budget"
+	"github.com/shardctl/shardctl/internal/sim"
+)
+
+// fakeShard is a shard with no connection, for placement alone.
+func fakeShard(id string, slot int, pool string) *shard {
+	s := &shard{ShardConfig: ShardConfig{ID: id, Slot: slot, Pool: pool}}
+	s.state.Store(Up)
+	s.pool.Store(pool)
+	return s
+}
+
+func ids(shards []*shard) []string {
+	var out []string
+	for _, s := range shards {
+		out = append(out, s.ID)
+	}
+	return out
+}
+
+// A set is sorted by slot whatever order shards come in, routes slot 0 to
+// the legacy shard, and changes only by making another set.
+func TestShardSet(t *testing.T) {
+	a, b, c := fakeShard("a", 3, "blue"), fakeShard("b", 1, "blue"), fakeShard("c", 7, "green")
+	ss := build([]*shard{a, b}, "a", nil)
+	if got := ids(ss.all); !slices.Equal(got, []string{"b", "a"}) {
+		t.Errorf("order %v, want by slot", got)
+	}
+	bigger := ss.with(c, "a")
+	if got := ids(ss.all); !slices.Equal(got, []string{"b", "a"}) {
+		t.Errorf("with changed the set it was made from: %v", got)
+	}
+	for _, tc := range []struct {
+		set  *shardSet
+		slot int
+		want *shard
+	}{
+		{ss, 0, a}, {ss, 1, b}, {ss, 3, a}, {ss, 7, nil},
+		{bigger, 7, c}, {bigger.without(a, "a"), 0, nil}, {bigger.without(a, "a"), 3, nil}, {build(nil, "", nil), 0, nil},
+	} {
+		if got := tc.set.forKey(tc.slot); got != tc.want {
+			t.Errorf("forKey(%d) in %v = %v, want %v", tc.slot, ids(tc.set.all), got, tc.want)
+		}
+	}
+	weighted := bigger.withWeights(map[string]int{"green": 100}, "a")
+	if bigger.weights != nil || weighted.weights["green"] != 100 || len(weighted.all) != 3 {
+		t.Errorf("withWeights: %v then %v", bigger.weights, weighted.weights)
+	}
+}
+
+// Placement on a frozen set: only eligible shards, the pool a weight
+// draws, and of two shards the one with fewer placements in flight.
+func TestShardSetPick(t *testing.T) {
+	blue1, blue2, green1 := fakeShard("blue-1", 1, "blue"), fakeShard("blue-2", 2, "blue"), fakeShard("green-1", 3, "green")
+	blue2.placing.Store(50)
+	all := func(*shard) bool { return true }
+	for _, tc := range []struct {
+		name     string
+		weights  map[string]int
+		eligible func(*shard) bool
+		want     map[string]bool // shards that may be picked; nil: none
+		never    string          // with P2C, the busy shard is never picked from a pair of two
+	}{
+		{"no weights: any shard", nil, all, map[string]bool{"blue-1": true, "blue-2": true, "green-1": true}, ""},
+		{"green only", map[string]int{"green": 100}, all, map[string]bool{"green-1": true}, ""},
+		{"blue: the idle one", map[string]int{"blue": 100}, all, map[string]bool{"blue-1": true}, "blue-2"},
+		{"blue weighted but none eligible", map[string]int{"blue": 100}, func(s *shard) bool { return s.Pool() != "blue" }, nil, ""},
+		{"nothing eligible", nil, func(*shard) bool { return false }, nil, ""},
+		{"one eligible", nil, func(s *shard) bool { return s == blue2 }, map[string]bool{"blue-2": true}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ss := build([]*shard{green1, blue2, blue1}, "", tc.weights)
+			for range 200 {
+				got := ss.pick(tc.eligible)
+				switch {
+				case got == nil && tc.want != nil:
+					t.Fatal("picked nothing")
+				case got != nil && !tc.want[got.ID]:
+					t.Fatalf("picked %s, want one of %v", got.ID, tc.want)
+				case got != nil && got.ID == tc.never:
+					t.Fatalf("picked the busy %s over an idle shard of its pool", got.ID)
+				}
+			}
+		})
+	}
+}
+
+// A shard joining under traffic: readers holding the shard list see it
+// unchanged, and the race detector sees no write to what they read (the
+// list was appended to and sorted in place before).
+func TestShardJoiningUnderReaders(t *testing.T) {
+	shards := startShards(t, 4, sim.Config{Partitions: 1})
+	cfgs := shardConfigs(shards)
+	for i := range cfgs {
+		cfgs[i].Slot = 5 - i // 4, 3, 2, 1: each newcomer sorts first
+	}
+	p := startProxy(t, Config{Shards: cfgs[:1], Dynamic: true})
+	ctx, stop := context.WithCancel(budget.Context(t, time.Minute))
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				held := p.snapshot()
+				before := ids(held)
+				for range 100 {
+					_ = p.pick(nil)
+					_, _, _ = p.shardForKey(int64(held[0].Slot) << slotShift)
+				}
+				if after := ids(held); !slices.Equal(before, after) {
+					t.Errorf("a list a reader held changed from %v to %v", before, after)
+					return
+				}
+			}
+		}()
+	}
+	for _, sc := range cfgs[1:] {
+		if err := p.AddShard(ctx, sc); err != nil {
+			t.Error(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	stop()
+	wg.Wait()
+	if got := ids(p.snapshot()); !slices.Equal(got, []string{"shard-4", "shard-3", "shard-2", "shard-1"}) {
+		t.Errorf("shards %v, want by slot", got)
+	}
+}

@@ -179,6 +179,8 @@ func (o *ProxyServeOptions) Run(ctx context.Context) error {
 				fmt.Fprintf(errOut, "registry: %v (retrying)\n", err)
 			}
 		}
+		o.cfg.Registry, o.cfg.App = o.registry, o.app
+		o.cfg.OnRegistryError = func(err error) { fmt.Fprintf(errOut, "registry: %v\n", err) }
 	}
 	p, err := proxy.New(o.cfg)
 	if err != nil {
@@ -188,7 +190,6 @@ func (o *ProxyServeOptions) Run(ctx context.Context) error {
 		return err
 	}
 	if o.registry != nil {
-		go p.FollowRegistry(ctx, o.registry, o.app, func(err error) { fmt.Fprintf(errOut, "registry: %v\n", err) })
 		fmt.Fprintf(errOut, "shards from %s (app %s)\n", o.registry.Base, o.app)
 	}
 	fmt.Fprintf(errOut, "listening on %s\n", p.Addr())
@@ -196,5 +197,5 @@ func (o *ProxyServeOptions) Run(ctx context.Context) error {
 	for _, s := range p.Shards() {
 		fmt.Fprintf(errOut, "shard %s slot %d at %s: %s, %d partitions\n", s.ID, s.Slot, s.Address, s.State, s.Partitions)
 	}
-	return serveUntilDone(ctx, errOut, "proxy", o.shutdownTimeout, p.Close)
+	return serveUntilDone(ctx, errOut, "proxy", o.shutdownTimeout, p.Failed(), p.Close)
 }

@@ -100,5 +100,5 @@ func (o *RegistryServeOptions) Run(ctx context.Context) error {
 	errOut := o.g.Streams.ErrOut
 	fmt.Fprintf(errOut, "listening on %s\n", s.Addr())
 	fmt.Fprintf(errOut, "eureka at http://%s/eureka, store %s\n", s.Addr(), o.cfg.Store)
-	return serveUntilDone(ctx, errOut, "registry", o.shutdownTimeout, s.Close)
+	return serveUntilDone(ctx, errOut, "registry", o.shutdownTimeout, nil, s.Close)
 }

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -27,18 +28,23 @@ func checkListenFlags(addrs map[string]string) error {
 }
 
 // serveUntilDone keeps a started runtime up until ctx ends (SIGTERM or
-// SIGINT), then stops it gracefully within timeout: the shape every
-// `serve` command shares.
-func serveUntilDone(ctx context.Context, errOut io.Writer, what string, timeout time.Duration, stop func(context.Context) error) error {
-	<-ctx.Done()
+// SIGINT) or it reports a failure on failed (nil: it cannot), then stops
+// it gracefully within timeout: the shape every `serve` command shares.
+func serveUntilDone(ctx context.Context, errOut io.Writer, what string, timeout time.Duration, failed <-chan error, stop func(context.Context) error) error {
+	var cause error
+	select {
+	case <-ctx.Done():
+	case cause = <-failed:
+		fmt.Fprintf(errOut, "%s: %v\n", what, cause)
+	}
 	fmt.Fprintln(errOut, "stopping: finishing in-flight calls")
 	stopCtx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	if err := stop(stopCtx); err != nil {
-		return fmt.Errorf("stop the %s: %w", what, err)
+		return errors.Join(cause, fmt.Errorf("stop the %s: %w", what, err))
 	}
 	fmt.Fprintln(errOut, "stopped")
-	return nil
+	return cause
 }
 
 // newRuntimeGroup is the parent of a runtime's `serve`: `shardctl proxy`,

@@ -174,7 +174,7 @@ func (o *SimServeOptions) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	return serveUntilDone(ctx, errOut, "simulator", o.shutdownTimeout, func(ctx context.Context) error {
+	return serveUntilDone(ctx, errOut, "simulator", o.shutdownTimeout, nil, func(ctx context.Context) error {
 		stopHeartbeat() // leave the registry first, so no new work arrives
 		return s.Close(ctx)
 	})

@@ -173,11 +173,6 @@ func Start(ctx context.Context, cfg Config) (_ *Demo, err error) {
 	if err != nil {
 		return nil, err
 	}
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
-		d.proxy.FollowRegistry(run, d.regc, registry.DefaultShardsApp, func(error) {})
-	}()
 	deadline := time.Now().Add(10 * time.Second)
 	for len(d.proxy.Shards()) < cfg.Shards {
 		if time.Now().After(deadline) {
@@ -248,7 +243,7 @@ func (d *Demo) Events() []string {
 }
 
 func (d *Demo) startProxy(ctx context.Context, listen string) (*proxy.Proxy, error) {
-	p, err := proxy.New(proxy.Config{Listen: listen, AdminListen: "127.0.0.1:0", Dynamic: true,
+	p, err := proxy.New(proxy.Config{Listen: listen, AdminListen: "127.0.0.1:0", Registry: d.regc,
 		Ledger: registry.Ledger{C: d.regc}, MaxInflightPerShard: proxy.DefaultMaxInflightPerShard, CoolingOff: 5 * time.Second})
 	if err != nil {
 		return nil, err

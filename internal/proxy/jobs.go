@@ -23,15 +23,16 @@ const streamBuffer = 64
 // handBack returns activated jobs the proxy cannot deliver: FailJob with
 // the job's own retries and no backoff makes a job activatable again at
 // once without using a retry, which is how Zeebe's gateway gives jobs
-// back. It runs detached from the client, which may be gone.
+// back. It runs detached from the client, which may be gone, and Close
+// waits for it.
 func (p *Proxy) handBack(s *shard, jobs []*pb.ActivatedJob, reason string) {
 	if len(jobs) == 0 {
 		return
 	}
 	p.metrics.handedBack.WithLabelValues(s.ID, reason).Add(float64(len(jobs)))
-	go func() {
+	p.owned.Go(func() {
 		for _, j := range jobs {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			ctx, cancel := context.WithTimeout(p.bg, 10*time.Second)
 			_, err := s.client.FailJob(ctx, &pb.FailJobRequest{
 				JobKey: j.GetKey(), Retries: j.GetRetries(), RetryBackOff: 0,
 				ErrorMessage: "handed back by the shardctl proxy: " + reason,
@@ -41,7 +42,16 @@ func (p *Proxy) handBack(s *shard, jobs []*pb.ActivatedJob, reason string) {
 				s.noteError(err)
 			}
 		}
-	}()
+	})
+}
+
+// detached carries ctx's values (the client's authorization) but not its
+// cancellation: it ends after d, or when until does (p.bg: when Close
+// cuts the proxy's work short; p.stopping: as soon as the proxy stops).
+func (p *Proxy) detached(ctx context.Context, d time.Duration, until context.Context) (context.Context, context.CancelFunc) {
+	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), d)
+	stop := context.AfterFunc(until, cancel)
+	return c, func() { stop(); cancel() }
 }
 
 // pollBudget is how long the proxy's own calls may take: they must end
@@ -144,7 +154,7 @@ const sweepTimeout = 10 * time.Second
 // a cancelled stream until their timeout.
 func (sv *server) relayJobs(ctx context.Context, s *shard, req *pb.ActivateJobsRequest, stream pb.Gateway_ActivateJobsServer, remaining *int) error {
 	p := sv.p
-	upCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sweepTimeout)
+	upCtx, cancel := p.detached(ctx, sweepTimeout, p.bg)
 	defer cancel()
 	up, err := call(upCtx, p, s, "ActivateJobs", func(ctx context.Context, c pb.GatewayClient) (pb.Gateway_ActivateJobsClient, error) {
 		return c.ActivateJobs(ctx, req)
@@ -208,7 +218,8 @@ func unstamp(jobs []*pb.ActivatedJob) []*pb.ActivatedJob {
 // longPoll asks every shard at once; the first shard to return jobs
 // answers. The others are not cancelled: a shard may already have sent
 // jobs that a cancelled stream would lose until their timeout. They run
-// out their poll in the background and hand back whatever they get.
+// out their poll in the background and hand back whatever they get; a
+// proxy that stops ends them, rather than wait out a poll.
 func (sv *server) longPoll(ctx context.Context, shards []*shard, req *pb.ActivateJobsRequest, wait time.Duration, stream pb.Gateway_ActivateJobsServer, want int) error {
 	p := sv.p
 	var mu sync.Mutex // guards the fields below and the worker's stream
@@ -226,10 +237,10 @@ func (sv *server) longPoll(ctx context.Context, shards []*shard, req *pb.Activat
 		closed = !p.deliver(s, jobs, &remaining, stream)
 	}
 
-	var wg sync.WaitGroup
+	var wg sync.WaitGroup // the polls this call waits for; Close waits for the rest
 	for i, s := range shards {
 		wg.Add(1)
-		go func() {
+		p.owned.Go(func() {
 			defer wg.Done()
 			defer func() {
 				mu.Lock()
@@ -240,7 +251,7 @@ func (sv *server) longPoll(ctx context.Context, shards []*shard, req *pb.Activat
 			}()
 			// The shard's own long poll ends first; the margin only bounds
 			// a shard that does not answer.
-			upCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait+time.Second)
+			upCtx, cancel := p.detached(ctx, wait+time.Second, p.stopping)
 			defer cancel()
 			up := proto.Clone(req).(*pb.ActivateJobsRequest)
 			up.MaxJobsToActivate, up.RequestTimeout = int32(want), wait.Milliseconds()
@@ -262,7 +273,7 @@ func (sv *server) longPoll(ctx context.Context, shards []*shard, req *pb.Activat
 					deliver(i, s, jobs)
 				}
 			}
-		}()
+		})
 	}
 	allDone := make(chan struct{})
 	go func() { wg.Wait(); close(allDone) }()
@@ -272,7 +283,7 @@ func (sv *server) longPoll(ctx context.Context, shards []*shard, req *pb.Activat
 	case <-allDone:
 	case <-ctx.Done():
 		err = status.FromContextError(ctx.Err()).Err()
-	case <-p.closing:
+	case <-p.stopping.Done():
 		// Stopping: answer now; what the shards still send is handed back.
 	}
 	mu.Lock()
@@ -338,7 +349,7 @@ func (sv *server) streamJobs(req *pb.StreamActivatedJobsRequest, stream pb.Gatew
 		case <-ctx.Done():
 			finish()
 			return status.FromContextError(stream.Context().Err()).Err()
-		case <-p.closing:
+		case <-p.stopping.Done():
 			finish()
 			return status.Error(codes.Unavailable, "the proxy is shutting down: reconnect to another replica")
 		}

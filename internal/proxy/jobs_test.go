@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/camunda/zeebe/clients/go/v8/pkg/entities"
+	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
 	"github.com/camunda/zeebe/clients/go/v8/pkg/worker"
 	"github.com/camunda/zeebe/clients/go/v8/pkg/zbc"
 	"google.golang.org/grpc/codes"
@@ -222,5 +223,59 @@ func TestCloseEndsLongPolls(t *testing.T) {
 	case <-polled:
 	case <-time.After(budget.Of(10 * time.Second)):
 		t.Error("the worker's poll did not end when the proxy stopped")
+	}
+}
+
+// Jobs handed back while the proxy stops reach their shard: Close waits
+// for the hand-back before it closes the connections (it ran detached
+// and failed on a closed connection before, leaving the job stranded
+// until its timeout). A second Close returns what the first did.
+func TestCloseWaitsForHandBacks(t *testing.T) {
+	shards := startShards(t, 1, sim.Config{Partitions: 1})
+	p, err := New(Config{Listen: "127.0.0.1:0", Shards: shardConfigs(shards)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx := budget.Context(t, time.Minute)
+	direct := newClient(t, shards[0].Addr().String())
+	if _, err := direct.NewDeployResourceCommand().AddResource(load.Process("order", "work"), "order.bpmn").Send(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := direct.NewCreateInstanceCommand().BPMNProcessId("order").LatestVersion().Send(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	activate := func() []entities.Job {
+		jobs, err := direct.NewActivateJobsCommand().JobType("work").MaxJobsToActivate(3).Timeout(time.Hour).Send(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return jobs
+	}
+	jobs := activate()
+	if len(jobs) != 3 {
+		t.Fatalf("activated %d jobs, want 3", len(jobs))
+	}
+	var back []*pb.ActivatedJob
+	for _, j := range jobs {
+		back = append(back, j.ActivatedJob)
+	}
+	// The shard takes a moment to process each hand-back, as a busy one
+	// does.
+	shards[0].Pause(300 * time.Millisecond)
+	p.handBack(p.shardByID("shard-1"), back, "test")
+	closeErr := p.Close(ctx)
+	if closeErr != nil {
+		t.Fatal(closeErr)
+	}
+	if again := activate(); len(again) != 3 {
+		t.Errorf("after Close %d of the 3 handed-back jobs are activatable", len(again))
+	}
+	if err := p.Close(ctx); err != closeErr {
+		t.Errorf("second Close: %v, want %v", err, closeErr)
 	}
 }

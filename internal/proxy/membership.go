@@ -46,7 +46,7 @@ func (p *Proxy) followLoop(ctx context.Context) {
 	retry.Stop()
 	for {
 		select {
-		case <-p.closing:
+		case <-p.stopping.Done():
 			return
 		case <-p.follow.wake:
 		case <-retry.C:
@@ -139,12 +139,12 @@ func (p *Proxy) RefreshLedger(ctx context.Context) error {
 	return nil
 }
 
-// FollowRegistry keeps the proxy's shards, their states and its ledger
-// those of app in the registry, until ctx ends: every change the watch
-// pushes becomes a Want, every ledger change a RefreshLedger. report gets
-// what went wrong (the watch reconnects by itself).
-func (p *Proxy) FollowRegistry(ctx context.Context, c *registry.Client, app string, report func(error)) {
-	c.Watch(ctx, app, registry.Watcher{
+// followRegistry keeps the proxy's shards, their states, its ledger and
+// the pool weights those of the registry until ctx ends: every change the
+// watch pushes becomes a Want, every ledger change a RefreshLedger.
+func (p *Proxy) followRegistry(ctx context.Context) {
+	report := p.cfg.OnRegistryError
+	p.cfg.Registry.Watch(ctx, p.cfg.App, registry.Watcher{
 		Shards: func(_ uint64, shards []registry.Shard) { p.Want(fromRegistry(shards)) },
 		Ledger: func(int) {
 			if err := p.RefreshLedger(ctx); err != nil {

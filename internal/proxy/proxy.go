@@ -28,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/shardctl/shardctl/internal/ledger"
+	"github.com/shardctl/shardctl/internal/registry"
 )
 
 // Config of a proxy. Zero values take the defaults below.
@@ -53,6 +54,13 @@ type Config struct {
 	Dynamic bool
 	// OnSync is told how each application of a wanted shard set went.
 	OnSync func(error)
+	// Registry, when set, is followed from Start to Close: the shards of
+	// App (default registry.DefaultShardsApp), their states, the ledger
+	// and the cutover weights. OnRegistryError hears what went wrong (the
+	// watch reconnects by itself). A registry makes the proxy Dynamic.
+	Registry        *registry.Client
+	App             string
+	OnRegistryError func(error)
 }
 
 // Defaults.
@@ -64,6 +72,15 @@ const (
 )
 
 func (c *Config) validate() error {
+	if c.Registry != nil {
+		c.Dynamic = true
+		if c.App == "" {
+			c.App = registry.DefaultShardsApp
+		}
+		if c.OnRegistryError == nil {
+			c.OnRegistryError = func(error) {}
+		}
+	}
 	if len(c.Shards) == 0 && !c.Dynamic {
 		return errors.New("no shards: name at least one with --shard ID=HOST:PORT or a config file")
 	}
@@ -131,12 +148,25 @@ type Proxy struct {
 	adminAddr net.Addr
 	ready     atomic.Bool
 	rr        atomic.Uint64 // where the next job sweep starts
-	// closing ends long polls and job streams when the proxy stops, so a
+	// stopping ends long polls and job streams when the proxy stops, so a
 	// graceful stop does not wait out their timeouts.
-	closing chan struct{}
-	follow  membership
-	// stopFollow cancels a sync in progress (a replay) when the proxy stops.
+	stopping context.Context
+	stop     context.CancelFunc
+	follow   membership
+	// stopFollow cancels the registry watch and a sync in progress (a
+	// replay) when the proxy stops.
 	stopFollow context.CancelFunc
+
+	// owned are the goroutines the proxy starts besides its handlers
+	// (hand-backs, long polls it no longer waits for, the registry
+	// follow): Close waits for them. bg is their context, cancelled when
+	// Close runs out of time.
+	owned    sync.WaitGroup
+	bg       context.Context
+	cancelBG context.CancelFunc
+	failed   chan error // what ended a listener early
+	closed   sync.Once
+	closeErr error
 }
 
 // New checks the configuration; Start connects and serves.
@@ -144,7 +174,9 @@ func New(cfg Config) (*Proxy, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	p := &Proxy{cfg: cfg, index: newLedgerIndex(), closing: make(chan struct{}), stopFollow: func() {}}
+	p := &Proxy{cfg: cfg, index: newLedgerIndex(), stopFollow: func() {}, failed: make(chan error, 2)}
+	p.bg, p.cancelBG = context.WithCancel(context.Background())
+	p.stopping, p.stop = context.WithCancel(p.bg)
 	p.set.Store(emptySet)
 	p.follow.wake = make(chan struct{}, 1)
 	p.follow.onSync = cfg.OnSync
@@ -178,7 +210,11 @@ func (p *Proxy) Start(ctx context.Context) error {
 		// CPU at 64 in flight).
 		grpc.NumStreamWorkers(streamWorkers))
 	pb.RegisterGatewayServer(p.grpc, &server{p: p})
-	go func() { _ = p.grpc.Serve(ln) }()
+	p.owned.Go(func() {
+		if err := p.grpc.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			p.failed <- fmt.Errorf("serve clients on %s: %w", p.addr, err)
+		}
+	})
 	if p.cfg.AdminListen != "" {
 		aln, err := net.Listen("tcp", p.cfg.AdminListen)
 		if err != nil {
@@ -188,12 +224,19 @@ func (p *Proxy) Start(ctx context.Context) error {
 		}
 		p.adminAddr = aln.Addr()
 		p.admin = &http.Server{Handler: p.adminHandler(), ReadHeaderTimeout: 10 * time.Second}
-		go func() { _ = p.admin.Serve(aln) }()
+		p.owned.Go(func() {
+			if err := p.admin.Serve(aln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				p.failed <- fmt.Errorf("serve admin on %s: %w", p.adminAddr, err)
+			}
+		})
 	}
 	if p.cfg.Dynamic {
 		var fctx context.Context
 		fctx, p.stopFollow = context.WithCancel(context.WithoutCancel(ctx))
-		go p.followLoop(fctx)
+		p.owned.Go(func() { p.followLoop(fctx) })
+		if p.cfg.Registry != nil {
+			p.owned.Go(func() { p.followRegistry(fctx) })
+		}
 	}
 	p.ready.Store(true)
 	return nil
@@ -367,18 +410,25 @@ func (p *Proxy) Addr() net.Addr { return p.addr }
 // AdminAddr is the admin address actually bound, or nil.
 func (p *Proxy) AdminAddr() net.Addr { return p.adminAddr }
 
-// Close stops serving: readiness first, then in-flight calls get until
-// ctx ends, then the shard connections close.
+// Failed delivers what ended a listener while the proxy ran; a caller
+// that serves until a signal should stop on it too.
+func (p *Proxy) Failed() <-chan error { return p.failed }
+
+// Close stops serving: readiness first; in-flight calls, hand-backs and
+// the proxy's other goroutines get until ctx ends (then they are cut
+// short); then the shard connections close. It waits for everything it
+// started, and a second call returns what the first did.
 func (p *Proxy) Close(ctx context.Context) error {
+	p.closed.Do(func() { p.closeErr = p.close(ctx) })
+	return p.closeErr
+}
+
+func (p *Proxy) close(ctx context.Context) error {
+	// Out of time: whatever still runs on the proxy's behalf ends now.
+	defer context.AfterFunc(ctx, p.cancelBG)()
 	p.stopFollow()
-	p.members.Lock()
 	p.ready.Store(false)
-	select {
-	case <-p.closing:
-	default:
-		close(p.closing)
-	}
-	p.members.Unlock()
+	p.stop()
 	if p.grpc != nil {
 		done := make(chan struct{})
 		go func() { p.grpc.GracefulStop(); close(done) }()
@@ -393,6 +443,8 @@ func (p *Proxy) Close(ctx context.Context) error {
 	if p.admin != nil {
 		err = p.admin.Shutdown(ctx)
 	}
+	p.owned.Wait()
+	p.cancelBG()
 	p.closeShards()
 	return err
 }

@@ -71,7 +71,7 @@ func (p *Proxy) followLoop(ctx context.Context) {
 // connected and replayed the ledger before it takes instances; states
 // follow; a shard whose address or slot changed is replaced; a shard that
 // left the set stays, as DOWN, so its keys still route to it and fail
-// with a clear error instead of NOT_FOUND.
+// with a clear error instead of NOT_FOUND, until its slot goes to another.
 func (p *Proxy) Sync(ctx context.Context, want []ShardConfig) error {
 	sorted := append([]ShardConfig(nil), want...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Slot < sorted[j].Slot })
@@ -108,6 +108,11 @@ func (p *Proxy) Sync(ctx context.Context, want []ShardConfig) error {
 	}
 	var errs []error
 	for _, sc := range joining {
+		// The registry gives a slot to a new shard only once the shard
+		// that had it left with its slot released: so does the proxy.
+		if old := p.set.Load().bySlot[sc.Slot]; old != nil && !seen[old.ID] {
+			p.removeShard(old)
+		}
 		if err := p.AddShard(ctx, sc); err != nil {
 			errs = append(errs, err)
 		}

@@ -50,6 +50,12 @@ func TestWantFollowsTheShardSet(t *testing.T) {
 			c[2].Addr = sims[0].Addr().String()
 			return c
 		}, func() bool { s := p.shardByID("shard-3"); return s != nil && s.Addr == sims[0].Addr().String() }, "shard-3 at its new address"},
+		{"one leaves", func() []ShardConfig { return cfgs[:2] },
+			func() bool { return state("shard-3") == Down }, "shard-3 kept as DOWN"},
+		// The registry gave its slot to another shard: it released it.
+		{"another shard takes its slot", func() []ShardConfig {
+			return append(cfgs[:2:2], ShardConfig{ID: "shard-3b", Addr: sims[2].Addr().String(), Slot: cfgs[2].Slot})
+		}, func() bool { return state("shard-3b") == Up && state("shard-3") == "" && len(p.Shards()) == 3 }, "shard-3b in slot 3, shard-3 gone"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p.Want(tc.want())

@@ -50,10 +50,17 @@ Routing (DESIGN.md, "The federation contract"):
   - deployments go to every shard in slot order and into the deployment
     ledger; a shard added later is replayed the ledger first;
   - new instances go to one shard by power-of-two-choices on requests in
-    flight, skipping shards not UP, at --max-inflight-per-shard, or cooling
-    off for --cooling-off after a RESOURCE_EXHAUSTED; when every shard
-    refuses, the client gets RESOURCE_EXHAUSTED at once; an ambiguous
-    failure is never retried;
+    flight, skipping shards not UP, DOWN, ejected, at
+    --max-inflight-per-shard, or cooling off for --cooling-off after a
+    RESOURCE_EXHAUSTED; when every shard refuses, the client gets
+    RESOURCE_EXHAUSTED at once; an ambiguous failure is never retried;
+  - every --health-interval a Topology call checks each shard:
+    --unhealthy-after failures in a row (or a refused connection) hold it
+    DOWN, so calls for its keys fail at once with UNAVAILABLE naming it;
+    --healthy-after good checks bring it back once the ledger is replayed
+    to it; --outlier-failures failures in a row on real traffic eject it
+    from placement for --ejection-time, longer each time, never more than
+    --max-ejection-percent of the shards;
   - jobs are collected from every UP and DRAINING shard; jobs the worker
     cannot take are handed back at once (FailJob, retries unchanged, no
     backoff);
@@ -85,13 +92,20 @@ keeps the deployment ledger there, shared by every proxy replica.`,
 		RunE:              runOptions(o),
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.configFile, "config", "", "YAML configuration file (listen, admin, legacyShard, maxInflightPerShard, coolingOff, shards)")
+	f.StringVar(&o.configFile, "config", "", "YAML configuration file (listen, admin, legacyShard, maxInflightPerShard, coolingOff, health, shards)")
 	f.StringVar(&o.cfg.Listen, "listen", "127.0.0.1:26500", "gateway address for clients, HOST:PORT")
 	f.StringVar(&o.cfg.AdminListen, "admin", "127.0.0.1:9700", "address of /metrics, /healthz, /readyz and /shards, HOST:PORT")
 	f.StringArrayVar(&o.shardFlags, "shard", nil, "a shard as ID=HOST:PORT[,slot=N][,state=S] (repeatable; slots default to the order given)")
 	f.StringVar(&o.cfg.LegacyShard, "legacy-shard", "", "shard that keys without a slot (from before the cutover) belong to")
 	f.Int64Var(&o.cfg.MaxInflightPerShard, "max-inflight-per-shard", proxy.DefaultMaxInflightPerShard, "requests in flight past which a shard gets no new instances (0: no limit)")
 	f.DurationVar(&o.coolingOff, "cooling-off", proxy.DefaultCoolingOff, "how long a shard that answered RESOURCE_EXHAUSTED gets no new instances")
+	f.DurationVar(&o.cfg.Health.Interval, "health-interval", proxy.DefaultHealthInterval, "how often each shard's health is checked with a Topology call (negative: never)")
+	f.DurationVar(&o.cfg.Health.Timeout, "health-timeout", proxy.DefaultHealthTimeout, "how long one health check may take (at most --health-interval)")
+	f.IntVar(&o.cfg.Health.UnhealthyAfter, "unhealthy-after", proxy.DefaultUnhealthyAfter, "failed health checks in a row that mark a shard DOWN")
+	f.IntVar(&o.cfg.Health.HealthyAfter, "healthy-after", proxy.DefaultHealthyAfter, "good health checks in a row that bring a DOWN shard back (after the ledger is replayed to it)")
+	f.IntVar(&o.cfg.Health.OutlierFailures, "outlier-failures", proxy.DefaultOutlierFailures, "failures in a row on real traffic (unavailable, the shard's timeout) that eject a shard from placement (negative: never)")
+	f.DurationVar(&o.cfg.Health.EjectionTime, "ejection-time", proxy.DefaultEjectionTime, "how long a first ejection lasts; each further one lasts that much longer (at most 10 times)")
+	f.IntVar(&o.cfg.Health.MaxEjectionPercent, "max-ejection-percent", proxy.DefaultMaxEjectionPercent, "the most shards ejected at once, in percent of all (1-100; --outlier-failures -1 turns ejection off)")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGTERM, how long in-flight calls may take to finish")
 	f.BoolVar(&o.cfg.Profiling, "profiling", false, "serve Go's /debug/pprof on the admin address")
 	f.StringVar(&o.app, "app", registry.DefaultShardsApp, "registry application of the shards (registry mode)")
@@ -131,6 +145,26 @@ func (o *ProxyServeOptions) Complete(cmd *cobra.Command, _ []string) error {
 				o.coolingOff, _ = time.ParseDuration(fc.CoolingOff)
 			}
 		})
+		h := fc.Health
+		for flag, d := range map[string]struct {
+			v   string
+			dst *time.Duration
+		}{"health-interval": {h.Interval, &o.cfg.Health.Interval}, "health-timeout": {h.Timeout, &o.cfg.Health.Timeout}, "ejection-time": {h.EjectionTime, &o.cfg.Health.EjectionTime}} {
+			set(flag, func() {
+				if d.v != "" {
+					*d.dst, _ = time.ParseDuration(d.v) // LoadFile checked it
+				}
+			})
+		}
+		for flag, n := range map[string]struct{ v, dst *int }{"unhealthy-after": {h.UnhealthyAfter, &o.cfg.Health.UnhealthyAfter},
+			"healthy-after": {h.HealthyAfter, &o.cfg.Health.HealthyAfter}, "outlier-failures": {h.OutlierFailures, &o.cfg.Health.OutlierFailures},
+			"max-ejection-percent": {h.MaxEjectionPercent, &o.cfg.Health.MaxEjectionPercent}} {
+			set(flag, func() {
+				if n.v != nil {
+					*n.dst = *n.v
+				}
+			})
+		}
 		o.cfg.Shards = append(o.cfg.Shards, fc.Shards...)
 	}
 	for _, v := range o.shardFlags {

@@ -11,16 +11,20 @@ import (
 
 // ShardStatus is one shard as GET /shards reports it.
 type ShardStatus struct {
-	ID          string     `json:"id"`
-	Slot        int        `json:"slot"`
-	Address     string     `json:"address"`
-	State       State      `json:"state"`
-	Pool        string     `json:"pool,omitempty"`
-	Partitions  int32      `json:"partitions"`
-	InFlight    int64      `json:"inFlight"`
-	CoolingOff  bool       `json:"coolingOff"`
-	LastError   string     `json:"lastError,omitempty"`
-	LastErrorAt *time.Time `json:"lastErrorAt,omitempty"`
+	ID      string `json:"id"`
+	Slot    int    `json:"slot"`
+	Address string `json:"address"`
+	// State is what the proxy routes by: DOWN while its health checks
+	// fail, else AssignedState (the registry's or the configuration's).
+	State         State       `json:"state"`
+	AssignedState State       `json:"assignedState"`
+	Health        ShardHealth `json:"health"`
+	Pool          string      `json:"pool,omitempty"`
+	Partitions    int32       `json:"partitions"`
+	InFlight      int64       `json:"inFlight"`
+	CoolingOff    bool        `json:"coolingOff"`
+	LastError     string      `json:"lastError,omitempty"`
+	LastErrorAt   *time.Time  `json:"lastErrorAt,omitempty"`
 }
 
 // Shards reports every shard's state.
@@ -28,8 +32,8 @@ func (p *Proxy) Shards() []ShardStatus {
 	now := time.Now()
 	out := []ShardStatus{}
 	for _, s := range p.snapshot() {
-		st := ShardStatus{ID: s.ID, Slot: s.Slot, Address: s.Addr, State: s.State(), Pool: s.Pool(), Partitions: s.partitions,
-			InFlight: s.inflight.Load(), CoolingOff: s.cooling(now)}
+		st := ShardStatus{ID: s.ID, Slot: s.Slot, Address: s.Addr, State: s.routingState(), AssignedState: s.State(), Health: s.healthStatus(now),
+			Pool: s.Pool(), Partitions: s.partitions, InFlight: s.inflight.Load(), CoolingOff: s.cooling(now)}
 		s.mu.Lock()
 		if s.lastErr != "" {
 			at := s.lastAt.UTC()

@@ -17,6 +17,8 @@ import (
 //	legacyShard: blue-0
 //	maxInflightPerShard: 1000
 //	coolingOff: 30s
+//	health: {interval: 2s, timeout: 1s, unhealthyAfter: 2, healthyAfter: 2,
+//	         outlierFailures: 5, ejectionTime: 30s, maxEjectionPercent: 50}
 //	shards:
 //	- {id: blue-0, address: 10.0.0.5:26500, slot: 1}
 //	- {id: green-1, address: 10.0.1.5:26500, slot: 2, state: DRAINING}
@@ -26,7 +28,20 @@ type FileConfig struct {
 	LegacyShard         string        `json:"legacyShard"`
 	MaxInflightPerShard *int64        `json:"maxInflightPerShard"`
 	CoolingOff          string        `json:"coolingOff"`
+	Health              FileHealth    `json:"health"`
 	Shards              []ShardConfig `json:"shards"`
+}
+
+// FileHealth is the file's health section (HealthConfig); what it leaves
+// out keeps its default.
+type FileHealth struct {
+	Interval           string `json:"interval"`
+	Timeout            string `json:"timeout"`
+	UnhealthyAfter     *int   `json:"unhealthyAfter"`
+	HealthyAfter       *int   `json:"healthyAfter"`
+	OutlierFailures    *int   `json:"outlierFailures"`
+	EjectionTime       string `json:"ejectionTime"`
+	MaxEjectionPercent *int   `json:"maxEjectionPercent"`
 }
 
 // LoadFile reads a configuration file; unknown fields are errors, so a
@@ -40,9 +55,13 @@ func LoadFile(path string) (FileConfig, error) {
 	if err := yaml.UnmarshalStrict(data, &fc); err != nil {
 		return fc, fmt.Errorf("proxy config %s: %w", path, err)
 	}
-	if fc.CoolingOff != "" {
-		if _, err := time.ParseDuration(fc.CoolingOff); err != nil {
-			return fc, fmt.Errorf("proxy config %s: coolingOff %q: %w", path, fc.CoolingOff, err)
+	for field, v := range map[string]string{"coolingOff": fc.CoolingOff, "health.interval": fc.Health.Interval,
+		"health.timeout": fc.Health.Timeout, "health.ejectionTime": fc.Health.EjectionTime} {
+		if v == "" {
+			continue
+		}
+		if _, err := time.ParseDuration(v); err != nil {
+			return fc, fmt.Errorf("proxy config %s: %s %q: %w", path, field, v, err)
 		}
 	}
 	return fc, nil

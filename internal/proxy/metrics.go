@@ -11,15 +11,20 @@ import (
 
 type metrics struct {
 	registry   *prometheus.Registry
-	inflight   *prometheus.GaugeVec     // shard
-	requests   *prometheus.CounterVec   // rpc, code
-	upstream   *prometheus.CounterVec   // shard, rpc, code
-	choices    *prometheus.CounterVec   // shard
-	coolingOff *prometheus.CounterVec   // shard
-	handedBack *prometheus.CounterVec   // shard, reason
-	weights    *prometheus.GaugeVec     // pool
-	ledger     prometheus.GaugeFunc     // deployments
-	duration   *prometheus.HistogramVec // rpc
+	inflight   *prometheus.GaugeVec   // shard
+	requests   *prometheus.CounterVec // rpc, code
+	upstream   *prometheus.CounterVec // shard, rpc, code
+	choices    *prometheus.CounterVec // shard
+	coolingOff *prometheus.CounterVec // shard
+	handedBack *prometheus.CounterVec // shard, reason
+	weights    *prometheus.GaugeVec   // pool
+	up         *prometheus.GaugeVec   // shard
+	checks     *prometheus.CounterVec // shard, result
+	ejections  *prometheus.CounterVec // shard
+	// ejections the max ejection percent refused, by shard
+	ejectionsRefused *prometheus.CounterVec
+	ledger           prometheus.GaugeFunc     // deployments
+	duration         *prometheus.HistogramVec // rpc
 
 	cache sync.Map // resolved series: rpcCode -> counter, rpc -> observer
 }
@@ -65,6 +70,18 @@ func newMetrics(ledgerSize func() float64) *metrics {
 		weights: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "shardctl_proxy_pool_weight", Help: "Each pool's share of new instances in percent, while a cutover sets weights.",
 		}, []string{"pool"}),
+		up: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "shardctl_proxy_shard_up", Help: "1 while a shard passes its health checks, 0 while the proxy holds it DOWN.",
+		}, []string{"shard"}),
+		checks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shardctl_proxy_health_checks_total", Help: "Active health checks (Topology calls) by shard and result.",
+		}, []string{"shard", "result"}),
+		ejections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shardctl_proxy_outlier_ejections_total", Help: "Times a shard was ejected from placement for failures on real traffic.",
+		}, []string{"shard"}),
+		ejectionsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shardctl_proxy_outlier_ejections_refused_total", Help: "Ejections not made because the max ejection percent of the shards was ejected already.",
+		}, []string{"shard"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "shardctl_proxy_request_duration_seconds", Help: "Client request latency through the proxy.",
 			Buckets: []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
@@ -74,6 +91,7 @@ func newMetrics(ledgerSize func() float64) *metrics {
 		Name: "shardctl_proxy_ledger_deployments", Help: "Deployments in the deployment ledger.",
 	}, ledgerSize)
 	m.registry.MustRegister(m.inflight, m.requests, m.upstream, m.choices, m.coolingOff, m.handedBack, m.weights, m.ledger, m.duration,
+		m.up, m.checks, m.ejections, m.ejectionsRefused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

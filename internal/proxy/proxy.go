@@ -49,6 +49,8 @@ type Config struct {
 	Ledger ledger.Ledger
 	// Profiling serves Go's /debug/pprof on the admin address.
 	Profiling bool
+	// Health: active checks and outlier ejection.
+	Health HealthConfig
 	// Dynamic: the shards come later, through Want (from a registry);
 	// the proxy may start with none.
 	Dynamic bool
@@ -109,7 +111,7 @@ func (c *Config) validate() error {
 	if c.Ledger == nil {
 		c.Ledger = &ledger.MemoryLedger{}
 	}
-	return nil
+	return c.Health.validate()
 }
 
 func validateShard(s ShardConfig) error {
@@ -162,6 +164,7 @@ type Proxy struct {
 	// follow): Close waits for them. bg is their context, cancelled when
 	// Close runs out of time.
 	owned    sync.WaitGroup
+	ejectMu  sync.Mutex // one ejection decision at a time
 	bg       context.Context
 	cancelBG context.CancelFunc
 	failed   chan error // what ended a listener early
@@ -230,6 +233,9 @@ func (p *Proxy) Start(ctx context.Context) error {
 			}
 		})
 	}
+	if p.cfg.Health.Interval > 0 {
+		p.owned.Go(p.healthLoop)
+	}
 	if p.cfg.Dynamic {
 		var fctx context.Context
 		fctx, p.stopFollow = context.WithCancel(context.WithoutCancel(ctx))
@@ -266,6 +272,7 @@ func (p *Proxy) AddShard(ctx context.Context, sc ShardConfig) error {
 		return err
 	}
 	s.inflightGauge = p.metrics.inflight.WithLabelValues(s.ID)
+	p.metrics.up.WithLabelValues(s.ID).Set(1)
 	s.choices = p.metrics.choices.WithLabelValues(s.ID)
 	p.members.Lock()
 	defer p.members.Unlock()
@@ -385,6 +392,9 @@ func call[T any](ctx context.Context, p *Proxy, s *shard, rpc string, fn func(co
 	p.upstreamCounter(s, rpc, status.Code(err)).Inc()
 	if err != nil {
 		s.noteError(err)
+		p.noteFailure(ctx, s, err)
+	} else if s.health.consecutive.Load() != 0 {
+		s.health.consecutive.Store(0)
 	}
 	return v, err
 }

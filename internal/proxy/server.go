@@ -80,6 +80,9 @@ func byKey[Req proto.Message, Resp proto.Message](ctx context.Context, sv *serve
 	start := time.Now()
 	var zero Resp
 	s, _, err := sv.p.shardForKey(key)
+	if err == nil && s.health.down.Load() {
+		err = downError(s)
+	}
 	if err != nil {
 		sv.observe(rpc, start, err)
 		return zero, err
@@ -212,13 +215,15 @@ func (sv *server) EvaluateDecision(ctx context.Context, req *pb.EvaluateDecision
 }
 
 // deployTargets are the shards a deployment goes to, in slot order: every
-// shard but those marked DOWN.
+// shard but those DOWN, which are replayed the ledger when they are back.
 func (p *Proxy) deployTargets() []*shard {
 	var out []*shard
 	for _, s := range p.snapshot() {
-		if s.State() != Down {
-			out = append(out, s)
+		if s.routingState() == Down {
+			s.health.needsReplay.Store(true)
+			continue
 		}
+		out = append(out, s)
 	}
 	return out
 }
@@ -240,7 +245,8 @@ func deployAll[Resp proto.Message](ctx context.Context, sv *server, rpc string, 
 		resp, err := call(ctx, p, s, rpc, send)
 		if err != nil {
 			if s.State() != Up {
-				continue // only UP shards must accept
+				s.health.needsReplay.Store(true) // only UP shards must accept; the others catch up
+				continue
 			}
 			err = onShard(s, err)
 			sv.observe(rpc, start, err)
@@ -417,6 +423,9 @@ func (sv *server) Topology(ctx context.Context, _ *pb.TopologyRequest) (*pb.Topo
 	var wg sync.WaitGroup
 	topos := make([]*pb.TopologyResponse, len(shards))
 	for i, s := range shards {
+		if s.health.down.Load() {
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

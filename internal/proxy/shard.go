@@ -68,6 +68,7 @@ type shard struct {
 	placing      atomic.Int64
 	coolingUntil atomic.Int64 // unix nanos
 	partitions   int32
+	health       health
 
 	mu      sync.Mutex
 	lastErr string
@@ -133,15 +134,26 @@ func (s *shard) noteError(err error) {
 	s.mu.Unlock()
 }
 
-// takesInstances: UP, under the in-flight limit, not cooling off.
+// takesInstances: UP and healthy, not ejected, replayed every
+// deployment, under the in-flight limit, not cooling off.
 func (s *shard) takesInstances(now time.Time, maxInflight int64) bool {
-	return s.State() == Up && (maxInflight <= 0 || s.inflight.Load() < maxInflight) && !s.cooling(now)
+	return s.State() == Up && !s.health.down.Load() && !s.health.needsReplay.Load() && !s.health.ejected(now) &&
+		(maxInflight <= 0 || s.inflight.Load() < maxInflight) && !s.cooling(now)
 }
 
-// servesJobs: shards that may hold work.
+// servesJobs: shards that may hold work and can be reached.
 func (s *shard) servesJobs() bool {
 	st := s.State()
-	return st == Up || st == Draining
+	return (st == Up || st == Draining) && !s.health.down.Load()
+}
+
+// routingState is the state the proxy routes by: the assigned one, or
+// DOWN while health checks fail.
+func (s *shard) routingState() State {
+	if s.health.down.Load() {
+		return Down
+	}
+	return s.State()
 }
 
 // neverSent reports an error that proves the call did not reach the

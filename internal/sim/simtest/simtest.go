@@ -20,10 +20,16 @@ import (
 	"github.com/shardctl/shardctl/internal/sim"
 )
 
-// Start runs a simulator on free loopback ports until the test ends.
+// Start runs a simulator until the test ends, on free loopback ports
+// unless cfg names its addresses (a restart on the same address).
 func Start(t testing.TB, cfg sim.Config) *sim.Sim {
 	t.Helper()
-	cfg.Listen, cfg.MetricsListen = "127.0.0.1:0", "127.0.0.1:0"
+	if cfg.Listen == "" {
+		cfg.Listen = "127.0.0.1:0"
+	}
+	if cfg.MetricsListen == "" {
+		cfg.MetricsListen = "127.0.0.1:0"
+	}
 	if cfg.TimerInterval == 0 {
 		cfg.TimerInterval = 100 * time.Millisecond
 	}

@@ -1,0 +1,286 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// HealthConfig is how the proxy finds out that a shard is gone or failing,
+// apart from what the registry says: active checks (a Topology call per
+// shard) mark it DOWN and back, and failures on real traffic eject it from
+// placement for a while (Envoy's outlier detection).
+type HealthConfig struct {
+	// Interval between checks (default 2 s; negative: no checks).
+	Interval time.Duration
+	// Timeout of one check (default 1 s, at most Interval).
+	Timeout time.Duration
+	// UnhealthyAfter failed checks in a row mark a shard DOWN (default 2);
+	// HealthyAfter good ones bring it back, after the ledger is replayed
+	// to it (default 2).
+	UnhealthyAfter, HealthyAfter int
+	// OutlierFailures transport failures or shard timeouts in a row on
+	// real traffic eject a shard from placement (default 5; negative: no
+	// ejection) for EjectionTime times the number of its ejections so far
+	// (default 30 s, at most ten times that).
+	OutlierFailures int
+	EjectionTime    time.Duration
+	// MaxEjectionPercent of the shards may be ejected at once (default 50).
+	MaxEjectionPercent int
+}
+
+// Health defaults.
+const (
+	DefaultHealthInterval     = 2 * time.Second
+	DefaultHealthTimeout      = time.Second
+	DefaultUnhealthyAfter     = 2
+	DefaultHealthyAfter       = 2
+	DefaultOutlierFailures    = 5
+	DefaultEjectionTime       = 30 * time.Second
+	DefaultMaxEjectionPercent = 50
+	maxEjectionMultiple       = 10
+)
+
+func (h *HealthConfig) validate() error {
+	if h.Interval == 0 {
+		h.Interval = DefaultHealthInterval
+	}
+	if h.Timeout == 0 {
+		h.Timeout = min(DefaultHealthTimeout, max(h.Interval, time.Millisecond))
+	}
+	if h.UnhealthyAfter == 0 {
+		h.UnhealthyAfter = DefaultUnhealthyAfter
+	}
+	if h.HealthyAfter == 0 {
+		h.HealthyAfter = DefaultHealthyAfter
+	}
+	if h.OutlierFailures == 0 {
+		h.OutlierFailures = DefaultOutlierFailures
+	}
+	if h.EjectionTime == 0 {
+		h.EjectionTime = DefaultEjectionTime
+	}
+	if h.MaxEjectionPercent == 0 {
+		h.MaxEjectionPercent = DefaultMaxEjectionPercent
+	}
+	switch {
+	case h.Interval > 0 && (h.Timeout < 0 || h.Timeout > h.Interval):
+		return fmt.Errorf("health timeout %v: want a positive duration no longer than the interval %v", h.Timeout, h.Interval)
+	case h.UnhealthyAfter < 1 || h.HealthyAfter < 1:
+		return errors.New("unhealthy-after and healthy-after: want at least 1")
+	case h.EjectionTime < 0:
+		return fmt.Errorf("ejection time %v: want a positive duration", h.EjectionTime)
+	case h.MaxEjectionPercent < 1 || h.MaxEjectionPercent > 100:
+		return fmt.Errorf("max ejection percent %d: want 1-100 (turn ejection off with outlier failures -1)", h.MaxEjectionPercent)
+	}
+	return nil
+}
+
+// health is a shard's health as the proxy sees it.
+type health struct {
+	down        atomic.Bool
+	needsReplay atomic.Bool // missed a deployment, or was DOWN: replay before placing
+	// consecutive transport failures on real traffic, reset by a success
+	consecutive  atomic.Int32
+	ejectedUntil atomic.Int64 // unix nanos
+	ejections    atomic.Int32
+
+	mu        sync.Mutex // the fields below
+	since     time.Time  // of the last change between up and DOWN
+	reason    string     // why it is DOWN
+	lastEject time.Time
+
+	// Owned by the health loop.
+	fails, oks int
+}
+
+func (h *health) ejected(now time.Time) bool { return now.UnixNano() < h.ejectedUntil.Load() }
+
+// healthLoop checks every shard each interval until the proxy stops.
+func (p *Proxy) healthLoop() {
+	t := time.NewTicker(p.cfg.Health.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.stopping.Done():
+			return
+		case <-t.C:
+		}
+		var wg sync.WaitGroup
+		for _, s := range p.snapshot() {
+			if s.State() != Down { // a shard that left the registry is not checked
+				wg.Go(func() { p.check(s) })
+			}
+		}
+		wg.Wait()
+	}
+}
+
+// check runs one health check of s and acts on it: DOWN after
+// UnhealthyAfter failures, back after HealthyAfter successes once the
+// ledger is replayed (a restarted shard may have lost its deployments;
+// Zeebe ignores a deployment it has).
+func (p *Proxy) check(s *shard) {
+	h := &s.health
+	ctx, cancel := context.WithTimeout(p.stopping, p.cfg.Health.Timeout)
+	_, err := s.client.Topology(ctx, &pb.TopologyRequest{})
+	cancel()
+	if p.stopping.Err() != nil {
+		return
+	}
+	if err != nil {
+		p.metrics.checks.WithLabelValues(s.ID, "failure").Inc()
+		h.oks = 0
+		h.fails++
+		if h.fails >= p.cfg.Health.UnhealthyAfter {
+			p.markDown(s, fmt.Sprintf("%d health checks failed: %s", h.fails, status.Convert(err).Message()))
+		}
+		return
+	}
+	p.metrics.checks.WithLabelValues(s.ID, "success").Inc()
+	h.fails = 0
+	h.oks++
+	down := h.down.Load()
+	if (down && h.oks >= p.cfg.Health.HealthyAfter) || (!down && h.needsReplay.Load()) {
+		rctx, cancel := context.WithTimeout(p.stopping, time.Minute)
+		err := p.replay(rctx, s)
+		cancel()
+		if err != nil {
+			s.noteError(err)
+			return
+		}
+		h.needsReplay.Store(false)
+		if down {
+			p.markUp(s)
+		}
+	}
+}
+
+// markDown takes s out of routing: no new instances, jobs or messages,
+// and calls for its keys fail at once.
+func (p *Proxy) markDown(s *shard, reason string) {
+	h := &s.health
+	h.mu.Lock()
+	changed := !h.down.Load()
+	if changed {
+		h.since, h.reason = time.Now(), reason
+		h.down.Store(true)
+		h.needsReplay.Store(true)
+		h.oks = 0
+	}
+	h.mu.Unlock()
+	if changed {
+		p.metrics.up.WithLabelValues(s.ID).Set(0)
+		s.noteError(errors.New("DOWN: " + reason))
+	}
+}
+
+func (p *Proxy) markUp(s *shard) {
+	h := &s.health
+	h.mu.Lock()
+	h.since, h.reason = time.Now(), ""
+	h.down.Store(false)
+	h.consecutive.Store(0)
+	h.mu.Unlock()
+	p.metrics.up.WithLabelValues(s.ID).Set(1)
+}
+
+// noteFailure reads a failed call for what it says of the shard: a
+// refused connection proves it is gone (DOWN until the checks bring it
+// back); unavailability or the shard's own timeout, repeated, ejects it.
+// ctx is the call's: a deadline the client set is not the shard's fault.
+func (p *Proxy) noteFailure(ctx context.Context, s *shard, err error) {
+	if p.cfg.Health.Interval < 0 {
+		return
+	}
+	if neverSent(err) {
+		p.markDown(s, "connection refused: "+status.Convert(err).Message())
+		return
+	}
+	code := status.Code(err)
+	if code != codes.Unavailable && (code != codes.DeadlineExceeded || ctx.Err() != nil) {
+		return
+	}
+	if p.cfg.Health.OutlierFailures > 0 && int(s.health.consecutive.Add(1)) >= p.cfg.Health.OutlierFailures {
+		p.eject(s, fmt.Sprintf("%d failures in a row: %s", p.cfg.Health.OutlierFailures, status.Convert(err).Message()))
+	}
+}
+
+// eject keeps new instances off s for a while, growing with each
+// ejection, unless that would eject more than MaxEjectionPercent of the
+// shards.
+func (p *Proxy) eject(s *shard, reason string) {
+	p.ejectMu.Lock()
+	defer p.ejectMu.Unlock()
+	now := time.Now()
+	h := &s.health
+	h.consecutive.Store(0)
+	if h.ejected(now) {
+		return
+	}
+	shards := p.snapshot()
+	ejected := 1
+	for _, o := range shards {
+		if o.health.ejected(now) {
+			ejected++
+		}
+	}
+	if ejected*100 > len(shards)*p.cfg.Health.MaxEjectionPercent {
+		p.metrics.ejectionsRefused.WithLabelValues(s.ID).Inc()
+		return
+	}
+	h.mu.Lock()
+	// A shard that stayed well for a while starts again from one.
+	if !h.lastEject.IsZero() && now.Sub(h.lastEject) > time.Duration(maxEjectionMultiple)*p.cfg.Health.EjectionTime {
+		h.ejections.Store(0)
+	}
+	h.lastEject = now
+	h.mu.Unlock()
+	n := min(h.ejections.Add(1), maxEjectionMultiple)
+	h.ejectedUntil.Store(now.Add(time.Duration(n) * p.cfg.Health.EjectionTime).UnixNano())
+	p.metrics.ejections.WithLabelValues(s.ID).Inc()
+	s.noteError(fmt.Errorf("ejected for %v: %s", time.Duration(n)*p.cfg.Health.EjectionTime, reason))
+}
+
+// downError is what a call for the keys of a DOWN shard gets, at once.
+func downError(s *shard) error {
+	h := &s.health
+	h.mu.Lock()
+	since, reason := h.since, h.reason
+	h.mu.Unlock()
+	return status.Errorf(codes.Unavailable, "shard %s is DOWN since %s (%s): calls for its keys fail until it is back",
+		s.ID, since.UTC().Format(time.RFC3339), reason)
+}
+
+// ShardHealth is a shard's health in GET /shards.
+type ShardHealth struct {
+	Up           bool       `json:"up"`
+	Since        *time.Time `json:"since,omitempty"`
+	Reason       string     `json:"reason,omitempty"`
+	EjectedUntil *time.Time `json:"ejectedUntil,omitempty"`
+	Ejections    int        `json:"ejections"`
+}
+
+func (s *shard) healthStatus(now time.Time) ShardHealth {
+	h := &s.health
+	out := ShardHealth{Up: !h.down.Load(), Ejections: int(h.ejections.Load())}
+	h.mu.Lock()
+	if !h.since.IsZero() {
+		since := h.since.UTC()
+		out.Since = &since
+	}
+	out.Reason = h.reason
+	h.mu.Unlock()
+	if h.ejected(now) {
+		until := time.Unix(0, h.ejectedUntil.Load()).UTC()
+		out.EjectedUntil = &until
+	}
+	return out
+}

@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/sim"
 	"github.com/shardctl/shardctl/internal/sim/simtest"
@@ -128,4 +131,36 @@ func TestZbctlThroughTheProxy(t *testing.T) {
 	if out := run("create", "instance", "p"); !strings.Contains(out, `"processInstanceKey"`) {
 		t.Errorf("create instance: %s", out)
 	}
+}
+
+// A message that fails on one shard is an error naming it, even when the
+// others took it (the lowest slot's OK hid it before); the same for a
+// signal. Health checks are off: the failing shard stays a target.
+func TestFanOutReportsAShardThatFailed(t *testing.T) {
+	shards := startShards(t, 3, sim.Config{Partitions: 1})
+	p := startProxy(t, Config{Shards: shardConfigs(shards), Health: HealthConfig{Interval: -1}})
+	c := newClient(t, p.Addr().String())
+	ctx := budget.Context(t, time.Minute)
+	publish := func() error {
+		_, err := c.NewPublishMessageCommand().MessageName("paid").CorrelationKey("order-1").TimeToLive(time.Minute).Send(ctx)
+		return err
+	}
+	signal := func() error {
+		_, err := c.NewBroadcastSignalCommand().SignalName("stop").Send(ctx)
+		return err
+	}
+	if err := publish(); err != nil {
+		t.Fatal(err)
+	}
+	shards[1].Refuse()
+	for name, send := range map[string]func() error{"message": publish, "signal": signal} {
+		err := send()
+		if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "shard shard-2") || !strings.Contains(err.Error(), "reached: shard-1, shard-3") {
+			t.Errorf("%s with shard-2 refusing: %v, want UNAVAILABLE naming shard-2 and the shards reached", name, err)
+		}
+	}
+	if err := shards[1].Resume(); err != nil {
+		t.Fatal(err)
+	}
+	budget.Eventually(t, 10*time.Second, "publishing to reach every shard again", func() bool { return publish() == nil })
 }

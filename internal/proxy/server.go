@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
@@ -303,17 +304,15 @@ func (sv *server) DeployResource(ctx context.Context, req *pb.DeployResourceRequ
 		})
 }
 
-// fanOut sends a request to every shard that serves work and answers with
-// the lowest slot's success, or the first error when none succeeded.
+// fanOut sends a request to every shard that serves work (UP or
+// DRAINING, and not DOWN), and answers with the lowest slot's response
+// when every one succeeded. One failure is the client's error, naming the
+// shards that failed and those the request reached: a message lost on the
+// shard where the waiting instance lives must not read as published.
 func fanOut[Resp proto.Message](ctx context.Context, sv *server, rpc string, send func(context.Context, pb.GatewayClient) (Resp, error)) (Resp, error) {
 	start := time.Now()
 	var zero Resp
-	var targets []*shard
-	for _, s := range sv.p.snapshot() {
-		if s.servesJobs() {
-			targets = append(targets, s)
-		}
-	}
+	targets := sv.p.jobShards()
 	if len(targets) == 0 {
 		err := status.Error(codes.Unavailable, "Expected a shard that is UP or DRAINING, but there is none")
 		sv.observe(rpc, start, err)
@@ -326,27 +325,42 @@ func fanOut[Resp proto.Message](ctx context.Context, sv *server, rpc string, sen
 	results := make([]result, len(targets))
 	var wg sync.WaitGroup
 	for i, s := range targets {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			r, err := call(ctx, sv.p, s, rpc, send)
 			results[i] = result{r, err}
-		}()
+		})
 	}
 	wg.Wait()
-	var firstErr error
+	var failed []error
+	var reached []string
+	first := -1
 	for i, r := range results {
-		if r.err == nil {
-			stampSlot(r.resp.ProtoReflect(), targets[i].Slot)
-			sv.observe(rpc, start, nil)
-			return r.resp, nil
+		if r.err != nil {
+			failed = append(failed, onShard(targets[i], r.err))
+			continue
 		}
-		if firstErr == nil {
-			firstErr = onShard(targets[i], r.err)
+		reached = append(reached, targets[i].ID)
+		if first < 0 {
+			first = i
 		}
 	}
-	sv.observe(rpc, start, firstErr)
-	return zero, firstErr
+	if len(failed) > 0 {
+		code := status.Code(failed[0])
+		msgs := make([]string, len(failed))
+		for i, e := range failed {
+			msgs[i] = status.Convert(e).Message()
+		}
+		if len(reached) == 0 {
+			reached = []string{"none"}
+		}
+		err := status.Errorf(code, "Expected to reach every shard that may hold a subscriber, but %s; reached: %s",
+			strings.Join(msgs, "; "), strings.Join(reached, ", "))
+		sv.observe(rpc, start, err)
+		return zero, err
+	}
+	stampSlot(results[first].resp.ProtoReflect(), targets[first].Slot)
+	sv.observe(rpc, start, nil)
+	return results[first].resp, nil
 }
 
 // PublishMessage: a message that starts a process goes to one shard, so it

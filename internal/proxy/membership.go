@@ -78,6 +78,7 @@ func (p *Proxy) Sync(ctx context.Context, want []ShardConfig) error {
 	// States first: they are instant, and a drain must not wait behind a
 	// new shard that takes seconds to connect and replay.
 	var joining []ShardConfig
+	var catchUp []*shard
 	seen := map[string]bool{}
 	for _, sc := range sorted {
 		if sc.State == "" {
@@ -93,7 +94,13 @@ func (p *Proxy) Sync(ctx context.Context, want []ShardConfig) error {
 			joining = append(joining, sc)
 			continue
 		}
-		if cur.State() != sc.State {
+		switch {
+		case cur.State() == sc.State:
+		case sc.State == Up && cur.health.needsReplay.Load():
+			// It missed a deployment while it was not UP: it catches up
+			// before it takes instances, after the other states changed.
+			catchUp = append(catchUp, cur)
+		default:
 			cur.setState(sc.State)
 		}
 		if cur.Pool() != sc.Pool {
@@ -107,6 +114,14 @@ func (p *Proxy) Sync(ctx context.Context, want []ShardConfig) error {
 		}
 	}
 	var errs []error
+	for _, s := range catchUp {
+		if err := p.replay(ctx, s); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		s.health.needsReplay.Store(false)
+		s.setState(Up)
+	}
 	for _, sc := range joining {
 		// The registry gives a slot to a new shard only once the shard
 		// that had it left with its slot released: so does the proxy.

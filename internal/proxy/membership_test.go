@@ -8,6 +8,7 @@ import (
 
 	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/sim"
+	"github.com/shardctl/shardctl/probes/load"
 )
 
 func TestWantFollowsTheShardSet(t *testing.T) {
@@ -79,5 +80,43 @@ func TestWantFollowsTheShardSet(t *testing.T) {
 	})
 	if state("shard-9") != "" {
 		t.Errorf("an unreachable shard joined")
+	}
+}
+
+// A shard that missed a deployment (OUT_OF_SERVICE and unreachable when
+// it was made) is replayed it when the registry sets it UP again, before
+// it takes an instance: it was set UP without it before, and every
+// instance placed there failed.
+func TestReplayOnReturn(t *testing.T) {
+	sims := startShards(t, 2, sim.Config{Partitions: 1})
+	cfgs := shardConfigs(sims)
+	p := startProxy(t, Config{Dynamic: true, Health: HealthConfig{Interval: -1}})
+	cfgs[1].State = OutOfService
+	p.Want(cfgs)
+	budget.Eventually(t, 5*time.Second, "two shards", func() bool { return len(p.Shards()) == 2 })
+	sims[1].Refuse()
+	c := newClient(t, p.Addr().String())
+	ctx := budget.Context(t, time.Minute)
+	if _, err := c.NewDeployResourceCommand().AddResource(load.Process("order", "work"), "order.bpmn").Send(ctx); err != nil {
+		t.Fatalf("deploy with an OUT_OF_SERVICE shard unreachable: %v", err)
+	}
+	if err := sims[1].Resume(); err != nil {
+		t.Fatal(err)
+	}
+	cfgs[1].State = Up
+	p.Want(cfgs)
+	budget.Eventually(t, 5*time.Second, "shard-2 UP", func() bool { return p.shardByID("shard-2").State() == Up })
+	on2 := 0
+	for range 40 {
+		resp, err := c.NewCreateInstanceCommand().BPMNProcessId("order").LatestVersion().Send(ctx)
+		if err != nil {
+			t.Fatalf("create after shard-2 came back: %v", err)
+		}
+		if slot, _ := splitKey(resp.GetProcessInstanceKey()); slot == 2 {
+			on2++
+		}
+	}
+	if on2 == 0 {
+		t.Error("no instance landed on shard-2")
 	}
 }

@@ -109,6 +109,7 @@ keeps the deployment ledger there, shared by every proxy replica.`,
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGTERM, how long in-flight calls may take to finish")
 	f.BoolVar(&o.cfg.Profiling, "profiling", false, "serve Go's /debug/pprof on the admin address")
 	f.StringVar(&o.app, "app", registry.DefaultShardsApp, "registry application of the shards (registry mode)")
+	f.StringVar(&o.cfg.ID, "proxy-id", "", "the id this proxy registers as in "+registry.ProxiesApp+" (registry mode; default HOSTNAME-PORT)")
 	f.StringVar(&o.tokenFile, "registry-token-file", "", "file with the bearer token the registry wants for writes (env "+EnvRegistryToken+")")
 	return cmd
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/shardctl/shardctl/commands/output"
 	"github.com/shardctl/shardctl/completions"
 	"github.com/shardctl/shardctl/internal/registry"
+	"github.com/shardctl/shardctl/probes/proxies"
 )
 
 // shardsFlags are shared by every `shards` subcommand.
@@ -105,11 +106,20 @@ reported down. Eureka clients see DRAINING as OUT_OF_SERVICE.`,
 type shardList struct {
 	Registry registry.Health  `json:"registry"`
 	Shards   []registry.Shard `json:"shards"`
+	// Proxies are what each registered proxy sees of the shards (-o wide
+	// and the machine formats).
+	Proxies []proxies.View `json:"proxies,omitempty"`
 }
 
 var shardHeader = []string{"ID", "SLOT", "POOL", "STATE", "ADDRESS", "RENEWED"}
 
-func (shardList) Header(wide bool) []string { return shardColumns(wide) }
+func (shardList) Header(wide bool) []string {
+	h := shardColumns(wide)
+	if wide {
+		h = append(h, "PROXIES")
+	}
+	return h
+}
 
 func shardColumns(wide bool) []string {
 	h := append([]string(nil), shardHeader...)
@@ -122,7 +132,16 @@ func shardColumns(wide bool) []string {
 func (l shardList) Rows(wide bool, c output.Colors) [][]string {
 	rows := make([][]string, 0, len(l.Shards))
 	for _, s := range l.Shards {
-		rows = append(rows, shardRow(s, wide, c))
+		row := shardRow(s, wide, c)
+		if wide {
+			h := proxies.Of(l.Proxies, s.ID)
+			cell := h.String()
+			if h.Down > 0 {
+				cell = c.State(registry.StateDown) + cell[len("DOWN"):]
+			}
+			row = append(row, cell)
+		}
+		rows = append(rows, row)
 	}
 	return rows
 }
@@ -210,6 +229,18 @@ func (o *ShardsListOptions) Run(ctx context.Context) error {
 	for _, s := range shards {
 		if (o.pool == "" || s.Pool == o.pool) && (o.state == "" || strings.EqualFold(s.State, o.state)) {
 			l.Shards = append(l.Shards, s)
+		}
+	}
+	if o.printer.Format == output.Wide || o.printer.Format.Machine() {
+		// What the proxies see: a shard the registry calls UP may not
+		// answer. A proxy that does not answer is shown, not fatal.
+		if l.Proxies, err = proxies.Read(ctx, o.c); err != nil {
+			fmt.Fprintf(o.f.g.Streams.ErrOut, "warning: %v\n", err)
+		}
+		for _, v := range l.Proxies {
+			if v.Error != "" && !o.printer.Format.Machine() {
+				fmt.Fprintf(o.f.g.Streams.ErrOut, "warning: proxy %s (%s): %s\n", v.Proxy, v.Admin, v.Error)
+			}
 		}
 	}
 	if !o.printer.Format.Machine() {

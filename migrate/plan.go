@@ -15,6 +15,7 @@ import (
 
 	"github.com/shardctl/shardctl/internal/ledger"
 	"github.com/shardctl/shardctl/internal/registry"
+	"github.com/shardctl/shardctl/probes/proxies"
 	"github.com/shardctl/shardctl/probes/signals"
 )
 
@@ -372,9 +373,18 @@ func FederationOf(ctx context.Context, r CutoverRegistry, app string) (*signals.
 		return nil, err
 	}
 	f := &signals.Federation{Pools: map[string]string{}}
+	// What the proxies see beside it: a proxy that cannot be asked is
+	// left out, it does not hide the rest.
+	views, _ := proxies.Read(ctx, r)
 	for _, s := range shards {
 		if s.Pool != "" {
 			f.Pools[s.ID] = s.Pool
+		}
+		if h := proxies.Of(views, s.ID); h.Down > 0 {
+			if f.Down == nil {
+				f.Down = map[string]string{}
+			}
+			f.Down[s.ID] = fmt.Sprintf("%s DOWN in %d of %d proxies (%s)", s.ID, h.Down, h.Proxies, h.Reason())
 		}
 	}
 	all, err := r.Cutovers(ctx, app)

@@ -106,6 +106,12 @@ func TestViews(t *testing.T) {
 				Draining: map[string]string{"knee": "shard knee: 412 instances in flight, 0 incidents, lag 0, ~3m left"}}
 			return snap, nil
 		}, nil, []string{"cutover blue-to-green Draining", "weights  blue 0% (knee) · green 100% (half)", "412 instances in flight"}},
+		{"shard-down", func(context.Context) (signals.Snapshot, error) {
+			snap := snapshot()
+			snap.Federation = &signals.Federation{Pools: map[string]string{"knee": "blue", "half": "blue"},
+				Down: map[string]string{"knee": "knee DOWN in 1 of 2 proxies (proxy-a: 2 health checks failed: connection refused)"}}
+			return snap, nil
+		}, nil, []string{"knee DOWN in 1 of 2 proxies (proxy-a: 2 health checks failed"}},
 		{"error", func(context.Context) (signals.Snapshot, error) {
 			return signals.Snapshot{}, errors.New(`prometheus: Get "http://prometheus:9090/api/v1/query": connection refused`)
 		}, nil, []string{"no data yet", "connection refused", "retry 1"}},

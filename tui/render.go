@@ -455,10 +455,13 @@ func wrapIndented(text string, indent, width int) string {
 // cutover in progress, the pools with their weights and shards, and what
 // draining shards still hold.
 func federationLines(f *signals.Federation) []string {
-	if f == nil || (len(f.Pools) == 0 && f.Cutover == "") {
+	if f == nil || (len(f.Pools) == 0 && f.Cutover == "" && len(f.Down) == 0) {
 		return nil
 	}
 	var out []string
+	for _, shard := range slices.Sorted(maps.Keys(f.Down)) {
+		out = append(out, styleCrit.Render(f.Down[shard]))
+	}
 	if f.Cutover != "" {
 		out = append(out, styleWarn.Render("cutover "+f.Cutover))
 	}

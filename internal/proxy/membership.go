@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"os"
 	"sort"
 	"sync"
 	"time"
@@ -174,6 +176,34 @@ func (p *Proxy) followRegistry(ctx context.Context) {
 		Cutovers: func(cs []registry.Cutover) { p.SetWeights(WeightsOf(cs)) },
 		Error:    func(err error) { report(fmt.Errorf("registry watch: %w (reconnecting)", err)) },
 	})
+}
+
+// announce registers the proxy in registry.ProxiesApp with its admin
+// address, and keeps it registered until ctx ends (then deregisters it).
+func (p *Proxy) announce(ctx context.Context) error {
+	if p.adminAddr == nil {
+		return nil
+	}
+	id := p.cfg.ID
+	if id == "" {
+		host, _ := os.Hostname()
+		_, port, _ := net.SplitHostPort(p.addr.String())
+		id = host + "-" + port
+	}
+	in, err := registry.NewShardInstance(registry.ShardRegistration{App: registry.ProxiesApp, ID: id, Address: p.addr.String(),
+		Admin: "http://" + p.adminAddr.String(), Metrics: "http://" + p.adminAddr.String() + "/metrics",
+		RenewalInterval: 10 * time.Second, LeaseDuration: 30 * time.Second})
+	if err != nil {
+		return fmt.Errorf("register the proxy: %w", err)
+	}
+	p.owned.Go(func() {
+		p.cfg.Registry.Heartbeat(ctx, in, func(err error) {
+			if err != nil {
+				p.cfg.OnRegistryError(fmt.Errorf("register the proxy as %s: %w", id, err))
+			}
+		})
+	})
+	return nil
 }
 
 // WeightsOf are the pool weights the proxy places by: those of the

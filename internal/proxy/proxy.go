@@ -63,6 +63,10 @@ type Config struct {
 	Registry        *registry.Client
 	App             string
 	OnRegistryError func(error)
+	// ID names the proxy where it registers itself (registry.ProxiesApp),
+	// with its admin address, while it follows a registry (default
+	// HOSTNAME-PORT).
+	ID string
 }
 
 // Defaults.
@@ -242,6 +246,9 @@ func (p *Proxy) Start(ctx context.Context) error {
 		p.owned.Go(func() { p.followLoop(fctx) })
 		if p.cfg.Registry != nil {
 			p.owned.Go(func() { p.followRegistry(fctx) })
+			if err := p.announce(fctx); err != nil {
+				p.cfg.OnRegistryError(err)
+			}
 		}
 	}
 	p.ready.Store(true)

@@ -69,6 +69,11 @@ const (
 // federation's shards, unless --shards-app / --app say otherwise.
 const DefaultShardsApp = "ZEEBE-SHARDS"
 
+// ProxiesApp is the application the proxies that follow a registry
+// register in, with their admin address, so that tools can ask each what
+// it sees of the shards.
+const ProxiesApp = "SHARDCTL-PROXY"
+
 // Options of a registry.
 type Options struct {
 	// LeaseDuration is used when an instance does not give its own.

@@ -179,6 +179,7 @@ type ShardRegistration struct {
 	Pool    string
 	Slot    int    // 0: the registry assigns one
 	Metrics string // URL of its /metrics, if any
+	Admin   string // URL of a proxy's admin endpoints (/shards), if any
 	Static  bool   // registered by an operator: never expires
 	// Status it registers with: UP (the default), or OUT_OF_SERVICE to be
 	// held out of placement until an operator lets it in.
@@ -229,8 +230,14 @@ func NewShardInstance(r ShardRegistration) (*Instance, error) {
 	if r.Static {
 		in.Metadata[MetaStatic] = "true"
 	}
+	if r.Admin != "" {
+		in.Metadata[MetaAdmin] = r.Admin
+	}
 	return in, nil
 }
 
 // MetaMetrics is the URL of a shard's /metrics.
 const MetaMetrics = "metrics"
+
+// MetaAdmin is the URL of a proxy's admin endpoints.
+const MetaAdmin = "admin"

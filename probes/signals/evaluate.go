@@ -372,6 +372,9 @@ type Federation struct {
 	// Draining says what each draining shard still holds, as the drain
 	// last read it.
 	Draining map[string]string
+	// Down says, for each shard a proxy holds DOWN, how many of the
+	// proxies do and why.
+	Down map[string]string
 }
 
 // Take evaluates fetched series into a snapshot.

@@ -50,10 +50,14 @@ Routing (DESIGN.md, "The federation contract"):
   - deployments go to every shard in slot order and into the deployment
     ledger; a shard added later is replayed the ledger first;
   - new instances go to one shard by power-of-two-choices on requests in
-    flight, skipping shards not UP, DOWN, ejected, at
-    --max-inflight-per-shard, or cooling off for --cooling-off after a
-    RESOURCE_EXHAUSTED; when every shard refuses, the client gets
-    RESOURCE_EXHAUSTED at once; an ambiguous failure is never retried;
+    flight, skipping shards not UP, DOWN, ejected, overloaded (over
+    --overload-limit plus --overload-excess, until back under the limit),
+    at --max-inflight-per-shard, or cooling off for --cooling-off after a
+    RESOURCE_EXHAUSTED; a request is tried once per shard at most; when
+    every shard refuses, the client gets RESOURCE_EXHAUSTED at once; an
+    ambiguous failure is never retried;
+  - a call to a shard with --max-inflight-per-shard requests in flight
+    gets RESOURCE_EXHAUSTED at once, never queued (Topology excepted);
   - every --health-interval a Topology call checks each shard:
     --unhealthy-after failures in a row (or a refused connection) hold it
     DOWN, so calls for its keys fail at once with UNAVAILABLE naming it;
@@ -92,12 +96,14 @@ keeps the deployment ledger there, shared by every proxy replica.`,
 		RunE:              runOptions(o),
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.configFile, "config", "", "YAML configuration file (listen, admin, legacyShard, maxInflightPerShard, coolingOff, health, shards)")
+	f.StringVar(&o.configFile, "config", "", "YAML configuration file (listen, admin, legacyShard, maxInflightPerShard, overloadLimit, overloadExcess, coolingOff, health, shards)")
 	f.StringVar(&o.cfg.Listen, "listen", "127.0.0.1:26500", "gateway address for clients, HOST:PORT")
 	f.StringVar(&o.cfg.AdminListen, "admin", "127.0.0.1:9700", "address of /metrics, /healthz, /readyz and /shards, HOST:PORT")
 	f.StringArrayVar(&o.shardFlags, "shard", nil, "a shard as ID=HOST:PORT[,slot=N][,state=S] (repeatable; slots default to the order given)")
 	f.StringVar(&o.cfg.LegacyShard, "legacy-shard", "", "shard that keys without a slot (from before the cutover) belong to")
-	f.Int64Var(&o.cfg.MaxInflightPerShard, "max-inflight-per-shard", proxy.DefaultMaxInflightPerShard, "requests in flight past which a shard gets no new instances (0: no limit)")
+	f.Int64Var(&o.cfg.MaxInflightPerShard, "max-inflight-per-shard", proxy.DefaultMaxInflightPerShard, "the most requests in flight to one shard: past it a call gets RESOURCE_EXHAUSTED at once, never queued (0: no limit)")
+	f.Int64Var(&o.cfg.OverloadLimit, "overload-limit", proxy.DefaultOverloadLimit, "requests in flight under which an overloaded shard takes new instances again (negative: never overloaded)")
+	f.IntVar(&o.cfg.OverloadExcess, "overload-excess", proxy.DefaultOverloadExcess, "percent over --overload-limit past which a shard is overloaded: no new instances")
 	f.DurationVar(&o.coolingOff, "cooling-off", proxy.DefaultCoolingOff, "how long a shard that answered RESOURCE_EXHAUSTED gets no new instances")
 	f.DurationVar(&o.cfg.Health.Interval, "health-interval", proxy.DefaultHealthInterval, "how often each shard's health is checked with a Topology call (negative: never)")
 	f.DurationVar(&o.cfg.Health.Timeout, "health-timeout", proxy.DefaultHealthTimeout, "how long one health check may take (at most --health-interval)")
@@ -139,6 +145,16 @@ func (o *ProxyServeOptions) Complete(cmd *cobra.Command, _ []string) error {
 		set("max-inflight-per-shard", func() {
 			if fc.MaxInflightPerShard != nil {
 				o.cfg.MaxInflightPerShard = *fc.MaxInflightPerShard
+			}
+		})
+		set("overload-limit", func() {
+			if fc.OverloadLimit != nil {
+				o.cfg.OverloadLimit = *fc.OverloadLimit
+			}
+		})
+		set("overload-excess", func() {
+			if fc.OverloadExcess != nil {
+				o.cfg.OverloadExcess = *fc.OverloadExcess
 			}
 		})
 		set("cooling-off", func() {

@@ -23,6 +23,7 @@ type ShardStatus struct {
 	Partitions    int32       `json:"partitions"`
 	InFlight      int64       `json:"inFlight"`
 	CoolingOff    bool        `json:"coolingOff"`
+	Overloaded    bool        `json:"overloaded"`
 	LastError     string      `json:"lastError,omitempty"`
 	LastErrorAt   *time.Time  `json:"lastErrorAt,omitempty"`
 }
@@ -33,7 +34,8 @@ func (p *Proxy) Shards() []ShardStatus {
 	out := []ShardStatus{}
 	for _, s := range p.snapshot() {
 		st := ShardStatus{ID: s.ID, Slot: s.Slot, Address: s.Addr, State: s.routingState(), AssignedState: s.State(), Health: s.healthStatus(now),
-			Pool: s.Pool(), Partitions: s.partitions, InFlight: s.inflight.Load(), CoolingOff: s.cooling(now)}
+			Pool: s.Pool(), Partitions: s.partitions, InFlight: s.inflight.Load(), CoolingOff: s.cooling(now),
+			Overloaded: s.overloaded.Load()}
 		s.mu.Lock()
 		if s.lastErr != "" {
 			at := s.lastAt.UTC()

@@ -16,6 +16,8 @@ import (
 //	admin: 127.0.0.1:9700
 //	legacyShard: blue-0
 //	maxInflightPerShard: 1000
+//	overloadLimit: 200
+//	overloadExcess: 50
 //	coolingOff: 30s
 //	health: {interval: 2s, timeout: 1s, unhealthyAfter: 2, healthyAfter: 2,
 //	         outlierFailures: 5, ejectionTime: 30s, maxEjectionPercent: 50}
@@ -27,6 +29,8 @@ type FileConfig struct {
 	Admin               string        `json:"admin"`
 	LegacyShard         string        `json:"legacyShard"`
 	MaxInflightPerShard *int64        `json:"maxInflightPerShard"`
+	OverloadLimit       *int64        `json:"overloadLimit"`
+	OverloadExcess      *int          `json:"overloadExcess"`
 	CoolingOff          string        `json:"coolingOff"`
 	Health              FileHealth    `json:"health"`
 	Shards              []ShardConfig `json:"shards"`

@@ -19,6 +19,8 @@ type metrics struct {
 	handedBack *prometheus.CounterVec // shard, reason
 	weights    *prometheus.GaugeVec   // pool
 	up         *prometheus.GaugeVec   // shard
+	overloaded *prometheus.GaugeVec   // shard
+	limited    *prometheus.CounterVec // shard
 	checks     *prometheus.CounterVec // shard, result
 	ejections  *prometheus.CounterVec // shard
 	// ejections the max ejection percent refused, by shard
@@ -70,6 +72,12 @@ func newMetrics(ledgerSize func() float64) *metrics {
 		weights: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "shardctl_proxy_pool_weight", Help: "Each pool's share of new instances in percent, while a cutover sets weights.",
 		}, []string{"pool"}),
+		overloaded: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "shardctl_proxy_shard_overloaded", Help: "1 while a shard has more requests in flight than the overload limit plus its excess, until it is back below the limit.",
+		}, []string{"shard"}),
+		limited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shardctl_proxy_inflight_limited_total", Help: "Calls refused with RESOURCE_EXHAUSTED because a shard had --max-inflight-per-shard requests in flight.",
+		}, []string{"shard"}),
 		up: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "shardctl_proxy_shard_up", Help: "1 while a shard passes its health checks, 0 while the proxy holds it DOWN.",
 		}, []string{"shard"}),
@@ -91,7 +99,7 @@ func newMetrics(ledgerSize func() float64) *metrics {
 		Name: "shardctl_proxy_ledger_deployments", Help: "Deployments in the deployment ledger.",
 	}, ledgerSize)
 	m.registry.MustRegister(m.inflight, m.requests, m.upstream, m.choices, m.coolingOff, m.handedBack, m.weights, m.ledger, m.duration,
-		m.up, m.checks, m.ejections, m.ejectionsRefused,
+		m.up, m.checks, m.ejections, m.ejectionsRefused, m.overloaded, m.limited,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

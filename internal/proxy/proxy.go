@@ -39,9 +39,17 @@ type Config struct {
 	// LegacyShard is the shard keys without a slot (issued before the
 	// cutover) belong to; "" answers NOT_FOUND for them.
 	LegacyShard string
-	// MaxInflightPerShard stops new instances to a shard with that many
-	// requests in flight (0: no limit).
+	// MaxInflightPerShard is the most requests in flight to one shard: a
+	// call past it gets RESOURCE_EXHAUSTED at once, without queueing, and
+	// a shard at it gets no new instances (0: no limit; health checks and
+	// Topology are never limited).
 	MaxInflightPerShard int64
+	// OverloadLimit and OverloadExcess (percent): a shard with more than
+	// limit × (1 + excess) requests in flight gets no new instances until
+	// it is back below the limit, so that it does not flap at one number
+	// (defaults 200 and 50; a negative limit turns it off).
+	OverloadLimit  int64
+	OverloadExcess int
 	// CoolingOff is how long a shard that answered RESOURCE_EXHAUSTED gets
 	// no new instances.
 	CoolingOff time.Duration
@@ -73,6 +81,8 @@ type Config struct {
 const (
 	DefaultMaxInflightPerShard = 1000
 	DefaultCoolingOff          = 30 * time.Second
+	DefaultOverloadLimit       = 200
+	DefaultOverloadExcess      = 50
 
 	streamWorkers = 256
 )
@@ -111,6 +121,15 @@ func (c *Config) validate() error {
 	}
 	if c.CoolingOff < 0 || c.MaxInflightPerShard < 0 {
 		return errors.New("cooling-off and max in-flight per shard must not be negative")
+	}
+	if c.OverloadLimit == 0 {
+		c.OverloadLimit = DefaultOverloadLimit
+	}
+	if c.OverloadExcess == 0 {
+		c.OverloadExcess = DefaultOverloadExcess
+	}
+	if c.OverloadExcess < 0 {
+		return fmt.Errorf("overload excess %d%%: want a positive percent", c.OverloadExcess)
 	}
 	if c.Ledger == nil {
 		c.Ledger = &ledger.MemoryLedger{}
@@ -391,11 +410,28 @@ func outgoing(ctx context.Context) context.Context {
 	return ctx
 }
 
-// call runs one request to a shard, with in-flight accounting and metrics.
+// call runs one request to a shard, with in-flight accounting, the
+// per-shard limit, overload and health bookkeeping, and metrics.
 func call[T any](ctx context.Context, p *Proxy, s *shard, rpc string, fn func(context.Context, pb.GatewayClient) (T, error)) (T, error) {
-	s.inflightGauge.Set(float64(s.inflight.Add(1)))
+	n := s.inflight.Add(1)
+	if limit := p.cfg.MaxInflightPerShard; limit > 0 && n > limit && rpc != "Topology" {
+		s.inflight.Add(-1)
+		p.metrics.limited.WithLabelValues(s.ID).Inc()
+		var zero T
+		return zero, &limitError{shard: s.ID, limit: limit}
+	}
+	if p.cfg.OverloadLimit > 0 && n > p.overloadEnter() && !s.overloaded.Load() {
+		s.overloaded.Store(true)
+		p.metrics.overloaded.WithLabelValues(s.ID).Set(1)
+	}
+	s.inflightGauge.Set(float64(n))
 	v, err := fn(outgoing(ctx), s.client)
-	s.inflightGauge.Set(float64(s.inflight.Add(-1)))
+	n = s.inflight.Add(-1)
+	s.inflightGauge.Set(float64(n))
+	if n < p.cfg.OverloadLimit && s.overloaded.Load() {
+		s.overloaded.Store(false)
+		p.metrics.overloaded.WithLabelValues(s.ID).Set(0)
+	}
 	p.upstreamCounter(s, rpc, status.Code(err)).Inc()
 	if err != nil {
 		s.noteError(err)
@@ -404,6 +440,25 @@ func call[T any](ctx context.Context, p *Proxy, s *shard, rpc string, fn func(co
 		s.health.consecutive.Store(0)
 	}
 	return v, err
+}
+
+// overloadEnter is the in-flight count past which a shard is overloaded.
+func (p *Proxy) overloadEnter() int64 {
+	return p.cfg.OverloadLimit + p.cfg.OverloadLimit*int64(p.cfg.OverloadExcess)/100
+}
+
+// limitError is a call the proxy refused for the shard's in-flight limit:
+// RESOURCE_EXHAUSTED to the client, but not the shard's answer (no
+// cooling off).
+type limitError struct {
+	shard string
+	limit int64
+}
+
+func (e *limitError) Error() string { return e.GRPCStatus().Message() }
+
+func (e *limitError) GRPCStatus() *status.Status {
+	return status.Newf(codes.ResourceExhausted, "Expected to send the request to shard %s, but it has %d requests in flight, the proxy's limit (--max-inflight-per-shard). Please try again later.", e.shard, e.limit)
 }
 
 type rpcCode struct {

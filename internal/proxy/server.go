@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"time"
@@ -139,6 +140,8 @@ func (p *Proxy) place(ctx context.Context, rpc string, send func(context.Context
 			s.choices.Inc()
 			stampSlot(resp.ProtoReflect(), s.Slot)
 			return resp, nil
+		case errors.As(err, new(*limitError)):
+			lastErr = err // the proxy's own limit: another shard may take it
 		case status.Code(err) == codes.ResourceExhausted:
 			s.coolOff(p.cfg.CoolingOff)
 			p.metrics.coolingOff.WithLabelValues(s.ID).Inc()

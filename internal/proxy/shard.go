@@ -67,6 +67,7 @@ type shard struct {
 	// follow where jobs were activated, not how busy a shard is.
 	placing      atomic.Int64
 	coolingUntil atomic.Int64 // unix nanos
+	overloaded   atomic.Bool  // over the overload limit plus its excess, not yet back below the limit
 	partitions   int32
 	health       health
 
@@ -135,10 +136,10 @@ func (s *shard) noteError(err error) {
 }
 
 // takesInstances: UP and healthy, not ejected, replayed every
-// deployment, under the in-flight limit, not cooling off.
+// deployment, not overloaded, under the in-flight limit, not cooling off.
 func (s *shard) takesInstances(now time.Time, maxInflight int64) bool {
 	return s.State() == Up && !s.health.down.Load() && !s.health.needsReplay.Load() && !s.health.ejected(now) &&
-		(maxInflight <= 0 || s.inflight.Load() < maxInflight) && !s.cooling(now)
+		!s.overloaded.Load() && (maxInflight <= 0 || s.inflight.Load() < maxInflight) && !s.cooling(now)
 }
 
 // servesJobs: shards that may hold work and can be reached.

@@ -7,13 +7,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/sim"
 )
 
 // fakeShard is a shard with no connection, for placement alone.
 func fakeShard(id string, slot int, pool string) *shard {
-	s := &shard{ShardConfig: ShardConfig{ID: id, Slot: slot, Pool: pool}}
+	s := &shard{ShardConfig: ShardConfig{ID: id, Slot: slot, Pool: pool}, inflightGauge: prometheus.NewGauge(prometheus.GaugeOpts{Name: "test"})}
 	s.state.Store(Up)
 	s.pool.Store(pool)
 	return s

@@ -58,6 +58,10 @@ Routing (DESIGN.md, "The federation contract"):
     ambiguous failure is never retried;
   - a call to a shard with --max-inflight-per-shard requests in flight
     gets RESOURCE_EXHAUSTED at once, never queued (Topology excepted);
+  - a shard with a metrics URL (metrics= in --shard, or its registration's
+    metrics) has its backlog read every --backlog-interval: over
+    --max-backlog records not processed, or growing linearly, it gets no
+    new instances until it is back under half of that and not growing;
   - every --health-interval a Topology call checks each shard:
     --unhealthy-after failures in a row (or a refused connection) hold it
     DOWN, so calls for its keys fail at once with UNAVAILABLE naming it;
@@ -76,6 +80,12 @@ Routing (DESIGN.md, "The federation contract"):
     to one shard only: instances waiting for it on other shards do not get
     it. Give start and catch messages different names.
   - signals go to every shard.
+
+On SIGTERM or SIGINT: /readyz answers 503 and the proxy leaves the
+registry; after --shutdown-delay it accepts no new calls; open long polls
+end (with no jobs) and job streams end (UNAVAILABLE, which the Zeebe client
+retries) --drain-batch a second, handing back the jobs they buffered;
+in-flight calls finish; all within --shutdown-timeout.
 
 Shards come from --shard flags or --config, or, when neither is given and
 --registry (env SHARDCTL_REGISTRY) is, from the registry's --app: the proxy
@@ -96,13 +106,15 @@ keeps the deployment ledger there, shared by every proxy replica.`,
 		RunE:              runOptions(o),
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.configFile, "config", "", "YAML configuration file (listen, admin, legacyShard, maxInflightPerShard, overloadLimit, overloadExcess, coolingOff, health, shards)")
+	f.StringVar(&o.configFile, "config", "", "YAML configuration file (listen, admin, legacyShard, maxInflightPerShard, overloadLimit, overloadExcess, maxBacklog, backlogInterval, coolingOff, health, shards)")
 	f.StringVar(&o.cfg.Listen, "listen", "127.0.0.1:26500", "gateway address for clients, HOST:PORT")
 	f.StringVar(&o.cfg.AdminListen, "admin", "127.0.0.1:9700", "address of /metrics, /healthz, /readyz and /shards, HOST:PORT")
-	f.StringArrayVar(&o.shardFlags, "shard", nil, "a shard as ID=HOST:PORT[,slot=N][,state=S] (repeatable; slots default to the order given)")
+	f.StringArrayVar(&o.shardFlags, "shard", nil, "a shard as ID=HOST:PORT[,slot=N][,state=S][,pool=P][,metrics=URL] (repeatable; slots default to the order given)")
 	f.StringVar(&o.cfg.LegacyShard, "legacy-shard", "", "shard that keys without a slot (from before the cutover) belong to")
 	f.Int64Var(&o.cfg.MaxInflightPerShard, "max-inflight-per-shard", proxy.DefaultMaxInflightPerShard, "the most requests in flight to one shard: past it a call gets RESOURCE_EXHAUSTED at once, never queued (0: no limit)")
 	f.Int64Var(&o.cfg.OverloadLimit, "overload-limit", proxy.DefaultOverloadLimit, "requests in flight under which an overloaded shard takes new instances again (negative: never overloaded)")
+	f.Int64Var(&o.cfg.MaxBacklog, "max-backlog", proxy.DefaultMaxBacklog, "records not processed past which a shard gets no new instances, read from its metrics (negative: off)")
+	f.DurationVar(&o.cfg.BacklogInterval, "backlog-interval", proxy.DefaultBacklogInterval, "how often each shard's backlog is read from its metrics")
 	f.IntVar(&o.cfg.OverloadExcess, "overload-excess", proxy.DefaultOverloadExcess, "percent over --overload-limit past which a shard is overloaded: no new instances")
 	f.DurationVar(&o.coolingOff, "cooling-off", proxy.DefaultCoolingOff, "how long a shard that answered RESOURCE_EXHAUSTED gets no new instances")
 	f.DurationVar(&o.cfg.Health.Interval, "health-interval", proxy.DefaultHealthInterval, "how often each shard's health is checked with a Topology call (negative: never)")
@@ -112,7 +124,9 @@ keeps the deployment ledger there, shared by every proxy replica.`,
 	f.IntVar(&o.cfg.Health.OutlierFailures, "outlier-failures", proxy.DefaultOutlierFailures, "failures in a row on real traffic (unavailable, the shard's timeout) that eject a shard from placement (negative: never)")
 	f.DurationVar(&o.cfg.Health.EjectionTime, "ejection-time", proxy.DefaultEjectionTime, "how long a first ejection lasts; each further one lasts that much longer (at most 10 times)")
 	f.IntVar(&o.cfg.Health.MaxEjectionPercent, "max-ejection-percent", proxy.DefaultMaxEjectionPercent, "the most shards ejected at once, in percent of all (1-100; --outlier-failures -1 turns ejection off)")
-	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGTERM, how long in-flight calls may take to finish")
+	f.DurationVar(&o.cfg.ShutdownDelay, "shutdown-delay", 5*time.Second, "on SIGTERM, how long to keep serving after /readyz turns 503, for endpoints to update")
+	f.IntVar(&o.cfg.DrainBatch, "drain-batch", 50, "on SIGTERM, how many long polls and job streams to end a second, so workers reconnect elsewhere a few at a time (0: all at once)")
+	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long the whole stop may take (delay, stream drain, in-flight calls) before what is left is cut")
 	f.BoolVar(&o.cfg.Profiling, "profiling", false, "serve Go's /debug/pprof on the admin address")
 	f.StringVar(&o.app, "app", registry.DefaultShardsApp, "registry application of the shards (registry mode)")
 	f.StringVar(&o.cfg.ID, "proxy-id", "", "the id this proxy registers as in "+registry.ProxiesApp+" (registry mode; default HOSTNAME-PORT)")
@@ -155,6 +169,16 @@ func (o *ProxyServeOptions) Complete(cmd *cobra.Command, _ []string) error {
 		set("overload-excess", func() {
 			if fc.OverloadExcess != nil {
 				o.cfg.OverloadExcess = *fc.OverloadExcess
+			}
+		})
+		set("max-backlog", func() {
+			if fc.MaxBacklog != nil {
+				o.cfg.MaxBacklog = *fc.MaxBacklog
+			}
+		})
+		set("backlog-interval", func() {
+			if fc.BacklogInterval != "" {
+				o.cfg.BacklogInterval, _ = time.ParseDuration(fc.BacklogInterval)
 			}
 		})
 		set("cooling-off", func() {
@@ -214,6 +238,12 @@ func (o *ProxyServeOptions) Validate() error {
 	if o.coolingOff <= 0 {
 		return fmt.Errorf("--cooling-off %v: want a positive duration", o.coolingOff)
 	}
+	if o.cfg.ShutdownDelay < 0 || o.cfg.DrainBatch < 0 {
+		return fmt.Errorf("--shutdown-delay %v, --drain-batch %d: want neither negative", o.cfg.ShutdownDelay, o.cfg.DrainBatch)
+	}
+	if o.cfg.ShutdownDelay >= o.shutdownTimeout {
+		return fmt.Errorf("--shutdown-delay %v leaves nothing of --shutdown-timeout %v to finish the calls in flight", o.cfg.ShutdownDelay, o.shutdownTimeout)
+	}
 	return nil
 }
 
@@ -232,6 +262,9 @@ func (o *ProxyServeOptions) Run(ctx context.Context) error {
 		}
 		o.cfg.Registry, o.cfg.App = o.registry, o.app
 		o.cfg.OnRegistryError = func(err error) { fmt.Fprintf(errOut, "registry: %v\n", err) }
+	}
+	o.cfg.OnDrain = func(ended, left int) {
+		fmt.Fprintf(errOut, "stopping: ended %d long polls and job streams, %d left\n", ended, left)
 	}
 	p, err := proxy.New(o.cfg)
 	if err != nil {

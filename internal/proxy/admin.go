@@ -24,8 +24,10 @@ type ShardStatus struct {
 	InFlight      int64       `json:"inFlight"`
 	CoolingOff    bool        `json:"coolingOff"`
 	Overloaded    bool        `json:"overloaded"`
-	LastError     string      `json:"lastError,omitempty"`
-	LastErrorAt   *time.Time  `json:"lastErrorAt,omitempty"`
+	// Backlog is present for shards with a metrics URL.
+	Backlog     *BacklogStatus `json:"backlog,omitempty"`
+	LastError   string         `json:"lastError,omitempty"`
+	LastErrorAt *time.Time     `json:"lastErrorAt,omitempty"`
 }
 
 // Shards reports every shard's state.
@@ -35,7 +37,7 @@ func (p *Proxy) Shards() []ShardStatus {
 	for _, s := range p.snapshot() {
 		st := ShardStatus{ID: s.ID, Slot: s.Slot, Address: s.Addr, State: s.routingState(), AssignedState: s.State(), Health: s.healthStatus(now),
 			Pool: s.Pool(), Partitions: s.partitions, InFlight: s.inflight.Load(), CoolingOff: s.cooling(now),
-			Overloaded: s.overloaded.Load()}
+			Overloaded: s.overloaded.Load(), Backlog: s.backlogStatus()}
 		s.mu.Lock()
 		if s.lastErr != "" {
 			at := s.lastAt.UTC()

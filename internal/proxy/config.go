@@ -18,6 +18,8 @@ import (
 //	maxInflightPerShard: 1000
 //	overloadLimit: 200
 //	overloadExcess: 50
+//	maxBacklog: 1000
+//	backlogInterval: 1s
 //	coolingOff: 30s
 //	health: {interval: 2s, timeout: 1s, unhealthyAfter: 2, healthyAfter: 2,
 //	         outlierFailures: 5, ejectionTime: 30s, maxEjectionPercent: 50}
@@ -31,6 +33,8 @@ type FileConfig struct {
 	MaxInflightPerShard *int64        `json:"maxInflightPerShard"`
 	OverloadLimit       *int64        `json:"overloadLimit"`
 	OverloadExcess      *int          `json:"overloadExcess"`
+	MaxBacklog          *int64        `json:"maxBacklog"`
+	BacklogInterval     string        `json:"backlogInterval"`
 	CoolingOff          string        `json:"coolingOff"`
 	Health              FileHealth    `json:"health"`
 	Shards              []ShardConfig `json:"shards"`
@@ -60,7 +64,7 @@ func LoadFile(path string) (FileConfig, error) {
 		return fc, fmt.Errorf("proxy config %s: %w", path, err)
 	}
 	for field, v := range map[string]string{"coolingOff": fc.CoolingOff, "health.interval": fc.Health.Interval,
-		"health.timeout": fc.Health.Timeout, "health.ejectionTime": fc.Health.EjectionTime} {
+		"health.timeout": fc.Health.Timeout, "health.ejectionTime": fc.Health.EjectionTime, "backlogInterval": fc.BacklogInterval} {
 		if v == "" {
 			continue
 		}
@@ -71,12 +75,12 @@ func LoadFile(path string) (FileConfig, error) {
 	return fc, nil
 }
 
-// ParseShardFlag reads --shard ID=HOST:PORT[,slot=N][,state=S][,pool=P];
+// ParseShardFlag reads --shard ID=HOST:PORT[,slot=N][,state=S][,pool=P][,metrics=URL];
 // without a slot the shard gets position (1-based) as its slot.
 func ParseShardFlag(v string, position int) (ShardConfig, error) {
 	id, rest, ok := strings.Cut(v, "=")
 	if !ok || id == "" || rest == "" {
-		return ShardConfig{}, fmt.Errorf("--shard %q: want ID=HOST:PORT[,slot=N][,state=UP|DRAINING|OUT_OF_SERVICE][,pool=NAME]", v)
+		return ShardConfig{}, fmt.Errorf("--shard %q: want ID=HOST:PORT[,slot=N][,state=UP|DRAINING|OUT_OF_SERVICE][,pool=NAME][,metrics=URL]", v)
 	}
 	parts := strings.Split(rest, ",")
 	sc := ShardConfig{ID: id, Addr: parts[0], Slot: position}
@@ -97,8 +101,10 @@ func ParseShardFlag(v string, position int) (ShardConfig, error) {
 			sc.State = st
 		case "pool":
 			sc.Pool = val
+		case "metrics":
+			sc.Metrics = val
 		default:
-			return sc, fmt.Errorf("--shard %q: unknown option %q (slot=N, state=S or pool=P)", v, k)
+			return sc, fmt.Errorf("--shard %q: unknown option %q (slot=N, state=S, pool=P or metrics=URL)", v, k)
 		}
 	}
 	return sc, validateShard(sc)

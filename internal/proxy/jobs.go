@@ -237,6 +237,10 @@ func (sv *server) longPoll(ctx context.Context, shards []*shard, req *pb.Activat
 		closed = !p.deliver(s, jobs, &remaining, stream)
 	}
 
+	// The call stays a long call until the last shard's poll ends, not
+	// only until it answers: ending it cancels those polls, which only a
+	// stopping proxy may do.
+	long, done := p.long.add(p.stopping)
 	var wg sync.WaitGroup // the polls this call waits for; Close waits for the rest
 	for i, s := range shards {
 		wg.Add(1)
@@ -251,7 +255,7 @@ func (sv *server) longPoll(ctx context.Context, shards []*shard, req *pb.Activat
 			}()
 			// The shard's own long poll ends first; the margin only bounds
 			// a shard that does not answer.
-			upCtx, cancel := p.detached(ctx, wait+time.Second, p.stopping)
+			upCtx, cancel := p.detached(ctx, wait+time.Second, long)
 			defer cancel()
 			up := proto.Clone(req).(*pb.ActivateJobsRequest)
 			up.MaxJobsToActivate, up.RequestTimeout = int32(want), wait.Milliseconds()
@@ -276,15 +280,17 @@ func (sv *server) longPoll(ctx context.Context, shards []*shard, req *pb.Activat
 		})
 	}
 	allDone := make(chan struct{})
-	go func() { wg.Wait(); close(allDone) }()
+	p.owned.Go(func() { wg.Wait(); close(allDone); done() })
 	var err error
 	select {
 	case <-winnerDone:
 	case <-allDone:
 	case <-ctx.Done():
 		err = status.FromContextError(ctx.Err()).Err()
-	case <-p.stopping.Done():
-		// Stopping: answer now; what the shards still send is handed back.
+	case <-long.Done():
+		// The proxy is stopping: answer now (no jobs is a normal answer,
+		// the worker polls again, elsewhere); what the shards still send
+		// is handed back.
 	}
 	mu.Lock()
 	closed = true
@@ -315,6 +321,8 @@ func (sv *server) streamJobs(req *pb.StreamActivatedJobsRequest, stream pb.Gatew
 	}
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
+	long, done := p.long.add(p.stopping)
+	defer done()
 	buffer := make(chan pushed, streamBuffer)
 	var wg sync.WaitGroup
 	for _, s := range p.jobShards() {
@@ -349,7 +357,7 @@ func (sv *server) streamJobs(req *pb.StreamActivatedJobsRequest, stream pb.Gatew
 		case <-ctx.Done():
 			finish()
 			return status.FromContextError(stream.Context().Err()).Err()
-		case <-p.stopping.Done():
+		case <-long.Done():
 			finish()
 			return status.Error(codes.Unavailable, "the proxy is shutting down: reconnect to another replica")
 		}

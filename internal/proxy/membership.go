@@ -88,7 +88,7 @@ func (p *Proxy) Sync(ctx context.Context, want []ShardConfig) error {
 		}
 		seen[sc.ID] = true
 		cur := p.shardByID(sc.ID)
-		if cur != nil && (cur.Addr != sc.Addr || cur.Slot != sc.Slot) {
+		if cur != nil && (cur.Addr != sc.Addr || cur.Slot != sc.Slot || cur.Metrics != sc.Metrics) {
 			p.removeShard(cur)
 			cur = nil
 		}
@@ -231,7 +231,7 @@ func fromRegistry(shards []registry.Shard) []ShardConfig {
 		if err != nil {
 			st = Down
 		}
-		out = append(out, ShardConfig{ID: s.ID, Addr: s.Address, Slot: s.Slot, State: st, Pool: s.Pool})
+		out = append(out, ShardConfig{ID: s.ID, Addr: s.Address, Slot: s.Slot, State: st, Pool: s.Pool, Metrics: s.Metadata[registry.MetaMetrics]})
 	}
 	return out
 }

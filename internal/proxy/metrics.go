@@ -20,9 +20,13 @@ type metrics struct {
 	weights    *prometheus.GaugeVec   // pool
 	up         *prometheus.GaugeVec   // shard
 	overloaded *prometheus.GaugeVec   // shard
-	limited    *prometheus.CounterVec // shard
-	checks     *prometheus.CounterVec // shard, result
-	ejections  *prometheus.CounterVec // shard
+	backlog    *prometheus.GaugeVec   // shard
+	// long polls and job streams a stopping proxy ended
+	longCallsEnded prometheus.Counter
+	admitting      *prometheus.GaugeVec   // shard
+	limited        *prometheus.CounterVec // shard
+	checks         *prometheus.CounterVec // shard, result
+	ejections      *prometheus.CounterVec // shard
 	// ejections the max ejection percent refused, by shard
 	ejectionsRefused *prometheus.CounterVec
 	ledger           prometheus.GaugeFunc     // deployments
@@ -72,6 +76,15 @@ func newMetrics(ledgerSize func() float64) *metrics {
 		weights: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "shardctl_proxy_pool_weight", Help: "Each pool's share of new instances in percent, while a cutover sets weights.",
 		}, []string{"pool"}),
+		longCallsEnded: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "shardctl_proxy_long_calls_ended_total", Help: "Long polls and job streams a stopping proxy ended, --drain-batch a second.",
+		}),
+		backlog: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "shardctl_proxy_shard_backlog_records", Help: "Records a shard committed and did not process yet, as the proxy last read them from its metrics.",
+		}, []string{"shard"}),
+		admitting: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "shardctl_proxy_shard_admitting", Help: "0 while a shard gets no new instances for its backlog (over the max backlog or growing linearly), 1 otherwise.",
+		}, []string{"shard"}),
 		overloaded: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "shardctl_proxy_shard_overloaded", Help: "1 while a shard has more requests in flight than the overload limit plus its excess, until it is back below the limit.",
 		}, []string{"shard"}),
@@ -99,7 +112,7 @@ func newMetrics(ledgerSize func() float64) *metrics {
 		Name: "shardctl_proxy_ledger_deployments", Help: "Deployments in the deployment ledger.",
 	}, ledgerSize)
 	m.registry.MustRegister(m.inflight, m.requests, m.upstream, m.choices, m.coolingOff, m.handedBack, m.weights, m.ledger, m.duration,
-		m.up, m.checks, m.ejections, m.ejectionsRefused, m.overloaded, m.limited,
+		m.up, m.checks, m.ejections, m.ejectionsRefused, m.overloaded, m.limited, m.backlog, m.admitting, m.longCallsEnded,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -50,6 +50,11 @@ type Config struct {
 	// (defaults 200 and 50; a negative limit turns it off).
 	OverloadLimit  int64
 	OverloadExcess int
+	// MaxBacklog records not processed past which a shard with a metrics
+	// URL gets no new instances, read every BacklogInterval (defaults
+	// 1000 and 1 s; negative: no admission by backlog).
+	MaxBacklog      int64
+	BacklogInterval time.Duration
 	// CoolingOff is how long a shard that answered RESOURCE_EXHAUSTED gets
 	// no new instances.
 	CoolingOff time.Duration
@@ -57,6 +62,15 @@ type Config struct {
 	Ledger ledger.Ledger
 	// Profiling serves Go's /debug/pprof on the admin address.
 	Profiling bool
+	// ShutdownDelay is how long Close keeps serving after /readyz turns
+	// 503, for endpoints and load balancers to notice; DrainBatch is how
+	// many long polls and job streams it then ends a second (0: all at
+	// once).
+	ShutdownDelay time.Duration
+	DrainBatch    int
+	// OnDrain hears each batch a stopping proxy ends: how many, and how
+	// many are left.
+	OnDrain func(ended, left int)
 	// Health: active checks and outlier ejection.
 	Health HealthConfig
 	// Dynamic: the shards come later, through Want (from a registry);
@@ -128,6 +142,15 @@ func (c *Config) validate() error {
 	if c.OverloadExcess == 0 {
 		c.OverloadExcess = DefaultOverloadExcess
 	}
+	if c.MaxBacklog == 0 {
+		c.MaxBacklog = DefaultMaxBacklog
+	}
+	if c.BacklogInterval == 0 {
+		c.BacklogInterval = DefaultBacklogInterval
+	}
+	if c.BacklogInterval < 0 {
+		return fmt.Errorf("backlog interval %v: want a positive duration", c.BacklogInterval)
+	}
 	if c.OverloadExcess < 0 {
 		return fmt.Errorf("overload excess %d%%: want a positive percent", c.OverloadExcess)
 	}
@@ -186,6 +209,7 @@ type Proxy struct {
 	// (hand-backs, long polls it no longer waits for, the registry
 	// follow): Close waits for them. bg is their context, cancelled when
 	// Close runs out of time.
+	long     longCalls
 	owned    sync.WaitGroup
 	ejectMu  sync.Mutex // one ejection decision at a time
 	bg       context.Context
@@ -258,6 +282,9 @@ func (p *Proxy) Start(ctx context.Context) error {
 	}
 	if p.cfg.Health.Interval > 0 {
 		p.owned.Go(p.healthLoop)
+	}
+	if p.cfg.MaxBacklog > 0 {
+		p.owned.Go(p.admissionLoop)
 	}
 	if p.cfg.Dynamic {
 		var fctx context.Context
@@ -486,10 +513,13 @@ func (p *Proxy) AdminAddr() net.Addr { return p.adminAddr }
 // that serves until a signal should stop on it too.
 func (p *Proxy) Failed() <-chan error { return p.failed }
 
-// Close stops serving: readiness first; in-flight calls, hand-backs and
-// the proxy's other goroutines get until ctx ends (then they are cut
-// short); then the shard connections close. It waits for everything it
-// started, and a second call returns what the first did.
+// Close stops serving gracefully: /readyz turns 503 and the proxy leaves
+// the registry; after ShutdownDelay it accepts no new calls; open long
+// polls and job streams end DrainBatch a second (the workers reconnect to
+// another replica; buffered jobs are handed back); in-flight calls and
+// hand-backs finish. When ctx ends first, whatever still runs is cut
+// short. It waits for everything it started, and a second call returns
+// what the first did.
 func (p *Proxy) Close(ctx context.Context) error {
 	p.closed.Do(func() { p.closeErr = p.close(ctx) })
 	return p.closeErr
@@ -498,18 +528,29 @@ func (p *Proxy) Close(ctx context.Context) error {
 func (p *Proxy) close(ctx context.Context) error {
 	// Out of time: whatever still runs on the proxy's behalf ends now.
 	defer context.AfterFunc(ctx, p.cancelBG)()
-	p.stopFollow()
 	p.ready.Store(false)
-	p.stop()
-	if p.grpc != nil {
-		done := make(chan struct{})
-		go func() { p.grpc.GracefulStop(); close(done) }()
+	p.stopFollow()
+	if d := p.cfg.ShutdownDelay; d > 0 && p.grpc != nil {
 		select {
-		case <-done:
+		case <-time.After(d):
 		case <-ctx.Done():
-			p.grpc.Stop()
-			<-done
 		}
+	}
+	stopped := make(chan struct{})
+	if p.grpc != nil {
+		go func() { p.grpc.GracefulStop(); close(stopped) }()
+	} else {
+		close(stopped)
+	}
+	p.drainLongCalls(ctx)
+	p.stop()
+	select {
+	case <-stopped:
+	case <-ctx.Done():
+		if p.grpc != nil {
+			p.grpc.Stop()
+		}
+		<-stopped
 	}
 	var err error
 	if p.admin != nil {

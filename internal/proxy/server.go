@@ -157,7 +157,7 @@ func (p *Proxy) place(ctx context.Context, rpc string, send func(context.Context
 	}
 	switch {
 	case lastErr == nil:
-		return nil, status.Error(codes.ResourceExhausted, "Expected to place the request on a shard, but every shard is at capacity, cooling off after backpressure, or not UP. Please try again later.")
+		return nil, status.Error(codes.ResourceExhausted, "Expected to place the request on a shard, but every shard is at capacity (its backlog, requests in flight), cooling off after backpressure, or not UP. Please try again later.")
 	case exhausted:
 		return nil, status.Errorf(codes.ResourceExhausted, "Expected to place the request on a shard, but every shard rejected it: %s", status.Convert(lastErr).Message())
 	}

@@ -50,6 +50,9 @@ type ShardConfig struct {
 	// Pool is the group the shard belongs to (blue, green): pool weights
 	// place new instances between pools.
 	Pool string `json:"pool,omitempty"`
+	// Metrics is the URL of the shard's /metrics, where the proxy reads
+	// its backlog for admission ("" : no admission by backlog).
+	Metrics string `json:"metrics,omitempty"`
 }
 
 // shard is one Zeebe cluster behind the proxy.
@@ -70,6 +73,7 @@ type shard struct {
 	overloaded   atomic.Bool  // over the overload limit plus its excess, not yet back below the limit
 	partitions   int32
 	health       health
+	admission    admission
 
 	mu      sync.Mutex
 	lastErr string
@@ -136,10 +140,11 @@ func (s *shard) noteError(err error) {
 }
 
 // takesInstances: UP and healthy, not ejected, replayed every
-// deployment, not overloaded, under the in-flight limit, not cooling off.
+// deployment, not overloaded, admitted by its backlog, under the in-flight
+// limit, not cooling off.
 func (s *shard) takesInstances(now time.Time, maxInflight int64) bool {
 	return s.State() == Up && !s.health.down.Load() && !s.health.needsReplay.Load() && !s.health.ejected(now) &&
-		!s.overloaded.Load() && (maxInflight <= 0 || s.inflight.Load() < maxInflight) && !s.cooling(now)
+		!s.overloaded.Load() && !s.admission.refusing.Load() && (maxInflight <= 0 || s.inflight.Load() < maxInflight) && !s.cooling(now)
 }
 
 // servesJobs: shards that may hold work and can be reached.

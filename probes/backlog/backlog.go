@@ -62,6 +62,12 @@ type Backlog struct {
 	Error   string   `json:"error,omitempty"`
 }
 
+// LagKnown reports whether Lag was read: the committed and processed
+// positions of every partition.
+func (b Backlog) LagKnown() bool {
+	return b.Error == "" && !slices.Contains(b.Missing, metricCommitted) && !slices.Contains(b.Missing, metricProcessed)
+}
+
 // Known reports whether every required metric was read.
 func (b Backlog) Known() bool { return b.Error == "" && len(b.Missing) == 0 }
 

@@ -218,7 +218,7 @@ func evaluate(s Shard, now time.Time, th Thresholds) Signals {
 
 	// Queue: its latest size and whether it grows as a line.
 	sig.Queue = zeroNaN(s.Queue.Last())
-	sig.QueueSlope, sig.QueueR2, sig.QueueGrowing = queueTrend(s.Queue, now, th)
+	sig.QueueSlope, sig.QueueR2, sig.QueueGrowing = QueueTrend(s.Queue, now, th)
 
 	// Heatmap: where the latency mass is.
 	counts := s.Latency.Total(recent)
@@ -270,13 +270,13 @@ func evaluate(s Shard, now time.Time, th Thresholds) Signals {
 	return sig
 }
 
-// queueTrend fits lines to the queue over the recent minute, two, five
+// QueueTrend fits lines to the queue over the recent minute, two, five
 // and the whole window: a knee crossed mid-window grows as a line only
 // since then, and a fit over the whole window would dilute it. The queue
 // grows linearly when any of those fits rises with a good R² by enough
 // records; the shortest such fit is reported, the rate it grows at now
 // (else the whole window's).
-func queueTrend(q Series, now time.Time, th Thresholds) (slope, r2 float64, growing bool) {
+func QueueTrend(q Series, now time.Time, th Thresholds) (slope, r2 float64, growing bool) {
 	whole := LinearFit(q)
 	if len(q) < 3 {
 		return whole.Slope, whole.R2, false

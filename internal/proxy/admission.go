@@ -1,0 +1,129 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/shardctl/shardctl/probes/backlog"
+	"github.com/shardctl/shardctl/probes/signals"
+)
+
+// Admission from the shard's own backlog. Zeebe's backpressure counts
+// requests in flight, which stays low while the work behind them piles
+// up: a shard past its knee accepts every new instance and completes
+// fewer and fewer. The proxy reads each shard's records not processed
+// (committed − processed positions, from its /metrics) every
+// BacklogInterval and places nothing new on a shard whose backlog is over
+// MaxBacklog or growing linearly (the signals' test), until it is back
+// under half of MaxBacklog and not growing.
+
+// Admission defaults.
+const (
+	DefaultMaxBacklog      = 1000
+	DefaultBacklogInterval = time.Second
+	// backlogHistory is how far back the growth test looks.
+	backlogHistory = time.Minute
+)
+
+// admission is one shard's backlog as the proxy last read it.
+type admission struct {
+	refusing atomic.Bool // no new instances for the backlog
+
+	mu      sync.Mutex
+	history signals.Series // records not processed, oldest first
+	status  BacklogStatus
+}
+
+// BacklogStatus is a shard's backlog in GET /shards.
+type BacklogStatus struct {
+	// Records committed and not processed, summed over partitions.
+	Records float64 `json:"records"`
+	// Growing: linearly, by the signals' test, at Slope records/s.
+	Growing bool    `json:"growing"`
+	Slope   float64 `json:"slope"`
+	// Admitting is false while the shard gets no new instances for its
+	// backlog.
+	Admitting bool      `json:"admitting"`
+	Max       float64   `json:"max"`
+	At        time.Time `json:"at"`
+	// Error says why the backlog could not be read (the shard is then
+	// admitted as before: missing data does not refuse work).
+	Error string `json:"error,omitempty"`
+}
+
+// admissionLoop reads every shard's backlog each interval until the
+// proxy stops.
+func (p *Proxy) admissionLoop() {
+	reader := backlog.Scrape{HTTP: &http.Client{Timeout: p.cfg.BacklogInterval}}
+	t := time.NewTicker(p.cfg.BacklogInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.stopping.Done():
+			return
+		case <-t.C:
+		}
+		var wg sync.WaitGroup
+		for _, s := range p.snapshot() {
+			if s.Metrics != "" && s.State() != Down {
+				wg.Go(func() {
+					ctx, cancel := context.WithTimeout(p.stopping, p.cfg.BacklogInterval)
+					defer cancel()
+					p.admit(s, reader.Read(ctx, backlog.Target{Shard: s.ID, MetricsURL: s.Metrics}))
+				})
+			}
+		}
+		wg.Wait()
+	}
+}
+
+// admit decides on one reading whether s takes new instances.
+func (p *Proxy) admit(s *shard, b backlog.Backlog) {
+	a := &s.admission
+	max := float64(p.cfg.MaxBacklog)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.status.Max, a.status.At = max, b.At
+	if !b.LagKnown() {
+		a.status.Error = b.Error
+		if a.status.Error == "" {
+			a.status.Error = fmt.Sprintf("not in its metrics: %v", b.Missing)
+		}
+		return
+	}
+	a.status.Error = ""
+	a.history = append(a.history.Since(b.At.Add(-backlogHistory)), signals.Point{T: b.At, V: b.Lag})
+	// Growth that matters: half the limit over the fit.
+	th := signals.Thresholds{Recent: 10 * time.Second, QueueR2: 0.8, QueueMinGrowth: max / 2}
+	slope, _, growing := signals.QueueTrend(a.history, b.At, th)
+	refusing := a.refusing.Load()
+	switch {
+	case b.Lag > max || growing:
+		refusing = true
+	case b.Lag <= max/2:
+		refusing = false
+	}
+	a.status.Records, a.status.Growing, a.status.Slope, a.status.Admitting = b.Lag, growing, slope, !refusing
+	if refusing != a.refusing.Load() {
+		a.refusing.Store(refusing)
+		p.metrics.admitting.WithLabelValues(s.ID).Set(map[bool]float64{true: 0, false: 1}[refusing])
+	}
+	p.metrics.backlog.WithLabelValues(s.ID).Set(b.Lag)
+}
+
+func (s *shard) backlogStatus() *BacklogStatus {
+	if s.Metrics == "" {
+		return nil
+	}
+	s.admission.mu.Lock()
+	defer s.admission.mu.Unlock()
+	st := s.admission.status
+	if st.At.IsZero() {
+		st.Admitting = true
+	}
+	return &st
+}

@@ -22,6 +22,7 @@ import (
 	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -253,6 +254,10 @@ func (p *Proxy) Start(ctx context.Context) error {
 	}
 	p.addr = ln.Addr()
 	p.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(32<<20),
+		// As Zeebe's gateway: clients may ping every 30 s (the Zeebe
+		// client pings every 45 s; grpc-go's default policy would end
+		// its connection after two pings).
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 30 * time.Second, PermitWithoutStream: true}),
 		// A unary call holds its worker while it waits for the shard, so
 		// there must be about as many workers as calls in flight; past
 		// them grpc-go starts a goroutine per call, whose stack then grows

@@ -11,8 +11,10 @@ import (
 
 	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -93,6 +95,12 @@ func dialShard(cfg ShardConfig) (*shard, error) {
 		// The proxy decides itself what may be retried (never an ambiguous
 		// call); grpc-go's own retries would also buffer every request.
 		grpc.WithDisableRetry(),
+		// A shard that comes back is reconnected within seconds (grpc-go's
+		// jittered backoff grows to two minutes by default), and a dead
+		// connection is found by pings even when no call is in flight.
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: 200 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 5 * time.Second},
+			MinConnectTimeout: 5 * time.Second}),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("shard %s (%s): %w", cfg.ID, cfg.Addr, err)

@@ -19,6 +19,7 @@ import (
 
 	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
 )
 
 // Config of a simulated cluster. Zero values take the defaults below.
@@ -168,7 +169,11 @@ func (s *Sim) listenGateway(addr string) error {
 	if err != nil {
 		return fmt.Errorf("listen for the gateway on %s: %w", addr, err)
 	}
-	srv := grpc.NewServer(grpc.MaxRecvMsgSize(32 << 20))
+	// Zeebe's gateway lets clients ping every 30 s
+	// (zeebe.gateway.network.minKeepAliveInterval); grpc-go's default
+	// would end a Zeebe client's connection, which pings every 45 s.
+	srv := grpc.NewServer(grpc.MaxRecvMsgSize(32<<20),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 30 * time.Second, PermitWithoutStream: true}))
 	pb.RegisterGatewayServer(srv, s.gw)
 	s.mu.Lock()
 	s.grpc, s.addr = srv, ln.Addr()

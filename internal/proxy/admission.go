@@ -59,26 +59,14 @@ type BacklogStatus struct {
 // proxy stops.
 func (p *Proxy) admissionLoop() {
 	reader := backlog.Scrape{HTTP: &http.Client{Timeout: p.cfg.BacklogInterval}}
-	t := time.NewTicker(p.cfg.BacklogInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-p.stopping.Done():
+	p.everyShard(p.cfg.BacklogInterval, func(s *shard) {
+		if s.Metrics == "" {
 			return
-		case <-t.C:
 		}
-		var wg sync.WaitGroup
-		for _, s := range p.snapshot() {
-			if s.Metrics != "" && s.State() != Down {
-				wg.Go(func() {
-					ctx, cancel := context.WithTimeout(p.stopping, p.cfg.BacklogInterval)
-					defer cancel()
-					p.admit(s, reader.Read(ctx, backlog.Target{Shard: s.ID, MetricsURL: s.Metrics}))
-				})
-			}
-		}
-		wg.Wait()
-	}
+		ctx, cancel := context.WithTimeout(p.stopping, p.cfg.BacklogInterval)
+		defer cancel()
+		p.admit(s, reader.Read(ctx, backlog.Target{Shard: s.ID, MetricsURL: s.Metrics}))
+	})
 }
 
 // admit decides on one reading whether s takes new instances.

@@ -103,9 +103,11 @@ type health struct {
 
 func (h *health) ejected(now time.Time) bool { return now.UnixNano() < h.ejectedUntil.Load() }
 
-// healthLoop checks every shard each interval until the proxy stops.
-func (p *Proxy) healthLoop() {
-	t := time.NewTicker(p.cfg.Health.Interval)
+// everyShard runs do on every shard that is still in the registry (not
+// DOWN there), all at once, every interval until the proxy stops; a round
+// ends when its slowest shard is done.
+func (p *Proxy) everyShard(interval time.Duration, do func(*shard)) {
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
@@ -115,13 +117,16 @@ func (p *Proxy) healthLoop() {
 		}
 		var wg sync.WaitGroup
 		for _, s := range p.snapshot() {
-			if s.State() != Down { // a shard that left the registry is not checked
-				wg.Go(func() { p.check(s) })
+			if s.State() != Down {
+				wg.Go(func() { do(s) })
 			}
 		}
 		wg.Wait()
 	}
 }
+
+// healthLoop checks every shard each interval until the proxy stops.
+func (p *Proxy) healthLoop() { p.everyShard(p.cfg.Health.Interval, p.check) }
 
 // check runs one health check of s and acts on it: DOWN after
 // UnhealthyAfter failures, back after HealthyAfter successes once the

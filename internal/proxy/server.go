@@ -133,8 +133,12 @@ func (p *Proxy) place(ctx context.Context, rpc string, send func(context.Context
 		}
 		tried = append(tried, s)
 		s.placing.Add(1)
+		sent := time.Now()
 		resp, err := call(ctx, p, s, rpc, send)
 		s.placing.Add(-1)
+		if err == nil || status.Code(err) == codes.DeadlineExceeded {
+			s.latency.observe(time.Since(sent), time.Now())
+		}
 		switch {
 		case err == nil:
 			s.choices.Inc()

@@ -72,6 +72,7 @@ type shard struct {
 	// follow where jobs were activated, not how busy a shard is.
 	placing      atomic.Int64
 	coolingUntil atomic.Int64 // unix nanos
+	latency      latency      // of placements, for power-of-two-choices
 	overloaded   atomic.Bool  // over the overload limit plus its excess, not yet back below the limit
 	partitions   int32
 	health       health

@@ -138,3 +138,42 @@ func TestShardJoiningUnderReaders(t *testing.T) {
 		t.Errorf("shards %v, want by slot", got)
 	}
 }
+
+// Latency decides only when one shard is several times as fast; an old
+// average fades, so a shard left alone for being slow is tried again.
+func TestCheaper(t *testing.T) {
+	now := time.Now()
+	fast, slow, same := fakeShard("fast", 1, ""), fakeShard("slow", 2, ""), fakeShard("same", 3, "")
+	fast.latency.observe(2*time.Millisecond, now)
+	slow.latency.observe(20*time.Millisecond, now)
+	same.latency.observe(3*time.Millisecond, now)
+	same.placing.Store(1)
+	for _, tc := range []struct {
+		b, a *shard
+		at   time.Time
+		want bool
+	}{
+		{fast, slow, now, true},
+		{slow, fast, now, false},
+		{fast, same, now, true},  // as fast, and fewer in flight
+		{same, fast, now, false}, // as fast, more in flight
+		{slow, fast, now.Add(time.Minute), false},
+		{fast, slow, now.Add(time.Minute), false}, // both faded to the floor: a tie keeps a
+	} {
+		if got := cheaper(tc.b, tc.a, tc.at); got != tc.want {
+			t.Errorf("cheaper(%s, %s) after %v = %v, want %v", tc.b.ID, tc.a.ID, tc.at.Sub(now), got, tc.want)
+		}
+	}
+	if got := slow.current(now.Add(latencyFade)); got > float64(8*time.Millisecond) || got < float64(7*time.Millisecond) {
+		t.Errorf("20 ms faded for one time constant: %v, want about 7.4 ms", time.Duration(got))
+	}
+	// A shard with placements in flight and no answer (stalled) does not
+	// fade: it must not look the fastest.
+	slow.placing.Store(3)
+	if got := slow.current(now.Add(time.Minute)); got != float64(20*time.Millisecond) {
+		t.Errorf("a stalled shard's latency faded to %v", time.Duration(got))
+	}
+	if cheaper(slow, fast, now.Add(time.Minute)) {
+		t.Error("a stalled shard was cheaper than a fast one")
+	}
+}

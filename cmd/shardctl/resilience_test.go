@@ -1,0 +1,268 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/camunda/zeebe/clients/go/v8/pkg/entities"
+	"github.com/camunda/zeebe/clients/go/v8/pkg/worker"
+
+	"github.com/shardctl/shardctl/internal/budget"
+	"github.com/shardctl/shardctl/internal/proctest"
+	"github.com/shardctl/shardctl/internal/proxy"
+	"github.com/shardctl/shardctl/internal/sim/simtest"
+	"github.com/shardctl/shardctl/probes/load"
+)
+
+// loaded is a federation of four simulators behind one proxy under a
+// steady open-loop load (a rate, not a loop) with job workers, recording
+// every create and completion.
+type loaded struct {
+	ports   []int
+	sims    []*proctest.Process
+	metrics []string // each simulator's admin base URL
+	admin   string   // the proxy's /shards
+
+	mu        sync.Mutex
+	creates   []event
+	completed map[int64]bool
+	failures  []event // failed completions
+
+	stop func()
+}
+
+type event struct {
+	at   time.Time // when it was sent
+	done time.Time // when it was answered
+	slot int
+	key  int64
+	err  error
+}
+
+func (l *loaded) startSim(t *testing.T, i int) {
+	// Two partitions of 200 records/s: a shard serves about 80 instances a
+	// second of the one-task process, so that a slowed one is slow.
+	l.sims[i] = proctest.Start(t, bin, nil, "sim", "serve", "--listen", fmt.Sprintf("127.0.0.1:%d", l.ports[i]), "--metrics", "127.0.0.1:0",
+		"--partitions", "2", "--capacity", "200")
+	l.metrics[i] = strings.TrimSuffix(l.sims[i].Line(t, "metrics on "), "/metrics")
+}
+
+func startLoaded(t *testing.T, rate int, proxyArgs ...string) *loaded {
+	l := &loaded{ports: make([]int, 4), sims: make([]*proctest.Process, 4), metrics: make([]string, 4), completed: map[int64]bool{}}
+	args := append([]string{"proxy", "serve", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"}, proxyArgs...)
+	for i := range l.sims {
+		l.ports[i] = proctest.FreePort(t)
+		l.startSim(t, i)
+		args = append(args, "--shard", fmt.Sprintf("shard-%d=127.0.0.1:%d,metrics=%s/metrics", i+1, l.ports[i], l.metrics[i]))
+	}
+	px := proctest.Start(t, bin, nil, args...)
+	l.admin = px.Line(t, "admin on ")
+	c := simtest.Client(t, px.Addr)
+	ctx := budget.Context(t, 4*time.Minute)
+	if _, err := c.NewDeployResourceCommand().AddResource(load.Process("order", "work"), "order.bpmn").Send(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		w := c.NewJobWorker().JobType("work").Handler(func(jc worker.JobClient, job entities.Job) {
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			_, err := jc.NewCompleteJobCommand().JobKey(job.Key).Send(cctx)
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			if err != nil {
+				l.failures = append(l.failures, event{at: time.Now(), slot: slotOf(job.Key), err: err})
+				return
+			}
+			l.completed[job.ProcessInstanceKey] = true
+		}).MaxJobsActive(64).Concurrency(4).PollInterval(20 * time.Millisecond).RequestTimeout(time.Second).Timeout(30 * time.Second).Open()
+		t.Cleanup(w.Close)
+	}
+	loadCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(time.Second / time.Duration(rate))
+		defer tick.Stop()
+		for loadCtx.Err() == nil {
+			<-tick.C
+			wg.Go(func() {
+				// Longer than a stall lasts: a create placed on a shard
+				// just before it stalled waits it out.
+				cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				defer cancel()
+				sent := time.Now()
+				resp, err := c.NewCreateInstanceCommand().BPMNProcessId("order").LatestVersion().Send(cctx)
+				e := event{at: sent, done: time.Now(), err: err}
+				if err == nil {
+					e.key, e.slot = resp.GetProcessInstanceKey(), slotOf(resp.GetProcessInstanceKey())
+				}
+				l.mu.Lock()
+				l.creates = append(l.creates, e)
+				l.mu.Unlock()
+			})
+		}
+	})
+	l.stop = func() { stop(); wg.Wait() }
+	t.Cleanup(l.stop)
+	return l
+}
+
+// state is a shard's routing state in the proxy.
+func (l *loaded) state(t *testing.T, id string) string {
+	resp, err := http.Get(l.admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var doc struct{ Shards []proxy.ShardStatus }
+	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range doc.Shards {
+		if s.ID == id {
+			return string(s.State)
+		}
+	}
+	return ""
+}
+
+// window counts the creates sent in [from, to): created, failed, and
+// created on slot.
+func (l *loaded) window(from, to time.Time, slot int) (created, failed, onSlot int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, e := range l.creates {
+		if e.at.Before(from) || !e.at.Before(to) {
+			continue
+		}
+		if e.err != nil {
+			failed++
+			continue
+		}
+		created++
+		if e.slot == slot {
+			onSlot++
+		}
+	}
+	return
+}
+
+// settle waits until every instance created on a shard other than skip
+// completed, and reports the completions that failed elsewhere.
+func (l *loaded) settle(t *testing.T, skip int) {
+	budget.Eventually(t, 30*time.Second, "every instance created to complete", func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		for _, e := range l.creates {
+			if e.err == nil && e.slot != skip && !l.completed[e.key] {
+				return false
+			}
+		}
+		return true
+	})
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var fails []string
+	for _, e := range l.failures {
+		if e.slot != skip {
+			fails = append(fails, e.err.Error())
+		}
+	}
+	sort.Strings(fails)
+	t.Logf("job completions that failed: %d on shard-%d, %d elsewhere", len(l.failures)-len(fails), skip, len(fails))
+	if len(fails) > 0 {
+		t.Errorf("%d completions failed: %v", len(fails), fails)
+	}
+}
+
+func perSec(n int, d time.Duration) float64 { return float64(n) / d.Seconds() }
+
+// One of four shards killed (SIGKILL) under load: DOWN within two health
+// intervals, nothing new sent to it after, errors only for calls in
+// flight at the kill, throughput falls by its share at most (plus 10
+// points), every instance on the survivors completes; restarted, it is
+// back in rotation by itself.
+func TestKillOneShardUnderLoad(t *testing.T) {
+	t.Parallel()
+	const interval = 2 * time.Second
+	l := startLoaded(t, 60, "--health-interval", interval.String())
+	time.Sleep(10 * time.Second)
+	killed := time.Now()
+	l.sims[3].Kill()
+	budget.Eventually(t, 3*interval, "shard-4 DOWN in the proxy", func() bool { return l.state(t, "shard-4") == "DOWN" })
+	down := time.Now()
+	time.Sleep(10 * time.Second)
+	restarted := time.Now()
+	l.startSim(t, 3)
+	budget.Eventually(t, 30*time.Second, "shard-4 back", func() bool { return l.state(t, "shard-4") == "UP" })
+	back := time.Now()
+	time.Sleep(5 * time.Second)
+	l.stop()
+
+	beforeN, _, _ := l.window(killed.Add(-8*time.Second), killed, 4)
+	_, failedAtKill, _ := l.window(killed, down, 4)
+	afterN, failedAfter, onDead := l.window(down, restarted, 4)
+	_, _, onBack := l.window(back, time.Now(), 4)
+	before, after := perSec(beforeN, 8*time.Second), perSec(afterN, restarted.Sub(down))
+	t.Logf("DOWN %v after SIGKILL (interval %v); creates %.1f/s before, %.1f/s after (%.0f%%); failed creates %d between kill and DOWN, %d after; back %v after restart",
+		down.Sub(killed).Round(10*time.Millisecond), interval, before, after, 100*after/before, failedAtKill, failedAfter, back.Sub(restarted).Round(10*time.Millisecond))
+	if down.Sub(killed) > budget.Of(2*interval+500*time.Millisecond) {
+		t.Errorf("DOWN %v after the kill: want within two intervals", down.Sub(killed))
+	}
+	if onDead > 0 || failedAfter > 0 {
+		t.Errorf("after DOWN: %d new instances went to the dead shard, %d creates failed", onDead, failedAfter)
+	}
+	if after < before*(0.75-0.10) {
+		t.Errorf("throughput fell from %.1f/s to %.1f/s: more than the lost shard's share plus 10 points", before, after)
+	}
+	if onBack == 0 {
+		t.Error("no instance went to shard-4 after it came back")
+	}
+	l.settle(t, 4)
+}
+
+// A shard paused (a long GC pause, 20 s) or slowed ten times under load:
+// from 10 s on it gets at most 10% of new instances, and no client call
+// fails.
+func TestStalledShardUnderLoad(t *testing.T) {
+	t.Parallel()
+	for _, fault := range []string{"pause?duration=20s", "slow?factor=10"} {
+		t.Run(fault, func(t *testing.T) {
+			t.Parallel()
+			l := startLoaded(t, 60)
+			time.Sleep(5 * time.Second)
+			resp, err := http.Post(l.metrics[3]+"/fault/"+fault, "", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			struck := time.Now()
+			time.Sleep(10 * time.Second)
+			from := time.Now()
+			time.Sleep(6 * time.Second)
+			to := time.Now()
+			l.stop() // every create answered, those held by the stall too
+			created, failed, onSlow := l.window(from, to, 4)
+			_, failedAll, _ := l.window(struck.Add(-time.Hour), time.Now(), 4)
+			share := float64(onSlow) / float64(created)
+			t.Logf("%s: from 10 s after the fault, shard-4 took %d of %d new instances (%.0f%%); creates failed: %d in that window, %d in all",
+				fault, onSlow, created, 100*share, failed, failedAll)
+			if share > 0.10 {
+				t.Errorf("shard-4 took %.0f%% of new instances 10 s after the fault, want at most 10%%", 100*share)
+			}
+			if failedAll > 0 {
+				t.Errorf("%d creates failed", failedAll)
+			}
+			if _, err := http.Post(l.metrics[3]+"/fault/resume", "", nil); err != nil {
+				t.Fatal(err)
+			}
+			l.settle(t, 0)
+		})
+	}
+}

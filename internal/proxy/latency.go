@@ -1,0 +1,72 @@
+package proxy
+
+import (
+	"math"
+	"sync/atomic"
+	"time"
+)
+
+// latency is a shard's placement latency as an exponentially weighted
+// moving average that fades while no placement is measured, so that a
+// shard power-of-two-choices stopped picking for being slow is tried
+// again later, and measured again (Finagle's peak EWMA has the same
+// idea). Two atomics, not a lock: a reading that mixes two updates is
+// close enough.
+type latency struct {
+	ewma atomic.Uint64 // math.Float64bits of nanoseconds
+	at   atomic.Int64  // unix nanos of the last sample
+}
+
+const (
+	latencyWeight = 0.2             // of a new sample
+	latencyFade   = 3 * time.Second // an old average fades with this time constant
+	// latencyRatio is how much faster a shard must be for latency to
+	// decide: less is noise on a busy machine (a GC pause, a scheduler
+	// hiccup), and following noise herds placements onto one shard.
+	latencyRatio = 4
+	latencyFloor = 100 * time.Microsecond
+)
+
+func (l *latency) observe(d time.Duration, now time.Time) {
+	for {
+		old := l.ewma.Load()
+		v := float64(d)
+		if old != 0 {
+			v = latencyWeight*float64(d) + (1-latencyWeight)*l.faded(old, now)
+		}
+		if l.ewma.CompareAndSwap(old, math.Float64bits(v)) {
+			l.at.Store(now.UnixNano())
+			return
+		}
+	}
+}
+
+func (l *latency) faded(bits uint64, now time.Time) float64 {
+	age := now.Sub(time.Unix(0, l.at.Load()))
+	return math.Float64frombits(bits) * math.Exp(-max(age, 0).Seconds()/latencyFade.Seconds())
+}
+
+// cheaper reports whether power-of-two-choices should take b over a: the
+// one latencyRatio times as fast by recent latency, else the one with
+// fewer placements in flight (a on a tie: it was drawn at random).
+func cheaper(b, a *shard, now time.Time) bool {
+	la, lb := a.current(now), b.current(now)
+	switch {
+	case latencyRatio*lb < la:
+		return true
+	case latencyRatio*la < lb:
+		return false
+	}
+	return b.placing.Load() < a.placing.Load()
+}
+
+// current is the shard's recent placement latency. It fades only while
+// nothing is in flight: a stalled shard measures nothing, and a fading
+// average would make it look the fastest of all.
+func (s *shard) current(now time.Time) float64 {
+	v := math.Float64frombits(s.latency.ewma.Load())
+	if s.placing.Load() == 0 {
+		v = s.latency.faded(s.latency.ewma.Load(), now)
+	}
+	return max(v, float64(latencyFloor))
+}

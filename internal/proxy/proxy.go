@@ -210,14 +210,15 @@ type Proxy struct {
 	// (hand-backs, long polls it no longer waits for, the registry
 	// follow): Close waits for them. bg is their context, cancelled when
 	// Close runs out of time.
-	long     longCalls
 	owned    sync.WaitGroup
-	ejectMu  sync.Mutex // one ejection decision at a time
 	bg       context.Context
 	cancelBG context.CancelFunc
 	failed   chan error // what ended a listener early
 	closed   sync.Once
 	closeErr error
+
+	long    longCalls  // open long polls and job streams, for a stop to end
+	ejectMu sync.Mutex // one ejection decision at a time
 }
 
 // New checks the configuration; Start connects and serves.

@@ -97,8 +97,10 @@ type health struct {
 	reason    string     // why it is DOWN
 	lastEject time.Time
 
-	// Owned by the health loop.
-	fails, oks int
+	// fails is owned by the health loop; oks too, but markDown resets it
+	// from any call.
+	fails int
+	oks   atomic.Int32
 }
 
 func (h *health) ejected(now time.Time) bool { return now.UnixNano() < h.ejectedUntil.Load() }
@@ -142,7 +144,7 @@ func (p *Proxy) check(s *shard) {
 	}
 	if err != nil {
 		p.metrics.checks.WithLabelValues(s.ID, "failure").Inc()
-		h.oks = 0
+		h.oks.Store(0)
 		h.fails++
 		if h.fails >= p.cfg.Health.UnhealthyAfter {
 			p.markDown(s, fmt.Sprintf("%d health checks failed: %s", h.fails, status.Convert(err).Message()))
@@ -151,9 +153,9 @@ func (p *Proxy) check(s *shard) {
 	}
 	p.metrics.checks.WithLabelValues(s.ID, "success").Inc()
 	h.fails = 0
-	h.oks++
+	oks := h.oks.Add(1)
 	down := h.down.Load()
-	if (down && h.oks >= p.cfg.Health.HealthyAfter) || (!down && h.needsReplay.Load()) {
+	if (down && int(oks) >= p.cfg.Health.HealthyAfter) || (!down && h.needsReplay.Load()) {
 		rctx, cancel := context.WithTimeout(p.stopping, time.Minute)
 		err := p.replay(rctx, s)
 		cancel()
@@ -178,7 +180,7 @@ func (p *Proxy) markDown(s *shard, reason string) {
 		h.since, h.reason = time.Now(), reason
 		h.down.Store(true)
 		h.needsReplay.Store(true)
-		h.oks = 0
+		h.oks.Store(0) // back only after HealthyAfter good checks from now
 	}
 	h.mu.Unlock()
 	if changed {

@@ -103,8 +103,9 @@ func TestSignalsOnSimulatedShards(t *testing.T) {
 	// The scraping run samples from the start, as an operator without a
 	// Prometheus server would.
 	// The scissors need 30 s below half in the window: a starved machine
-	// reaches the knee later, so the sample grows with the slowdown.
-	sampleFor := budget.Of(55 * time.Second)
+	// reaches the knee later, so the sample grows with the slowdown, up to
+	// two minutes (the window is one).
+	sampleFor := min(budget.Of(55*time.Second), 2*time.Minute)
 	var scraped signalsReport
 	var scrapedCode int
 	wg.Add(1)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/shardctl/shardctl/internal/proxy"
 	"github.com/shardctl/shardctl/internal/registry"
@@ -140,72 +141,36 @@ func (o *ProxyServeOptions) Complete(cmd *cobra.Command, _ []string) error {
 		if err != nil {
 			return err
 		}
-		set := func(flag string, apply func()) {
-			if !cmd.Flags().Changed(flag) {
-				apply()
+		// The file's value, unless the flag was given or the file leaves
+		// it out (LoadFile checked every duration).
+		flags := cmd.Flags()
+		str := func(flag, v string, dst *string) {
+			if v != "" && !flags.Changed(flag) {
+				*dst = v
 			}
 		}
-		set("listen", func() {
-			if fc.Listen != "" {
-				o.cfg.Listen = fc.Listen
+		dur := func(flag, v string, dst *time.Duration) {
+			if v != "" && !flags.Changed(flag) {
+				*dst, _ = time.ParseDuration(v)
 			}
-		})
-		set("admin", func() {
-			if fc.Admin != "" {
-				o.cfg.AdminListen = fc.Admin
-			}
-		})
-		set("legacy-shard", func() { o.cfg.LegacyShard = fc.LegacyShard })
-		set("max-inflight-per-shard", func() {
-			if fc.MaxInflightPerShard != nil {
-				o.cfg.MaxInflightPerShard = *fc.MaxInflightPerShard
-			}
-		})
-		set("overload-limit", func() {
-			if fc.OverloadLimit != nil {
-				o.cfg.OverloadLimit = *fc.OverloadLimit
-			}
-		})
-		set("overload-excess", func() {
-			if fc.OverloadExcess != nil {
-				o.cfg.OverloadExcess = *fc.OverloadExcess
-			}
-		})
-		set("max-backlog", func() {
-			if fc.MaxBacklog != nil {
-				o.cfg.MaxBacklog = *fc.MaxBacklog
-			}
-		})
-		set("backlog-interval", func() {
-			if fc.BacklogInterval != "" {
-				o.cfg.BacklogInterval, _ = time.ParseDuration(fc.BacklogInterval)
-			}
-		})
-		set("cooling-off", func() {
-			if fc.CoolingOff != "" {
-				o.coolingOff, _ = time.ParseDuration(fc.CoolingOff)
-			}
-		})
+		}
+		str("listen", fc.Listen, &o.cfg.Listen)
+		str("admin", fc.Admin, &o.cfg.AdminListen)
+		str("legacy-shard", fc.LegacyShard, &o.cfg.LegacyShard)
+		fromFile(flags, "max-inflight-per-shard", fc.MaxInflightPerShard, &o.cfg.MaxInflightPerShard)
+		fromFile(flags, "overload-limit", fc.OverloadLimit, &o.cfg.OverloadLimit)
+		fromFile(flags, "overload-excess", fc.OverloadExcess, &o.cfg.OverloadExcess)
+		fromFile(flags, "max-backlog", fc.MaxBacklog, &o.cfg.MaxBacklog)
+		dur("backlog-interval", fc.BacklogInterval, &o.cfg.BacklogInterval)
+		dur("cooling-off", fc.CoolingOff, &o.coolingOff)
 		h := fc.Health
-		for flag, d := range map[string]struct {
-			v   string
-			dst *time.Duration
-		}{"health-interval": {h.Interval, &o.cfg.Health.Interval}, "health-timeout": {h.Timeout, &o.cfg.Health.Timeout}, "ejection-time": {h.EjectionTime, &o.cfg.Health.EjectionTime}} {
-			set(flag, func() {
-				if d.v != "" {
-					*d.dst, _ = time.ParseDuration(d.v) // LoadFile checked it
-				}
-			})
-		}
-		for flag, n := range map[string]struct{ v, dst *int }{"unhealthy-after": {h.UnhealthyAfter, &o.cfg.Health.UnhealthyAfter},
-			"healthy-after": {h.HealthyAfter, &o.cfg.Health.HealthyAfter}, "outlier-failures": {h.OutlierFailures, &o.cfg.Health.OutlierFailures},
-			"max-ejection-percent": {h.MaxEjectionPercent, &o.cfg.Health.MaxEjectionPercent}} {
-			set(flag, func() {
-				if n.v != nil {
-					*n.dst = *n.v
-				}
-			})
-		}
+		dur("health-interval", h.Interval, &o.cfg.Health.Interval)
+		dur("health-timeout", h.Timeout, &o.cfg.Health.Timeout)
+		dur("ejection-time", h.EjectionTime, &o.cfg.Health.EjectionTime)
+		fromFile(flags, "unhealthy-after", h.UnhealthyAfter, &o.cfg.Health.UnhealthyAfter)
+		fromFile(flags, "healthy-after", h.HealthyAfter, &o.cfg.Health.HealthyAfter)
+		fromFile(flags, "outlier-failures", h.OutlierFailures, &o.cfg.Health.OutlierFailures)
+		fromFile(flags, "max-ejection-percent", h.MaxEjectionPercent, &o.cfg.Health.MaxEjectionPercent)
 		o.cfg.Shards = append(o.cfg.Shards, fc.Shards...)
 	}
 	for _, v := range o.shardFlags {
@@ -226,6 +191,14 @@ func (o *ProxyServeOptions) Complete(cmd *cobra.Command, _ []string) error {
 		o.cfg.Ledger = registry.Ledger{C: c}
 	}
 	return nil
+}
+
+// fromFile sets dst to a number the configuration file gives (v not nil),
+// unless its flag was given.
+func fromFile[T any](flags *pflag.FlagSet, flag string, v *T, dst *T) {
+	if v != nil && !flags.Changed(flag) {
+		*dst = *v
+	}
 }
 
 func (o *ProxyServeOptions) Validate() error {

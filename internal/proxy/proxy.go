@@ -217,6 +217,10 @@ type Proxy struct {
 	closed   sync.Once
 	closeErr error
 
+	// overloadAt is the in-flight count past which a shard is overloaded:
+	// OverloadLimit plus OverloadExcess percent.
+	overloadAt int64
+
 	long    longCalls  // open long polls and job streams, for a stop to end
 	ejectMu sync.Mutex // one ejection decision at a time
 }
@@ -227,6 +231,7 @@ func New(cfg Config) (*Proxy, error) {
 		return nil, err
 	}
 	p := &Proxy{cfg: cfg, index: newLedgerIndex(), stopFollow: func() {}, failed: make(chan error, 2)}
+	p.overloadAt = cfg.OverloadLimit + cfg.OverloadLimit*int64(cfg.OverloadExcess)/100
 	p.bg, p.cancelBG = context.WithCancel(context.Background())
 	p.stopping, p.stop = context.WithCancel(p.bg)
 	p.set.Store(emptySet)
@@ -426,10 +431,9 @@ func (p *Proxy) SetWeights(w map[string]int) {
 func (p *Proxy) Weights() map[string]int { return maps.Clone(p.set.Load().weights) }
 
 // pick is the shard for something new (shardSet.pick) among those that
-// take instances now and were not tried for this request yet.
-func (p *Proxy) pick(exclude []*shard) *shard {
-	now := time.Now()
-	return p.set.Load().pick(func(s *shard) bool {
+// take instances at now and were not tried for this request yet.
+func (p *Proxy) pick(now time.Time, exclude []*shard) *shard {
+	return p.set.Load().pick(now, func(s *shard) bool {
 		return s.takesInstances(now, p.cfg.MaxInflightPerShard) && !slices.Contains(exclude, s)
 	})
 }
@@ -453,7 +457,7 @@ func call[T any](ctx context.Context, p *Proxy, s *shard, rpc string, fn func(co
 		var zero T
 		return zero, &limitError{shard: s.ID, limit: limit}
 	}
-	if p.cfg.OverloadLimit > 0 && n > p.overloadEnter() && !s.overloaded.Load() {
+	if p.cfg.OverloadLimit > 0 && n > p.overloadAt && !s.overloaded.Load() {
 		s.overloaded.Store(true)
 		p.metrics.overloaded.WithLabelValues(s.ID).Set(1)
 	}
@@ -473,11 +477,6 @@ func call[T any](ctx context.Context, p *Proxy, s *shard, rpc string, fn func(co
 		s.health.consecutive.Store(0)
 	}
 	return v, err
-}
-
-// overloadEnter is the in-flight count past which a shard is overloaded.
-func (p *Proxy) overloadEnter() int64 {
-	return p.cfg.OverloadLimit + p.cfg.OverloadLimit*int64(p.cfg.OverloadExcess)/100
 }
 
 // limitError is a call the proxy refused for the shard's in-flight limit:

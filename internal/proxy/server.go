@@ -126,18 +126,22 @@ func (p *Proxy) place(ctx context.Context, rpc string, send func(context.Context
 	tried := triedOn[:0]
 	var lastErr error
 	exhausted := false
+	// One clock read per attempt: it picks the shard, times the call, and
+	// picks the next one.
+	now := time.Now()
 	for {
-		s := p.pick(tried)
+		s := p.pick(now, tried)
 		if s == nil {
 			break
 		}
 		tried = append(tried, s)
 		s.placing.Add(1)
-		sent := time.Now()
+		sent := now
 		resp, err := call(ctx, p, s, rpc, send)
 		s.placing.Add(-1)
+		now = time.Now()
 		if err == nil || status.Code(err) == codes.DeadlineExceeded {
-			s.latency.observe(time.Since(sent), time.Now())
+			s.latency.observe(now.Sub(sent), now)
 		}
 		switch {
 		case err == nil:

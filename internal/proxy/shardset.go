@@ -76,7 +76,7 @@ func (ss *shardSet) forKey(slot int) *shard {
 // eligible shards, the cheaper: several times faster by recent latency,
 // else fewer placements in flight. With pool weights a pool is drawn by weight first,
 // among those with an eligible shard, then two of its shards.
-func (ss *shardSet) pick(eligible func(*shard) bool) *shard {
+func (ss *shardSet) pick(now time.Time, eligible func(*shard) bool) *shard {
 	shards := ss.all
 	if ss.weights != nil {
 		shards = weightedPool(shards, ss.weights, eligible)
@@ -84,7 +84,6 @@ func (ss *shardSet) pick(eligible func(*shard) bool) *shard {
 			return nil
 		}
 	}
-	now := time.Now()
 	// Two random draws among the eligible, without building a list: shard
 	// sets are small, so rejection sampling ends fast.
 	var a, b *shard

@@ -82,7 +82,7 @@ func TestShardSetPick(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ss := build([]*shard{green1, blue2, blue1}, "", tc.weights)
 			for range 200 {
-				got := ss.pick(tc.eligible)
+				got := ss.pick(time.Now(), tc.eligible)
 				switch {
 				case got == nil && tc.want != nil:
 					t.Fatal("picked nothing")
@@ -116,7 +116,7 @@ func TestShardJoiningUnderReaders(t *testing.T) {
 				held := p.snapshot()
 				before := ids(held)
 				for range 100 {
-					_ = p.pick(nil)
+					_ = p.pick(time.Now(), nil)
 					_, _, _ = p.shardForKey(int64(held[0].Slot) << slotShift)
 				}
 				if after := ids(held); !slices.Equal(before, after) {

@@ -51,6 +51,15 @@ type federation struct {
 	proxy  *proctest.Process
 }
 
+// newBlueGreen is a federation of one blue shard and one green shard,
+// green registered OUT_OF_SERVICE as a cutover's target is.
+func newBlueGreen(t *testing.T) *federation {
+	f := newFederation(t)
+	f.startSim(t, "blue-1", "blue")
+	f.startSim(t, "green-1", "green", "--status", "OUT_OF_SERVICE")
+	return f
+}
+
 // startSim runs a simulator registered as id in pool; extra flags after.
 func (f *federation) startSim(t *testing.T, id, pool string, extra ...string) {
 	t.Helper()
@@ -531,9 +540,7 @@ func TestCutoverRollsBackOnAFailingGate(t *testing.T) {
 // is refused, naming the holder.
 func TestCutoverResumesAfterKill(t *testing.T) {
 	t.Parallel()
-	f := newFederation(t)
-	f.startSim(t, "blue-1", "blue")
-	f.startSim(t, "green-1", "green", "--status", "OUT_OF_SERVICE")
+	f := newBlueGreen(t)
 	f.startProxy(t)
 	client := simtest.Client(t, f.proxy.Addr)
 	ctx := budget.Context(t, 5*time.Minute)
@@ -631,9 +638,7 @@ func getRegistryJSON(t *testing.T, regURL, path string, v any) {
 // input, found before anything changes.
 func TestCutoverGatesWithoutData(t *testing.T) {
 	t.Parallel()
-	f := newFederation(t)
-	f.startSim(t, "blue-1", "blue")
-	f.startSim(t, "green-1", "green", "--status", "OUT_OF_SERVICE")
+	f := newBlueGreen(t)
 	metrics := map[string]string{}
 	for id, p := range f.sims {
 		metrics[id] = strings.TrimSuffix(strings.TrimPrefix(p.Line(t, "metrics on "), "http://"), "/metrics")
@@ -746,9 +751,7 @@ func TestCutoverBadInput(t *testing.T) {
 // changes nothing more.
 func TestCutoverRollbackPreemptsApply(t *testing.T) {
 	t.Parallel()
-	f := newFederation(t)
-	f.startSim(t, "blue-1", "blue")
-	f.startSim(t, "green-1", "green", "--status", "OUT_OF_SERVICE")
+	f := newBlueGreen(t)
 	f.startProxy(t)
 	logFile := filepath.Join(t.TempDir(), "cutover.jsonl")
 	applied := make(chan result, 1)
@@ -786,9 +789,7 @@ func TestCutoverRollbackPreemptsApply(t *testing.T) {
 // runs it to its end; promoting a done cutover changes nothing.
 func TestCutoverPausesForPromote(t *testing.T) {
 	t.Parallel()
-	f := newFederation(t)
-	f.startSim(t, "blue-1", "blue")
-	f.startSim(t, "green-1", "green", "--status", "OUT_OF_SERVICE")
+	f := newBlueGreen(t)
 	f.startProxy(t)
 	run := func(args ...string) result {
 		return runBinFor(t, budget.Of(2*time.Minute), bin, f.env, "", args...)

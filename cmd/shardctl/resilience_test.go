@@ -27,6 +27,7 @@ import (
 // steady open-loop load (a rate, not a loop) with job workers, recording
 // every create and completion.
 type loaded struct {
+	simArgs []string
 	ports   []int
 	sims    []*proctest.Process
 	metrics []string // each simulator's admin base URL
@@ -34,7 +35,7 @@ type loaded struct {
 
 	mu        sync.Mutex
 	creates   []event
-	completed map[int64]bool
+	completed map[int64]time.Time
 	failures  []event // failed completions
 
 	stop func()
@@ -49,15 +50,17 @@ type event struct {
 }
 
 func (l *loaded) startSim(t *testing.T, i int) {
-	// Two partitions of 200 records/s: a shard serves about 80 instances a
-	// second of the one-task process, so that a slowed one is slow.
-	l.sims[i] = proctest.Start(t, bin, nil, "sim", "serve", "--listen", fmt.Sprintf("127.0.0.1:%d", l.ports[i]), "--metrics", "127.0.0.1:0",
-		"--partitions", "2", "--capacity", "200")
+	args := append([]string{"sim", "serve", "--listen", fmt.Sprintf("127.0.0.1:%d", l.ports[i]), "--metrics", "127.0.0.1:0"}, l.simArgs...)
+	l.sims[i] = proctest.Start(t, bin, nil, args...)
 	l.metrics[i] = strings.TrimSuffix(l.sims[i].Line(t, "metrics on "), "/metrics")
 }
 
-func startLoaded(t *testing.T, rate int, proxyArgs ...string) *loaded {
-	l := &loaded{ports: make([]int, 4), sims: make([]*proctest.Process, 4), metrics: make([]string, 4), completed: map[int64]bool{}}
+// Two partitions of 200 records/s: a shard serves about 80 instances a
+// second of the one-task process, so that a slowed one is slow.
+var twoSlowPartitions = []string{"--partitions", "2", "--capacity", "200"}
+
+func startLoaded(t *testing.T, rate int, simArgs []string, proxyArgs ...string) *loaded {
+	l := &loaded{simArgs: simArgs, ports: make([]int, 4), sims: make([]*proctest.Process, 4), metrics: make([]string, 4), completed: map[int64]time.Time{}}
 	args := append([]string{"proxy", "serve", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"}, proxyArgs...)
 	for i := range l.sims {
 		l.ports[i] = proctest.FreePort(t)
@@ -98,9 +101,9 @@ func startLoaded(t *testing.T, rate int, proxyArgs ...string) *loaded {
 				l.failures = append(l.failures, event{at: time.Now(), slot: slotOf(job.Key), err: failed})
 			}
 			if done {
-				l.completed[job.ProcessInstanceKey] = true
+				l.completed[job.ProcessInstanceKey] = time.Now()
 			}
-		}).MaxJobsActive(64).Concurrency(4).PollInterval(20 * time.Millisecond).RequestTimeout(time.Second).Timeout(30 * time.Second).Open()
+		}).MaxJobsActive(128).Concurrency(16).PollInterval(20 * time.Millisecond).RequestTimeout(time.Second).Timeout(30 * time.Second).Open()
 		t.Cleanup(w.Close)
 	}
 	loadCtx, stop := context.WithCancel(ctx)
@@ -134,16 +137,7 @@ func startLoaded(t *testing.T, rate int, proxyArgs ...string) *loaded {
 
 // state is a shard's routing state in the proxy.
 func (l *loaded) state(t *testing.T, id string) string {
-	resp, err := http.Get(l.admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var doc struct{ Shards []proxy.ShardStatus }
-	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range doc.Shards {
+	for _, s := range l.shards(t) {
 		if s.ID == id {
 			return string(s.State)
 		}
@@ -179,7 +173,7 @@ func (l *loaded) settle(t *testing.T, skip int) {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		for _, e := range l.creates {
-			if e.err == nil && e.slot != skip && !l.completed[e.key] {
+			if _, done := l.completed[e.key]; e.err == nil && e.slot != skip && !done {
 				return false
 			}
 		}
@@ -210,7 +204,7 @@ func perSec(n int, d time.Duration) float64 { return float64(n) / d.Seconds() }
 func TestKillOneShardUnderLoad(t *testing.T) {
 	t.Parallel()
 	const interval = 2 * time.Second
-	l := startLoaded(t, 60, "--health-interval", interval.String())
+	l := startLoaded(t, 60, twoSlowPartitions, "--health-interval", interval.String())
 	time.Sleep(10 * time.Second)
 	killed := time.Now()
 	l.sims[3].Kill()
@@ -254,7 +248,7 @@ func TestStalledShardUnderLoad(t *testing.T) {
 	for _, fault := range []string{"pause?duration=20s", "slow?factor=10"} {
 		t.Run(fault, func(t *testing.T) {
 			t.Parallel()
-			l := startLoaded(t, 60)
+			l := startLoaded(t, 60, twoSlowPartitions)
 			time.Sleep(5 * time.Second)
 			resp, err := http.Post(l.metrics[3]+"/fault/"+fault, "", nil)
 			if err != nil {
@@ -284,4 +278,18 @@ func TestStalledShardUnderLoad(t *testing.T) {
 			l.settle(t, 0)
 		})
 	}
+}
+
+// shards is the proxy's GET /shards.
+func (l *loaded) shards(t *testing.T) []proxy.ShardStatus {
+	resp, err := http.Get(l.admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var doc struct{ Shards []proxy.ShardStatus }
+	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+		t.Fatal(err)
+	}
+	return doc.Shards
 }

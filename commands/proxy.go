@@ -31,6 +31,7 @@ type ProxyServeOptions struct {
 	cfg             proxy.Config
 	coolingOff      time.Duration
 	shutdownTimeout time.Duration
+	tls             tlsFiles
 	// registry mode: shards, states and the ledger come from the registry
 	app, tokenFile string
 	registry       *registry.Client
@@ -107,10 +108,10 @@ keeps the deployment ledger there, shared by every proxy replica.`,
 		RunE:              runOptions(o),
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.configFile, "config", "", "YAML configuration file (listen, admin, legacyShard, maxInflightPerShard, overloadLimit, overloadExcess, maxBacklog, backlogInterval, coolingOff, health, shards)")
+	f.StringVar(&o.configFile, "config", "", "YAML configuration file (listen, admin, legacyShard, maxInflightPerShard, overloadLimit, overloadExcess, maxBacklog, backlogInterval, coolingOff, health, tls, upstreamCA, shards)")
 	f.StringVar(&o.cfg.Listen, "listen", "127.0.0.1:26500", "gateway address for clients, HOST:PORT")
 	f.StringVar(&o.cfg.AdminListen, "admin", "127.0.0.1:9700", "address of /metrics, /healthz, /readyz and /shards, HOST:PORT")
-	f.StringArrayVar(&o.shardFlags, "shard", nil, "a shard as ID=HOST:PORT[,slot=N][,state=S][,pool=P][,metrics=URL] (repeatable; slots default to the order given)")
+	f.StringArrayVar(&o.shardFlags, "shard", nil, "a shard as ID=HOST:PORT[,slot=N][,state=S][,pool=P][,metrics=URL][,tls=true|insecure] (repeatable; slots default to the order given)")
 	f.StringVar(&o.cfg.LegacyShard, "legacy-shard", "", "shard that keys without a slot (from before the cutover) belong to")
 	f.Int64Var(&o.cfg.MaxInflightPerShard, "max-inflight-per-shard", proxy.DefaultMaxInflightPerShard, "the most requests in flight to one shard: past it a call gets RESOURCE_EXHAUSTED at once, never queued (0: no limit)")
 	f.Int64Var(&o.cfg.OverloadLimit, "overload-limit", proxy.DefaultOverloadLimit, "requests in flight under which an overloaded shard takes new instances again (negative: never overloaded)")
@@ -132,6 +133,9 @@ keeps the deployment ledger there, shared by every proxy replica.`,
 	f.StringVar(&o.app, "app", registry.DefaultShardsApp, "registry application of the shards (registry mode)")
 	f.StringVar(&o.cfg.ID, "proxy-id", "", "the id this proxy registers as in "+registry.ProxiesApp+" (registry mode; default HOSTNAME-PORT)")
 	f.StringVar(&o.tokenFile, "registry-token-file", "", "file with the bearer token the registry wants for writes (env "+EnvRegistryToken+")")
+	o.tls.addFlags(f, "clients")
+	f.StringVar(&o.tls.clientCA, "tls-client-ca", "", "CA file client certificates must be signed by: clients without one are refused (read again when it changes)")
+	f.StringVar(&o.cfg.UpstreamCA, "upstream-ca", "", "CA file the certificates of shards with tls=true are checked against (default: the system's roots)")
 	return cmd
 }
 
@@ -171,6 +175,10 @@ func (o *ProxyServeOptions) Complete(cmd *cobra.Command, _ []string) error {
 		fromFile(flags, "healthy-after", h.HealthyAfter, &o.cfg.Health.HealthyAfter)
 		fromFile(flags, "outlier-failures", h.OutlierFailures, &o.cfg.Health.OutlierFailures)
 		fromFile(flags, "max-ejection-percent", h.MaxEjectionPercent, &o.cfg.Health.MaxEjectionPercent)
+		str("tls-cert", fc.TLS.Cert, &o.tls.cert)
+		str("tls-key", fc.TLS.Key, &o.tls.key)
+		str("tls-client-ca", fc.TLS.ClientCA, &o.tls.clientCA)
+		str("upstream-ca", fc.UpstreamCA, &o.cfg.UpstreamCA)
 		o.cfg.Shards = append(o.cfg.Shards, fc.Shards...)
 	}
 	for _, v := range o.shardFlags {
@@ -214,6 +222,9 @@ func (o *ProxyServeOptions) Validate() error {
 	if o.cfg.ShutdownDelay < 0 || o.cfg.DrainBatch < 0 {
 		return fmt.Errorf("--shutdown-delay %v, --drain-batch %d: want neither negative", o.cfg.ShutdownDelay, o.cfg.DrainBatch)
 	}
+	if err := o.tls.validate(); err != nil {
+		return err
+	}
 	if o.cfg.ShutdownDelay >= o.shutdownTimeout {
 		return fmt.Errorf("--shutdown-delay %v leaves nothing of --shutdown-timeout %v to finish the calls in flight", o.cfg.ShutdownDelay, o.shutdownTimeout)
 	}
@@ -236,6 +247,11 @@ func (o *ProxyServeOptions) Run(ctx context.Context) error {
 		o.cfg.Registry, o.cfg.App = o.registry, o.app
 		o.cfg.OnRegistryError = func(err error) { fmt.Fprintf(errOut, "registry: %v\n", err) }
 	}
+	tlsServer, err := o.tls.server(errOut)
+	if err != nil {
+		return err
+	}
+	o.cfg.TLS = tlsServer
 	o.cfg.OnDrain = func(ended, left int) {
 		fmt.Fprintf(errOut, "stopping: ended %d long polls and job streams, %d left\n", ended, left)
 	}

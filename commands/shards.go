@@ -327,6 +327,7 @@ lowest free slot; a shard keeps its slot until it is deregistered with
 	cmd.Flags().StringVar(&o.reg.Pool, "pool", "", "pool of the shard (e.g. blue or green)")
 	cmd.Flags().IntVar(&o.reg.Slot, "slot", 0, "key slot 1-31 (0: the registry assigns one)")
 	cmd.Flags().StringVar(&o.reg.Metrics, "metrics", "", "URL of the shard's /metrics")
+	cmd.Flags().StringVar(&o.reg.TLS, "tls", "", "how proxies connect to the shard: true (TLS checked against their --upstream-ca) or insecure (TLS unchecked); plain text when not set")
 	_ = cmd.RegisterFlagCompletionFunc("pool", completions.Pools(f.catalog))
 	return cmd
 }

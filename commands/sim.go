@@ -28,6 +28,7 @@ type SimServeOptions struct {
 	cfg             sim.Config
 	shutdownTimeout time.Duration
 	reg             simRegistration
+	tls             tlsFiles
 }
 
 // simRegistration is the sidecar part: register the simulator in the
@@ -102,6 +103,7 @@ Fault injection on the --metrics port:
 	f.IntVar(&o.cfg.DegradeThreshold, "degrade-threshold", sim.DefaultDegradeThreshold, "queued records past which --degrade slows the work behind new instances")
 	f.DurationVar(&o.cfg.TimerInterval, "timer-interval", sim.DefaultTimerInterval, "how often job deadlines, retry backoffs and message TTLs are checked")
 	f.StringVar(&o.cfg.Exporter, "exporter", "", "name of an exporter that exports every record once processed (zeebe_exporter_last_exported_position); none by default")
+	o.tls.addFlags(f, "the gateway")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGTERM, how long in-flight calls may take to finish")
 	f.StringVar(&o.reg.url, "register", "", "registry URL to register this simulator in as a shard, and heartbeat (e.g. http://127.0.0.1:8761/eureka)")
 	f.StringVar(&o.reg.shardID, "shard-id", "", "shard id to register as (with --register; default: sim-PORT)")
@@ -119,6 +121,9 @@ Fault injection on the --metrics port:
 func (o *SimServeOptions) Complete(*cobra.Command, []string) error { return nil }
 
 func (o *SimServeOptions) Validate() error {
+	if err := o.tls.validate(); err != nil {
+		return err
+	}
 	if err := checkListenFlags(map[string]string{"--listen": o.cfg.Listen, "--metrics": o.cfg.MetricsListen}); err != nil {
 		return err
 	}
@@ -157,6 +162,11 @@ func (o *SimServeOptions) Validate() error {
 }
 
 func (o *SimServeOptions) Run(ctx context.Context) error {
+	tlsServer, err := o.tls.server(o.g.Streams.ErrOut)
+	if err != nil {
+		return err
+	}
+	o.cfg.TLS = tlsServer
 	s, err := sim.New(o.cfg)
 	if err != nil {
 		return err
@@ -199,7 +209,7 @@ func (o *SimServeOptions) startHeartbeat(ctx context.Context, gateway, metrics s
 	in, err := registry.NewShardInstance(registry.ShardRegistration{
 		App: o.reg.app, ID: id, Address: addr, Pool: o.reg.pool, Slot: o.reg.slot,
 		Metrics: "http://" + metrics + "/metrics", RenewalInterval: o.reg.renewal, LeaseDuration: o.reg.leaseLength,
-		Status: registry.Status(o.reg.status),
+		Status: registry.Status(o.reg.status), TLS: o.registeredTLS(),
 	})
 	if err != nil {
 		return nil, UsageError(err)
@@ -218,4 +228,13 @@ func (o *SimServeOptions) startHeartbeat(ctx context.Context, gateway, metrics s
 		})
 	}()
 	return func() { cancel(); <-done }, nil
+}
+
+// registeredTLS tells proxies how to reach a simulator serving TLS: its
+// certificate checked against their --upstream-ca.
+func (o *SimServeOptions) registeredTLS() string {
+	if o.tls.cert == "" {
+		return ""
+	}
+	return "true"
 }

@@ -23,9 +23,11 @@ import (
 //	coolingOff: 30s
 //	health: {interval: 2s, timeout: 1s, unhealthyAfter: 2, healthyAfter: 2,
 //	         outlierFailures: 5, ejectionTime: 30s, maxEjectionPercent: 50}
+//	tls: {cert: /etc/shardctl/tls.crt, key: /etc/shardctl/tls.key, clientCA: /etc/shardctl/ca.crt}
+//	upstreamCA: /etc/shardctl/zeebe-ca.crt
 //	shards:
 //	- {id: blue-0, address: 10.0.0.5:26500, slot: 1}
-//	- {id: green-1, address: 10.0.1.5:26500, slot: 2, state: DRAINING}
+//	- {id: green-1, address: 10.0.1.5:26500, slot: 2, state: DRAINING, tls: "true"}
 type FileConfig struct {
 	Listen              string        `json:"listen"`
 	Admin               string        `json:"admin"`
@@ -37,7 +39,16 @@ type FileConfig struct {
 	BacklogInterval     string        `json:"backlogInterval"`
 	CoolingOff          string        `json:"coolingOff"`
 	Health              FileHealth    `json:"health"`
+	TLS                 FileTLS       `json:"tls"`
+	UpstreamCA          string        `json:"upstreamCA"`
 	Shards              []ShardConfig `json:"shards"`
+}
+
+// FileTLS is the file's tls section: the clients' listener.
+type FileTLS struct {
+	Cert     string `json:"cert"`
+	Key      string `json:"key"`
+	ClientCA string `json:"clientCA"`
 }
 
 // FileHealth is the file's health section (HealthConfig); what it leaves
@@ -75,12 +86,12 @@ func LoadFile(path string) (FileConfig, error) {
 	return fc, nil
 }
 
-// ParseShardFlag reads --shard ID=HOST:PORT[,slot=N][,state=S][,pool=P][,metrics=URL];
+// ParseShardFlag reads --shard ID=HOST:PORT[,slot=N][,state=S][,pool=P][,metrics=URL][,tls=T];
 // without a slot the shard gets position (1-based) as its slot.
 func ParseShardFlag(v string, position int) (ShardConfig, error) {
 	id, rest, ok := strings.Cut(v, "=")
 	if !ok || id == "" || rest == "" {
-		return ShardConfig{}, fmt.Errorf("--shard %q: want ID=HOST:PORT[,slot=N][,state=UP|DRAINING|OUT_OF_SERVICE][,pool=NAME][,metrics=URL]", v)
+		return ShardConfig{}, fmt.Errorf("--shard %q: want ID=HOST:PORT[,slot=N][,state=UP|DRAINING|OUT_OF_SERVICE][,pool=NAME][,metrics=URL][,tls=true|insecure]", v)
 	}
 	parts := strings.Split(rest, ",")
 	sc := ShardConfig{ID: id, Addr: parts[0], Slot: position}
@@ -103,8 +114,10 @@ func ParseShardFlag(v string, position int) (ShardConfig, error) {
 			sc.Pool = val
 		case "metrics":
 			sc.Metrics = val
+		case "tls":
+			sc.TLS = val
 		default:
-			return sc, fmt.Errorf("--shard %q: unknown option %q (slot=N, state=S, pool=P or metrics=URL)", v, k)
+			return sc, fmt.Errorf("--shard %q: unknown option %q (slot=N, state=S, pool=P, metrics=URL or tls=true|insecure)", v, k)
 		}
 	}
 	return sc, validateShard(sc)

@@ -231,7 +231,7 @@ func fromRegistry(shards []registry.Shard) []ShardConfig {
 		if err != nil {
 			st = Down
 		}
-		out = append(out, ShardConfig{ID: s.ID, Addr: s.Address, Slot: s.Slot, State: st, Pool: s.Pool, Metrics: s.Metadata[registry.MetaMetrics]})
+		out = append(out, ShardConfig{ID: s.ID, Addr: s.Address, Slot: s.Slot, State: st, Pool: s.Pool, Metrics: s.Metadata[registry.MetaMetrics], TLS: s.Metadata[registry.MetaTLS]})
 	}
 	return out
 }

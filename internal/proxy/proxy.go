@@ -9,6 +9,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"maps"
@@ -22,12 +23,14 @@ import (
 	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/shardctl/shardctl/internal/certs"
 	"github.com/shardctl/shardctl/internal/ledger"
 	"github.com/shardctl/shardctl/internal/registry"
 )
@@ -90,6 +93,12 @@ type Config struct {
 	// with its admin address, while it follows a registry (default
 	// HOSTNAME-PORT).
 	ID string
+	// TLS, when set, serves clients over TLS (its files are read again
+	// when they change; with a client CA, clients must show a certificate
+	// it signed). UpstreamCA is the CA file shards with TLS "true" are
+	// checked against ("": the system's roots).
+	TLS        *certs.Server
+	UpstreamCA string
 }
 
 // Defaults.
@@ -176,15 +185,19 @@ func validateShard(s ShardConfig) error {
 			return fmt.Errorf("shard %q: %w", s.ID, err)
 		}
 	}
+	if _, err := parseShardTLS(s.TLS); err != nil {
+		return fmt.Errorf("shard %q: %w", s.ID, err)
+	}
 	return nil
 }
 
 // Proxy is a running federation proxy.
 type Proxy struct {
-	cfg     Config
-	metrics *metrics
-	index   *ledgerIndex
-	deploy  sync.Mutex // deployments are serialised per proxy
+	cfg           Config
+	upstreamRoots *x509.CertPool // nil: the system's
+	metrics       *metrics
+	index         *ledgerIndex
+	deploy        sync.Mutex // deployments are serialised per proxy
 
 	// set is the shards and pool weights in force, replaced whole under
 	// members by every change and read without a lock.
@@ -231,6 +244,13 @@ func New(cfg Config) (*Proxy, error) {
 		return nil, err
 	}
 	p := &Proxy{cfg: cfg, index: newLedgerIndex(), stopFollow: func() {}, failed: make(chan error, 2)}
+	if cfg.UpstreamCA != "" {
+		roots, err := certs.Pool(cfg.UpstreamCA)
+		if err != nil {
+			return nil, fmt.Errorf("--upstream-ca: %w", err)
+		}
+		p.upstreamRoots = roots
+	}
 	p.overloadAt = cfg.OverloadLimit + cfg.OverloadLimit*int64(cfg.OverloadExcess)/100
 	p.bg, p.cancelBG = context.WithCancel(context.Background())
 	p.stopping, p.stop = context.WithCancel(p.bg)
@@ -259,7 +279,7 @@ func (p *Proxy) Start(ctx context.Context) error {
 		return fmt.Errorf("listen for clients on %s: %w", p.cfg.Listen, err)
 	}
 	p.addr = ln.Addr()
-	p.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(32<<20),
+	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(32 << 20),
 		// As Zeebe's gateway: clients may ping every 30 s (the Zeebe
 		// client pings every 45 s; grpc-go's default policy would end
 		// its connection after two pings).
@@ -269,7 +289,11 @@ func (p *Proxy) Start(ctx context.Context) error {
 		// them grpc-go starts a goroutine per call, whose stack then grows
 		// on every call (stack growth fell from 5% to 1% of the proxy's
 		// CPU at 64 in flight).
-		grpc.NumStreamWorkers(streamWorkers))
+		grpc.NumStreamWorkers(streamWorkers)}
+	if p.cfg.TLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(p.cfg.TLS.Config())))
+	}
+	p.grpc = grpc.NewServer(opts...)
 	pb.RegisterGatewayServer(p.grpc, &server{p: p})
 	p.owned.Go(func() {
 		if err := p.grpc.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
@@ -321,7 +345,7 @@ func (p *Proxy) AddShard(ctx context.Context, sc ShardConfig) error {
 	if taken := p.set.Load().bySlot[sc.Slot]; taken != nil {
 		return fmt.Errorf("slot %d is taken by shard %q", sc.Slot, taken.ID)
 	}
-	s, err := dialShard(sc)
+	s, err := dialShard(sc, p.upstreamRoots)
 	if err != nil {
 		return err
 	}

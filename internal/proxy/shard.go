@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"math"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
@@ -55,6 +58,38 @@ type ShardConfig struct {
 	// Metrics is the URL of the shard's /metrics, where the proxy reads
 	// its backlog for admission ("" : no admission by backlog).
 	Metrics string `json:"metrics,omitempty"`
+	// TLS is how the proxy connects: "" or "false" in plain text, "true"
+	// over TLS checked against the upstream CA, "insecure" over TLS
+	// without checking the shard's certificate (tests, self-signed labs).
+	TLS string `json:"tls,omitempty"`
+}
+
+// The values of ShardConfig.TLS.
+const (
+	tlsPlain    = "false"
+	tlsVerified = "true"
+	tlsInsecure = "insecure"
+)
+
+func parseShardTLS(v string) (string, error) {
+	switch v {
+	case "", tlsPlain:
+		return tlsPlain, nil
+	case tlsVerified, tlsInsecure:
+		return v, nil
+	}
+	return "", fmt.Errorf("tls %q: want true, insecure or false", v)
+}
+
+// transport is how a shard is dialed.
+func transport(mode string, roots *x509.CertPool) credentials.TransportCredentials {
+	switch mode {
+	case tlsVerified:
+		return credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots})
+	case tlsInsecure:
+		return credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: true})
+	}
+	return insecure.NewCredentials()
 }
 
 // shard is one Zeebe cluster behind the proxy.
@@ -89,9 +124,13 @@ type shard struct {
 	upstream      sync.Map // rpc+code -> prometheus.Counter
 }
 
-func dialShard(cfg ShardConfig) (*shard, error) {
+func dialShard(cfg ShardConfig, roots *x509.CertPool) (*shard, error) {
+	mode, err := parseShardTLS(cfg.TLS)
+	if err != nil {
+		return nil, fmt.Errorf("shard %s: %w", cfg.ID, err)
+	}
 	conn, err := grpc.NewClient(cfg.Addr,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(transport(mode, roots)),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(math.MaxInt32)),
 		// The proxy decides itself what may be retried (never an ambiguous
 		// call); grpc-go's own retries would also buffer every request.

@@ -179,6 +179,7 @@ type ShardRegistration struct {
 	Pool    string
 	Slot    int    // 0: the registry assigns one
 	Metrics string // URL of its /metrics, if any
+	TLS     string // how a proxy connects to it: "" plain, "true" or "insecure" (MetaTLS)
 	Admin   string // URL of a proxy's admin endpoints (/shards), if any
 	Static  bool   // registered by an operator: never expires
 	// Status it registers with: UP (the default), or OUT_OF_SERVICE to be
@@ -227,6 +228,13 @@ func NewShardInstance(r ShardRegistration) (*Instance, error) {
 	if r.Metrics != "" {
 		in.Metadata[MetaMetrics] = r.Metrics
 	}
+	switch r.TLS {
+	case "", "false":
+	case "true", "insecure":
+		in.Metadata[MetaTLS] = r.TLS
+	default:
+		return nil, fmt.Errorf("shard TLS %q: want true, insecure or false", r.TLS)
+	}
 	if r.Static {
 		in.Metadata[MetaStatic] = "true"
 	}
@@ -238,6 +246,11 @@ func NewShardInstance(r ShardRegistration) (*Instance, error) {
 
 // MetaMetrics is the URL of a shard's /metrics.
 const MetaMetrics = "metrics"
+
+// MetaTLS says how a proxy connects to a shard: absent in plain text,
+// "true" over TLS checked against the proxy's --upstream-ca, "insecure"
+// over TLS unchecked.
+const MetaTLS = "tls"
 
 // MetaAdmin is the URL of a proxy's admin endpoints.
 const MetaAdmin = "admin"

@@ -19,7 +19,10 @@ import (
 
 	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
+
+	"github.com/shardctl/shardctl/internal/certs"
 )
 
 // Config of a simulated cluster. Zero values take the defaults below.
@@ -48,6 +51,9 @@ type Config struct {
 	// is processed (zeebe_exporter_last_exported_position); "" exports
 	// nothing, as a cluster without exporters.
 	Exporter string
+	// TLS, when set, serves the gateway over TLS, as a Zeebe gateway with
+	// zeebe.gateway.security.enabled.
+	TLS *certs.Server
 }
 
 // Defaults.
@@ -172,8 +178,12 @@ func (s *Sim) listenGateway(addr string) error {
 	// Zeebe's gateway lets clients ping every 30 s
 	// (zeebe.gateway.network.minKeepAliveInterval); grpc-go's default
 	// would end a Zeebe client's connection, which pings every 45 s.
-	srv := grpc.NewServer(grpc.MaxRecvMsgSize(32<<20),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 30 * time.Second, PermitWithoutStream: true}))
+	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(32 << 20),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 30 * time.Second, PermitWithoutStream: true})}
+	if s.cfg.TLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(s.cfg.TLS.Config())))
+	}
+	srv := grpc.NewServer(opts...)
 	pb.RegisterGatewayServer(srv, s.gw)
 	s.mu.Lock()
 	s.grpc, s.addr = srv, ln.Addr()

@@ -1,0 +1,140 @@
+package proxy
+
+import (
+	"context"
+	"crypto/tls"
+	"strings"
+	"testing"
+	"time"
+
+	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
+	"github.com/camunda/zeebe/clients/go/v8/pkg/zbc"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
+
+	"github.com/shardctl/shardctl/internal/budget"
+	"github.com/shardctl/shardctl/internal/certs"
+	"github.com/shardctl/shardctl/internal/certs/certstest"
+	"github.com/shardctl/shardctl/internal/sim"
+	"github.com/shardctl/shardctl/internal/sim/simtest"
+	"github.com/shardctl/shardctl/probes/load"
+)
+
+// tlsServer serves cert and key (with clientCA: client certificates
+// required).
+func tlsServer(t *testing.T, cert, key, clientCA string) *certs.Server {
+	t.Helper()
+	s, err := certs.NewServer(cert, key, clientCA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// A proxy that checks client certificates, in front of a shard that
+// serves TLS: a client with a certificate the CA signed deploys and
+// starts an instance; one without is refused; the real Zeebe client
+// reaches a TLS listener with its CA file.
+func TestTLSClientsAndShards(t *testing.T) {
+	f := certstest.Write(t, t.TempDir())
+	shard := simtest.Start(t, sim.Config{Partitions: 1, TLS: tlsServer(t, f.Server, f.ServerKey, "")})
+	shards := []ShardConfig{{ID: "secure", Addr: shard.Addr().String(), Slot: 1, TLS: "true"}}
+	p := startProxy(t, Config{Shards: shards, UpstreamCA: f.CA, TLS: tlsServer(t, f.Server, f.ServerKey, f.CA)})
+
+	roots, err := certs.Pool(f.CA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(withCert bool) error {
+		cfg := &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+		if withCert {
+			pair, err := tls.LoadX509KeyPair(f.Client, f.ClientKey)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.Certificates = []tls.Certificate{pair}
+		}
+		conn, err := grpc.NewClient(p.Addr().String(), grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		ctx := budget.Context(t, 10*time.Second)
+		c := pb.NewGatewayClient(conn)
+		if _, err := c.DeployResource(ctx, &pb.DeployResourceRequest{Resources: []*pb.Resource{{Name: "order.bpmn", Content: load.Process("order", "work")}}}); err != nil {
+			return err
+		}
+		_, err = c.CreateProcessInstance(ctx, &pb.CreateProcessInstanceRequest{BpmnProcessId: "order", Version: -1})
+		return err
+	}
+	if err := call(true); err != nil {
+		t.Fatalf("with a client certificate: %v", err)
+	}
+	// The server ends the handshake; whether the client reads the alert
+	// ("certificate required") or a reset first is a race of TLS 1.3.
+	if err := call(false); status.Code(err) != codes.Unavailable {
+		t.Errorf("without a client certificate: %v, want UNAVAILABLE (the handshake refused)", err)
+	}
+
+	// The real Zeebe client checks the proxy against a CA file; it has no
+	// client certificate, so this listener asks for none.
+	open := startProxy(t, Config{Shards: shards, UpstreamCA: f.CA, TLS: tlsServer(t, f.Server, f.ServerKey, "")})
+	c, err := zbc.NewClient(&zbc.ClientConfig{GatewayAddress: open.Addr().String(), CaCertificatePath: f.CA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	topo, err := c.NewTopologyCommand().Send(budget.Context(t, 10*time.Second))
+	if err != nil || len(topo.GetBrokers()) == 0 {
+		t.Fatalf("Zeebe client over TLS: %v %v", topo, err)
+	}
+}
+
+// A shard whose certificate the proxy cannot trust is refused at once
+// with the reason and the shard named; tls=insecure connects anyway.
+func TestTLSUpstreamRefusals(t *testing.T) {
+	f := certstest.Write(t, t.TempDir())
+	good := simtest.Start(t, sim.Config{Partitions: 1, TLS: tlsServer(t, f.Server, f.ServerKey, "")})
+	expired := simtest.Start(t, sim.Config{Partitions: 1, TLS: tlsServer(t, f.Expired, f.ExpiredKey, "")})
+	plain := simtest.Start(t, sim.Config{Partitions: 1})
+	for _, tc := range []struct {
+		name     string
+		addr     string
+		mode, ca string
+		want     string // "" connects
+	}{
+		{"signed by the upstream CA", good.Addr().String(), "true", f.CA, ""},
+		{"wrong CA", good.Addr().String(), "true", f.OtherCA, "certificate signed by unknown authority"},
+		{"expired certificate", expired.Addr().String(), "true", f.CA, "expired"},
+		{"TLS to a plain-text shard", plain.Addr().String(), "true", f.CA, "does not look like a TLS handshake"},
+		{"insecure skips the check", good.Addr().String(), "insecure", f.OtherCA, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := New(Config{Listen: "127.0.0.1:0", UpstreamCA: tc.ca, Health: HealthConfig{Interval: -1},
+				Shards: []ShardConfig{{ID: "s1", Addr: tc.addr, Slot: 1, TLS: tc.mode}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), budget.Of(20*time.Second))
+			defer cancel()
+			err = p.Start(ctx)
+			if err == nil {
+				defer p.Close(ctx)
+			}
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("Start: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "s1")):
+				t.Fatalf("Start: %v, want an error naming s1 with %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := New(Config{Listen: "127.0.0.1:0", UpstreamCA: f.ServerKey, Shards: []ShardConfig{{ID: "s1", Addr: "127.0.0.1:1", Slot: 1}}}); err == nil || !strings.Contains(err.Error(), "--upstream-ca") {
+		t.Errorf("a CA file without a certificate: %v", err)
+	}
+	if _, err := New(Config{Listen: "127.0.0.1:0", Shards: []ShardConfig{{ID: "s1", Addr: "127.0.0.1:1", Slot: 1, TLS: "yes"}}}); err == nil || !strings.Contains(err.Error(), `tls "yes"`) {
+		t.Errorf("tls=yes: %v", err)
+	}
+}

@@ -301,7 +301,10 @@ func (sv *server) longPoll(ctx context.Context, shards []*shard, req *pb.Activat
 // StreamActivatedJobs merges one upstream job stream per shard into the
 // worker's stream through a bounded buffer. A job that finds the buffer
 // full, and every job still buffered when the worker's stream ends, is
-// handed back.
+// handed back. A worker that reads nothing for StreamStallTimeout (its
+// flow-control window full) gets its stream ended with
+// RESOURCE_EXHAUSTED and its waiting jobs handed back, rather than hold
+// them until their timeout.
 func (sv *server) StreamActivatedJobs(req *pb.StreamActivatedJobsRequest, stream pb.Gateway_StreamActivatedJobsServer) error {
 	start := time.Now()
 	err := sv.streamJobs(req, stream)
@@ -332,33 +335,77 @@ func (sv *server) streamJobs(req *pb.StreamActivatedJobsRequest, stream pb.Gatew
 			sv.followShard(ctx, s, req, buffer)
 		}()
 	}
-	finish := func() {
+
+	// The sender takes a job only once its last Send returned: a worker
+	// that stops reading stops it there, and the loop below sees how
+	// long. It outlives this call when a Send is stuck (ending the call
+	// ends the Send), so the proxy owns it.
+	sendq, sendErr := make(chan pushed), make(chan error, 1)
+	p.owned.Go(func() {
+		for it := range sendq {
+			j := proto.Clone(it.job).(*pb.ActivatedJob)
+			stampSlot(j.ProtoReflect(), it.s.Slot)
+			if err := stream.Send(j); err != nil {
+				p.handBack(it.s, []*pb.ActivatedJob{it.job}, "worker gone")
+				sendErr <- err
+				for it := range sendq {
+					p.handBack(it.s, []*pb.ActivatedJob{it.job}, "worker gone")
+				}
+				return
+			}
+		}
+	})
+	finish := func(reason string, pending []pushed) {
+		close(sendq)
 		cancel()
 		wg.Wait()
+		for _, it := range pending {
+			p.handBack(it.s, []*pb.ActivatedJob{it.job}, reason)
+		}
 		for {
 			select {
 			case it := <-buffer:
-				p.handBack(it.s, []*pb.ActivatedJob{it.job}, "worker gone")
+				p.handBack(it.s, []*pb.ActivatedJob{it.job}, reason)
 			default:
 				return
 			}
 		}
 	}
+	// One job at a time goes from the buffer to the sender: while one
+	// waits (out set), the buffer is not read and the stall timer runs.
+	var next pushed
+	in, out := buffer, chan pushed(nil)
+	var stalled <-chan time.Time
+	stall := time.NewTimer(time.Hour)
+	defer stall.Stop()
+	held := func() []pushed {
+		if out == nil {
+			return nil
+		}
+		return []pushed{next}
+	}
 	for {
 		select {
-		case it := <-buffer:
-			j := proto.Clone(it.job).(*pb.ActivatedJob)
-			stampSlot(j.ProtoReflect(), it.s.Slot)
-			if err := stream.Send(j); err != nil {
-				p.handBack(it.s, []*pb.ActivatedJob{it.job}, "worker gone")
-				finish()
-				return err
-			}
+		case next = <-in:
+			in, out = nil, sendq
+			stall.Reset(p.cfg.StreamStallTimeout)
+			stalled = stall.C
+		case out <- next:
+			in, out, stalled = buffer, nil, nil
+			stall.Stop()
+		case <-stalled:
+			n := len(buffer) + 1
+			finish("worker stalled", held())
+			p.metrics.streamsStalled.Inc()
+			return status.Errorf(codes.ResourceExhausted, "Expected the worker to read its job stream, but it read nothing for %v: its %d waiting jobs were handed back for other workers. Please reopen the stream.", p.cfg.StreamStallTimeout, n)
+		case err := <-sendErr:
+			finish("worker gone", held())
+			return err
 		case <-ctx.Done():
-			finish()
+			finish("worker gone", held())
 			return status.FromContextError(stream.Context().Err()).Err()
 		case <-long.Done():
-			finish()
+			finish("worker gone", held())
 			return status.Error(codes.Unavailable, "the proxy is shutting down: reconnect to another replica")
 		}
 	}
@@ -367,43 +414,81 @@ func (sv *server) streamJobs(req *pb.StreamActivatedJobsRequest, stream pb.Gatew
 // followShard keeps one upstream job stream open while the worker's is,
 // reopening it after a failure.
 func (sv *server) followShard(ctx context.Context, s *shard, req *pb.StreamActivatedJobsRequest, buffer chan<- pushed) {
-	p := sv.p
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		up, err := s.client.StreamActivatedJobs(outgoing(ctx), req)
-		if err == nil {
-			full := false
-			for {
-				j, err := up.Recv()
-				if err != nil {
-					break
-				}
-				backoff = 100 * time.Millisecond
-				if full {
-					// The buffer was full a moment ago: wait for room
-					// rather than bounce every job back and forth between
-					// shard and proxy while the worker is slow.
-					select {
-					case buffer <- pushed{s, j}:
-						full = false
-					case <-ctx.Done():
-						p.handBack(s, []*pb.ActivatedJob{j}, "worker gone")
-					}
-					continue
-				}
-				select {
-				case buffer <- pushed{s, j}:
-				default:
-					p.handBack(s, []*pb.ActivatedJob{j}, "stream buffer full")
-					full = true
-				}
-			}
+		if sv.relayStream(ctx, s, req, buffer) {
+			backoff = 100 * time.Millisecond
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(backoff):
 			backoff = min(backoff*2, 5*time.Second)
+		}
+	}
+}
+
+// How a job stream ends upstream: the shard has already sent jobs that
+// are still in the connection's buffers, and cancelling the call at once
+// would lose them until their timeout. So the proxy goes on reading, and
+// handing back, until nothing came for streamDrainIdle (at most
+// streamDrainMax), and only then cancels.
+const (
+	streamDrainIdle = 200 * time.Millisecond
+	streamDrainMax  = 2 * time.Second
+)
+
+// relayStream runs one upstream job stream until it fails or the
+// worker's ends (then drained), and reports whether any job came.
+func (sv *server) relayStream(ctx context.Context, s *shard, req *pb.StreamActivatedJobsRequest, buffer chan<- pushed) (got bool) {
+	p := sv.p
+	upCtx, cancelUp := context.WithCancel(context.WithoutCancel(outgoing(ctx)))
+	defer cancelUp()
+	idle := time.AfterFunc(time.Hour, cancelUp)
+	idle.Stop()
+	defer idle.Stop()
+	stopWatch := context.AfterFunc(ctx, func() {
+		idle.Reset(streamDrainIdle)
+		time.AfterFunc(streamDrainMax, cancelUp)
+	})
+	defer stopWatch()
+	up, err := s.client.StreamActivatedJobs(upCtx, req)
+	if err != nil {
+		return false
+	}
+	// Handed back only once the upstream call is over: handed back
+	// earlier, the shard would push them into this same call again.
+	var drained []*pb.ActivatedJob
+	defer func() { p.handBack(s, drained, "worker gone") }()
+	full := false
+	for {
+		j, err := up.Recv()
+		if err != nil {
+			return got
+		}
+		got = true
+		if ctx.Err() != nil {
+			drained = append(drained, j)
+			idle.Reset(streamDrainIdle)
+			continue
+		}
+		if full {
+			// The buffer was full a moment ago: wait for room rather than
+			// bounce every job back and forth between shard and proxy
+			// while the worker is slow.
+			select {
+			case buffer <- pushed{s, j}:
+				full = false
+			case <-ctx.Done():
+				p.handBack(s, []*pb.ActivatedJob{j}, "worker gone")
+			}
+			continue
+		}
+		select {
+		case buffer <- pushed{s, j}:
+		default:
+			p.handBack(s, []*pb.ActivatedJob{j}, "stream buffer full")
+			full = true
 		}
 	}
 }

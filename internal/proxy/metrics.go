@@ -23,6 +23,7 @@ type metrics struct {
 	backlog    *prometheus.GaugeVec   // shard
 	// long polls and job streams a stopping proxy ended
 	longCallsEnded prometheus.Counter
+	streamsStalled prometheus.Counter
 	admitting      *prometheus.GaugeVec   // shard
 	limited        *prometheus.CounterVec // shard
 	checks         *prometheus.CounterVec // shard, result
@@ -79,6 +80,9 @@ func newMetrics(ledgerSize func() float64) *metrics {
 		longCallsEnded: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "shardctl_proxy_long_calls_ended_total", Help: "Long polls and job streams a stopping proxy ended, --drain-batch a second.",
 		}),
+		streamsStalled: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "shardctl_proxy_job_streams_stalled_total", Help: "Job streams ended because their worker read nothing for --stream-stall-timeout; their jobs were handed back.",
+		}),
 		backlog: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "shardctl_proxy_shard_backlog_records", Help: "Records a shard committed and did not process yet, as the proxy last read them from its metrics.",
 		}, []string{"shard"}),
@@ -112,7 +116,7 @@ func newMetrics(ledgerSize func() float64) *metrics {
 		Name: "shardctl_proxy_ledger_deployments", Help: "Deployments in the deployment ledger.",
 	}, ledgerSize)
 	m.registry.MustRegister(m.inflight, m.requests, m.upstream, m.choices, m.coolingOff, m.handedBack, m.weights, m.ledger, m.duration,
-		m.up, m.checks, m.ejections, m.ejectionsRefused, m.overloaded, m.limited, m.backlog, m.admitting, m.longCallsEnded,
+		m.up, m.checks, m.ejections, m.ejectionsRefused, m.overloaded, m.limited, m.backlog, m.admitting, m.longCallsEnded, m.streamsStalled,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

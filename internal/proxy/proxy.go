@@ -72,6 +72,10 @@ type Config struct {
 	// once).
 	ShutdownDelay time.Duration
 	DrainBatch    int
+	// StreamStallTimeout is how long a job stream's worker may read
+	// nothing while a job waits for it before the stream is ended and its
+	// jobs handed back (default 10 s).
+	StreamStallTimeout time.Duration
 	// OnDrain hears each batch a stopping proxy ends: how many, and how
 	// many are left.
 	OnDrain func(ended, left int)
@@ -105,6 +109,7 @@ type Config struct {
 const (
 	DefaultMaxInflightPerShard = 1000
 	DefaultCoolingOff          = 30 * time.Second
+	DefaultStreamStallTimeout  = 10 * time.Second
 	DefaultOverloadLimit       = 200
 	DefaultOverloadExcess      = 50
 
@@ -142,6 +147,12 @@ func (c *Config) validate() error {
 	}
 	if c.CoolingOff == 0 {
 		c.CoolingOff = DefaultCoolingOff
+	}
+	if c.StreamStallTimeout == 0 {
+		c.StreamStallTimeout = DefaultStreamStallTimeout
+	}
+	if c.StreamStallTimeout < 0 {
+		return errors.New("the stream stall timeout must be positive")
 	}
 	if c.CoolingOff < 0 || c.MaxInflightPerShard < 0 {
 		return errors.New("cooling-off and max in-flight per shard must not be negative")

@@ -157,3 +157,81 @@ func TestRemainingRPCsThroughTheProxy(t *testing.T) {
 		}
 	}
 }
+
+// A worker that stops reading its job stream: after the stall timeout its
+// stream ends with RESOURCE_EXHAUSTED and the jobs waiting for it go back
+// to other workers at once; every job is either in the worker's own
+// transport or activatable again, none held until its timeout.
+func TestStalledJobStreamIsEnded(t *testing.T) {
+	shards := startShards(t, 1, sim.Config{Partitions: 1})
+	stall := budget.Of(time.Second)
+	p := startProxy(t, Config{Shards: shardConfigs(shards), StreamStallTimeout: stall})
+	c := newClient(t, p.Addr().String())
+	ctx := budget.Context(t, time.Minute)
+	if _, err := c.NewDeployResourceCommand().AddResource(load.Process("p", "pushed"), "p.bpmn").Send(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stream, err := pb.NewGatewayClient(dial(t, p.Addr().String())).StreamActivatedJobs(ctx, &pb.StreamActivatedJobsRequest{Type: "pushed", Worker: "slow", Timeout: time.Hour.Milliseconds()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	budget.Eventually(t, 10*time.Second, "the upstream stream to open", func() bool {
+		return simMetric(t, shards[0], "shardctl_sim_job_streams_open", `type="pushed"`) == 1
+	})
+	const n = 100
+	blob := strings.Repeat("x", 100<<10)
+	for range n {
+		cmd, _ := c.NewCreateInstanceCommand().BPMNProcessId("p").LatestVersion().VariablesFromMap(map[string]any{"blob": blob})
+		if _, err := cmd.Send(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// poll activates what is activatable now, without waiting.
+	gw := pb.NewGatewayClient(dial(t, p.Addr().String()))
+	poll := func() int {
+		jobs, err := gw.ActivateJobs(ctx, &pb.ActivateJobsRequest{Type: "pushed", Worker: "poller", MaxJobsToActivate: n, Timeout: time.Hour.Milliseconds(), RequestTimeout: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := 0
+		for {
+			resp, err := jobs.Recv()
+			if err != nil {
+				return got
+			}
+			got += len(resp.GetJobs())
+		}
+	}
+	budget.Eventually(t, 10*time.Second, "the stalled stream ended", func() bool {
+		return proxyMetric(t, p, "shardctl_proxy_job_streams_stalled_total") == 1
+	})
+	polled := 0
+	budget.Eventually(t, 15*time.Second, "the jobs the worker did not take back to polling", func() bool {
+		polled += poll()
+		return polled > 0 && simMetric(t, shards[0], "shardctl_sim_job_streams_open", `type="pushed"`) == 0
+	})
+	// What the slow worker's transport holds it still reads, then the
+	// status that says why the stream ended.
+	streamed := 0
+	for {
+		_, err := stream.Recv()
+		if err != nil {
+			if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "read nothing for") {
+				t.Errorf("the stalled stream ended with %v, want RESOURCE_EXHAUSTED saying the worker read nothing", err)
+			}
+			break
+		}
+		streamed++
+	}
+	// Jobs the shard pushed while the poll ran may still be on their way
+	// back: poll until every job is accounted for.
+	budget.Eventually(t, 15*time.Second, "every job with the slow worker or polled", func() bool {
+		polled += poll()
+		return streamed+polled == n
+	})
+	t.Logf("stall %v: %d jobs reached the slow worker, %d went back to polling; handed back by the proxy %v",
+		stall, streamed, polled, proxyMetric(t, p, "shardctl_proxy_jobs_handed_back_total", `reason="worker stalled"`))
+	if streamed+polled != n {
+		t.Errorf("%d streamed + %d polled, want all %d", streamed, polled, n)
+	}
+}

@@ -129,6 +129,7 @@ keeps the deployment ledger there, shared by every proxy replica.`,
 	f.DurationVar(&o.cfg.ShutdownDelay, "shutdown-delay", 5*time.Second, "on SIGTERM, how long to keep serving after /readyz turns 503, for endpoints to update")
 	f.IntVar(&o.cfg.DrainBatch, "drain-batch", 50, "on SIGTERM, how many long polls and job streams to end a second, so workers reconnect elsewhere a few at a time (0: all at once)")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long the whole stop may take (delay, stream drain, in-flight calls) before what is left is cut")
+	f.IntVar(&o.cfg.ConnsPerShard, "conns-per-shard", 0, "HTTP/2 connections to each shard (0: enough for --max-inflight-per-shard calls at the concurrent streams the shard advertises, at most 16)")
 	f.DurationVar(&o.cfg.StreamStallTimeout, "stream-stall-timeout", proxy.DefaultStreamStallTimeout, "how long a job stream's worker may read nothing while a job waits for it: then the stream ends with RESOURCE_EXHAUSTED and its jobs go back to other workers")
 	f.BoolVar(&o.cfg.Profiling, "profiling", false, "serve Go's /debug/pprof on the admin address")
 	f.StringVar(&o.app, "app", registry.DefaultShardsApp, "registry application of the shards (registry mode)")

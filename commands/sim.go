@@ -104,6 +104,7 @@ Fault injection on the --metrics port:
 	f.DurationVar(&o.cfg.TimerInterval, "timer-interval", sim.DefaultTimerInterval, "how often job deadlines, retry backoffs and message TTLs are checked")
 	f.StringVar(&o.cfg.Exporter, "exporter", "", "name of an exporter that exports every record once processed (zeebe_exporter_last_exported_position); none by default")
 	o.tls.addFlags(f, "the gateway")
+	f.Uint32Var(&o.cfg.MaxConcurrentStreams, "max-concurrent-streams", 0, "calls per HTTP/2 connection the gateway advertises and allows (0: no limit)")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGTERM, how long in-flight calls may take to finish")
 	f.StringVar(&o.reg.url, "register", "", "registry URL to register this simulator in as a shard, and heartbeat (e.g. http://127.0.0.1:8761/eureka)")
 	f.StringVar(&o.reg.shardID, "shard-id", "", "shard id to register as (with --register; default: sim-PORT)")

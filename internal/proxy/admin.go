@@ -22,8 +22,12 @@ type ShardStatus struct {
 	Pool          string      `json:"pool,omitempty"`
 	Partitions    int32       `json:"partitions"`
 	InFlight      int64       `json:"inFlight"`
-	CoolingOff    bool        `json:"coolingOff"`
-	Overloaded    bool        `json:"overloaded"`
+	// Connections are the HTTP/2 connections to it; MaxStreams the
+	// concurrent calls per connection it advertised (absent: no limit).
+	Connections int    `json:"connections"`
+	MaxStreams  uint32 `json:"maxStreams,omitempty"`
+	CoolingOff  bool   `json:"coolingOff"`
+	Overloaded  bool   `json:"overloaded"`
 	// Backlog is present for shards with a metrics URL.
 	Backlog     *BacklogStatus `json:"backlog,omitempty"`
 	LastError   string         `json:"lastError,omitempty"`
@@ -36,7 +40,7 @@ func (p *Proxy) Shards() []ShardStatus {
 	out := []ShardStatus{}
 	for _, s := range p.snapshot() {
 		st := ShardStatus{ID: s.ID, Slot: s.Slot, Address: s.Addr, State: s.routingState(), AssignedState: s.State(), Health: s.healthStatus(now),
-			Pool: s.Pool(), Partitions: s.partitions, InFlight: s.inflight.Load(), CoolingOff: s.cooling(now),
+			Pool: s.Pool(), Partitions: s.partitions, InFlight: s.inflight.Load(), Connections: len(s.conns), MaxStreams: s.advertised, CoolingOff: s.cooling(now),
 			Overloaded: s.overloaded.Load(), Backlog: s.backlogStatus()}
 		s.mu.Lock()
 		if s.lastErr != "" {

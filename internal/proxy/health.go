@@ -137,7 +137,7 @@ func (p *Proxy) healthLoop() { p.everyShard(p.cfg.Health.Interval, p.check) }
 func (p *Proxy) check(s *shard) {
 	h := &s.health
 	ctx, cancel := context.WithTimeout(p.stopping, p.cfg.Health.Timeout)
-	_, err := s.client.Topology(ctx, &pb.TopologyRequest{})
+	_, err := s.client().Topology(ctx, &pb.TopologyRequest{})
 	cancel()
 	if p.stopping.Err() != nil {
 		return

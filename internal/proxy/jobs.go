@@ -33,7 +33,7 @@ func (p *Proxy) handBack(s *shard, jobs []*pb.ActivatedJob, reason string) {
 	p.owned.Go(func() {
 		for _, j := range jobs {
 			ctx, cancel := context.WithTimeout(p.bg, 10*time.Second)
-			_, err := s.client.FailJob(ctx, &pb.FailJobRequest{
+			_, err := s.client().FailJob(ctx, &pb.FailJobRequest{
 				JobKey: j.GetKey(), Retries: j.GetRetries(), RetryBackOff: 0,
 				ErrorMessage: "handed back by the shardctl proxy: " + reason,
 			})
@@ -452,7 +452,7 @@ func (sv *server) relayStream(ctx context.Context, s *shard, req *pb.StreamActiv
 		time.AfterFunc(streamDrainMax, cancelUp)
 	})
 	defer stopWatch()
-	up, err := s.client.StreamActivatedJobs(upCtx, req)
+	up, err := s.client().StreamActivatedJobs(upCtx, req)
 	if err != nil {
 		return false
 	}

@@ -145,7 +145,7 @@ func (p *Proxy) removeShard(s *shard) {
 	p.members.Lock()
 	p.set.Store(p.set.Load().without(s, p.cfg.LegacyShard))
 	p.members.Unlock()
-	s.conn.Close()
+	s.closeConns()
 }
 
 // RefreshLedger reads the ledger again, so that deployments another proxy

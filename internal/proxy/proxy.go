@@ -72,6 +72,10 @@ type Config struct {
 	// once).
 	ShutdownDelay time.Duration
 	DrainBatch    int
+	// ConnsPerShard is how many HTTP/2 connections go to each shard (0:
+	// enough for MaxInflightPerShard calls at the concurrency the shard
+	// advertises, at most 16).
+	ConnsPerShard int
 	// StreamStallTimeout is how long a job stream's worker may read
 	// nothing while a job waits for it before the stream is ended and its
 	// jobs handed back (default 10 s).
@@ -150,6 +154,9 @@ func (c *Config) validate() error {
 	}
 	if c.StreamStallTimeout == 0 {
 		c.StreamStallTimeout = DefaultStreamStallTimeout
+	}
+	if c.ConnsPerShard < 0 || c.ConnsPerShard > maxConnsPerShard {
+		return fmt.Errorf("connections per shard %d: want 1-%d, or 0 to size them from what the shard advertises", c.ConnsPerShard, maxConnsPerShard)
 	}
 	if c.StreamStallTimeout < 0 {
 		return errors.New("the stream stall timeout must be positive")
@@ -356,18 +363,20 @@ func (p *Proxy) AddShard(ctx context.Context, sc ShardConfig) error {
 	if taken := p.set.Load().bySlot[sc.Slot]; taken != nil {
 		return fmt.Errorf("slot %d is taken by shard %q", sc.Slot, taken.ID)
 	}
-	s, err := dialShard(sc, p.upstreamRoots)
+	conns, advertised := p.planConns(ctx, sc)
+	s, err := dialShard(sc, p.upstreamRoots, conns)
 	if err != nil {
 		return err
 	}
+	s.advertised = advertised
 	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := s.checkTopology(tctx); err != nil {
-		s.conn.Close()
+		s.closeConns()
 		return err
 	}
 	if err := p.replay(ctx, s); err != nil {
-		s.conn.Close()
+		s.closeConns()
 		return err
 	}
 	s.inflightGauge = p.metrics.inflight.WithLabelValues(s.ID)
@@ -377,7 +386,7 @@ func (p *Proxy) AddShard(ctx context.Context, sc ShardConfig) error {
 	defer p.members.Unlock()
 	set := p.set.Load()
 	if taken := set.bySlot[s.Slot]; taken != nil {
-		s.conn.Close()
+		s.closeConns()
 		return fmt.Errorf("slot %d is taken by shard %q", sc.Slot, taken.ID)
 	}
 	p.set.Store(set.with(s, p.cfg.LegacyShard))
@@ -398,7 +407,7 @@ func (p *Proxy) replay(ctx context.Context, s *shard) error {
 		for _, r := range d.Resources {
 			req.Resources = append(req.Resources, &pb.Resource{Name: r.Name, Content: r.Content})
 		}
-		resp, err := s.client.DeployResource(ctx, req)
+		resp, err := s.client().DeployResource(ctx, req)
 		if err != nil {
 			return fmt.Errorf("shard %s: replay deployment %d of the ledger: %w", s.ID, d.Seq, err)
 		}
@@ -497,7 +506,7 @@ func call[T any](ctx context.Context, p *Proxy, s *shard, rpc string, fn func(co
 		p.metrics.overloaded.WithLabelValues(s.ID).Set(1)
 	}
 	s.inflightGauge.Set(float64(n))
-	v, err := fn(outgoing(ctx), s.client)
+	v, err := fn(outgoing(ctx), s.client())
 	n = s.inflight.Add(-1)
 	s.inflightGauge.Set(float64(n))
 	if n < p.cfg.OverloadLimit && s.overloaded.Load() {
@@ -604,6 +613,6 @@ func (p *Proxy) close(ctx context.Context) error {
 
 func (p *Proxy) closeShards() {
 	for _, s := range p.snapshot() {
-		s.conn.Close()
+		s.closeConns()
 	}
 }

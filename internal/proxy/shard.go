@@ -81,13 +81,21 @@ func parseShardTLS(v string) (string, error) {
 	return "", fmt.Errorf("tls %q: want true, insecure or false", v)
 }
 
-// transport is how a shard is dialed.
-func transport(mode string, roots *x509.CertPool) credentials.TransportCredentials {
+// shardTLS is the TLS configuration of a shard's mode (nil: plain text).
+func shardTLS(mode string, roots *x509.CertPool) *tls.Config {
 	switch mode {
 	case tlsVerified:
-		return credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots})
+		return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots}
 	case tlsInsecure:
-		return credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: true})
+		return &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: true}
+	}
+	return nil
+}
+
+// transport is how a shard is dialed.
+func transport(mode string, roots *x509.CertPool) credentials.TransportCredentials {
+	if c := shardTLS(mode, roots); c != nil {
+		return credentials.NewTLS(c)
 	}
 	return insecure.NewCredentials()
 }
@@ -95,8 +103,12 @@ func transport(mode string, roots *x509.CertPool) credentials.TransportCredentia
 // shard is one Zeebe cluster behind the proxy.
 type shard struct {
 	ShardConfig
-	conn   *grpc.ClientConn
-	client pb.GatewayClient
+	conns    []*grpc.ClientConn
+	clients  []pb.GatewayClient
+	nextConn atomic.Uint32
+	// advertised is the SETTINGS_MAX_CONCURRENT_STREAMS the shard sent
+	// when the proxy planned its connections (0: none, or not read).
+	advertised uint32
 
 	state    atomic.Value // State
 	pool     atomic.Value // string; the registry may move a shard
@@ -124,28 +136,37 @@ type shard struct {
 	upstream      sync.Map // rpc+code -> prometheus.Counter
 }
 
-func dialShard(cfg ShardConfig, roots *x509.CertPool) (*shard, error) {
+// dialShard opens n connections to a shard (calls go round-robin
+// between them).
+func dialShard(cfg ShardConfig, roots *x509.CertPool, n int) (*shard, error) {
 	mode, err := parseShardTLS(cfg.TLS)
 	if err != nil {
 		return nil, fmt.Errorf("shard %s: %w", cfg.ID, err)
 	}
-	conn, err := grpc.NewClient(cfg.Addr,
-		grpc.WithTransportCredentials(transport(mode, roots)),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(math.MaxInt32)),
-		// The proxy decides itself what may be retried (never an ambiguous
-		// call); grpc-go's own retries would also buffer every request.
-		grpc.WithDisableRetry(),
-		// A shard that comes back is reconnected within seconds (grpc-go's
-		// jittered backoff grows to two minutes by default), and a dead
-		// connection is found by pings even when no call is in flight.
-		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: 200 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 5 * time.Second},
-			MinConnectTimeout: 5 * time.Second}),
-		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
-	)
-	if err != nil {
-		return nil, fmt.Errorf("shard %s (%s): %w", cfg.ID, cfg.Addr, err)
+	s := &shard{ShardConfig: cfg}
+	for range max(n, 1) {
+		conn, err := grpc.NewClient(cfg.Addr,
+			grpc.WithTransportCredentials(transport(mode, roots)),
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(math.MaxInt32)),
+			// The proxy decides itself what may be retried (never an
+			// ambiguous call); grpc-go's own retries would also buffer
+			// every request.
+			grpc.WithDisableRetry(),
+			// A shard that comes back is reconnected within seconds
+			// (grpc-go's jittered backoff grows to two minutes by
+			// default), and a dead connection is found by pings even when
+			// no call is in flight.
+			grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: 200 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 5 * time.Second},
+				MinConnectTimeout: 5 * time.Second}),
+			grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
+		)
+		if err != nil {
+			s.closeConns()
+			return nil, fmt.Errorf("shard %s (%s): %w", cfg.ID, cfg.Addr, err)
+		}
+		s.conns = append(s.conns, conn)
+		s.clients = append(s.clients, pb.NewGatewayClient(conn))
 	}
-	s := &shard{ShardConfig: cfg, conn: conn, client: pb.NewGatewayClient(conn)}
 	st := cfg.State
 	if st == "" {
 		st = Up
@@ -153,6 +174,20 @@ func dialShard(cfg ShardConfig, roots *x509.CertPool) (*shard, error) {
 	s.state.Store(st)
 	s.pool.Store(cfg.Pool)
 	return s, nil
+}
+
+// client is the next connection's Gateway client, round-robin.
+func (s *shard) client() pb.GatewayClient {
+	if len(s.clients) == 1 {
+		return s.clients[0]
+	}
+	return s.clients[s.nextConn.Add(1)%uint32(len(s.clients))]
+}
+
+func (s *shard) closeConns() {
+	for _, c := range s.conns {
+		c.Close()
+	}
 }
 
 func (s *shard) State() State      { return s.state.Load().(State) }
@@ -163,7 +198,7 @@ func (s *shard) setPool(p string)  { s.pool.Store(p) }
 // checkTopology reads the shard's partition count and refuses a shard
 // whose keys would reach into the slot bits.
 func (s *shard) checkTopology(ctx context.Context) error {
-	topo, err := s.client.Topology(ctx, &pb.TopologyRequest{})
+	topo, err := s.client().Topology(ctx, &pb.TopologyRequest{})
 	if err != nil {
 		return fmt.Errorf("shard %s (%s): read its topology: %w", s.ID, s.Addr, err)
 	}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/shardctl/shardctl/internal/budget"
@@ -15,7 +17,8 @@ import (
 
 // fakeShard is a shard with no connection, for placement alone.
 func fakeShard(id string, slot int, pool string) *shard {
-	s := &shard{ShardConfig: ShardConfig{ID: id, Slot: slot, Pool: pool}, inflightGauge: prometheus.NewGauge(prometheus.GaugeOpts{Name: "test"})}
+	// One connection that is never dialed: calls on a fake do not use it.
+	s := &shard{ShardConfig: ShardConfig{ID: id, Slot: slot, Pool: pool}, clients: []pb.GatewayClient{nil}, inflightGauge: prometheus.NewGauge(prometheus.GaugeOpts{Name: "test"})}
 	s.state.Store(Up)
 	s.pool.Store(pool)
 	return s

@@ -51,6 +51,9 @@ type Config struct {
 	// is processed (zeebe_exporter_last_exported_position); "" exports
 	// nothing, as a cluster without exporters.
 	Exporter string
+	// MaxConcurrentStreams is the SETTINGS_MAX_CONCURRENT_STREAMS the
+	// gateway advertises: calls per HTTP/2 connection (0: no limit).
+	MaxConcurrentStreams uint32
 	// TLS, when set, serves the gateway over TLS, as a Zeebe gateway with
 	// zeebe.gateway.security.enabled.
 	TLS *certs.Server
@@ -182,6 +185,9 @@ func (s *Sim) listenGateway(addr string) error {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 30 * time.Second, PermitWithoutStream: true})}
 	if s.cfg.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(s.cfg.TLS.Config())))
+	}
+	if s.cfg.MaxConcurrentStreams > 0 {
+		opts = append(opts, grpc.MaxConcurrentStreams(s.cfg.MaxConcurrentStreams))
 	}
 	srv := grpc.NewServer(opts...)
 	pb.RegisterGatewayServer(srv, s.gw)

@@ -1,0 +1,90 @@
+package proxy
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
+
+	"github.com/shardctl/shardctl/internal/budget"
+	"github.com/shardctl/shardctl/internal/sim"
+	"github.com/shardctl/shardctl/probes/load"
+)
+
+func TestConnsFor(t *testing.T) {
+	for _, tc := range []struct {
+		want       int64
+		advertised uint32
+		conns      int
+	}{
+		{1000, 0, 1},    // no limit advertised
+		{1000, 100, 10}, // Zeebe-like limit
+		{1000, 300, 4},  // rounded up
+		{40, 8, 5},
+		{1000, 10, 16}, // capped
+		{0, 8, 1},
+	} {
+		if got := connsFor(tc.want, tc.advertised); got != tc.conns {
+			t.Errorf("connsFor(%d, %d) = %d, want %d", tc.want, tc.advertised, got, tc.conns)
+		}
+	}
+}
+
+// A shard that allows 8 calls per connection, 30 long polls held open
+// through the proxy: with connections sized from what the shard
+// advertises a new instance starts at once; with one connection it waits
+// behind the polls.
+func TestConnectionsPerShard(t *testing.T) {
+	shards := startShards(t, 1, sim.Config{Partitions: 1, MaxConcurrentStreams: 8})
+	for _, tc := range []struct {
+		name    string
+		conns   int
+		want    int
+		blocked bool
+	}{
+		{"sized from the shard's limit", 0, 5, false},
+		{"one connection", 1, 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := startProxy(t, Config{Shards: shardConfigs(shards), MaxInflightPerShard: 40, ConnsPerShard: tc.conns})
+			st := p.Shards()[0]
+			if st.Connections != tc.want || (tc.conns == 0 && st.MaxStreams != 8) {
+				t.Fatalf("connections %d, maxStreams %d; want %d and 8", st.Connections, st.MaxStreams, tc.want)
+			}
+			gw := pb.NewGatewayClient(dial(t, p.Addr().String()))
+			ctx := budget.Context(t, time.Minute)
+			if _, err := gw.DeployResource(ctx, &pb.DeployResourceRequest{Resources: []*pb.Resource{{Name: "c.bpmn", Content: load.Process("c", "none")}}}); err != nil {
+				t.Fatal(err)
+			}
+			const polls = 30
+			hold := min(budget.Of(5*time.Second), 30*time.Second)
+			var wg sync.WaitGroup
+			defer wg.Wait()
+			for range polls {
+				wg.Go(func() {
+					stream, err := gw.ActivateJobs(ctx, &pb.ActivateJobsRequest{Type: "nothing", Worker: "w", MaxJobsToActivate: 1, Timeout: 1000, RequestTimeout: hold.Milliseconds()})
+					if err == nil {
+						for _, err := stream.Recv(); err == nil; _, err = stream.Recv() {
+						}
+					}
+				})
+			}
+			budget.Eventually(t, 10*time.Second, "the polls to reach the shard", func() bool {
+				return simMetric(t, shards[0], "zeebe_long_polling_queued_current", `type="nothing"`) >= 8
+			})
+			start := time.Now()
+			cctx, cancel := context.WithTimeout(ctx, budget.Of(2*hold))
+			defer cancel()
+			if _, err := gw.CreateProcessInstance(cctx, &pb.CreateProcessInstanceRequest{BpmnProcessId: "c", Version: -1}); err != nil {
+				t.Fatal(err)
+			}
+			took := time.Since(start)
+			t.Logf("%d connections: a create took %v beside %d long polls", st.Connections, took.Round(time.Millisecond), polls)
+			if blocked := took > hold/2; blocked != tc.blocked {
+				t.Errorf("a create took %v beside the long polls (hold %v): blocked %v, want %v", took, hold, blocked, tc.blocked)
+			}
+		})
+	}
+}

@@ -380,11 +380,18 @@ func FederationOf(ctx context.Context, r CutoverRegistry, app string) (*signals.
 		if s.Pool != "" {
 			f.Pools[s.ID] = s.Pool
 		}
-		if h := proxies.Of(views, s.ID); h.Down > 0 {
+		h := proxies.Of(views, s.ID)
+		if h.Down > 0 {
 			if f.Down == nil {
 				f.Down = map[string]string{}
 			}
 			f.Down[s.ID] = fmt.Sprintf("%s DOWN in %d of %d proxies (%s)", s.ID, h.Down, h.Proxies, h.Reason())
+		}
+		if h.Refusing > 0 {
+			if f.Refused == nil {
+				f.Refused = map[string]string{}
+			}
+			f.Refused[s.ID] = fmt.Sprintf("%s refused new instances by %d of %d proxies: %s", s.ID, h.Refusing, h.Proxies, proxies.BacklogReason(*h.Backlog))
 		}
 	}
 	all, err := r.Cutovers(ctx, app)

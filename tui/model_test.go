@@ -112,6 +112,12 @@ func TestViews(t *testing.T) {
 				Down: map[string]string{"knee": "knee DOWN in 1 of 2 proxies (proxy-a: 2 health checks failed: connection refused)"}}
 			return snap, nil
 		}, nil, []string{"knee DOWN in 1 of 2 proxies (proxy-a: 2 health checks failed"}},
+		{"shard-refused", func(context.Context) (signals.Snapshot, error) {
+			snap := snapshot()
+			snap.Federation = &signals.Federation{Pools: map[string]string{"knee": "blue", "half": "blue"},
+				Refused: map[string]string{"knee": "knee refused new instances by 2 of 2 proxies: backlog 1,234 records (max 1,000), growing +12/s"}}
+			return snap, nil
+		}, nil, []string{"knee refused new instances by 2 of 2 proxies: backlog 1,234 records (max 1,000), growing +12/s"}},
 		{"error", func(context.Context) (signals.Snapshot, error) {
 			return signals.Snapshot{}, errors.New(`prometheus: Get "http://prometheus:9090/api/v1/query": connection refused`)
 		}, nil, []string{"no data yet", "connection refused", "retry 1"}},

@@ -455,12 +455,15 @@ func wrapIndented(text string, indent, width int) string {
 // cutover in progress, the pools with their weights and shards, and what
 // draining shards still hold.
 func federationLines(f *signals.Federation) []string {
-	if f == nil || (len(f.Pools) == 0 && f.Cutover == "" && len(f.Down) == 0) {
+	if f == nil || (len(f.Pools) == 0 && f.Cutover == "" && len(f.Down) == 0 && len(f.Refused) == 0) {
 		return nil
 	}
 	var out []string
 	for _, shard := range slices.Sorted(maps.Keys(f.Down)) {
 		out = append(out, styleCrit.Render(f.Down[shard]))
+	}
+	for _, shard := range slices.Sorted(maps.Keys(f.Refused)) {
+		out = append(out, styleWarn.Render(f.Refused[shard]))
 	}
 	if f.Cutover != "" {
 		out = append(out, styleWarn.Render("cutover "+f.Cutover))

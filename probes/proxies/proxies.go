@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shardctl/shardctl/internal/human"
 	"github.com/shardctl/shardctl/internal/proxy"
 	"github.com/shardctl/shardctl/internal/registry"
 )
@@ -86,12 +87,16 @@ type Health struct {
 	Down    int // of those, holding it DOWN
 	// Reasons of the proxies that hold it DOWN, by proxy.
 	Reasons map[string]string
+	// Refusing counts the proxies that give it no new instances for its
+	// backlog; Backlog is one of their readings (the first by proxy id).
+	Refusing int
+	Backlog  *proxy.BacklogStatus
 }
 
 // Of sums the views for one shard.
 func Of(views []View, shard string) Health {
 	h := Health{}
-	for _, v := range views {
+	for _, v := range views { // sorted by proxy id
 		for _, s := range v.Shards {
 			if s.ID != shard {
 				continue
@@ -103,6 +108,12 @@ func Of(views []View, shard string) Health {
 					h.Reasons = map[string]string{}
 				}
 				h.Reasons[v.Proxy] = s.Health.Reason
+			}
+			if b := s.Backlog; b != nil && !b.Admitting {
+				h.Refusing++
+				if h.Backlog == nil {
+					h.Backlog = b
+				}
 			}
 		}
 	}
@@ -129,4 +140,14 @@ func (h Health) String() string {
 		return fmt.Sprintf("UP %d/%d", h.Proxies, h.Proxies)
 	}
 	return fmt.Sprintf("DOWN %d/%d", h.Down, h.Proxies)
+}
+
+// BacklogReason says why a proxy refuses new instances for a shard's
+// backlog, with its reading.
+func BacklogReason(b proxy.BacklogStatus) string {
+	why := fmt.Sprintf("backlog %s records (max %s)", human.Count(b.Records), human.Count(b.Max))
+	if b.Growing {
+		why += fmt.Sprintf(", growing %+.0f/s", b.Slope)
+	}
+	return why
 }

@@ -27,3 +27,28 @@ func TestOf(t *testing.T) {
 		}
 	}
 }
+
+func TestRefusing(t *testing.T) {
+	admitting := proxy.ShardStatus{ID: "a", Health: proxy.ShardHealth{Up: true}, Backlog: &proxy.BacklogStatus{Records: 10, Max: 1000, Admitting: true}}
+	refusing := proxy.ShardStatus{ID: "a", Health: proxy.ShardHealth{Up: true}, Backlog: &proxy.BacklogStatus{Records: 1234, Max: 1000, Growing: true, Slope: 12.4}}
+	noMetrics := proxy.ShardStatus{ID: "a", Health: proxy.ShardHealth{Up: true}}
+	for _, tc := range []struct {
+		name     string
+		views    []View
+		refusing int
+		reason   string
+	}{
+		{"admitted", []View{{Proxy: "p", Shards: []proxy.ShardStatus{admitting}}}, 0, ""},
+		{"no metrics URL", []View{{Proxy: "p", Shards: []proxy.ShardStatus{noMetrics}}}, 0, ""},
+		{"one of two refuses", []View{{Proxy: "p", Shards: []proxy.ShardStatus{admitting}}, {Proxy: "q", Shards: []proxy.ShardStatus{refusing}}}, 1, "backlog 1,234 records (max 1,000), growing +12/s"},
+	} {
+		h := Of(tc.views, "a")
+		reason := ""
+		if h.Backlog != nil {
+			reason = BacklogReason(*h.Backlog)
+		}
+		if h.Refusing != tc.refusing || reason != tc.reason {
+			t.Errorf("%s: refusing %d, %q; want %d, %q", tc.name, h.Refusing, reason, tc.refusing, tc.reason)
+		}
+	}
+}

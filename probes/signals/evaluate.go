@@ -375,6 +375,9 @@ type Federation struct {
 	// Down says, for each shard a proxy holds DOWN, how many of the
 	// proxies do and why.
 	Down map[string]string
+	// Refused says, for each shard a proxy gives no new instances for
+	// its backlog, how many do and the backlog they read.
+	Refused map[string]string
 }
 
 // Take evaluates fetched series into a snapshot.

@@ -115,9 +115,9 @@ func TestViews(t *testing.T) {
 		{"shard-refused", func(context.Context) (signals.Snapshot, error) {
 			snap := snapshot()
 			snap.Federation = &signals.Federation{Pools: map[string]string{"knee": "blue", "half": "blue"},
-				Refused: map[string]string{"knee": "knee refused new instances by 2 of 2 proxies: backlog 1,234 records (max 1,000), growing +12/s"}}
+				Refused: map[string]string{"knee": "knee refused new instances by 2 of 2 proxies: backlog 1.2k records (max 1.0k), growing +12/s"}}
 			return snap, nil
-		}, nil, []string{"knee refused new instances by 2 of 2 proxies: backlog 1,234 records (max 1,000), growing +12/s"}},
+		}, nil, []string{"knee refused new instances by 2 of 2 proxies: backlog 1.2k records (max 1.0k), growing +12/s"}},
 		{"error", func(context.Context) (signals.Snapshot, error) {
 			return signals.Snapshot{}, errors.New(`prometheus: Get "http://prometheus:9090/api/v1/query": connection refused`)
 		}, nil, []string{"no data yet", "connection refused", "retry 1"}},

@@ -40,7 +40,7 @@ func TestRefusing(t *testing.T) {
 	}{
 		{"admitted", []View{{Proxy: "p", Shards: []proxy.ShardStatus{admitting}}}, 0, ""},
 		{"no metrics URL", []View{{Proxy: "p", Shards: []proxy.ShardStatus{noMetrics}}}, 0, ""},
-		{"one of two refuses", []View{{Proxy: "p", Shards: []proxy.ShardStatus{admitting}}, {Proxy: "q", Shards: []proxy.ShardStatus{refusing}}}, 1, "backlog 1,234 records (max 1,000), growing +12/s"},
+		{"one of two refuses", []View{{Proxy: "p", Shards: []proxy.ShardStatus{admitting}}, {Proxy: "q", Shards: []proxy.ShardStatus{refusing}}}, 1, "backlog 1.2k records (max 1.0k), growing +12/s"},
 	} {
 		h := Of(tc.views, "a")
 		reason := ""

@@ -5,7 +5,7 @@ COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 DATE     ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 LDFLAGS  := -X $(PKG).version=$(VERSION) -X $(PKG).commit=$(COMMIT) -X $(PKG).date=$(DATE)
 
-.PHONY: build test test-long bench bench-tui bench-sim bench-proxy bench-registry fuzz lint snapshot completions clean
+.PHONY: build test test-long bench bench-tui bench-sim bench-proxy bench-registry bench-resilience fuzz lint snapshot completions clean
 
 build: ## bin/shardctl with version stamped
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/shardctl ./cmd/shardctl
@@ -25,6 +25,10 @@ bench-sim: ## simulator: CreateProcessInstance/s and CompleteJob/s, real Zeebe c
 bench-proxy: ## proxy vs nginx vs HAProxy vs direct: CreateProcessInstance at 64 in flight, 3 simulated shards
 	scripts/install-debs.sh nginx haproxy
 	go test -run '^$$' -bench BenchmarkPeers -benchtime 1x -timeout 30m ./internal/proxy/
+
+bench-resilience: ## proxy under failure: time to DOWN and throughput around a SIGKILL, a stalled and a slowed shard's share, SIGTERM, saturation (RESOURCE_EXHAUSTED latency against a shard's own, heap)
+	go test -count=1 -timeout 20m -v -run 'TestKillOneShardUnderLoad|TestStalledShardUnderLoad|TestProxySIGTERMUnderLoad' ./cmd/shardctl/ | grep -E '^(---|ok|FAIL)|_test.go:[0-9]+: (DOWN|slow|pause|stopped|created|job completions)'
+	go test -count=1 -timeout 10m -v -run 'TestSaturatedShardsRefuseAtOnce|TestStalledJobStreamIsEnded' ./internal/proxy/ | grep -E '^(---|ok|FAIL)|_test.go:[0-9]+: [0-9]|stall'
 
 bench-registry: ## registry: full fetch of 600 instances (JSON, gzip, XML), from the snapshot and right after a change
 	go test -run '^$$' -bench BenchmarkFullFetch600 -benchtime 500x -count 5 ./internal/registry/ | scripts/bench-median.sh

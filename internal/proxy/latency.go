@@ -46,18 +46,22 @@ func (l *latency) faded(bits uint64, now time.Time) float64 {
 	return math.Float64frombits(bits) * math.Exp(-max(age, 0).Seconds()/latencyFade.Seconds())
 }
 
-// cheaper reports whether power-of-two-choices should take b over a: the
-// one latencyRatio times as fast by recent latency, else the one with
-// fewer placements in flight (a on a tie: it was drawn at random).
+// cheaper reports whether power-of-two-choices should take b over a.
+// Each shard's cost is its recent latency times its placements in flight
+// plus one (Finagle's peak EWMA): a stalled shard measures no latency,
+// but its calls pile up, so its cost grows with them. The one latencyRatio
+// times as cheap wins; closer than that, the one with fewer placements in
+// flight (a on a tie: it was drawn at random).
 func cheaper(b, a *shard, now time.Time) bool {
-	la, lb := a.current(now), b.current(now)
+	pa, pb := a.placing.Load(), b.placing.Load()
+	ca, cb := a.current(now)*float64(pa+1), b.current(now)*float64(pb+1)
 	switch {
-	case latencyRatio*lb < la:
+	case latencyRatio*cb < ca:
 		return true
-	case latencyRatio*la < lb:
+	case latencyRatio*ca < cb:
 		return false
 	}
-	return b.placing.Load() < a.placing.Load()
+	return pb < pa
 }
 
 // current is the shard's recent placement latency. It fades only while

@@ -179,4 +179,14 @@ func TestCheaper(t *testing.T) {
 	if cheaper(slow, fast, now.Add(time.Minute)) {
 		t.Error("a stalled shard was cheaper than a fast one")
 	}
+	// A shard that stalled right after it measured fast: its latency
+	// stays low, but its calls pile up; one whose latency reads 5× as
+	// high with nothing in flight is cheaper.
+	stalled, busy := fakeShard("stalled", 4, ""), fakeShard("busy", 5, "")
+	stalled.latency.observe(time.Millisecond, now)
+	busy.latency.observe(5*time.Millisecond, now)
+	stalled.placing.Store(30)
+	if !cheaper(busy, stalled, now) || cheaper(stalled, busy, now) {
+		t.Error("a shard with 30 placements hanging was cheaper than one 5× slower with none")
+	}
 }

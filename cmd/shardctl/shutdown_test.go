@@ -2,8 +2,12 @@ package main
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -11,9 +15,11 @@ import (
 	"time"
 
 	"github.com/camunda/zeebe/clients/go/v8/pkg/entities"
+	"github.com/camunda/zeebe/clients/go/v8/pkg/pb"
 	"github.com/camunda/zeebe/clients/go/v8/pkg/worker"
 	"github.com/camunda/zeebe/clients/go/v8/pkg/zbc"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/resolver/manual"
 
@@ -91,6 +97,35 @@ func TestProxySIGTERMUnderLoad(t *testing.T) {
 	})
 	budget.Eventually(t, 20*time.Second, "instances to complete", func() bool { return completed.Load() > 40 })
 
+	// Three job streams for a type nobody creates, straight on the proxy
+	// to stop: the load's own polls return as fast as jobs arrive and its
+	// two streams may both sit on the other proxy, so these are the long
+	// calls the drain is sure to meet. Each end is timed as the client sees it.
+	const idle = 3
+	conn, err := grpc.NewClient(proxies[0].Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	streamEnds := make(chan time.Time, idle)
+	for range idle {
+		st, err := pb.NewGatewayClient(conn).StreamActivatedJobs(ctx, &pb.StreamActivatedJobsRequest{Type: "idle", Worker: "idle", Timeout: 30_000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			for {
+				if _, err := st.Recv(); err != nil {
+					streamEnds <- time.Now()
+					return
+				}
+			}
+		}()
+	}
+	budget.Eventually(t, 10*time.Second, "the idle streams to open on the proxy", func() bool {
+		return proxyGauge(t, proxies[0], "shardctl_proxy_long_calls_open") >= idle
+	})
+
 	stopped := time.Now()
 	if err := proxies[0].Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -113,8 +148,21 @@ func TestProxySIGTERMUnderLoad(t *testing.T) {
 		batches, ended = batches+1, ended+n
 	}
 	t.Logf("stopped in %v: %d long calls ended in %d batches, a second apart", took.Round(10*time.Millisecond), ended, batches)
-	if ended < 2 || took < time.Duration(batches)*time.Second {
-		t.Errorf("%d long calls ended in %d batches within %v: want several, one a second after the 1 s delay\n%s", ended, batches, took, proxies[0].Stderr())
+	if ended < idle || took < time.Duration(batches)*time.Second {
+		t.Errorf("%d long calls ended in %d batches within %v: want at least the %d idle streams, one a second after the 1 s delay\n%s", ended, batches, took, idle, proxies[0].Stderr())
+	}
+	var ends []time.Time
+	for range idle {
+		select {
+		case e := <-streamEnds:
+			ends = append(ends, e)
+		case <-time.After(budget.Of(5 * time.Second)):
+			t.Fatalf("only %d of %d idle streams ended at the client", len(ends), idle)
+		}
+	}
+	slices.SortFunc(ends, time.Time.Compare)
+	if spread := ends[idle-1].Sub(ends[0]); spread < time.Duration(idle-1)*900*time.Millisecond {
+		t.Errorf("the %d idle streams ended within %v of each other: want one a second at --drain-batch 1", idle, spread)
 	}
 
 	time.Sleep(2 * time.Second) // load through the other proxy alone
@@ -125,4 +173,30 @@ func TestProxySIGTERMUnderLoad(t *testing.T) {
 		t.Errorf("%d job completions failed", completeFailed.Load())
 	}
 	t.Logf("created %d (%d creates failed), completed %d", created.Load(), createFailed.Load(), completed.Load())
+}
+
+// proxyGauge reads one unlabelled gauge from a proxy's admin /metrics.
+func proxyGauge(t *testing.T, p *proctest.Process, name string) float64 {
+	t.Helper()
+	url := strings.TrimSuffix(p.Line(t, "admin on "), "/shards") + "/metrics"
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(body)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("%s lacks %s", url, name)
+	return 0
 }

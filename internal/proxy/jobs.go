@@ -444,12 +444,14 @@ func (sv *server) relayStream(ctx context.Context, s *shard, req *pb.StreamActiv
 	p := sv.p
 	upCtx, cancelUp := context.WithCancel(context.WithoutCancel(outgoing(ctx)))
 	defer cancelUp()
-	idle := time.AfterFunc(time.Hour, cancelUp)
+	idle, limit := time.AfterFunc(time.Hour, cancelUp), time.AfterFunc(time.Hour, cancelUp)
 	idle.Stop()
+	limit.Stop()
 	defer idle.Stop()
+	defer limit.Stop()
 	stopWatch := context.AfterFunc(ctx, func() {
 		idle.Reset(streamDrainIdle)
-		time.AfterFunc(streamDrainMax, cancelUp)
+		limit.Reset(streamDrainMax)
 	})
 	defer stopWatch()
 	up, err := s.client().StreamActivatedJobs(upCtx, req)

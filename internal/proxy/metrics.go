@@ -53,7 +53,9 @@ func (m *metrics) observe(rpc string, code codes.Code, took time.Duration) {
 	o.(prometheus.Observer).Observe(took.Seconds())
 }
 
-func newMetrics(ledgerSize func() float64) *metrics {
+// newMetrics builds the proxy's metrics; ledgerSize and longCalls are read
+// at each scrape.
+func newMetrics(ledgerSize, longCalls func() float64) *metrics {
 	m := &metrics{
 		registry: prometheus.NewRegistry(),
 		inflight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -115,8 +117,11 @@ func newMetrics(ledgerSize func() float64) *metrics {
 	m.ledger = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "shardctl_proxy_ledger_deployments", Help: "Deployments in the deployment ledger.",
 	}, ledgerSize)
+	longOpen := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "shardctl_proxy_long_calls_open", Help: "Long polls and job streams open now: the workers a stopping proxy has to hand to another replica.",
+	}, longCalls)
 	m.registry.MustRegister(m.inflight, m.requests, m.upstream, m.choices, m.coolingOff, m.handedBack, m.weights, m.ledger, m.duration,
-		m.up, m.checks, m.ejections, m.ejectionsRefused, m.overloaded, m.limited, m.backlog, m.admitting, m.longCallsEnded, m.streamsStalled,
+		m.up, m.checks, m.ejections, m.ejectionsRefused, m.overloaded, m.limited, m.backlog, m.admitting, m.longCallsEnded, m.streamsStalled, longOpen,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

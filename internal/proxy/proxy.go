@@ -275,7 +275,7 @@ func New(cfg Config) (*Proxy, error) {
 	p.set.Store(emptySet)
 	p.follow.wake = make(chan struct{}, 1)
 	p.follow.onSync = cfg.OnSync
-	p.metrics = newMetrics(func() float64 { return float64(p.index.size()) })
+	p.metrics = newMetrics(func() float64 { return float64(p.index.size()) }, func() float64 { return float64(p.long.count()) })
 	return p, nil
 }
 

@@ -130,7 +130,7 @@ func TestDrainWaitsUntilEmpty(t *testing.T) {
 			if _, err := jc.NewCompleteJobCommand().JobKey(job.Key).Send(context.Background()); err == nil {
 				done.Add(1)
 			}
-		}).MaxJobsActive(4).Concurrency(2).PollInterval(20 * time.Millisecond).RequestTimeout(time.Second).Open()
+		}).MaxJobsActive(4).Concurrency(2).PollInterval(20 * time.Millisecond).RequestTimeout(time.Second).BackoffSupplier(load.Backoff()).Open()
 		t.Cleanup(w.Close)
 	}
 	if err := d.Wait(budget.Context(t, 60*time.Second), shards); err != nil {

@@ -146,7 +146,7 @@ func startWorkload(t *testing.T, c zbc.Client, rate int) *workload {
 				return // the job comes back at its timeout
 			}
 			after(job)
-		}).MaxJobsActive(64).Concurrency(4).PollInterval(20 * time.Millisecond).RequestTimeout(time.Second).Timeout(10 * time.Second).Open()
+		}).MaxJobsActive(64).Concurrency(4).PollInterval(20 * time.Millisecond).RequestTimeout(time.Second).Timeout(10 * time.Second).BackoffSupplier(load.Backoff()).Open()
 		t.Cleanup(jw.Close)
 	}
 	work("reserve", func(entities.Job) {})

@@ -75,7 +75,7 @@ func TestProxySIGTERMUnderLoad(t *testing.T) {
 				completed.Add(1)
 			}
 		}).MaxJobsActive(16).Concurrency(2).PollInterval(50 * time.Millisecond).RequestTimeout(5 * time.Second).
-			Timeout(30 * time.Second).StreamEnabled(i < 2).Open()
+			Timeout(30 * time.Second).StreamEnabled(i < 2).BackoffSupplier(load.Backoff()).Open()
 		t.Cleanup(w.Close)
 	}
 	loadCtx, stopLoad := context.WithCancel(ctx)

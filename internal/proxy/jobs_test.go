@@ -40,7 +40,7 @@ func TestNoJobIsStranded(t *testing.T) {
 		if _, err := jc.NewCompleteJobCommand().JobKey(job.Key).Send(context.Background()); err == nil {
 			done.Add(1)
 		}
-	}).MaxJobsActive(1).Concurrency(1).Timeout(5 * time.Minute).RequestTimeout(20 * time.Second).PollInterval(5 * time.Millisecond).Open()
+	}).MaxJobsActive(1).Concurrency(1).Timeout(5 * time.Minute).RequestTimeout(20 * time.Second).PollInterval(5 * time.Millisecond).BackoffSupplier(load.Backoff()).Open()
 	t.Cleanup(w.Close)
 	direct := make([]zbc.Client, len(shards))
 	for i, s := range shards {
@@ -93,7 +93,7 @@ func TestSaturatedShardsRefuseAtOnce(t *testing.T) {
 		if _, err := jc.NewCompleteJobCommand().JobKey(job.Key).Send(context.Background()); err == nil {
 			completed.Add(1)
 		}
-	}).MaxJobsActive(64).Concurrency(4).RequestTimeout(time.Second).Open()
+	}).MaxJobsActive(64).Concurrency(4).RequestTimeout(time.Second).BackoffSupplier(load.Backoff()).Open()
 	t.Cleanup(w.Close)
 
 	heap := func() uint64 {

@@ -40,7 +40,7 @@ func TestTwoThousandInstancesThroughTheProxy(t *testing.T) {
 			if _, err := jc.NewCompleteJobCommand().JobKey(job.Key).Send(context.Background()); err != nil {
 				completeErrors.Add(1)
 			}
-		}).MaxJobsActive(128).Concurrency(8).PollInterval(10 * time.Millisecond).RequestTimeout(time.Second).Open()
+		}).MaxJobsActive(128).Concurrency(8).PollInterval(10 * time.Millisecond).RequestTimeout(time.Second).BackoffSupplier(load.Backoff()).Open()
 		t.Cleanup(w.Close)
 	}
 

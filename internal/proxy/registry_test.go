@@ -124,7 +124,7 @@ func TestShardsFromTheRegistry(t *testing.T) {
 			completed[slot]++
 			mu.Unlock()
 		}
-	}).MaxJobsActive(32).PollInterval(50 * time.Millisecond).Open()
+	}).MaxJobsActive(32).PollInterval(50 * time.Millisecond).BackoffSupplier(load.Backoff()).Open()
 	defer w.Close()
 	budget.Eventually(t, 20*time.Second, "every job to complete", func() bool {
 		mu.Lock()

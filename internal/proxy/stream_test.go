@@ -33,7 +33,7 @@ func TestJobStreamingThroughTheProxy(t *testing.T) {
 		if _, err := jc.NewCompleteJobCommand().JobKey(job.Key).Send(context.Background()); err == nil {
 			done.Add(1)
 		}
-	}).StreamEnabled(true).RequestTimeout(time.Second).Open()
+	}).StreamEnabled(true).RequestTimeout(time.Second).BackoffSupplier(load.Backoff()).Open()
 	t.Cleanup(w.Close)
 	budget.Eventually(t, 10*time.Second, "a job stream on every shard", func() bool {
 		for _, s := range shards {

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/shardctl/shardctl/internal/budget"
+	"github.com/shardctl/shardctl/probes/load"
 )
 
 func deploy(t testing.TB, c zbc.Client, name string, xml []byte) {
@@ -293,7 +294,7 @@ func TestJobStreaming(t *testing.T) {
 		if _, err := jc.NewCompleteJobCommand().JobKey(job.Key).Send(context.Background()); err == nil {
 			completed.Add(1)
 		}
-	}).StreamEnabled(true).RequestTimeout(time.Second).Open()
+	}).StreamEnabled(true).RequestTimeout(time.Second).BackoffSupplier(load.Backoff()).Open()
 	t.Cleanup(w.Close)
 	budget.Eventually(t, 10*time.Second, "the job stream to open", func() bool { return s.cluster.streams.n.Load() == 1 })
 	const n = 50

@@ -10,6 +10,7 @@ import (
 	"github.com/camunda/zeebe/clients/go/v8/pkg/worker"
 
 	"github.com/shardctl/shardctl/internal/budget"
+	"github.com/shardctl/shardctl/probes/load"
 )
 
 // TestKnee drives a --degrade simulator past its capacity with a rising
@@ -26,7 +27,7 @@ func TestKnee(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), budget.Of(2*time.Second))
 		defer cancel()
 		_, _ = jc.NewCompleteJobCommand().JobKey(job.Key).Send(ctx)
-	}).MaxJobsActive(256).Concurrency(16).PollInterval(10 * time.Millisecond).RequestTimeout(time.Second).Open()
+	}).MaxJobsActive(256).Concurrency(16).PollInterval(10 * time.Millisecond).RequestTimeout(time.Second).BackoffSupplier(load.Backoff()).Open()
 	t.Cleanup(w.Close)
 
 	type sample struct{ created, completed, queue float64 }

@@ -10,6 +10,7 @@ import (
 	"github.com/camunda/zeebe/clients/go/v8/pkg/worker"
 
 	"github.com/shardctl/shardctl/internal/budget"
+	"github.com/shardctl/shardctl/probes/load"
 )
 
 func TestTopologyAndKeys(t *testing.T) {
@@ -71,7 +72,7 @@ func TestHundredsOfInstancesToTheEnd(t *testing.T) {
 			if _, err := cmd.Send(context.Background()); err == nil {
 				completed.Add(1)
 			}
-		}).MaxJobsActive(64).Concurrency(8).PollInterval(20 * time.Millisecond).RequestTimeout(time.Second).Open()
+		}).MaxJobsActive(64).Concurrency(8).PollInterval(20 * time.Millisecond).RequestTimeout(time.Second).BackoffSupplier(load.Backoff()).Open()
 		t.Cleanup(w.Close)
 	}
 	for i := range n {

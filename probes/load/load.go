@@ -43,6 +43,12 @@ func Process(id string, jobTypes ...string) []byte {
 	return []byte(b.String())
 }
 
+// Backoff is a polling backoff of its own for one job worker. The
+// client's default is one value shared by every worker in the process,
+// and its random source is not safe for concurrent use: two workers
+// backing off at once (a shard killed under them) race on it.
+func Backoff() worker.BackoffSupplier { return worker.NewExponentialBackoffBuilder().Build() }
+
 // Config of a load.
 type Config struct {
 	ProcessID string
@@ -105,7 +111,7 @@ func (g *Generator) Run(ctx context.Context) {
 		if _, err := jc.NewCompleteJobCommand().JobKey(job.Key).Send(cctx); err == nil {
 			g.completed.Add(1)
 		}
-	}).MaxJobsActive(512).Concurrency(16).PollInterval(20 * time.Millisecond).RequestTimeout(2 * time.Second).Open()
+	}).MaxJobsActive(512).Concurrency(16).PollInterval(20 * time.Millisecond).RequestTimeout(2 * time.Second).BackoffSupplier(Backoff()).Open()
 	defer w.Close()
 
 	slots := make(chan struct{}, g.cfg.MaxInFlight)

@@ -108,7 +108,7 @@ keeps the deployment ledger there, shared by every proxy replica.`,
 		RunE:              runOptions(o),
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.configFile, "config", "", "YAML configuration file (listen, admin, legacyShard, maxInflightPerShard, overloadLimit, overloadExcess, maxBacklog, backlogInterval, coolingOff, health, tls, upstreamCA, shards)")
+	f.StringVar(&o.configFile, "config", "", "YAML configuration file (listen, admin, legacyShard, maxInflightPerShard, overloadLimit, overloadExcess, maxBacklog, instanceLimit, backlogInterval, coolingOff, health, tls, upstreamCA, shards)")
 	f.StringVar(&o.cfg.Listen, "listen", "127.0.0.1:26500", "gateway address for clients, HOST:PORT")
 	f.StringVar(&o.cfg.AdminListen, "admin", "127.0.0.1:9700", "address of /metrics, /healthz, /readyz and /shards, HOST:PORT")
 	f.StringArrayVar(&o.shardFlags, "shard", nil, "a shard as ID=HOST:PORT[,slot=N][,state=S][,pool=P][,metrics=URL][,tls=true|insecure] (repeatable; slots default to the order given)")
@@ -116,6 +116,7 @@ keeps the deployment ledger there, shared by every proxy replica.`,
 	f.Int64Var(&o.cfg.MaxInflightPerShard, "max-inflight-per-shard", proxy.DefaultMaxInflightPerShard, "the most requests in flight to one shard: past it a call gets RESOURCE_EXHAUSTED at once, never queued (0: no limit)")
 	f.Int64Var(&o.cfg.OverloadLimit, "overload-limit", proxy.DefaultOverloadLimit, "requests in flight under which an overloaded shard takes new instances again (negative: never overloaded)")
 	f.Int64Var(&o.cfg.MaxBacklog, "max-backlog", proxy.DefaultMaxBacklog, "records not processed past which a shard gets no new instances, read from its metrics (negative: off)")
+	f.Int64Var(&o.cfg.InstanceLimit, "instance-limit", proxy.InstanceLimitAuto, "root instances in flight past which a shard gets no new instances until some complete, read from its metrics: 0 learns it from the shard's completions (twice its best completion rate times an instance's time in flight), -1 is off; set it high or off for processes whose instances wait for hours (user tasks, timers)")
 	f.DurationVar(&o.cfg.BacklogInterval, "backlog-interval", proxy.DefaultBacklogInterval, "how often each shard's backlog is read from its metrics")
 	f.IntVar(&o.cfg.OverloadExcess, "overload-excess", proxy.DefaultOverloadExcess, "percent over --overload-limit past which a shard is overloaded: no new instances")
 	f.DurationVar(&o.coolingOff, "cooling-off", proxy.DefaultCoolingOff, "how long a shard that answered RESOURCE_EXHAUSTED gets no new instances")
@@ -167,6 +168,7 @@ func (o *ProxyServeOptions) Complete(cmd *cobra.Command, _ []string) error {
 		fromFile(flags, "overload-limit", fc.OverloadLimit, &o.cfg.OverloadLimit)
 		fromFile(flags, "overload-excess", fc.OverloadExcess, &o.cfg.OverloadExcess)
 		fromFile(flags, "max-backlog", fc.MaxBacklog, &o.cfg.MaxBacklog)
+		fromFile(flags, "instance-limit", fc.InstanceLimit, &o.cfg.InstanceLimit)
 		dur("backlog-interval", fc.BacklogInterval, &o.cfg.BacklogInterval)
 		dur("cooling-off", fc.CoolingOff, &o.coolingOff)
 		h := fc.Health

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -38,6 +39,7 @@ type loaded struct {
 	completed map[int64]time.Time
 	failures  []event // failed completions
 
+	rate atomic.Int64 // instances offered per second
 	stop func()
 }
 
@@ -103,16 +105,18 @@ func startLoaded(t *testing.T, rate int, simArgs []string, proxyArgs ...string) 
 			if done {
 				l.completed[job.ProcessInstanceKey] = time.Now()
 			}
-		}).MaxJobsActive(128).Concurrency(16).PollInterval(20 * time.Millisecond).RequestTimeout(time.Second).Timeout(30 * time.Second).Open()
+		}).MaxJobsActive(128).Concurrency(16).PollInterval(20 * time.Millisecond).RequestTimeout(time.Second).Timeout(30 * time.Second).BackoffSupplier(load.Backoff()).Open()
 		t.Cleanup(w.Close)
 	}
 	loadCtx, stop := context.WithCancel(ctx)
+	l.rate.Store(int64(rate))
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		tick := time.NewTicker(time.Second / time.Duration(rate))
-		defer tick.Stop()
+		// On a clock, whatever the answers take; the rate may change.
+		next := time.Now()
 		for loadCtx.Err() == nil {
-			<-tick.C
+			next = next.Add(time.Second / time.Duration(l.rate.Load()))
+			time.Sleep(time.Until(next))
 			wg.Go(func() {
 				// Longer than a stall lasts: a create placed on a shard
 				// just before it stalled waits it out.
@@ -133,6 +137,37 @@ func startLoaded(t *testing.T, rate int, simArgs []string, proxyArgs ...string) 
 	l.stop = func() { stop(); wg.Wait() }
 	t.Cleanup(l.stop)
 	return l
+}
+
+// completedIn counts the instances completed in [from, to).
+func (l *loaded) completedIn(from, to time.Time) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, at := range l.completed {
+		if !at.Before(from) && at.Before(to) {
+			n++
+		}
+	}
+	return n
+}
+
+// refusedIn counts the creates sent in [from, to) that were refused with
+// RESOURCE_EXHAUSTED, and those that failed otherwise.
+func (l *loaded) refusedIn(from, to time.Time) (refused, other int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, e := range l.creates {
+		if e.err == nil || e.at.Before(from) || !e.at.Before(to) {
+			continue
+		}
+		if status.Code(e.err) == codes.ResourceExhausted {
+			refused++
+		} else {
+			other++
+		}
+	}
+	return
 }
 
 // state is a shard's routing state in the proxy.
@@ -292,4 +327,76 @@ func (l *loaded) shards(t *testing.T) []proxy.ShardStatus {
 		t.Fatal(err)
 	}
 	return doc.Shards
+}
+
+// Offered 1.5× the federation's knee, four simulators with --degrade
+// (past its knee a simulator serves new instances first and completes
+// fewer the more it accepts): the proxy refuses the excess with
+// RESOURCE_EXHAUSTED, and what it accepts completes at the knee's rate.
+// The knee is measured first in the same run, the published way: stages
+// of a rising rate, the last one taken whole and completed.
+func TestOverloadPastTheKnee(t *testing.T) {
+	t.Parallel()
+	l := startLoaded(t, 40, []string{"--partitions", "1", "--capacity", "50", "--degrade", "--backlog-limit", "-1"})
+	const stage = 10 * time.Second
+	// Completions trail their creates by the time in flight.
+	const trail = 2 * time.Second
+	knee := 0
+	// From 40/s up by 10% a stage.
+	for _, rate := range []int{40, 44, 48, 53, 58, 64, 70, 77} {
+		l.rate.Store(int64(rate))
+		from := time.Now()
+		time.Sleep(stage + trail)
+		to := from.Add(stage)
+		created, _, _ := l.window(from, to, 0)
+		refused, failed := l.refusedIn(from, to)
+		completed := l.completedIn(from.Add(trail), to.Add(trail))
+		t.Logf("stage %d/s: created %.1f/s, refused %d, failed %d, completed %.1f/s", rate, perSec(created, stage), refused, failed, perSec(completed, stage))
+		if refused > 0 || failed > 0 || float64(completed) < 0.95*float64(created) {
+			break
+		}
+		knee = rate
+	}
+	if knee == 0 {
+		t.Fatal("the federation did not complete the first stage: no knee to offer 1.5 times")
+	}
+
+	offered := knee * 3 / 2
+	l.rate.Store(int64(offered))
+	step := time.Now()
+	// The first window fills each shard's instance limit; then windows of
+	// 15 s, each judged.
+	const fill, window, windows = 15 * time.Second, 15 * time.Second, 4
+	time.Sleep(fill + windows*window + trail)
+	var sumCreated, sumCompleted int
+	for i := range windows {
+		from := step.Add(fill + time.Duration(i)*window)
+		to := from.Add(window)
+		created, _, _ := l.window(from, to, 0)
+		refused, failed := l.refusedIn(from, to)
+		completed := l.completedIn(from.Add(trail), to.Add(trail))
+		sumCreated, sumCompleted = sumCreated+created, sumCompleted+completed
+		t.Logf("offered %d/s (knee %d/s), %v–%v after the step: accepted %.1f/s, refused %.1f/s, failed %d, completed %.1f/s (%.0f%% of the knee)",
+			offered, knee, from.Sub(step), to.Sub(step), perSec(created, window), perSec(refused, window), failed, perSec(completed, window), 100*perSec(completed, window)/float64(knee))
+		if refused == 0 {
+			t.Errorf("window %d: nothing refused at 1.5 times the knee", i+1)
+		}
+		if failed > 0 {
+			t.Errorf("window %d: %d creates failed with another code than RESOURCE_EXHAUSTED", i+1, failed)
+		}
+		if perSec(completed, window) < 0.9*float64(knee) {
+			t.Errorf("window %d: completed %.1f/s, under 90%% of the knee's %d/s", i+1, perSec(completed, window), knee)
+		}
+	}
+	t.Logf("after the fill: completed %d of %d accepted (%.0f%%)", sumCompleted, sumCreated, 100*float64(sumCompleted)/float64(sumCreated))
+	if float64(sumCompleted) < 0.95*float64(sumCreated) {
+		t.Errorf("completed %d of %d accepted: want at least 95%%", sumCompleted, sumCreated)
+	}
+	for _, s := range l.shards(t) {
+		if b := s.Backlog; b != nil {
+			t.Logf("%s: %.0f instances in flight, limit %d (best %.1f completions/s, %.2f s in flight)", s.ID, b.Instances, b.InstanceLimit, b.CompletionRate, b.InFlightTime)
+		}
+	}
+	l.stop()
+	l.settle(t, 0)
 }

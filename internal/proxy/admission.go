@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,7 +20,9 @@ import (
 // (committed − processed positions, from its /metrics) every
 // BacklogInterval and places nothing new on a shard whose backlog is over
 // MaxBacklog or growing linearly (the signals' test), until it is back
-// under half of MaxBacklog and not growing.
+// under half of MaxBacklog and not growing. The same reading gives the
+// shard's root instances in flight and completions, for the instance
+// limit (instances.go).
 
 // Admission defaults.
 const (
@@ -31,7 +34,8 @@ const (
 
 // admission is one shard's backlog as the proxy last read it.
 type admission struct {
-	refusing atomic.Bool // no new instances for the backlog
+	refusing  atomic.Bool   // no new instances for the backlog
+	instances instanceLimit // no new instances past the limit in flight
 
 	mu      sync.Mutex
 	history signals.Series // records not processed, oldest first
@@ -50,6 +54,14 @@ type BacklogStatus struct {
 	Admitting bool      `json:"admitting"`
 	Max       float64   `json:"max"`
 	At        time.Time `json:"at"`
+	// Instances are root instances in flight as last read, InstanceLimit
+	// the most the shard is given (0: none), CompletionRate its best
+	// completions per second over the last minute and InFlightTime the
+	// shortest time an instance spent in flight (Little's law), in seconds.
+	Instances      float64 `json:"instances"`
+	InstanceLimit  int64   `json:"instanceLimit"`
+	CompletionRate float64 `json:"completionRate"`
+	InFlightTime   float64 `json:"inFlightTime"`
 	// Error says why the backlog could not be read (the shard is then
 	// admitted as before: missing data does not refuse work).
 	Error string `json:"error,omitempty"`
@@ -76,6 +88,21 @@ func (p *Proxy) admit(s *shard, b backlog.Backlog) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.status.Max, a.status.At = max, b.At
+	if b.Error == "" && !slices.Contains(b.Missing, backlog.MetricInstances) {
+		st := a.instances.observe(instanceReading{at: b.At, inFlight: b.InFlight, ended: b.Ended}, int(s.partitions), p.cfg.BacklogInterval, p.cfg.InstanceLimit)
+		a.status.Instances, a.status.InstanceLimit = b.InFlight, st.limit
+		a.status.CompletionRate, a.status.InFlightTime = st.rate, st.inFlightTime.Seconds()
+		p.metrics.instances.WithLabelValues(s.ID).Set(b.InFlight)
+		p.metrics.instanceLimit.WithLabelValues(s.ID).Set(float64(a.status.InstanceLimit))
+	} else {
+		// Unread, the limit would hold a stale count: missing data does
+		// not refuse work.
+		a.instances.limit.Store(0)
+	}
+	if max <= 0 {
+		a.status.Admitting = true
+		return
+	}
 	if !b.LagKnown() {
 		a.status.Error = b.Error
 		if a.status.Error == "" {

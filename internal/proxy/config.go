@@ -19,6 +19,7 @@ import (
 //	overloadLimit: 200
 //	overloadExcess: 50
 //	maxBacklog: 1000
+//	instanceLimit: 0
 //	backlogInterval: 1s
 //	coolingOff: 30s
 //	health: {interval: 2s, timeout: 1s, unhealthyAfter: 2, healthyAfter: 2,
@@ -36,6 +37,7 @@ type FileConfig struct {
 	OverloadLimit       *int64        `json:"overloadLimit"`
 	OverloadExcess      *int          `json:"overloadExcess"`
 	MaxBacklog          *int64        `json:"maxBacklog"`
+	InstanceLimit       *int64        `json:"instanceLimit"`
 	BacklogInterval     string        `json:"backlogInterval"`
 	CoolingOff          string        `json:"coolingOff"`
 	Health              FileHealth    `json:"health"`

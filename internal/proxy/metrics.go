@@ -25,6 +25,8 @@ type metrics struct {
 	longCallsEnded prometheus.Counter
 	streamsStalled prometheus.Counter
 	admitting      *prometheus.GaugeVec   // shard
+	instances      *prometheus.GaugeVec   // shard
+	instanceLimit  *prometheus.GaugeVec   // shard
 	limited        *prometheus.CounterVec // shard
 	checks         *prometheus.CounterVec // shard, result
 	ejections      *prometheus.CounterVec // shard
@@ -91,6 +93,12 @@ func newMetrics(ledgerSize, longCalls func() float64) *metrics {
 		admitting: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "shardctl_proxy_shard_admitting", Help: "0 while a shard gets no new instances for its backlog (over the max backlog or growing linearly), 1 otherwise.",
 		}, []string{"shard"}),
+		instances: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "shardctl_proxy_shard_instances_in_flight", Help: "Root instances a shard has in flight (activated, not completed or terminated), as the proxy last read them from its metrics.",
+		}, []string{"shard"}),
+		instanceLimit: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "shardctl_proxy_shard_instance_limit", Help: "Root instances in flight past which a shard gets no new instance (0: no limit); learned from its completions unless --instance-limit fixes it.",
+		}, []string{"shard"}),
 		overloaded: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "shardctl_proxy_shard_overloaded", Help: "1 while a shard has more requests in flight than the overload limit plus its excess, until it is back below the limit.",
 		}, []string{"shard"}),
@@ -121,7 +129,7 @@ func newMetrics(ledgerSize, longCalls func() float64) *metrics {
 		Name: "shardctl_proxy_long_calls_open", Help: "Long polls and job streams open now: the workers a stopping proxy has to hand to another replica.",
 	}, longCalls)
 	m.registry.MustRegister(m.inflight, m.requests, m.upstream, m.choices, m.coolingOff, m.handedBack, m.weights, m.ledger, m.duration,
-		m.up, m.checks, m.ejections, m.ejectionsRefused, m.overloaded, m.limited, m.backlog, m.admitting, m.longCallsEnded, m.streamsStalled, longOpen,
+		m.up, m.checks, m.ejections, m.ejectionsRefused, m.overloaded, m.limited, m.backlog, m.admitting, m.instances, m.instanceLimit, m.longCallsEnded, m.streamsStalled, longOpen,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -59,6 +59,11 @@ type Config struct {
 	// 1000 and 1 s; negative: no admission by backlog).
 	MaxBacklog      int64
 	BacklogInterval time.Duration
+	// InstanceLimit is the most root instances in flight a shard with a
+	// metrics URL is given: InstanceLimitAuto (0) learns it from the
+	// shard's completions (see instances.go), InstanceLimitOff (-1)
+	// gives no limit, a positive number is fixed.
+	InstanceLimit int64
 	// CoolingOff is how long a shard that answered RESOURCE_EXHAUSTED gets
 	// no new instances.
 	CoolingOff time.Duration
@@ -175,6 +180,9 @@ func (c *Config) validate() error {
 	}
 	if c.BacklogInterval == 0 {
 		c.BacklogInterval = DefaultBacklogInterval
+	}
+	if c.InstanceLimit < InstanceLimitOff {
+		return fmt.Errorf("instance limit %d: want a positive number, 0 (learned) or -1 (off)", c.InstanceLimit)
 	}
 	if c.BacklogInterval < 0 {
 		return fmt.Errorf("backlog interval %v: want a positive duration", c.BacklogInterval)
@@ -336,7 +344,7 @@ func (p *Proxy) Start(ctx context.Context) error {
 	if p.cfg.Health.Interval > 0 {
 		p.owned.Go(p.healthLoop)
 	}
-	if p.cfg.MaxBacklog > 0 {
+	if p.cfg.MaxBacklog > 0 || p.cfg.InstanceLimit != InstanceLimitOff {
 		p.owned.Go(p.admissionLoop)
 	}
 	if p.cfg.Dynamic {

@@ -146,6 +146,9 @@ func (p *Proxy) place(ctx context.Context, rpc string, send func(context.Context
 		switch {
 		case err == nil:
 			s.choices.Inc()
+			if strings.HasPrefix(rpc, "CreateProcessInstance") {
+				s.admission.instances.placed.Add(1)
+			}
 			stampSlot(resp.ProtoReflect(), s.Slot)
 			return resp, nil
 		case errors.As(err, new(*limitError)):
@@ -165,7 +168,7 @@ func (p *Proxy) place(ctx context.Context, rpc string, send func(context.Context
 	}
 	switch {
 	case lastErr == nil:
-		return nil, status.Error(codes.ResourceExhausted, "Expected to place the request on a shard, but every shard is at capacity (its backlog, requests in flight), cooling off after backpressure, or not UP. Please try again later.")
+		return nil, status.Error(codes.ResourceExhausted, "Expected to place the request on a shard, but every shard is at capacity (its backlog, instances or requests in flight), cooling off after backpressure, or not UP. Please try again later.")
 	case exhausted:
 		return nil, status.Errorf(codes.ResourceExhausted, "Expected to place the request on a shard, but every shard rejected it: %s", status.Convert(lastErr).Message())
 	}

@@ -223,11 +223,11 @@ func (s *shard) noteError(err error) {
 }
 
 // takesInstances: UP and healthy, not ejected, replayed every
-// deployment, not overloaded, admitted by its backlog, under the in-flight
-// limit, not cooling off.
+// deployment, not overloaded, admitted by its backlog and under its
+// instance limit, under the in-flight limit, not cooling off.
 func (s *shard) takesInstances(now time.Time, maxInflight int64) bool {
 	return s.State() == Up && !s.health.down.Load() && !s.health.needsReplay.Load() && !s.health.ejected(now) &&
-		!s.overloaded.Load() && !s.admission.refusing.Load() && (maxInflight <= 0 || s.inflight.Load() < maxInflight) && !s.cooling(now)
+		!s.overloaded.Load() && !s.admission.refusing.Load() && s.admission.instances.admits() && (maxInflight <= 0 || s.inflight.Load() < maxInflight) && !s.cooling(now)
 }
 
 // servesJobs: shards that may hold work and can be reached.

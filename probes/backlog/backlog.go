@@ -16,6 +16,10 @@ import (
 	"github.com/shardctl/shardctl/internal/human"
 )
 
+// MetricInstances counts root instances by action: what instances in
+// flight and completions are read from.
+const MetricInstances = metricInstances
+
 // The Zeebe metrics a backlog is read from.
 const (
 	metricInstances = "zeebe_executed_instances_total"                 // action, partition
@@ -43,6 +47,10 @@ type Backlog struct {
 	// terminated, summed over partitions. The counters restart when a
 	// partition's leader changes, so Lag must be zero too.
 	InFlight float64 `json:"inFlight"`
+	// Ended counts root instances completed or terminated so far, summed
+	// over partitions (a counter: it restarts with a partition's leader).
+	// The proxy reads a shard's completion rate from two readings.
+	Ended float64 `json:"-"`
 	// Lag is records committed and not yet processed.
 	Lag float64 `json:"lag"`
 	// ExportLag is records committed and not yet exported by the slowest
@@ -152,7 +160,9 @@ func From(shard string, at time.Time, samples []Sample) Backlog {
 	for p := range partitions {
 		// A counter that restarted can read below what it lost: never
 		// count a partition below zero.
-		b.InFlight += max(0, instances[pk{p, "activated"}]-instances[pk{p, "completed"}]-instances[pk{p, "terminated"}])
+		ended := instances[pk{p, "completed"}] + instances[pk{p, "terminated"}]
+		b.InFlight += max(0, instances[pk{p, "activated"}]-ended)
+		b.Ended += ended
 	}
 	for p, c := range committed {
 		b.Lag += max(0, c-processed[p])

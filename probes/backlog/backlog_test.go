@@ -40,26 +40,27 @@ func TestFrom(t *testing.T) {
 		samples                   []Sample
 		empty, known              bool
 		inFlight, lag, export     float64
+		ended                     float64
 		incidents, buffered, jobs float64
 		missing                   []string
 	}{
-		{name: "idle", samples: base(), empty: true, known: true, export: -1},
-		{name: "in flight", samples: append(base(), s(metricInstances, 3, "action", "activated", "partition", "1")), known: true, inFlight: 3, export: -1},
+		{name: "idle", samples: base(), empty: true, known: true, export: -1, ended: 20},
+		{name: "in flight", samples: append(base(), s(metricInstances, 3, "action", "activated", "partition", "1")), known: true, inFlight: 3, export: -1, ended: 20},
 		{name: "a restarted counter never goes below zero", samples: append(base(), s(metricInstances, 50, "action", "completed", "partition", "2")),
-			empty: true, known: true, export: -1},
-		{name: "lag", samples: append(base(), s(metricCommitted, 107, "partition", "1")), known: true, lag: 7, export: -1},
+			empty: true, known: true, export: -1, ended: 70},
+		{name: "lag", samples: append(base(), s(metricCommitted, 107, "partition", "1")), known: true, lag: 7, export: -1, ended: 20},
 		{name: "exporter behind", samples: append(base(), s(metricExported, 90, "exporter", "es", "partition", "1"), s(metricExported, 100, "exporter", "es", "partition", "2")),
-			known: true, export: 10},
-		{name: "exporter caught up", samples: append(base(), s(metricExported, 100, "exporter", "es", "partition", "1")), empty: true, known: true},
+			known: true, export: 10, ended: 20},
+		{name: "exporter caught up", samples: append(base(), s(metricExported, 100, "exporter", "es", "partition", "1")), empty: true, known: true, ended: 20},
 		{name: "incident and message", samples: append(base(), s(metricIncidents, 1, "partition", "2"), s(metricBuffered, 2, "partition", "1")),
-			known: true, incidents: 1, buffered: 2, export: -1},
-		{name: "buffered messages alone", samples: append(base(), s(metricBuffered, 3, "partition", "1")), empty: true, known: true, buffered: 3, export: -1},
+			known: true, incidents: 1, buffered: 2, export: -1, ended: 20},
+		{name: "buffered messages alone", samples: append(base(), s(metricBuffered, 3, "partition", "1")), empty: true, known: true, buffered: 3, export: -1, ended: 20},
 		{name: "open jobs", samples: append(base(), s(metricJobs, 5, "action", "created", "type", "pay"), s(metricJobs, 3, "action", "completed", "type", "pay"),
 			s(metricJobs, 1, "action", "canceled", "type", "pay"), s(metricJobs, 2, "action", "activated", "type", "pay")),
-			empty: true, known: true, jobs: 1, export: -1},
+			empty: true, known: true, jobs: 1, export: -1, ended: 20},
 		{name: "nothing at all", samples: nil, missing: required, export: -1},
 		{name: "no incidents metric", samples: slices.DeleteFunc(base(), func(x Sample) bool { return x.Name == metricIncidents }),
-			missing: []string{metricIncidents}, export: -1},
+			missing: []string{metricIncidents}, export: -1, ended: 20},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -69,6 +70,9 @@ func TestFrom(t *testing.T) {
 			}
 			if b.InFlight != tt.inFlight || b.Lag != tt.lag || exportLag(b) != tt.export || b.Incidents != tt.incidents || b.Buffered != tt.buffered || b.Jobs() != tt.jobs {
 				t.Errorf("got in flight %v lag %v export %v incidents %v buffered %v jobs %v", b.InFlight, b.Lag, exportLag(b), b.Incidents, b.Buffered, b.Jobs())
+			}
+			if b.Ended != tt.ended {
+				t.Errorf("ended %v, want %v", b.Ended, tt.ended)
 			}
 			if !slices.Equal(b.Missing, tt.missing) {
 				t.Errorf("missing %q, want %q", b.Missing, tt.missing)

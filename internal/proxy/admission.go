@@ -58,8 +58,11 @@ type BacklogStatus struct {
 	// the most the shard is given (0: none), CompletionRate its best
 	// completions per second over the last minute and InFlightTime the
 	// shortest time an instance spent in flight (Little's law), in seconds.
+	// The limit applies while Congested: the log held records not
+	// processed at this reading or the one before.
 	Instances      float64 `json:"instances"`
 	InstanceLimit  int64   `json:"instanceLimit"`
+	Congested      bool    `json:"congested"`
 	CompletionRate float64 `json:"completionRate"`
 	InFlightTime   float64 `json:"inFlightTime"`
 	// Error says why the backlog could not be read (the shard is then
@@ -89,8 +92,8 @@ func (p *Proxy) admit(s *shard, b backlog.Backlog) {
 	defer a.mu.Unlock()
 	a.status.Max, a.status.At = max, b.At
 	if b.Error == "" && !slices.Contains(b.Missing, backlog.MetricInstances) {
-		st := a.instances.observe(instanceReading{at: b.At, inFlight: b.InFlight, ended: b.Ended}, int(s.partitions), p.cfg.BacklogInterval, p.cfg.InstanceLimit)
-		a.status.Instances, a.status.InstanceLimit = b.InFlight, st.limit
+		st := a.instances.observe(instanceReading{at: b.At, inFlight: b.InFlight, ended: b.Ended, lag: b.Lag}, int(s.partitions), p.cfg.BacklogInterval, p.cfg.InstanceLimit)
+		a.status.Instances, a.status.InstanceLimit, a.status.Congested = b.InFlight, st.limit, st.binding
 		a.status.CompletionRate, a.status.InFlightTime = st.rate, st.inFlightTime.Seconds()
 		p.metrics.instances.WithLabelValues(s.ID).Set(b.InFlight)
 		p.metrics.instanceLimit.WithLabelValues(s.ID).Set(float64(a.status.InstanceLimit))

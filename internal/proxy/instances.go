@@ -22,6 +22,13 @@ import (
 // the last five (instances in flight ÷ completion rate, Little's law)
 // plus the reading interval, times instanceGain; never under
 // minInstances per partition.
+// The limit binds only while the shard is congested: its log held at
+// least congestedLag records it had not processed, at this reading or
+// the one before. Instances also pile up when the job workers cannot keep
+// up (a stalled shard holds their calls), and then the shards' logs are
+// empty: refusing there would turn the workers' trouble into the
+// clients' errors, and leave only the stalled shard with room.
+//
 // Time in flight is only learned while the limit refused nothing (BBR
 // probes for its round trip for the same reason): at the limit, the
 // instances queued inside the shard lengthen it, a longer time raises
@@ -44,6 +51,9 @@ const (
 	// minInstances per partition: a shard just started, or idle, takes a
 	// burst of this many before its completions teach the proxy more.
 	minInstances = 64
+	// congestedLag is records not processed from which a shard counts as
+	// congested.
+	congestedLag = 10
 )
 
 // InstanceLimitAuto and InstanceLimitOff are Config.InstanceLimit's
@@ -57,7 +67,8 @@ const (
 type instanceReading struct {
 	at              time.Time
 	inFlight, ended float64
-	limited         bool // the limit refused a placement since the reading before
+	lag             float64 // records not processed
+	limited         bool    // the limit refused a placement since the reading before
 }
 
 // instanceLimit is one shard's instances in flight and their limit. The
@@ -66,6 +77,7 @@ type instanceLimit struct {
 	inFlight atomic.Int64 // as last read from the shard's metrics
 	placed   atomic.Int64 // instances this proxy created there since
 	limit    atomic.Int64 // ≤ 0: none
+	binding  atomic.Bool  // the shard is congested: the limit applies
 	limited  atomic.Bool  // the limit refused a placement since the last reading
 
 	mu       sync.Mutex // the admission loop's
@@ -80,6 +92,7 @@ type instanceLimit struct {
 // in flight.
 type instanceStatus struct {
 	limit        int64
+	binding      bool
 	rate         float64
 	inFlightTime time.Duration
 }
@@ -88,7 +101,7 @@ type instanceStatus struct {
 // this proxy placed since the last reading as still in flight.
 func (l *instanceLimit) admits() bool {
 	limit := l.limit.Load()
-	if limit <= 0 || l.inFlight.Load()+l.placed.Load() < limit {
+	if limit <= 0 || !l.binding.Load() || l.inFlight.Load()+l.placed.Load() < limit {
 		return true
 	}
 	if !l.limited.Load() {
@@ -103,6 +116,7 @@ func (l *instanceLimit) observe(r instanceReading, partitions int, interval time
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	r.limited = l.limited.Swap(false)
+	congested := r.lag >= congestedLag
 	if n := len(l.readings); n > 0 && r.ended < l.readings[n-1].ended {
 		// A partition's counters restarted with its leader: the rates
 		// across the restart mean nothing.
@@ -111,6 +125,9 @@ func (l *instanceLimit) observe(r instanceReading, partitions int, interval time
 	cut := 0
 	for cut < len(l.readings) && r.at.Sub(l.readings[cut].at) > timeWindow {
 		cut++
+	}
+	if n := len(l.readings); n > cut && l.readings[n-1].lag >= congestedLag {
+		congested = true
 	}
 	l.readings = append(l.readings[cut:], r)
 	st := instanceStatus{}
@@ -133,7 +150,9 @@ func (l *instanceLimit) observe(r instanceReading, partitions int, interval time
 		learned := instanceGain * st.rate * (st.inFlightTime + interval).Seconds()
 		st.limit = max(int64(minInstances*max(partitions, 1)), int64(math.Ceil(learned)))
 	}
+	st.binding = congested && st.limit > 0
 	l.limit.Store(st.limit)
+	l.binding.Store(st.binding)
 	return st
 }
 

@@ -74,7 +74,11 @@ func TestInstanceLimitAdmits(t *testing.T) {
 	if !l.admits() {
 		t.Fatal("no limit yet: want admitted")
 	}
-	l.observe(instanceReading{at: time.Unix(1, 0), inFlight: 60}, 1, time.Second, InstanceLimitAuto)
+	l.observe(instanceReading{at: time.Unix(1, 0), inFlight: 70}, 1, time.Second, InstanceLimitAuto)
+	if !l.admits() {
+		t.Fatal("70 of 64 with an empty log: the job workers are behind, not the shard; want admitted")
+	}
+	l.observe(instanceReading{at: time.Unix(2, 0), inFlight: 60, lag: congestedLag}, 1, time.Second, InstanceLimitAuto)
 	for range 3 {
 		if !l.admits() {
 			t.Fatalf("%d in flight under the floor %d: want admitted", l.inFlight.Load()+l.placed.Load(), minInstances)
@@ -88,8 +92,17 @@ func TestInstanceLimitAdmits(t *testing.T) {
 	if l.admits() || !l.limited.Load() {
 		t.Fatal("64 of 64: want refused and marked")
 	}
-	l.observe(instanceReading{at: time.Unix(2, 0), inFlight: 10}, 1, time.Second, InstanceLimitAuto)
+	l.observe(instanceReading{at: time.Unix(3, 0), inFlight: 10, lag: congestedLag}, 1, time.Second, InstanceLimitAuto)
 	if !l.admits() || l.placed.Load() != 0 || l.limited.Load() {
 		t.Error("a new reading: want its count alone, admitted, the mark taken by the reading")
+	}
+	// Congestion holds one reading past a log that emptied.
+	l.observe(instanceReading{at: time.Unix(4, 0), inFlight: 70, lag: 0}, 1, time.Second, InstanceLimitAuto)
+	if l.admits() {
+		t.Error("70 of 64, the log empty now but congested a reading ago: want refused")
+	}
+	l.observe(instanceReading{at: time.Unix(5, 0), inFlight: 70, lag: 0}, 1, time.Second, InstanceLimitAuto)
+	if !l.admits() {
+		t.Error("70 of 64, the log empty two readings in a row: want admitted")
 	}
 }

@@ -224,13 +224,13 @@ func (r *Registry) writeCutover(name string, change func(old Cutover, exists boo
 	r.cutoverWrites[name] = true
 	r.mu.Unlock()
 
-	err = r.opts.Store.Apply(Batch{Cutovers: []Cutover{c}})
+	err = r.commit.apply(Batch{Cutovers: []Cutover{c}})
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.cutoverWrites, name)
 	if err != nil {
-		return Cutover{}, fmt.Errorf("store: %w", err)
+		return Cutover{}, err
 	}
 	r.cutovers[name] = c
 	r.appendChange(Change{Action: ActionCutover, Cutover: name})

@@ -87,7 +87,15 @@ func (r *Registry) Handler(opts HandlerOptions) http.Handler {
 	a.route(mux, "POST /shardctl/v1/cutovers/{name}/lease", a.leaseCutover, true)
 	a.route(mux, "DELETE /shardctl/v1/cutovers/{name}/lease", a.releaseCutover, true)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		// A store that failed leaves memory ahead of it: not ready until
+		// a restart reloads what the store holds.
+		if err := r.StoreError(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ok\n")
+	})
 	if opts.Metrics != nil {
 		mux.Handle("GET /metrics", opts.Metrics.Handler())
 	}
@@ -256,7 +264,7 @@ func (a *api) delta(w http.ResponseWriter, req *http.Request) {
 
 // snapshotBody serves the pre-encoded full or delta fetch.
 func (a *api) snapshotBody(w http.ResponseWriter, req *http.Request, delta bool) {
-	s := a.r.snap.Load()
+	s := a.r.current()
 	k := bodyKind{delta: delta, xml: !wantsJSON(req), gzip: acceptsGzip(req)}
 	if k.xml {
 		w.Header().Set("Content-Type", "application/xml")

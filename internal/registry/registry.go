@@ -146,7 +146,19 @@ type Registry struct {
 	renewals *rateWindow
 	started  time.Time
 	evicted  atomic.Int64
-	snap     atomic.Pointer[snapshot]
+
+	// The read snapshot (snapshot.go): dirty and wanted change under mu,
+	// view belongs to the rebuilder.
+	snap          atomic.Pointer[snapshot]
+	dirty         map[InstanceRef]struct{}
+	wanted        atomic.Uint64 // the version the snapshot must reach
+	view          view
+	rebuildWake   chan struct{}
+	rebuilderDone chan struct{}
+	pubMu         sync.Mutex
+	published     chan struct{} // closed at each rebuild
+
+	commit *committer
 
 	ledgerMu sync.Mutex // serialises ledger writes
 	watchEnd chan struct{}
@@ -167,6 +179,8 @@ func NewRegistry(opts Options) (*Registry, error) {
 		deployments: st.Deployments, cutovers: map[string]Cutover{}, cutoverWrites: map[string]bool{},
 		changed: make(chan struct{}), renewals: &rateWindow{}, started: now,
 		stop: make(chan struct{}), watchEnd: make(chan struct{}),
+		dirty: map[InstanceRef]struct{}{}, rebuildWake: make(chan struct{}, 1), rebuilderDone: make(chan struct{}),
+		published: make(chan struct{}),
 	}
 	for _, c := range st.Cutovers {
 		r.cutovers[c.Name] = c
@@ -179,9 +193,12 @@ func NewRegistry(opts Options) (*Registry, error) {
 	}
 	for _, in := range st.Instances {
 		r.put(in, now)
+		r.dirty[InstanceRef{in.App, in.InstanceID}] = struct{}{}
 	}
 	r.version = 1
 	r.rebuild()
+	r.commit = newCommitter(opts.Store)
+	go r.rebuildLoop()
 	return r, nil
 }
 
@@ -202,7 +219,8 @@ func (r *Registry) Run() {
 // endWatches ends every watch stream and long poll.
 func (r *Registry) endWatches() { r.endOnce.Do(func() { close(r.watchEnd) }) }
 
-// Close stops eviction and closes the store.
+// Close stops eviction and the rebuilder, commits the writes queued, and
+// closes the store.
 func (r *Registry) Close() error {
 	r.endWatches()
 	select {
@@ -210,6 +228,8 @@ func (r *Registry) Close() error {
 	default:
 		close(r.stop)
 	}
+	<-r.rebuilderDone
+	r.commit.close()
 	return r.opts.Store.Close()
 }
 
@@ -235,7 +255,7 @@ func (r *Registry) record(action string, in *Instance) {
 	c := in.Clone()
 	c.ActionType = action
 	r.appendChange(Change{Action: action, Instance: c})
-	r.rebuild()
+	r.markDirty(InstanceRef{in.App, in.InstanceID})
 }
 
 // recordLedger tells watchers that the ledger changed. Callers hold r.mu.
@@ -269,13 +289,33 @@ func (r *Registry) Register(app string, in *Instance) error {
 	if err := in.validate(app); err != nil {
 		return err
 	}
+	return r.write(func() (*ticket, error) { return r.register(in) })
+}
+
+// write runs change under r.mu (memory changed, the store write queued)
+// and then waits, without the lock, until the store holds it.
+func (r *Registry) write(change func() (*ticket, error)) error {
+	t, err := func() (*ticket, error) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if err := r.commit.err(); err != nil {
+			return nil, err
+		}
+		return change()
+	}()
+	if err != nil || t == nil {
+		return err
+	}
+	return t.wait()
+}
+
+// register changes memory and queues the store write; callers hold r.mu.
+func (r *Registry) register(in *Instance) (*ticket, error) {
 	now := r.opts.Now()
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	ref := InstanceRef{in.App, in.InstanceID}
 	slot, err := r.assignSlot(ref, in)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	old := r.apps[in.App][in.InstanceID]
 	if o, ok := r.overrides[ref]; ok && o.Status != "" {
@@ -297,9 +337,7 @@ func (r *Registry) Register(app string, in *Instance) error {
 	if slot != 0 && r.slots[ref] != slot {
 		b.Slots = map[InstanceRef]int{ref: slot}
 	}
-	if err := r.opts.Store.Apply(b); err != nil {
-		return fmt.Errorf("store: %w", err)
-	}
+	t := r.commit.enqueue(b)
 	if slot != 0 {
 		r.slots[ref] = slot
 	}
@@ -309,7 +347,7 @@ func (r *Registry) Register(app string, in *Instance) error {
 		action = ActionModified
 	}
 	r.record(action, in)
-	return nil
+	return t, nil
 }
 
 // assignSlot picks a shard's slot: the one it asks for when free, else
@@ -384,19 +422,16 @@ func (r *Registry) Renew(app, id string, lastDirty int64) error {
 
 // Cancel removes an instance, as Eureka's DELETE /apps/{app}/{id}.
 func (r *Registry) Cancel(app, id string) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.remove(strings.ToUpper(app), id)
+	return r.write(func() (*ticket, error) { return r.remove(strings.ToUpper(app), id) })
 }
 
-func (r *Registry) remove(app, id string) error {
+// remove drops an instance and queues its deletion; callers hold r.mu.
+func (r *Registry) remove(app, id string) (*ticket, error) {
 	l := r.apps[app][id]
 	if l == nil {
-		return ErrNotFound
+		return nil, ErrNotFound
 	}
-	if err := r.opts.Store.Apply(Batch{Delete: []InstanceRef{{app, id}}}); err != nil {
-		return fmt.Errorf("store: %w", err)
-	}
+	t := r.commit.enqueue(Batch{Delete: []InstanceRef{{app, id}}})
 	delete(r.apps[app], id)
 	if len(r.apps[app]) == 0 {
 		delete(r.apps, app)
@@ -404,33 +439,32 @@ func (r *Registry) remove(app, id string) error {
 	gone := l.inst.Clone()
 	gone.LastUpdatedTimestamp = r.opts.Now().UnixMilli()
 	r.record(ActionDeleted, gone)
-	return nil
+	return t, nil
 }
 
 // ReleaseSlot forgets a shard's slot, so that another shard may take it.
 func (r *Registry) ReleaseSlot(app, id string) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	ref := InstanceRef{strings.ToUpper(app), id}
-	if _, ok := r.slots[ref]; !ok {
-		return nil
-	}
-	if err := r.opts.Store.Apply(Batch{Slots: map[InstanceRef]int{ref: 0}}); err != nil {
-		return fmt.Errorf("store: %w", err)
-	}
-	delete(r.slots, ref)
-	return nil
+	return r.write(func() (*ticket, error) {
+		ref := InstanceRef{strings.ToUpper(app), id}
+		if _, ok := r.slots[ref]; !ok {
+			return nil, nil
+		}
+		t := r.commit.enqueue(Batch{Slots: map[InstanceRef]int{ref: 0}})
+		delete(r.slots, ref)
+		return t, nil
+	})
 }
 
 // SetOverride sets an operator's override (status, draining) on an
 // instance; the zero Override removes it.
 func (r *Registry) SetOverride(app, id string, o Override) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	app = strings.ToUpper(app)
+	return r.write(func() (*ticket, error) { return r.setOverride(strings.ToUpper(app), id, o) })
+}
+
+func (r *Registry) setOverride(app, id string, o Override) (*ticket, error) {
 	l := r.apps[app][id]
 	if l == nil {
-		return ErrNotFound
+		return nil, ErrNotFound
 	}
 	ref := InstanceRef{app, id}
 	in := l.inst.Clone()
@@ -439,13 +473,11 @@ func (r *Registry) SetOverride(app, id string, o Override) error {
 		in.OverriddenStatus = StatusUnknown
 	}
 	if r.overrides[ref] == o && l.inst.OverriddenStatus == in.OverriddenStatus {
-		return nil
+		return nil, nil
 	}
 	in.LastUpdatedTimestamp = r.opts.Now().UnixMilli()
 	// The override and the status it gives the instance are one write.
-	if err := r.opts.Store.Apply(Batch{Put: []*Instance{in}, Overrides: map[InstanceRef]Override{ref: o}}); err != nil {
-		return fmt.Errorf("store: %w", err)
-	}
+	t := r.commit.enqueue(Batch{Put: []*Instance{in}, Overrides: map[InstanceRef]Override{ref: o}})
 	if o.zero() {
 		delete(r.overrides, ref)
 	} else {
@@ -453,37 +485,35 @@ func (r *Registry) SetOverride(app, id string, o Override) error {
 	}
 	l.inst = in
 	r.record(ActionModified, in)
-	return nil
+	return t, nil
 }
 
 // SetMetadata merges entries into an instance's metadata, as Eureka's PUT
 // /apps/{app}/{id}/metadata.
 func (r *Registry) SetMetadata(app, id string, kv map[string]string) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	app = strings.ToUpper(app)
-	l := r.apps[app][id]
-	if l == nil {
-		return ErrNotFound
-	}
-	in := l.inst.Clone()
-	if in.Metadata == nil {
-		in.Metadata = map[string]string{}
-	}
-	for k, v := range kv {
-		if k == MetaSlot && app == r.opts.ShardsApp {
-			return fmt.Errorf("%w: a shard's slot is fixed while it is registered", ErrConflict)
+	return r.write(func() (*ticket, error) {
+		l := r.apps[app][id]
+		if l == nil {
+			return nil, ErrNotFound
 		}
-		in.Metadata[k] = v
-	}
-	in.LastUpdatedTimestamp = r.opts.Now().UnixMilli()
-	if err := r.opts.Store.Apply(Batch{Put: []*Instance{in}}); err != nil {
-		return fmt.Errorf("store: %w", err)
-	}
-	l.inst = in
-	l.static = in.Metadata[MetaStatic] == "true"
-	r.record(ActionModified, in)
-	return nil
+		in := l.inst.Clone()
+		if in.Metadata == nil {
+			in.Metadata = map[string]string{}
+		}
+		for k, v := range kv {
+			if k == MetaSlot && app == r.opts.ShardsApp {
+				return nil, fmt.Errorf("%w: a shard's slot is fixed while it is registered", ErrConflict)
+			}
+			in.Metadata[k] = v
+		}
+		in.LastUpdatedTimestamp = r.opts.Now().UnixMilli()
+		t := r.commit.enqueue(Batch{Put: []*Instance{in}})
+		l.inst = in
+		l.static = in.Metadata[MetaStatic] == "true"
+		r.record(ActionModified, in)
+		return t, nil
+	})
 }
 
 // Override returns the operator's override of an instance.
@@ -519,9 +549,13 @@ func (r *Registry) Evict() int {
 	}
 	rand.Shuffle(len(expired), func(i, j int) { expired[i], expired[j] = expired[j], expired[i] })
 	n := 0
-	for _, ref := range expired[:max(limit, 0)] {
-		if r.remove(ref.App, ref.ID) == nil {
-			n++
+	if r.commit.err() == nil {
+		for _, ref := range expired[:max(limit, 0)] {
+			// Nobody waits for an eviction's write: a failed one fails
+			// the committer, and the registry says so.
+			if _, err := r.remove(ref.App, ref.ID); err == nil {
+				n++
+			}
 		}
 	}
 	r.evicted.Add(int64(n))
@@ -745,6 +779,10 @@ func (w *rateWindow) count(now time.Time) int64 {
 	}
 	return n
 }
+
+// StoreError is why the registry refuses writes since a store write
+// failed, or nil.
+func (r *Registry) StoreError() error { return r.commit.err() }
 
 // Health is the registry's own state, for `shards list` and monitoring.
 type Health struct {

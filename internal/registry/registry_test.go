@@ -39,6 +39,7 @@ func newTestRegistry(t *testing.T, opts Options) (*Registry, *clock) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = r.Close() })
 	return r, c
 }
 

@@ -128,8 +128,8 @@ func (r *Registry) AppendDeployment(d ledger.Deployment) (ledger.Deployment, err
 	r.mu.RLock()
 	d.Seq = len(r.deployments) + 1
 	r.mu.RUnlock()
-	if err := r.opts.Store.Apply(Batch{Deployments: []ledger.Deployment{d}}); err != nil {
-		return ledger.Deployment{}, fmt.Errorf("store: %w", err)
+	if err := r.commit.apply(Batch{Deployments: []ledger.Deployment{d}}); err != nil {
+		return ledger.Deployment{}, err
 	}
 	r.mu.Lock()
 	r.deployments = append(r.deployments, d.Clone())
@@ -151,8 +151,8 @@ func (r *Registry) SetDeploymentKeys(seq int, shardID string, keys map[string]in
 	d := r.deployments[seq-1].Clone()
 	r.mu.RUnlock()
 	d.SetKeys(shardID, keys)
-	if err := r.opts.Store.Apply(Batch{Deployments: []ledger.Deployment{d}}); err != nil {
-		return fmt.Errorf("store: %w", err)
+	if err := r.commit.apply(Batch{Deployments: []ledger.Deployment{d}}); err != nil {
+		return err
 	}
 	r.mu.Lock()
 	r.deployments[seq-1] = d

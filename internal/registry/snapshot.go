@@ -3,7 +3,10 @@ package registry
 import (
 	"bytes"
 	"compress/gzip"
+	"maps"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -25,12 +28,163 @@ type snapshot struct {
 
 type bodyKind struct{ delta, xml, gzip bool }
 
-// rebuild starts a new snapshot; callers hold r.mu.
+// Rebuilding the snapshot. A write marks the instance it changed (O(1)
+// under r.mu) and wakes the rebuilder, which rebuilds at most once per
+// rebuildGap from whatever changed meanwhile: only the changed instances
+// are copied and only their apps sorted again. A read that must see a
+// write it follows (the snapshot is behind the version the last write
+// wanted) waits for the next rebuild, at most rebuildWait.
+const (
+	rebuildGap  = 2 * time.Millisecond
+	rebuildWait = 100 * time.Millisecond
+)
+
+// view is the rebuilder's copy of the registry, by app; only the
+// rebuilder touches it.
+type view struct {
+	apps  map[string]*appView
+	names []string // sorted app names
+}
+
+type appView struct {
+	byID   map[string]*Instance
+	sorted []*Instance // nil: to sort again
+}
+
+// pending is what one rebuild takes from the registry: the changed
+// instances as they are now (nil: gone).
+type pending struct {
+	ref     InstanceRef
+	inst    *Instance
+	renewed int64
+}
+
+// markDirty notes a changed instance for the next rebuild and wakes the
+// rebuilder; callers hold r.mu.
+func (r *Registry) markDirty(ref InstanceRef) {
+	r.dirty[ref] = struct{}{}
+	r.wanted.Store(r.version)
+	select {
+	case r.rebuildWake <- struct{}{}:
+	default:
+	}
+}
+
+// rebuildLoop rebuilds on wake-ups, at most once per rebuildGap, until
+// r.stop closes.
+func (r *Registry) rebuildLoop() {
+	defer close(r.rebuilderDone)
+	var last time.Time
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-r.rebuildWake:
+		}
+		if d := rebuildGap - time.Since(last); d > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-r.stop:
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+		last = time.Now()
+		r.rebuild()
+	}
+}
+
+// rebuild publishes a snapshot with what changed since the last one. It
+// runs in NewRegistry, then only on the rebuilder.
 func (r *Registry) rebuild() {
+	r.mu.Lock()
+	ps := make([]pending, 0, len(r.dirty))
+	for ref := range r.dirty {
+		p := pending{ref: ref}
+		if l := r.apps[ref.App][ref.ID]; l != nil {
+			p.inst, p.renewed = l.inst, l.lastRenewal.Load()
+		}
+		ps = append(ps, p)
+	}
+	clear(r.dirty)
+	version, changes := r.version, r.changes
+	r.mu.Unlock()
+
+	v := &r.view
+	if v.apps == nil {
+		v.apps = map[string]*appView{}
+	}
+	namesChanged := false
+	for _, p := range ps {
+		a := v.apps[p.ref.App]
+		if a == nil {
+			if p.inst == nil {
+				continue
+			}
+			a = &appView{byID: map[string]*Instance{}}
+			v.apps[p.ref.App] = a
+			namesChanged = true
+		}
+		if p.inst == nil {
+			delete(a.byID, p.ref.ID)
+		} else {
+			in := p.inst.Clone()
+			in.LeaseInfo.LastRenewalTimestamp = p.renewed
+			a.byID[p.ref.ID] = in
+		}
+		a.sorted = nil
+		if len(a.byID) == 0 {
+			delete(v.apps, p.ref.App)
+			namesChanged = true
+		}
+	}
+	if namesChanged {
+		v.names = slices.Sorted(maps.Keys(v.apps))
+	}
+	var ins []*Instance
+	for _, name := range v.names {
+		a := v.apps[name]
+		if a.sorted == nil {
+			a.sorted = slices.SortedFunc(maps.Values(a.byID), func(x, y *Instance) int { return strings.Compare(x.InstanceID, y.InstanceID) })
+		}
+		ins = append(ins, a.sorted...)
+	}
 	r.snap.Store(&snapshot{
-		version: r.version, at: r.opts.Now(), retention: r.opts.DeltaRetention,
-		instances: r.instancesLocked(""), changes: r.changes, bodies: map[bodyKind][]byte{},
+		version: version, at: r.opts.Now(), retention: r.opts.DeltaRetention,
+		instances: ins, changes: changes, bodies: map[bodyKind][]byte{},
 	})
+	r.pubMu.Lock()
+	close(r.published)
+	r.published = make(chan struct{})
+	r.pubMu.Unlock()
+}
+
+// current is the snapshot for a read: one that holds every write
+// acknowledged before the read began, unless the rebuilder takes longer
+// than rebuildWait.
+func (r *Registry) current() *snapshot {
+	want := r.wanted.Load()
+	deadline := time.Now().Add(rebuildWait)
+	for {
+		r.pubMu.Lock()
+		next := r.published
+		r.pubMu.Unlock()
+		s := r.snap.Load()
+		if s.version >= want {
+			return s
+		}
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			return s
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-next:
+			t.Stop()
+		case <-t.C:
+		}
+	}
 }
 
 func (s *snapshot) body(k bodyKind) []byte {

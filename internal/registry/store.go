@@ -5,14 +5,15 @@ import "github.com/shardctl/shardctl/internal/ledger"
 // Store keeps what must survive a restart: instances, operators'
 // overrides, shard slots, the deployment ledger and cutover records. Leases are not kept:
 // after a restart every lease starts its clock again, so a shard gets a
-// full lease to renew before it can expire. The registry writes through
-// the store before it acknowledges, and serves reads from memory.
+// full lease to renew before it can expire. The registry acknowledges a
+// write once the store holds it, and serves reads from memory.
 type Store interface {
 	Load() (*State, error)
-	// Apply commits a batch of writes at once: all of it or none, so that
-	// a kill never leaves, say, an override stored without the status it
-	// gave the instance.
-	Apply(b Batch) error
+	// Apply commits batches of writes, in order, at once: all of them or
+	// none, so that a kill never leaves, say, an override stored without
+	// the status it gave the instance. Several batches in one call are
+	// the registry's group commit: one transaction, one fsync.
+	Apply(bs ...Batch) error
 	Close() error
 }
 
@@ -59,5 +60,5 @@ func NewMemoryStore() Store { return &memoryStore{} }
 func (*memoryStore) Load() (*State, error) {
 	return &State{Overrides: map[InstanceRef]Override{}, Slots: map[InstanceRef]int{}}, nil
 }
-func (*memoryStore) Apply(Batch) error { return nil }
-func (*memoryStore) Close() error      { return nil }
+func (*memoryStore) Apply(...Batch) error { return nil }
+func (*memoryStore) Close() error         { return nil }

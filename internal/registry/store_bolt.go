@@ -16,7 +16,7 @@ import (
 	"github.com/shardctl/shardctl/internal/ledger"
 )
 
-// boltStore keeps the registry in one bbolt file. Every write is its own
+// boltStore keeps the registry in one bbolt file. Every Apply is one
 // fsync'ed transaction, so what the registry acknowledged survives a kill.
 type boltStore struct {
 	db   *bolt.DB
@@ -140,61 +140,70 @@ func (s *boltStore) Load() (_ *State, err error) {
 	return st, nil
 }
 
-func (s *boltStore) Apply(b Batch) error {
+func (s *boltStore) Apply(bs ...Batch) error {
 	return s.db.Update(func(tx *bolt.Tx) error {
-		put := func(bucket, k []byte, v any) error {
-			enc, err := json.Marshal(v)
-			if err != nil {
-				return err
-			}
-			return tx.Bucket(bucket).Put(k, enc)
-		}
-		for _, in := range b.Put {
-			if err := put(bucketInstances, refKey(in.App, in.InstanceID), (*storedInstance)(in)); err != nil {
-				return err
-			}
-		}
-		for _, ref := range b.Delete {
-			if err := tx.Bucket(bucketInstances).Delete(refKey(ref.App, ref.ID)); err != nil {
-				return err
-			}
-		}
-		for ref, o := range b.Overrides {
-			var err error
-			if o.zero() {
-				err = tx.Bucket(bucketOverrides).Delete(refKey(ref.App, ref.ID))
-			} else {
-				err = put(bucketOverrides, refKey(ref.App, ref.ID), o)
-			}
-			if err != nil {
-				return err
-			}
-		}
-		for ref, slot := range b.Slots {
-			var err error
-			if slot == 0 {
-				err = tx.Bucket(bucketSlots).Delete(refKey(ref.App, ref.ID))
-			} else {
-				err = tx.Bucket(bucketSlots).Put(refKey(ref.App, ref.ID), []byte(strconv.Itoa(slot)))
-			}
-			if err != nil {
-				return err
-			}
-		}
-		for _, d := range b.Deployments {
-			var k [8]byte
-			binary.BigEndian.PutUint64(k[:], uint64(d.Seq))
-			if err := put(bucketDeployments, k[:], d); err != nil {
-				return err
-			}
-		}
-		for _, c := range b.Cutovers {
-			if err := put(bucketCutovers, []byte(c.Name), c); err != nil {
+		for _, b := range bs {
+			if err := applyBatch(tx, b); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
+}
+
+func applyBatch(tx *bolt.Tx, b Batch) error {
+	put := func(bucket, k []byte, v any) error {
+		enc, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		return tx.Bucket(bucket).Put(k, enc)
+	}
+	for _, in := range b.Put {
+		if err := put(bucketInstances, refKey(in.App, in.InstanceID), (*storedInstance)(in)); err != nil {
+			return err
+		}
+	}
+	for _, ref := range b.Delete {
+		if err := tx.Bucket(bucketInstances).Delete(refKey(ref.App, ref.ID)); err != nil {
+			return err
+		}
+	}
+	for ref, o := range b.Overrides {
+		var err error
+		if o.zero() {
+			err = tx.Bucket(bucketOverrides).Delete(refKey(ref.App, ref.ID))
+		} else {
+			err = put(bucketOverrides, refKey(ref.App, ref.ID), o)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	for ref, slot := range b.Slots {
+		var err error
+		if slot == 0 {
+			err = tx.Bucket(bucketSlots).Delete(refKey(ref.App, ref.ID))
+		} else {
+			err = tx.Bucket(bucketSlots).Put(refKey(ref.App, ref.ID), []byte(strconv.Itoa(slot)))
+		}
+		if err != nil {
+			return err
+		}
+	}
+	for _, d := range b.Deployments {
+		var k [8]byte
+		binary.BigEndian.PutUint64(k[:], uint64(d.Seq))
+		if err := put(bucketDeployments, k[:], d); err != nil {
+			return err
+		}
+	}
+	for _, c := range b.Cutovers {
+		if err := put(bucketCutovers, []byte(c.Name), c); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (s *boltStore) Close() error { return s.db.Close() }

@@ -62,7 +62,7 @@ marks an instance registered by an operator: it never expires.`,
 	f.StringVar(&o.cfg.Listen, "listen", "127.0.0.1:8761", "address of the REST API and /metrics, HOST:PORT")
 	f.StringVar(&o.cfg.Store, "store", "memory", "where registrations and the ledger are kept: memory or bolt:PATH")
 	f.DurationVar(&o.cfg.LeaseDuration, "lease-expiration", 90*time.Second, "lease duration of instances that do not give their own")
-	f.DurationVar(&o.cfg.EvictionInterval, "eviction-interval", 5*time.Second, "how often expired leases are evicted")
+	f.DurationVar(&o.cfg.EvictionInterval, "eviction-interval", registry.DefaultEvictionInterval, "how often expired leases are evicted: a dead instance is gone within its lease plus this")
 	f.BoolVar(&o.cfg.SelfPreservation, "self-preservation", true, "hold eviction while too few renewals arrive, as Eureka does")
 	f.Float64Var(&o.cfg.RenewalThreshold, "renewal-threshold", 0.85, "share of expected renewals per minute below which self-preservation holds eviction")
 	f.StringVar(&o.cfg.ShardsApp, "shards-app", registry.DefaultShardsApp, "application whose instances are shards (they get slots)")

@@ -74,6 +74,10 @@ const DefaultShardsApp = "ZEEBE-SHARDS"
 // it sees of the shards.
 const ProxiesApp = "SHARDCTL-PROXY"
 
+// DefaultEvictionInterval is how often expired leases are evicted: a dead
+// instance is gone within its lease and one second more.
+const DefaultEvictionInterval = time.Second
+
 // Options of a registry.
 type Options struct {
 	// LeaseDuration is used when an instance does not give its own.
@@ -95,7 +99,7 @@ func (o *Options) defaults() {
 		o.LeaseDuration = DefaultLeaseDuration * time.Second
 	}
 	if o.EvictionInterval <= 0 {
-		o.EvictionInterval = 5 * time.Second
+		o.EvictionInterval = DefaultEvictionInterval
 	}
 	if o.RenewalThreshold <= 0 {
 		o.RenewalThreshold = 0.85
@@ -148,15 +152,12 @@ type Registry struct {
 	evicted  atomic.Int64
 
 	// The read snapshot (snapshot.go): dirty and wanted change under mu,
-	// view belongs to the rebuilder.
-	snap          atomic.Pointer[snapshot]
-	dirty         map[InstanceRef]struct{}
-	wanted        atomic.Uint64 // the version the snapshot must reach
-	view          view
-	rebuildWake   chan struct{}
-	rebuilderDone chan struct{}
-	pubMu         sync.Mutex
-	published     chan struct{} // closed at each rebuild
+	// view under rebuildMu.
+	snap      atomic.Pointer[snapshot]
+	dirty     map[InstanceRef]struct{}
+	wanted    atomic.Uint64 // the version the snapshot must reach
+	rebuildMu sync.Mutex
+	view      view
 
 	commit *committer
 
@@ -179,8 +180,7 @@ func NewRegistry(opts Options) (*Registry, error) {
 		deployments: st.Deployments, cutovers: map[string]Cutover{}, cutoverWrites: map[string]bool{},
 		changed: make(chan struct{}), renewals: &rateWindow{}, started: now,
 		stop: make(chan struct{}), watchEnd: make(chan struct{}),
-		dirty: map[InstanceRef]struct{}{}, rebuildWake: make(chan struct{}, 1), rebuilderDone: make(chan struct{}),
-		published: make(chan struct{}),
+		dirty: map[InstanceRef]struct{}{},
 	}
 	for _, c := range st.Cutovers {
 		r.cutovers[c.Name] = c
@@ -198,7 +198,6 @@ func NewRegistry(opts Options) (*Registry, error) {
 	r.version = 1
 	r.rebuild()
 	r.commit = newCommitter(opts.Store)
-	go r.rebuildLoop()
 	return r, nil
 }
 
@@ -219,8 +218,7 @@ func (r *Registry) Run() {
 // endWatches ends every watch stream and long poll.
 func (r *Registry) endWatches() { r.endOnce.Do(func() { close(r.watchEnd) }) }
 
-// Close stops eviction and the rebuilder, commits the writes queued, and
-// closes the store.
+// Close stops eviction, commits the writes queued, and closes the store.
 func (r *Registry) Close() error {
 	r.endWatches()
 	select {
@@ -228,7 +226,6 @@ func (r *Registry) Close() error {
 	default:
 		close(r.stop)
 	}
-	<-r.rebuilderDone
 	r.commit.close()
 	return r.opts.Store.Close()
 }
@@ -586,7 +583,7 @@ func (r *Registry) RenewalsLastMinute() float64 {
 	now := r.opts.Now()
 	n := float64(r.renewals.count(now))
 	if up := now.Sub(r.started); up < time.Minute {
-		if up < 2*r.opts.EvictionInterval {
+		if up < max(2*r.opts.EvictionInterval, 10*time.Second) {
 			return math.Inf(1)
 		}
 		n *= float64(time.Minute) / float64(up)

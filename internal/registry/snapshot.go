@@ -29,18 +29,14 @@ type snapshot struct {
 type bodyKind struct{ delta, xml, gzip bool }
 
 // Rebuilding the snapshot. A write marks the instance it changed (O(1)
-// under r.mu) and wakes the rebuilder, which rebuilds at most once per
-// rebuildGap from whatever changed meanwhile: only the changed instances
-// are copied and only their apps sorted again. A read that must see a
-// write it follows (the snapshot is behind the version the last write
-// wanted) waits for the next rebuild, at most rebuildWait.
-const (
-	rebuildGap  = 2 * time.Millisecond
-	rebuildWait = 100 * time.Millisecond
-)
+// under r.mu) and raises the version the snapshot must reach; the first
+// read that finds the snapshot behind rebuilds it, and reads at the same
+// time share that rebuild. A rebuild copies only the changed instances
+// and sorts only their apps: writes with nobody reading cost no rebuild
+// at all, and a read never sees a snapshot older than a write it follows.
 
-// view is the rebuilder's copy of the registry, by app; only the
-// rebuilder touches it.
+// view is the registry as the last rebuild left it, by app; it changes
+// only under r.rebuildMu.
 type view struct {
 	apps  map[string]*appView
 	names []string // sorted app names
@@ -59,44 +55,15 @@ type pending struct {
 	renewed int64
 }
 
-// markDirty notes a changed instance for the next rebuild and wakes the
-// rebuilder; callers hold r.mu.
+// markDirty notes a changed instance for the next rebuild; callers hold
+// r.mu.
 func (r *Registry) markDirty(ref InstanceRef) {
 	r.dirty[ref] = struct{}{}
 	r.wanted.Store(r.version)
-	select {
-	case r.rebuildWake <- struct{}{}:
-	default:
-	}
 }
 
-// rebuildLoop rebuilds on wake-ups, at most once per rebuildGap, until
-// r.stop closes.
-func (r *Registry) rebuildLoop() {
-	defer close(r.rebuilderDone)
-	var last time.Time
-	for {
-		select {
-		case <-r.stop:
-			return
-		case <-r.rebuildWake:
-		}
-		if d := rebuildGap - time.Since(last); d > 0 {
-			t := time.NewTimer(d)
-			select {
-			case <-r.stop:
-				t.Stop()
-				return
-			case <-t.C:
-			}
-		}
-		last = time.Now()
-		r.rebuild()
-	}
-}
-
-// rebuild publishes a snapshot with what changed since the last one. It
-// runs in NewRegistry, then only on the rebuilder.
+// rebuild publishes a snapshot with what changed since the last one;
+// callers hold r.rebuildMu.
 func (r *Registry) rebuild() {
 	r.mu.Lock()
 	ps := make([]pending, 0, len(r.dirty))
@@ -154,37 +121,22 @@ func (r *Registry) rebuild() {
 		version: version, at: r.opts.Now(), retention: r.opts.DeltaRetention,
 		instances: ins, changes: changes, bodies: map[bodyKind][]byte{},
 	})
-	r.pubMu.Lock()
-	close(r.published)
-	r.published = make(chan struct{})
-	r.pubMu.Unlock()
 }
 
 // current is the snapshot for a read: one that holds every write
-// acknowledged before the read began, unless the rebuilder takes longer
-// than rebuildWait.
+// acknowledged before the read began.
 func (r *Registry) current() *snapshot {
-	want := r.wanted.Load()
-	deadline := time.Now().Add(rebuildWait)
-	for {
-		r.pubMu.Lock()
-		next := r.published
-		r.pubMu.Unlock()
-		s := r.snap.Load()
-		if s.version >= want {
-			return s
-		}
-		wait := time.Until(deadline)
-		if wait <= 0 {
-			return s
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-next:
-			t.Stop()
-		case <-t.C:
-		}
+	if s := r.snap.Load(); s.version >= r.wanted.Load() {
+		return s
 	}
+	r.rebuildMu.Lock()
+	defer r.rebuildMu.Unlock()
+	// Another read may have rebuilt while this one waited.
+	if s := r.snap.Load(); s.version >= r.wanted.Load() {
+		return s
+	}
+	r.rebuild()
+	return r.snap.Load()
 }
 
 func (s *snapshot) body(k bodyKind) []byte {

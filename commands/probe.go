@@ -1,0 +1,157 @@
+package commands
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/mattn/go-isatty"
+	"github.com/spf13/cobra"
+
+	"github.com/shardctl/shardctl/commands/output"
+	"github.com/shardctl/shardctl/internal/human"
+	"github.com/shardctl/shardctl/probes/registryprobe"
+)
+
+// NewCmdProbe builds `shardctl probe`, the measurements.
+func NewCmdProbe(g *Globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "probe",
+		Short:   "Measure a registry (and, to come, shards' health and capacity)",
+		GroupID: "observe",
+		Args:    cobra.NoArgs,
+	}
+	cmd.AddCommand(newCmdProbeRegistry(g))
+	return cmd
+}
+
+// ProbeRegistryOptions measures a registry.
+type ProbeRegistryOptions struct {
+	g           *Globals
+	cfg         registryprobe.Config
+	concurrency []int
+	tokenFile   string
+	printer     *output.Printer
+}
+
+func newCmdProbeRegistry(g *Globals) *cobra.Command {
+	o := &ProbeRegistryOptions{g: g}
+	cmd := &cobra.Command{
+		Use:   "registry",
+		Short: "Measure a registry the published way: registrations, the 70/20/10 mix, fetches, failure detection",
+		Long: `Measure a Eureka-compatible registry (shardctl's, or Eureka itself) with the
+method of the published Eureka evaluation, as any Eureka client would:
+
+  register (empty)      unique registrations from --concurrency workers, each
+                        level --burst of them or --duration, whichever first
+  register (N present)  the same at 50 workers with --background instances
+                        registered in another app: the cost of size
+  mix 70/20/10          50 workers for --duration over --instances: 70%
+                        renewals, 20% registrations and cancellations, 10%
+                        full fetches gzipped (as Eureka clients ask)
+  full fetch, gzip      10 workers fetching the whole registry
+  delta fetch           10 workers fetching the delta
+  failure detection     one instance with a --lease lease that never renews:
+                        the time until the registry's watch and a fresh full
+                        fetch no longer list it
+
+Each phase prints ops/s, p50, p99 and errors. The probe registers in apps
+named SHARDCTL-PROBE*, and cancels everything it registered when it ends,
+Ctrl-C included. The probe shares the machine with the registry when both
+run here: say so beside its figures.`,
+		Example: `  # the published method against a local registry (about 7 minutes)
+  shardctl probe registry --registry http://127.0.0.1:8761/eureka
+
+  # a quick look, as JSON
+  shardctl probe registry --duration 5s --burst 5000 --concurrency 50 -o json`,
+		Args:              cobra.NoArgs,
+		ValidArgsFunction: cobra.NoFileCompletions,
+		RunE:              runOptions(o),
+	}
+	f := cmd.Flags()
+	f.IntVar(&o.cfg.Instances, "instances", registryprobe.DefaultInstances, "instances in the mix and the fetches")
+	f.IntSliceVar(&o.concurrency, "concurrency", registryprobe.DefaultConcurrency, "workers of each register phase")
+	f.DurationVar(&o.cfg.Duration, "duration", registryprobe.DefaultDuration, "the most each phase runs")
+	f.IntVar(&o.cfg.Burst, "burst", registryprobe.DefaultBurst, "registrations after which a register phase ends")
+	f.IntVar(&o.cfg.Background, "background", registryprobe.DefaultBackground, "instances registered in another app for the size and mix phases")
+	f.DurationVar(&o.cfg.Lease, "lease", registryprobe.DefaultLease, "lease of the instance whose death is timed (whole seconds)")
+	f.StringVar(&o.tokenFile, "registry-token-file", "", "file with the bearer token the registry wants for writes (env SHARDCTL_REGISTRY_TOKEN)")
+	return cmd
+}
+
+func (o *ProbeRegistryOptions) Complete(*cobra.Command, []string) (err error) {
+	o.printer, err = o.g.Printer()
+	if err != nil {
+		return err
+	}
+	o.cfg.Concurrency = o.concurrency
+	o.cfg.Registry, err = o.g.RegistryClient("", o.tokenFile)
+	return err
+}
+
+func (o *ProbeRegistryOptions) Validate() error {
+	switch {
+	case o.cfg.Instances <= 0, o.cfg.Burst <= 0, o.cfg.Background < 0:
+		return fmt.Errorf("--instances and --burst above 0, --background not negative")
+	case o.cfg.Duration <= 0:
+		return fmt.Errorf("--duration %v: want a positive duration", o.cfg.Duration)
+	case o.cfg.Lease < time.Second || o.cfg.Lease%time.Second != 0:
+		return fmt.Errorf("--lease %v: Eureka's leases are whole seconds, at least 1s", o.cfg.Lease)
+	}
+	for _, n := range o.cfg.Concurrency {
+		if n <= 0 || n > 1000 {
+			return fmt.Errorf("--concurrency %d: want 1-1000", n)
+		}
+	}
+	return nil
+}
+
+func (o *ProbeRegistryOptions) Run(ctx context.Context) error {
+	errOut := o.g.Streams.ErrOut
+	if f, ok := errOut.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
+		// A line that redraws itself on a terminal only: logs and pipes
+		// get the table alone.
+		o.cfg.Progress = func(phase string, done float64) {
+			fmt.Fprintf(errOut, "\r\x1b[K%s %s", bar(done, 20), phase)
+			if done >= 1 {
+				fmt.Fprint(errOut, "\r\x1b[K")
+			}
+		}
+	}
+	rep, err := registryprobe.Run(ctx, o.cfg)
+	if len(rep.Phases) > 0 || rep.Detection != nil {
+		if perr := o.printer.Print(probeView{rep}); perr != nil {
+			return perr
+		}
+	}
+	return err
+}
+
+// probeView is a probe's report as a table; its JSON is the report's.
+type probeView struct{ registryprobe.Report }
+
+func (probeView) Header(bool) []string {
+	return []string{"PHASE", "CONCURRENCY", "OPS", "OPS/S", "P50", "P99", "ERRORS"}
+}
+
+func (v probeView) Rows(wide bool, c output.Colors) [][]string {
+	var rows [][]string
+	for _, ph := range v.Phases {
+		errs := strconv.Itoa(ph.Errors)
+		if ph.Errors > 0 {
+			errs = c.Bad(errs)
+			if wide {
+				errs += " " + ph.FirstError
+			}
+		}
+		rows = append(rows, []string{ph.Name, strconv.Itoa(ph.Concurrency), strconv.Itoa(ph.Ops), human.Rate(ph.PerSec),
+			human.Latency(ph.P50), human.Latency(ph.P99), errs})
+	}
+	if d := v.Detection; d != nil {
+		rows = append(rows, []string{fmt.Sprintf("failure detection (lease %s)", human.Seconds(d.Lease)), "1", "1", "-",
+			"watch " + human.Seconds(d.Watch), "fetch " + human.Seconds(d.Fetch), "0"})
+	}
+	return rows
+}

@@ -5,7 +5,7 @@ COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 DATE     ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 LDFLAGS  := -X $(PKG).version=$(VERSION) -X $(PKG).commit=$(COMMIT) -X $(PKG).date=$(DATE)
 
-.PHONY: build test test-long bench bench-tui bench-sim bench-proxy bench-registry bench-resilience fuzz lint snapshot completions clean
+.PHONY: build test test-long bench bench-tui bench-sim bench-proxy bench-registry bench-registry-probe bench-resilience fuzz lint snapshot completions clean
 
 build: ## bin/shardctl with version stamped
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/shardctl ./cmd/shardctl
@@ -25,6 +25,9 @@ bench-sim: ## simulator: CreateProcessInstance/s and CompleteJob/s, real Zeebe c
 bench-proxy: ## proxy vs nginx vs HAProxy vs direct: CreateProcessInstance at 64 in flight, 3 simulated shards
 	scripts/install-debs.sh nginx haproxy
 	go test -run '^$$' -bench BenchmarkPeers -benchtime 1x -timeout 30m ./internal/proxy/
+
+bench-registry-probe: build ## shardctl probe registry against a memory-store registry on this machine (they share its cores): registrations, the mix, fetches, failure detection
+	scripts/bench-registry-probe.sh bin/shardctl
 
 bench-resilience: ## proxy under failure: time to DOWN and throughput around a SIGKILL, a stalled and a slowed shard's share, SIGTERM, 1.5x the knee, saturation (RESOURCE_EXHAUSTED latency against a shard's own, heap)
 	go test -count=1 -timeout 20m -v -run 'TestKillOneShardUnderLoad|TestStalledShardUnderLoad|TestProxySIGTERMUnderLoad|TestOverloadPastTheKnee' ./cmd/shardctl/ | grep -E '^(---|ok|FAIL)|_test.go:[0-9]+: (DOWN|slow|pause|stopped|created|job completions|stage|offered|after the fill|shard-[0-9]:)'

@@ -19,7 +19,7 @@ import (
 func NewCmdProbe(g *Globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "probe",
-		Short:   "Measure a registry (and, to come, shards' health and capacity)",
+		Short:   "Measure a registry with the published Eureka method",
 		GroupID: "observe",
 		Args:    cobra.NoArgs,
 	}

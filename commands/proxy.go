@@ -3,8 +3,6 @@ package commands
 import (
 	"context"
 	"fmt"
-	"os"
-	"runtime/debug"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -236,11 +234,7 @@ func (o *ProxyServeOptions) Validate() error {
 }
 
 func (o *ProxyServeOptions) Run(ctx context.Context) error {
-	if os.Getenv("GOGC") == "" {
-		// The proxy's heap is small and short-lived per call; collecting
-		// less often buys throughput for little memory.
-		debug.SetGCPercent(400)
-	}
+	collectLessOften()
 	errOut := o.g.Streams.ErrOut
 	if o.registry != nil {
 		o.cfg.OnSync = func(err error) {

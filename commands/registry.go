@@ -90,6 +90,7 @@ func (o *RegistryServeOptions) Validate() error {
 }
 
 func (o *RegistryServeOptions) Run(ctx context.Context) error {
+	collectLessOften()
 	s, err := registry.New(o.cfg)
 	if err != nil {
 		return err

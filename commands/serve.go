@@ -6,11 +6,23 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"runtime/debug"
 	"sort"
 	"time"
 
 	"github.com/spf13/cobra"
 )
+
+// collectLessOften raises the GC target of a runtime that serves many
+// small, short-lived requests (the proxy, the registry): collecting less
+// often buys throughput and shorter tails for a little memory. GOGC, when
+// set, wins.
+func collectLessOften() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
+}
 
 // checkListenFlags rejects a listen flag that is not HOST:PORT.
 func checkListenFlags(addrs map[string]string) error {

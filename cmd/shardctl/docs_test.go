@@ -845,6 +845,11 @@ func TestDocsOutputFields(t *testing.T) {
 			return []any{paused, getJSON(t, simMetrics[1]+"/fault")}
 		},
 		"shardctl proxy serve": func(t *testing.T) []any { return []any{getJSON(t, admin+"/shards")} },
+		"shardctl probe registry": func(t *testing.T) []any {
+			reg := proctest.Start(t, bin, nil, "registry", "serve", "--listen", "127.0.0.1:0")
+			return []any{jsonOf(t, runBin(t, bin, baseEnv(), "", "probe", "registry", "--registry", "http://"+reg.Addr+"/eureka",
+				"--concurrency", "2", "--burst", "50", "--instances", "20", "--background", "20", "--duration", "1s", "--lease", "1s", "-o", "json"))}
+		},
 		"shardctl shards list": func(t *testing.T) []any {
 			return []any{jsonOf(t, runBin(t, bin, withRegistry, "", "shards", "list", "-o", "json"))}
 		},

@@ -3,6 +3,8 @@ package registry
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/xml"
+	"fmt"
 	"maps"
 	"slices"
 	"strconv"
@@ -20,7 +22,8 @@ type snapshot struct {
 	at        time.Time
 	retention time.Duration
 	instances []*Instance
-	changes   []Change // shares the registry's backing array; never written
+	apps      []*appChunk // by name, shared with the snapshots before and after
+	changes   []Change    // shares the registry's backing array; never written
 
 	mu     sync.Mutex
 	bodies map[bodyKind][]byte
@@ -43,8 +46,48 @@ type view struct {
 }
 
 type appView struct {
-	byID   map[string]*Instance
-	sorted []*Instance // nil: to sort again
+	byID  map[string]*Instance
+	chunk *appChunk // nil: changed since the last rebuild
+}
+
+// appChunk is one app as every snapshot since its last change shows it,
+// with its encodings made on first use: a full fetch after a change
+// encodes and compresses only the apps that changed.
+type appChunk struct {
+	app Application
+
+	mu   sync.Mutex
+	encs map[bodyKind][]byte // xml and gzip vary; delta is always false
+}
+
+// encoding is the app's element of a full fetch, compressed as its own
+// gzip member when k.gzip (a body of concatenated members is one valid
+// gzip stream, RFC 1952 §2.2).
+func (c *appChunk) encoding(k bodyKind) []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if b, ok := c.encs[k]; ok {
+		return b
+	}
+	if c.encs == nil {
+		c.encs = map[bodyKind][]byte{}
+	}
+	var b []byte
+	switch {
+	case k.gzip:
+		plain := k
+		plain.gzip = false
+		c.mu.Unlock()
+		p := c.encoding(plain)
+		c.mu.Lock()
+		b = gzipped(p)
+	case k.xml:
+		b = xmlBytes(toXMLApp(c.app))
+	default:
+		b = mustJSON(toJSONApp(c.app))
+	}
+	c.encs[k] = b
+	return b
 }
 
 // pending is what one rebuild takes from the registry: the changed
@@ -100,7 +143,7 @@ func (r *Registry) rebuild() {
 			in.LeaseInfo.LastRenewalTimestamp = p.renewed
 			a.byID[p.ref.ID] = in
 		}
-		a.sorted = nil
+		a.chunk = nil
 		if len(a.byID) == 0 {
 			delete(v.apps, p.ref.App)
 			namesChanged = true
@@ -110,16 +153,19 @@ func (r *Registry) rebuild() {
 		v.names = slices.Sorted(maps.Keys(v.apps))
 	}
 	var ins []*Instance
+	chunks := make([]*appChunk, 0, len(v.names))
 	for _, name := range v.names {
 		a := v.apps[name]
-		if a.sorted == nil {
-			a.sorted = slices.SortedFunc(maps.Values(a.byID), func(x, y *Instance) int { return strings.Compare(x.InstanceID, y.InstanceID) })
+		if a.chunk == nil {
+			sorted := slices.SortedFunc(maps.Values(a.byID), func(x, y *Instance) int { return strings.Compare(x.InstanceID, y.InstanceID) })
+			a.chunk = &appChunk{app: Application{Name: name, Instances: sorted}}
 		}
-		ins = append(ins, a.sorted...)
+		chunks = append(chunks, a.chunk)
+		ins = append(ins, a.chunk.app.Instances...)
 	}
 	r.snap.Store(&snapshot{
 		version: version, at: r.opts.Now(), retention: r.opts.DeltaRetention,
-		instances: ins, changes: changes, bodies: map[bodyKind][]byte{},
+		instances: ins, apps: chunks, changes: changes, bodies: map[bodyKind][]byte{},
 	})
 }
 
@@ -146,16 +192,60 @@ func (s *snapshot) body(k bodyKind) []byte {
 		return b
 	}
 	var b []byte
-	if k.gzip {
+	switch {
+	case !k.delta:
+		b = s.fullBody(k)
+	case k.gzip:
 		plain := k
 		plain.gzip = false
 		b = gzipped(s.bodyLocked(plain))
-	} else {
+	default:
 		b = s.bodyLocked(k)
 	}
 	s.bodies[k] = b
 	return b
 }
+
+// fullBody is a full fetch put together from the apps' encodings, which
+// only changed apps make again; as encodeAppsJSON and encodeAppsXML
+// would write it.
+func (s *snapshot) fullBody(k bodyKind) []byte {
+	version, hash := strconv.FormatUint(s.version, 10), hashcode(s.instances)
+	var head, sep, tail []byte
+	if k.xml {
+		var esc bytes.Buffer
+		esc.WriteString(xml.Header[:len(xml.Header)-1] + "<applications><versions__delta>")
+		_ = xml.EscapeText(&esc, []byte(version))
+		esc.WriteString("</versions__delta><apps__hashcode>")
+		_ = xml.EscapeText(&esc, []byte(hash))
+		esc.WriteString("</apps__hashcode>")
+		head, tail = esc.Bytes(), []byte("</applications>")
+	} else {
+		head = fmt.Appendf(nil, `{"applications":{"versions__delta":%s,"apps__hashcode":%s,"application":[`, mustJSON(version), mustJSON(hash))
+		sep, tail = []byte(","), []byte("]}}")
+	}
+	if k.gzip {
+		head, tail = gzipped(head), gzipped(tail)
+		if sep != nil {
+			sep = gzipComma
+		}
+	}
+	n := len(head) + len(tail)
+	for _, a := range s.apps {
+		n += len(a.encoding(k)) + len(sep)
+	}
+	b := make([]byte, 0, n)
+	b = append(b, head...)
+	for i, a := range s.apps {
+		if i > 0 {
+			b = append(b, sep...)
+		}
+		b = append(b, a.encoding(k)...)
+	}
+	return append(b, tail...)
+}
+
+var gzipComma = gzipped([]byte(","))
 
 func (s *snapshot) bodyLocked(k bodyKind) []byte {
 	if b, ok := s.bodies[k]; ok {

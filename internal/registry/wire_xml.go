@@ -279,10 +279,17 @@ func encodeAppXML(a Application) []byte { return mustXML(toXMLApp(a)) }
 
 func encodeInstanceXML(in *Instance) []byte { return mustXML(toXML(in)) }
 
+// mustXML is a document: the XML declaration, then v.
 func mustXML(v any) []byte {
+	return append([]byte(xml.Header[:len(xml.Header)-1]), xmlBytes(v)...)
+}
+
+// xmlBytes encodes values built of strings, numbers and maps of strings,
+// which cannot fail.
+func xmlBytes(v any) []byte {
 	b, err := xml.Marshal(v)
 	if err != nil {
 		panic(fmt.Sprintf("registry: encode XML: %v", err))
 	}
-	return append([]byte(xml.Header[:len(xml.Header)-1]), b...)
+	return b
 }

@@ -203,6 +203,8 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 		}},
 		{"load the mix", func(ctx context.Context) (Phase, error) { return p.load(ctx, appLoad, cfg.Instances) }},
 		{"mix 70/20/10", p.mix},
+		// The fetch phases read --instances alone, the published 600.
+		{"unload the background", func(context.Context) (Phase, error) { p.cleanupApp(appBackground); return Phase{}, nil }},
 		{"full fetch", func(ctx context.Context) (Phase, error) { return p.fetches(ctx, "full fetch", "/apps", false), nil }},
 		{"full fetch gzip", func(ctx context.Context) (Phase, error) { return p.fetches(ctx, "full fetch gzip", "/apps", true), nil }},
 		{"delta fetch", func(ctx context.Context) (Phase, error) {
@@ -224,7 +226,6 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 	// Fetches measured, the rest goes before the lease phase, so that
 	// the fetch it polls is the registry's ordinary size.
 	p.cleanupApp(appLoad)
-	p.cleanupApp(appBackground)
 	d, err := p.detect(ctx)
 	if err != nil {
 		return rep, fmt.Errorf("failure detection: %w", err)

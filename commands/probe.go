@@ -50,7 +50,11 @@ method of the published Eureka evaluation, as any Eureka client would:
                         registered in another app: the cost of size
   mix 70/20/10          50 workers for --duration over --instances: 70%
                         renewals, 20% registrations and cancellations, 10%
-                        full fetches gzipped (as Eureka clients ask)
+                        full fetches gzipped (as Eureka clients ask): the most
+                        the registry does
+  mix … at R/s          the same mix offered at --mix-rate a second whatever
+                        the answers take (open loop, latency counted from
+                        when a request was due): its latency at that load
   full fetch, gzip      10 workers fetching the whole registry
   delta fetch           10 workers fetching the delta
   failure detection     one instance with a --lease lease that never renews:
@@ -76,6 +80,7 @@ run here: say so beside its figures.`,
 	f.DurationVar(&o.cfg.Duration, "duration", registryprobe.DefaultDuration, "the most each phase runs")
 	f.IntVar(&o.cfg.Burst, "burst", registryprobe.DefaultBurst, "registrations after which a register phase ends")
 	f.IntVar(&o.cfg.Background, "background", registryprobe.DefaultBackground, "instances registered in another app for the size and mix phases")
+	f.Float64Var(&o.cfg.MixRate, "mix-rate", registryprobe.DefaultMixRate, "operations a second the open-loop mix offers")
 	f.DurationVar(&o.cfg.Lease, "lease", registryprobe.DefaultLease, "lease of the instance whose death is timed (whole seconds)")
 	f.StringVar(&o.tokenFile, "registry-token-file", "", "file with the bearer token the registry wants for writes (env SHARDCTL_REGISTRY_TOKEN)")
 	return cmd
@@ -93,8 +98,8 @@ func (o *ProbeRegistryOptions) Complete(*cobra.Command, []string) (err error) {
 
 func (o *ProbeRegistryOptions) Validate() error {
 	switch {
-	case o.cfg.Instances <= 0, o.cfg.Burst <= 0, o.cfg.Background < 0:
-		return fmt.Errorf("--instances and --burst above 0, --background not negative")
+	case o.cfg.Instances <= 0, o.cfg.Burst <= 0, o.cfg.Background < 0, o.cfg.MixRate <= 0:
+		return fmt.Errorf("--instances, --burst and --mix-rate above 0, --background not negative")
 	case o.cfg.Duration <= 0:
 		return fmt.Errorf("--duration %v: want a positive duration", o.cfg.Duration)
 	case o.cfg.Lease < time.Second || o.cfg.Lease%time.Second != 0:

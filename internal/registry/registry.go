@@ -158,6 +158,7 @@ type Registry struct {
 	wanted    atomic.Uint64 // the version the snapshot must reach
 	rebuildMu sync.Mutex
 	view      view
+	rebuilt   time.Time // when the last rebuild began
 
 	commit *committer
 

@@ -37,6 +37,10 @@ type bodyKind struct{ delta, xml, gzip bool }
 // time share that rebuild. A rebuild copies only the changed instances
 // and sorts only their apps: writes with nobody reading cost no rebuild
 // at all, and a read never sees a snapshot older than a write it follows.
+// Rebuilds are at least rebuildGap apart: under a stream of writes and
+// reads, a read waits that long at most and one rebuild (and one
+// encoding of what changed) serves every read that waited.
+const rebuildGap = 5 * time.Millisecond
 
 // view is the registry as the last rebuild left it, by app; it changes
 // only under r.rebuildMu.
@@ -46,7 +50,10 @@ type view struct {
 }
 
 type appView struct {
-	byID  map[string]*Instance
+	byID map[string]*Instance
+	// json is each instance's JSON, made when it changed: an app's JSON
+	// after a change is put together, not encoded again.
+	json  map[string][]byte
 	chunk *appChunk // nil: changed since the last rebuild
 }
 
@@ -54,7 +61,8 @@ type appView struct {
 // with its encodings made on first use: a full fetch after a change
 // encodes and compresses only the apps that changed.
 type appChunk struct {
-	app Application
+	app  Application
+	json [][]byte // each instance's JSON, in app.Instances' order
 
 	mu   sync.Mutex
 	encs map[bodyKind][]byte // xml and gzip vary; delta is always false
@@ -84,7 +92,15 @@ func (c *appChunk) encoding(k bodyKind) []byte {
 	case k.xml:
 		b = xmlBytes(toXMLApp(c.app))
 	default:
-		b = mustJSON(toJSONApp(c.app))
+		// As mustJSON(toJSONApp(c.app)) writes it.
+		b = fmt.Appendf(nil, `{"name":%s,"instance":[`, mustJSON(c.app.Name))
+		for i, j := range c.json {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, j...)
+		}
+		b = append(b, "]}"...)
 	}
 	c.encs[k] = b
 	return b
@@ -132,16 +148,18 @@ func (r *Registry) rebuild() {
 			if p.inst == nil {
 				continue
 			}
-			a = &appView{byID: map[string]*Instance{}}
+			a = &appView{byID: map[string]*Instance{}, json: map[string][]byte{}}
 			v.apps[p.ref.App] = a
 			namesChanged = true
 		}
 		if p.inst == nil {
 			delete(a.byID, p.ref.ID)
+			delete(a.json, p.ref.ID)
 		} else {
 			in := p.inst.Clone()
 			in.LeaseInfo.LastRenewalTimestamp = p.renewed
 			a.byID[p.ref.ID] = in
+			a.json[p.ref.ID] = mustJSON(toJSON(in))
 		}
 		a.chunk = nil
 		if len(a.byID) == 0 {
@@ -158,7 +176,11 @@ func (r *Registry) rebuild() {
 		a := v.apps[name]
 		if a.chunk == nil {
 			sorted := slices.SortedFunc(maps.Values(a.byID), func(x, y *Instance) int { return strings.Compare(x.InstanceID, y.InstanceID) })
-			a.chunk = &appChunk{app: Application{Name: name, Instances: sorted}}
+			js := make([][]byte, len(sorted))
+			for i, in := range sorted {
+				js[i] = a.json[in.InstanceID]
+			}
+			a.chunk = &appChunk{app: Application{Name: name, Instances: sorted}, json: js}
 		}
 		chunks = append(chunks, a.chunk)
 		ins = append(ins, a.chunk.app.Instances...)
@@ -181,7 +203,11 @@ func (r *Registry) current() *snapshot {
 	if s := r.snap.Load(); s.version >= r.wanted.Load() {
 		return s
 	}
+	// The reads behind this one wait on rebuildMu and find the rebuild
+	// done; the writes of the gap go into it.
+	time.Sleep(time.Until(r.rebuilt.Add(rebuildGap)))
 	r.rebuild()
+	r.rebuilt = time.Now()
 	return r.snap.Load()
 }
 

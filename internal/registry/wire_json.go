@@ -6,11 +6,25 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Eureka's JSON is loose: clients send numbers as strings, booleans as
 // strings, and old servers wrote both. Read every shape; write the one
 // Eureka 1.10 writes, which is what clients parse.
+
+// unquote reads a JSON string the decoder has already checked. One
+// without escapes is its bytes (the common case, and the register path's
+// cost: a nested json.Unmarshal checks the value again and allocates a
+// decoder); one with escapes goes through encoding/json.
+func unquote(b []byte) (string, error) {
+	if inner := b[1 : len(b)-1]; bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+		return string(inner), nil
+	}
+	var s string
+	err := json.Unmarshal(b, &s)
+	return s, err
+}
 
 // flexInt reads a number, or a string holding one.
 type flexInt int64
@@ -22,12 +36,17 @@ func (f *flexInt) UnmarshalJSON(b []byte) error {
 	}
 	s := string(b)
 	if b[0] == '"' {
-		if err := json.Unmarshal(b, &s); err != nil {
+		var err error
+		if s, err = unquote(b); err != nil {
 			return err
 		}
 		if s = strings.TrimSpace(s); s == "" {
 			return nil
 		}
+	}
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		*f = flexInt(n)
+		return nil
 	}
 	n, err := strconv.ParseFloat(s, 64)
 	if err != nil {
@@ -47,7 +66,8 @@ func (f *flexBool) UnmarshalJSON(b []byte) error {
 	}
 	s := string(b)
 	if b[0] == '"' {
-		if err := json.Unmarshal(b, &s); err != nil {
+		var err error
+		if s, err = unquote(b); err != nil {
 			return err
 		}
 	}
@@ -69,8 +89,8 @@ func (f *flexString) UnmarshalJSON(b []byte) error {
 	case len(b) == 0 || string(b) == "null":
 		return nil
 	case b[0] == '"':
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
+		s, err := unquote(b)
+		if err != nil {
 			return err
 		}
 		*f = flexString(s)

@@ -32,6 +32,7 @@ const (
 	DefaultBurst      = 20_000
 	DefaultBackground = 3000
 	DefaultLease      = 3 * time.Second
+	DefaultMixRate    = 5000
 	// mixConcurrency is the mix's and the size phase's concurrency, the
 	// published one.
 	mixConcurrency = 50
@@ -59,6 +60,9 @@ type Config struct {
 	// Burst registrations.
 	Duration time.Duration
 	Burst    int
+	// MixRate is the mix's offered rate in the open-loop mix phase (ops
+	// per second).
+	MixRate float64
 	// Lease of the instance whose death the last phase times.
 	Lease time.Duration
 	// Progress hears which phase runs and its share done (0-1).
@@ -88,6 +92,9 @@ func (c *Config) defaults() error {
 	}
 	if c.Lease <= 0 {
 		c.Lease = DefaultLease
+	}
+	if c.MixRate <= 0 {
+		c.MixRate = DefaultMixRate
 	}
 	if c.Lease%time.Second != 0 {
 		return fmt.Errorf("lease %v: Eureka's leases are whole seconds", c.Lease)
@@ -203,6 +210,7 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 		}},
 		{"load the mix", func(ctx context.Context) (Phase, error) { return p.load(ctx, appLoad, cfg.Instances) }},
 		{"mix 70/20/10", p.mix},
+		{"mix 70/20/10 at a rate", p.mixAt},
 		// The fetch phases read --instances alone, the published 600.
 		{"unload the background", func(context.Context) (Phase, error) { p.cleanupApp(appBackground); return Phase{}, nil }},
 		{"full fetch", func(ctx context.Context) (Phase, error) { return p.fetches(ctx, "full fetch", "/apps", false), nil }},
@@ -304,7 +312,68 @@ func (p *prober) timed(ctx context.Context, name string, conc, n int, op func(ct
 	}
 	wg.Wait()
 	stopProgress()
-	took := time.Since(start)
+	return phaseOf(name, conc, time.Since(start), lat, errs, &firstErr)
+}
+
+// paced offers op at rate per second, whatever the answers take (open
+// loop: a slow registry meets the same offer), from at most conc at once;
+// an op's latency counts from when it was due, so that time spent
+// waiting for a free worker is not hidden. An offer with no free worker
+// is an error.
+func (p *prober) paced(ctx context.Context, name string, rate float64, conc int, op func(ctx context.Context, worker, i int) error) Phase {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.Duration)
+	defer cancel()
+	free := make(chan int, conc)
+	for w := range conc {
+		free <- w
+	}
+	lat := make([][]time.Duration, conc)
+	errs := make([]int, conc+1) // the last: offers that found no worker
+	var firstErr atomic.Value
+	var offered atomic.Int64
+	start := time.Now()
+	stopProgress := p.progress(name, start, 0, &offered)
+	var wg sync.WaitGroup
+	for i := 0; ; i++ {
+		due := start.Add(time.Duration(float64(i) / rate * float64(time.Second)))
+		if d := time.Until(due); d > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+			case <-t.C:
+			}
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		offered.Add(1)
+		select {
+		case w := <-free:
+			wg.Go(func() {
+				defer func() { free <- w }()
+				err := op(ctx, w, i)
+				if ctx.Err() != nil {
+					return
+				}
+				lat[w] = append(lat[w], time.Since(due))
+				if err != nil {
+					errs[w]++
+					firstErr.CompareAndSwap(nil, err.Error())
+				}
+			})
+		default:
+			errs[conc]++
+			firstErr.CompareAndSwap(nil, fmt.Sprintf("%d requests in flight: the registry fell behind the offered %.0f/s", conc, rate))
+		}
+	}
+	wg.Wait()
+	stopProgress()
+	return phaseOf(name, conc, time.Since(start), lat, errs, &firstErr)
+}
+
+// phaseOf sums up a phase from its workers' latencies and errors.
+func phaseOf(name string, conc int, took time.Duration, lat [][]time.Duration, errs []int, firstErr *atomic.Value) Phase {
 	all := slices.Concat(lat...)
 	slices.Sort(all)
 	ph := Phase{Name: name, Concurrency: conc, Ops: len(all), Seconds: took.Seconds()}
@@ -391,9 +460,21 @@ func (p *prober) load(ctx context.Context, app string, n int) (Phase, error) {
 // registrations and cancellations (half each, so the size stays), 10%
 // full fetches, gzipped as Eureka clients ask for them.
 func (p *prober) mix(ctx context.Context) (Phase, error) {
-	own := make([][]string, mixConcurrency) // instances each worker registered and not cancelled yet
+	return p.timed(ctx, "mix 70/20/10", mixConcurrency, 0, p.mixOp(mixConcurrency)), nil
+}
+
+// mixAt offers the mix at MixRate, open loop: the latency a registry
+// gives at that load, where the closed loop gives its most.
+func (p *prober) mixAt(ctx context.Context) (Phase, error) {
+	const inFlight = 4 * mixConcurrency
+	return p.paced(ctx, fmt.Sprintf("mix 70/20/10 at %.0f/s", p.cfg.MixRate), p.cfg.MixRate, inFlight, p.mixOp(inFlight)), nil
+}
+
+// mixOp is one operation of the mix, for workers 0 to workers-1.
+func (p *prober) mixOp(workers int) func(ctx context.Context, w, _ int) error {
+	own := make([][]string, workers) // instances each worker registered and not cancelled yet
 	var seq atomic.Int64
-	ph := p.timed(ctx, "mix 70/20/10", mixConcurrency, 0, func(ctx context.Context, w, _ int) error {
+	return func(ctx context.Context, w, _ int) error {
 		switch r := mrand.Float64(); {
 		case r < 0.7:
 			return p.c.Renew(ctx, appLoad, fmt.Sprintf("%s-%d", p.run, mrand.IntN(p.cfg.Instances)))
@@ -411,8 +492,7 @@ func (p *prober) mix(ctx context.Context) (Phase, error) {
 		default:
 			return p.fetch(ctx, "/apps", true)
 		}
-	})
-	return ph, nil
+	}
 }
 
 // fetches times full or delta fetches.

@@ -34,7 +34,7 @@ func TestProbeRegistry(t *testing.T) {
 	s, c := startRegistry(t, registry.Config{Options: registry.Options{EvictionInterval: 500 * time.Millisecond}})
 	var phases []string
 	rep, err := Run(budget.Context(t, 2*time.Minute), Config{Registry: c, Instances: 50, Background: 100, Concurrency: []int{2, 8},
-		Duration: time.Second, Burst: 300, Lease: time.Second, Progress: func(phase string, done float64) {
+		Duration: time.Second, Burst: 300, MixRate: 200, Lease: time.Second, Progress: func(phase string, done float64) {
 			if done >= 1 {
 				phases = append(phases, phase)
 			}
@@ -50,8 +50,11 @@ func TestProbeRegistry(t *testing.T) {
 		if ph.Ops == 0 || ph.Errors > 0 || ph.PerSec <= 0 || ph.P99 < ph.P50 {
 			t.Errorf("%s: %+v", ph.Name, ph)
 		}
+		if strings.HasSuffix(ph.Name, "at 200/s") && (ph.PerSec < 150 || ph.PerSec > 210) {
+			t.Errorf("%s: %.0f ops/s offered 200/s, want about that", ph.Name, ph.PerSec)
+		}
 	}
-	want := "register (empty),register (empty),register (100 present),mix 70/20/10,full fetch,full fetch gzip,delta fetch"
+	want := "register (empty),register (empty),register (100 present),mix 70/20/10,mix 70/20/10 at 200/s,full fetch,full fetch gzip,delta fetch"
 	if got := strings.Join(names, ","); got != want {
 		t.Errorf("phases %s, want %s", got, want)
 	}

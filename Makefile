@@ -33,8 +33,9 @@ bench-resilience: ## proxy under failure: time to DOWN and throughput around a S
 	go test -count=1 -timeout 20m -v -run 'TestKillOneShardUnderLoad|TestStalledShardUnderLoad|TestProxySIGTERMUnderLoad|TestOverloadPastTheKnee' ./cmd/shardctl/ | grep -E '^(---|ok|FAIL)|_test.go:[0-9]+: (DOWN|slow|pause|stopped|created|job completions|stage|offered|after the fill|shard-[0-9]:)'
 	go test -count=1 -timeout 10m -v -run 'TestSaturatedShardsRefuseAtOnce|TestStalledJobStreamIsEnded' ./internal/proxy/ | grep -E '^(---|ok|FAIL)|_test.go:[0-9]+: [0-9]|stall'
 
-bench-registry: ## registry: full fetch of 600 instances (JSON, gzip, XML), from the snapshot and right after a change
+bench-registry: ## registry: full fetch of 600 instances (JSON, gzip, XML), from the snapshot and right after a change; one registration through the handler
 	go test -run '^$$' -bench BenchmarkFullFetch600 -benchtime 500x -count 5 ./internal/registry/ | scripts/bench-median.sh
+	go test -run '^$$' -bench BenchmarkRegisterHandler -benchtime 50000x -count 5 ./internal/registry/ | scripts/bench-median.sh
 
 FUZZTIME ?= 60s
 fuzz: ## run every fuzz target for FUZZTIME each (new crashers land in testdata/fuzz as regressions)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 )
 
@@ -68,5 +70,25 @@ func BenchmarkFullFetch600(b *testing.B) {
 			}
 			b.ReportMetric(float64(size)/1024, "KiB/fetch")
 		})
+	}
+}
+
+// BenchmarkRegisterHandler is one Eureka registration through the HTTP
+// handler, without the network: the registry's own cost per register.
+func BenchmarkRegisterHandler(b *testing.B) {
+	r, _ := newTestRegistry(b, Options{})
+	h := r.Handler(HandlerOptions{})
+	body := string(encodeInstanceJSON(testInstance("ORDERS", "x", 30, 90)))
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		i++
+		req := httptest.NewRequest(http.MethodPost, "/eureka/apps/ORDERS", strings.NewReader(strings.Replace(body, `"x"`, fmt.Sprintf(`"i-%d"`, i), 1)))
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusNoContent {
+			b.Fatalf("%d %s", rec.Code, rec.Body)
+		}
 	}
 }

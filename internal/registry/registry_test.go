@@ -31,7 +31,7 @@ func (c *clock) advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
-func newTestRegistry(t *testing.T, opts Options) (*Registry, *clock) {
+func newTestRegistry(t testing.TB, opts Options) (*Registry, *clock) {
 	t.Helper()
 	c := &clock{now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
 	opts.Now = c.Now

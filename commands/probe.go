@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"time"
 
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
@@ -97,20 +96,11 @@ func (o *ProbeRegistryOptions) Complete(*cobra.Command, []string) (err error) {
 }
 
 func (o *ProbeRegistryOptions) Validate() error {
-	switch {
-	case o.cfg.Instances <= 0, o.cfg.Burst <= 0, o.cfg.Background < 0, o.cfg.MixRate <= 0:
-		return fmt.Errorf("--instances, --burst and --mix-rate above 0, --background not negative")
-	case o.cfg.Duration <= 0:
-		return fmt.Errorf("--duration %v: want a positive duration", o.cfg.Duration)
-	case o.cfg.Lease < time.Second || o.cfg.Lease%time.Second != 0:
-		return fmt.Errorf("--lease %v: Eureka's leases are whole seconds, at least 1s", o.cfg.Lease)
+	// A flag set to 0 is a mistake here, not a wish for the default.
+	if o.cfg.Instances <= 0 || o.cfg.Burst <= 0 || o.cfg.MixRate <= 0 || o.cfg.Duration <= 0 || o.cfg.Lease <= 0 {
+		return fmt.Errorf("--instances, --burst, --mix-rate, --duration and --lease: want them above 0")
 	}
-	for _, n := range o.cfg.Concurrency {
-		if n <= 0 || n > 1000 {
-			return fmt.Errorf("--concurrency %d: want 1-1000", n)
-		}
-	}
-	return nil
+	return o.cfg.Check()
 }
 
 func (o *ProbeRegistryOptions) Run(ctx context.Context) error {

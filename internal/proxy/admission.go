@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -91,7 +90,7 @@ func (p *Proxy) admit(s *shard, b backlog.Backlog) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.status.Max, a.status.At = max, b.At
-	if b.Error == "" && !slices.Contains(b.Missing, backlog.MetricInstances) {
+	if b.InstancesKnown() {
 		st := a.instances.observe(instanceReading{at: b.At, inFlight: b.InFlight, ended: b.Ended, lag: b.Lag}, int(s.partitions), p.cfg.BacklogInterval, p.cfg.InstanceLimit)
 		a.status.Instances, a.status.InstanceLimit, a.status.Congested = b.InFlight, st.limit, st.binding
 		a.status.CompletionRate, a.status.InFlightTime = st.rate, st.inFlightTime.Seconds()

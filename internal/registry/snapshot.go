@@ -50,11 +50,15 @@ type view struct {
 }
 
 type appView struct {
-	byID map[string]*Instance
-	// json is each instance's JSON, made when it changed: an app's JSON
-	// after a change is put together, not encoded again.
-	json  map[string][]byte
+	byID  map[string]viewInstance
 	chunk *appChunk // nil: changed since the last rebuild
+}
+
+// viewInstance is an instance with its JSON, made when it changed: an
+// app's JSON after a change is put together, not encoded again.
+type viewInstance struct {
+	in   *Instance
+	json []byte
 }
 
 // appChunk is one app as every snapshot since its last change shows it,
@@ -74,6 +78,10 @@ type appChunk struct {
 func (c *appChunk) encoding(k bodyKind) []byte {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.encodingLocked(k)
+}
+
+func (c *appChunk) encodingLocked(k bodyKind) []byte {
 	if b, ok := c.encs[k]; ok {
 		return b
 	}
@@ -85,10 +93,7 @@ func (c *appChunk) encoding(k bodyKind) []byte {
 	case k.gzip:
 		plain := k
 		plain.gzip = false
-		c.mu.Unlock()
-		p := c.encoding(plain)
-		c.mu.Lock()
-		b = gzipped(p)
+		b = gzipped(c.encodingLocked(plain))
 	case k.xml:
 		b = xmlBytes(toXMLApp(c.app))
 	default:
@@ -148,18 +153,16 @@ func (r *Registry) rebuild() {
 			if p.inst == nil {
 				continue
 			}
-			a = &appView{byID: map[string]*Instance{}, json: map[string][]byte{}}
+			a = &appView{byID: map[string]viewInstance{}}
 			v.apps[p.ref.App] = a
 			namesChanged = true
 		}
 		if p.inst == nil {
 			delete(a.byID, p.ref.ID)
-			delete(a.json, p.ref.ID)
 		} else {
 			in := p.inst.Clone()
 			in.LeaseInfo.LastRenewalTimestamp = p.renewed
-			a.byID[p.ref.ID] = in
-			a.json[p.ref.ID] = mustJSON(toJSON(in))
+			a.byID[p.ref.ID] = viewInstance{in: in, json: mustJSON(toJSON(in))}
 		}
 		a.chunk = nil
 		if len(a.byID) == 0 {
@@ -175,12 +178,12 @@ func (r *Registry) rebuild() {
 	for _, name := range v.names {
 		a := v.apps[name]
 		if a.chunk == nil {
-			sorted := slices.SortedFunc(maps.Values(a.byID), func(x, y *Instance) int { return strings.Compare(x.InstanceID, y.InstanceID) })
-			js := make([][]byte, len(sorted))
-			for i, in := range sorted {
-				js[i] = a.json[in.InstanceID]
+			sorted := slices.SortedFunc(maps.Values(a.byID), func(x, y viewInstance) int { return strings.Compare(x.in.InstanceID, y.in.InstanceID) })
+			c := &appChunk{app: Application{Name: name, Instances: make([]*Instance, len(sorted))}, json: make([][]byte, len(sorted))}
+			for i, vi := range sorted {
+				c.app.Instances[i], c.json[i] = vi.in, vi.json
 			}
-			a.chunk = &appChunk{app: Application{Name: name, Instances: sorted}, json: js}
+			a.chunk = c
 		}
 		chunks = append(chunks, a.chunk)
 		ins = append(ins, a.chunk.app.Instances...)
@@ -273,14 +276,12 @@ func (s *snapshot) fullBody(k bodyKind) []byte {
 
 var gzipComma = gzipped([]byte(","))
 
+// bodyLocked is a delta body, plain; full bodies are fullBody's.
 func (s *snapshot) bodyLocked(k bodyKind) []byte {
 	if b, ok := s.bodies[k]; ok {
 		return b
 	}
-	apps := s.full()
-	if k.delta {
-		apps = s.delta()
-	}
+	apps := s.delta()
 	var b []byte
 	if k.xml {
 		b = encodeAppsXML(apps)
@@ -289,10 +290,6 @@ func (s *snapshot) bodyLocked(k bodyKind) []byte {
 	}
 	s.bodies[k] = b
 	return b
-}
-
-func (s *snapshot) full() *Applications {
-	return &Applications{VersionsDelta: strconv.FormatUint(s.version, 10), AppsHashcode: hashcode(s.instances), Applications: group(s.instances)}
 }
 
 // delta is every instance changed within the retention, at its latest

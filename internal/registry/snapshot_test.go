@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"fmt"
 	"io"
+	"strconv"
 	"testing"
 )
 
@@ -17,9 +18,10 @@ func TestFullBodyFromApps(t *testing.T) {
 		t.Helper()
 		s := r.current()
 		for _, k := range []bodyKind{{}, {xml: true}, {gzip: true}, {xml: true, gzip: true}} {
-			want := encodeAppsJSON(s.full())
+			whole := &Applications{VersionsDelta: strconv.FormatUint(s.version, 10), AppsHashcode: hashcode(s.instances), Applications: group(s.instances)}
+			want := encodeAppsJSON(whole)
 			if k.xml {
-				want = encodeAppsXML(s.full())
+				want = encodeAppsXML(whole)
 			}
 			got := s.body(k)
 			if k.gzip {

@@ -16,10 +16,6 @@ import (
 	"github.com/shardctl/shardctl/internal/human"
 )
 
-// MetricInstances counts root instances by action: what instances in
-// flight and completions are read from.
-const MetricInstances = metricInstances
-
 // The Zeebe metrics a backlog is read from.
 const (
 	metricInstances = "zeebe_executed_instances_total"                 // action, partition
@@ -74,6 +70,11 @@ type Backlog struct {
 // positions of every partition.
 func (b Backlog) LagKnown() bool {
 	return b.Error == "" && !slices.Contains(b.Missing, metricCommitted) && !slices.Contains(b.Missing, metricProcessed)
+}
+
+// InstancesKnown reports whether InFlight and Ended were read.
+func (b Backlog) InstancesKnown() bool {
+	return b.Error == "" && !slices.Contains(b.Missing, metricInstances)
 }
 
 // Known reports whether every required metric was read.

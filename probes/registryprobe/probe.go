@@ -69,7 +69,9 @@ type Config struct {
 	Progress func(phase string, done float64)
 }
 
-func (c *Config) defaults() error {
+// Check fills what is zero with the defaults and refuses what cannot be
+// probed.
+func (c *Config) Check() error {
 	if c.Instances <= 0 {
 		c.Instances = DefaultInstances
 	}
@@ -159,7 +161,7 @@ type prober struct {
 // Run runs every phase in order and cleans up; on ctx's end it stops,
 // cleans up, and returns what it measured with ctx's error.
 func Run(ctx context.Context, cfg Config) (rep Report, err error) {
-	if err := cfg.defaults(); err != nil {
+	if err := cfg.Check(); err != nil {
 		return Report{}, err
 	}
 	if cfg.Registry == nil {
@@ -284,9 +286,7 @@ func (p *prober) timed(ctx context.Context, name string, conc, n int, op func(ct
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.Duration)
 	defer cancel()
 	var next atomic.Int64
-	lat := make([][]time.Duration, conc)
-	errs := make([]int, conc)
-	var firstErr atomic.Value
+	rec := newRecorder(conc)
 	start := time.Now()
 	stopProgress := p.progress(name, start, n, &next)
 	var wg sync.WaitGroup
@@ -302,17 +302,13 @@ func (p *prober) timed(ctx context.Context, name string, conc, n int, op func(ct
 				if ctx.Err() != nil {
 					return // cut by the phase's end: not measured
 				}
-				lat[w] = append(lat[w], time.Since(t))
-				if err != nil {
-					errs[w]++
-					firstErr.CompareAndSwap(nil, err.Error())
-				}
+				rec.note(w, time.Since(t), err)
 			}
 		})
 	}
 	wg.Wait()
 	stopProgress()
-	return phaseOf(name, conc, time.Since(start), lat, errs, &firstErr)
+	return rec.phase(name, conc, time.Since(start))
 }
 
 // paced offers op at rate per second, whatever the answers take (open
@@ -327,10 +323,9 @@ func (p *prober) paced(ctx context.Context, name string, rate float64, conc int,
 	for w := range conc {
 		free <- w
 	}
-	lat := make([][]time.Duration, conc)
-	errs := make([]int, conc+1) // the last: offers that found no worker
-	var firstErr atomic.Value
+	rec := newRecorder(conc)
 	var offered atomic.Int64
+	var unserved int // offers that found no free worker
 	start := time.Now()
 	stopProgress := p.progress(name, start, 0, &offered)
 	var wg sync.WaitGroup
@@ -356,31 +351,50 @@ func (p *prober) paced(ctx context.Context, name string, rate float64, conc int,
 				if ctx.Err() != nil {
 					return
 				}
-				lat[w] = append(lat[w], time.Since(due))
-				if err != nil {
-					errs[w]++
-					firstErr.CompareAndSwap(nil, err.Error())
-				}
+				rec.note(w, time.Since(due), err)
 			})
 		default:
-			errs[conc]++
-			firstErr.CompareAndSwap(nil, fmt.Sprintf("%d requests in flight: the registry fell behind the offered %.0f/s", conc, rate))
+			unserved++
+			rec.firstErr.CompareAndSwap(nil, fmt.Sprintf("%d requests in flight: the registry fell behind the offered %.0f/s", conc, rate))
 		}
 	}
 	wg.Wait()
 	stopProgress()
-	return phaseOf(name, conc, time.Since(start), lat, errs, &firstErr)
+	ph := rec.phase(name, conc, time.Since(start))
+	ph.Errors += unserved
+	return ph
 }
 
-// phaseOf sums up a phase from its workers' latencies and errors.
-func phaseOf(name string, conc int, took time.Duration, lat [][]time.Duration, errs []int, firstErr *atomic.Value) Phase {
-	all := slices.Concat(lat...)
+// recorder keeps a phase's latencies and errors, a slot per worker so
+// that workers never share one.
+type recorder struct {
+	lat      [][]time.Duration
+	errs     []int
+	firstErr atomic.Value // string
+}
+
+func newRecorder(workers int) *recorder {
+	return &recorder{lat: make([][]time.Duration, workers), errs: make([]int, workers)}
+}
+
+// note records one op of worker w.
+func (r *recorder) note(w int, took time.Duration, err error) {
+	r.lat[w] = append(r.lat[w], took)
+	if err != nil {
+		r.errs[w]++
+		r.firstErr.CompareAndSwap(nil, err.Error())
+	}
+}
+
+// phase sums up what the workers recorded.
+func (r *recorder) phase(name string, conc int, took time.Duration) Phase {
+	all := slices.Concat(r.lat...)
 	slices.Sort(all)
 	ph := Phase{Name: name, Concurrency: conc, Ops: len(all), Seconds: took.Seconds()}
-	for _, e := range errs {
+	for _, e := range r.errs {
 		ph.Errors += e
 	}
-	if s, ok := firstErr.Load().(string); ok {
+	if s, ok := r.firstErr.Load().(string); ok {
 		ph.FirstError = s
 	}
 	if len(all) > 0 {

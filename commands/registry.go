@@ -3,6 +3,8 @@ package commands
 import (
 	"context"
 	"fmt"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -24,6 +26,8 @@ type RegistryServeOptions struct {
 	g               *Globals
 	cfg             registry.Config
 	shutdownTimeout time.Duration
+	coordinators    []string
+	embedded        registry.EmbeddedEtcd
 }
 
 func newCmdRegistryServe(g *Globals) *cobra.Command {
@@ -49,18 +53,43 @@ expected number follows every register, cancel and eviction.
 Instances of --shards-app are shards: each gets a slot (1-31, metadata
 "slot") that stays its own across re-registrations and restarts, until
 "shardctl shards deregister --release-slot". Metadata "shardctl.static=true"
-marks an instance registered by an operator: it never expires.`,
+marks an instance registered by an operator: it never expires.
+
+Several replicas share one registry over etcd (--store etcd:URL,URL, or
+--embedded-etcd DIR to run an etcd member in each replica). Every replica
+serves reads from memory, kept fresh by an etcd watch: a change made through
+any replica shows on every replica within a second. Writes are etcd
+transactions; renewals are not: each replica publishes the leases it renewed
+twice a second, so a renewal sent to any replica keeps the lease. One
+replica, the coordinator, elected through etcd, evicts; --coordinators names
+the replicas preferred for it (any replica stands in while none of them is
+alive). A replica cut off from etcd reports not ready, stops evicting, and
+answers reads from what it saw last with the header Shardctl-Stale-Seconds.`,
 		Example: `  shardctl registry serve --listen 127.0.0.1:8761 --store bolt:/var/lib/shardctl/registry.db
 
   # Eureka clients: service URL http://127.0.0.1:8761/eureka (or /eureka/v2)
-  curl -H 'Accept: application/json' http://127.0.0.1:8761/eureka/apps`,
+  curl -H 'Accept: application/json' http://127.0.0.1:8761/eureka/apps
+
+  # Three replicas, each with an etcd member (run one per machine, with its --id)
+  shardctl registry serve --id a --embedded-etcd /var/lib/shardctl/etcd \
+    --etcd-client-url http://10.0.0.1:2379 \
+    --initial-cluster a=http://10.0.0.1:2380,b=http://10.0.0.2:2380,c=http://10.0.0.3:2380 \
+    --coordinators a,b --listen 10.0.0.1:8761`,
 		Args:              cobra.NoArgs,
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE:              runOptions(o),
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.cfg.Listen, "listen", "127.0.0.1:8761", "address of the REST API and /metrics, HOST:PORT")
-	f.StringVar(&o.cfg.Store, "store", "memory", "where registrations and the ledger are kept: memory or bolt:PATH")
+	f.StringVar(&o.cfg.Store, "store", "memory", "where registrations and the ledger are kept: memory, bolt:PATH or etcd:URL[,URL] (shared by replicas)")
+	f.StringVar(&o.cfg.Replica.ID, "id", "", "this replica's name among the replicas over etcd, and its etcd member's (default: the host name)")
+	f.StringSliceVar(&o.coordinators, "coordinators", nil, "replicas preferred as coordinator (the one that evicts), ID,ID; any order; stored for every replica")
+	f.DurationVar(&o.cfg.Replica.SessionTTL, "session-ttl", 5*time.Second, "etcd lease of a replica's membership and candidacy: how soon a replica that died hands over")
+	f.StringVar(&o.cfg.EtcdPrefix, "etcd-prefix", registry.DefaultEtcdPrefix, "where the registry keeps its keys in etcd")
+	f.StringVar(&o.embedded.Dir, "embedded-etcd", "", "run an etcd member in this process, with its data in DIR, and keep the registry in it")
+	f.StringVar(&o.embedded.InitialCluster, "initial-cluster", "", "the embedded members of a new cluster, NAME=PEER-URL,… (default: this one alone)")
+	f.StringVar(&o.embedded.ClientURL, "etcd-client-url", registry.DefaultEtcdClientURL, "where the embedded member serves etcd clients")
+	f.StringVar(&o.embedded.PeerURL, "etcd-peer-url", "", "where the embedded member talks to the others (default: its --initial-cluster entry, else "+registry.DefaultEtcdPeerURL+")")
 	f.DurationVar(&o.cfg.LeaseDuration, "lease-expiration", 90*time.Second, "lease duration of instances that do not give their own")
 	f.DurationVar(&o.cfg.EvictionInterval, "eviction-interval", registry.DefaultEvictionInterval, "how often expired leases are evicted: a dead instance is gone within its lease plus this")
 	f.BoolVar(&o.cfg.SelfPreservation, "self-preservation", true, "hold eviction while too few renewals arrive, as Eureka does")
@@ -72,7 +101,22 @@ marks an instance registered by an operator: it never expires.`,
 	return cmd
 }
 
-func (o *RegistryServeOptions) Complete(*cobra.Command, []string) error { return nil }
+func (o *RegistryServeOptions) Complete(cmd *cobra.Command, _ []string) error {
+	if cmd.Flags().Changed("coordinators") {
+		o.cfg.Replica.Coordinators = append([]string{}, o.coordinators...)
+	}
+	if o.embedded.Dir != "" {
+		o.cfg.Embedded = &o.embedded
+	}
+	if o.cfg.Replica.ID == "" && (o.cfg.Embedded != nil || strings.HasPrefix(o.cfg.Store, "etcd:")) {
+		host, err := os.Hostname()
+		if err != nil {
+			return fmt.Errorf("--id: %w", err)
+		}
+		o.cfg.Replica.ID = host
+	}
+	return nil
+}
 
 func (o *RegistryServeOptions) Validate() error {
 	if err := checkListenFlags(map[string]string{"--listen": o.cfg.Listen}); err != nil {
@@ -85,6 +129,8 @@ func (o *RegistryServeOptions) Validate() error {
 		return fmt.Errorf("--eviction-interval %v: want at least 100ms", o.cfg.EvictionInterval)
 	case o.cfg.RenewalThreshold <= 0 || o.cfg.RenewalThreshold > 1:
 		return fmt.Errorf("--renewal-threshold %v: want a fraction in (0, 1]", o.cfg.RenewalThreshold)
+	case o.cfg.Replica.SessionTTL < 2*time.Second:
+		return fmt.Errorf("--session-ttl %v: want at least 2s (etcd leases count whole seconds)", o.cfg.Replica.SessionTTL)
 	}
 	return nil
 }
@@ -100,6 +146,6 @@ func (o *RegistryServeOptions) Run(ctx context.Context) error {
 	}
 	errOut := o.g.Streams.ErrOut
 	fmt.Fprintf(errOut, "listening on %s\n", s.Addr())
-	fmt.Fprintf(errOut, "eureka at http://%s/eureka, store %s\n", s.Addr(), o.cfg.Store)
+	fmt.Fprintf(errOut, "eureka at http://%s/eureka, store %s\n", s.Addr(), s.Store())
 	return serveUntilDone(ctx, errOut, "registry", o.shutdownTimeout, nil, s.Close)
 }

@@ -170,6 +170,22 @@ func (v shardView) Rows(wide bool, c output.Colors) [][]string {
 	return [][]string{shardRow(v.Shard, wide, c)}
 }
 
+// replicaLine says which replica answered and who coordinates, for -o wide.
+func replicaLine(rs *registry.ReplicaStatus, c output.Colors) string {
+	coord := rs.Coordinator
+	if coord == "" {
+		coord = c.Warn("none elected")
+	}
+	line := fmt.Sprintf("replica %s of %s over etcd, coordinator %s", rs.ID, strings.Join(rs.Members, ","), coord)
+	if len(rs.Coordinators) > 0 {
+		line += " (preferred " + strings.Join(rs.Coordinators, ",") + ")"
+	}
+	if rs.CutOff {
+		line += ", " + c.Warn("CUT OFF from etcd, view "+rs.Staleness+" old")
+	}
+	return line
+}
+
 func dash(s string) string {
 	if s == "" {
 		return "-"
@@ -253,6 +269,9 @@ func (o *ShardsListOptions) Run(ctx context.Context) error {
 		}
 		fmt.Fprintf(o.f.g.Streams.ErrOut, "registry %s: %d instances, self-preservation %s (renewals %.0f/min, threshold %.0f/min)\n",
 			o.f.g.RegistryURL(), health.Instances, preserving, health.RenewalsLastMinute, health.RenewalThreshold)
+		if rs := health.Replica; rs != nil && o.printer.Format == output.Wide {
+			fmt.Fprintf(o.f.g.Streams.ErrOut, "%s\n", replicaLine(rs, o.printer.Colors))
+		}
 		if len(l.Shards) == 0 {
 			fmt.Fprintf(o.f.g.Streams.ErrOut, "no shards in %s\n", o.f.app)
 			return nil

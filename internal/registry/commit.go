@@ -43,8 +43,11 @@ var closedTicket = func() *ticket { t := &ticket{done: make(chan struct{})}; clo
 var errStoreFailed = errors.New("store failed earlier; restart the registry to reload what the store holds")
 
 func newCommitter(s Store) *committer {
+	// A memory store keeps nothing; replicas over etcd write through
+	// their own transactions (replica.go), never through a committer.
 	_, memory := s.(*memoryStore)
-	c := &committer{store: s, sync: memory, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	_, replicated := s.(*etcdStore)
+	c := &committer{store: s, sync: memory || replicated, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	if c.sync {
 		close(c.done)
 	} else {
@@ -91,10 +94,6 @@ func (c *committer) enqueue(b Batch) *ticket {
 	}
 	return t
 }
-
-// apply queues a batch and waits until it is durable. The caller holds
-// no lock of the registry.
-func (c *committer) apply(b Batch) error { return c.enqueue(b).wait() }
 
 func (t *ticket) wait() error {
 	<-t.done

@@ -200,39 +200,25 @@ func (r *Registry) ReleaseCutover(name, holder string) error {
 }
 
 // writeCutover runs change on the stored record (checks and the new
-// version under the lock), writes the result through the store without
-// the lock, and publishes it. One write per record is in flight at a
-// time; a second one meanwhile is refused as a conflict, to be read again.
+// version under the lock) and writes the result.
 func (r *Registry) writeCutover(name string, change func(old Cutover, exists bool, now time.Time) (Cutover, error)) (Cutover, error) {
-	now := r.opts.Now()
-	r.mu.Lock()
-	if r.cutoverWrites[name] {
-		r.mu.Unlock()
-		return Cutover{}, fmt.Errorf("%w: cutover %s is being written: read it again", ErrConflict, name)
-	}
-	old, exists := r.cutovers[name]
-	c, err := change(old.Clone(), exists, now)
-	if err != nil {
-		r.mu.Unlock()
-		return Cutover{}, err
-	}
-	if exists && c.Version == old.Version {
-		r.mu.Unlock()
-		return old.Clone(), nil
-	}
-	c.Name, c.UpdatedAt = name, now
-	r.cutoverWrites[name] = true
-	r.mu.Unlock()
-
-	err = r.commit.apply(Batch{Cutovers: []Cutover{c}})
-
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.cutoverWrites, name)
+	var out Cutover
+	err := r.write(func(now time.Time) (*Batch, error) {
+		old, exists := r.cutovers[name]
+		c, err := change(old.Clone(), exists, now)
+		if err != nil {
+			return nil, err
+		}
+		if exists && c.Version == old.Version {
+			out = old.Clone()
+			return nil, nil
+		}
+		c.Name, c.UpdatedAt = name, now
+		out = c.Clone()
+		return &Batch{Cutovers: []Cutover{c}}, nil
+	})
 	if err != nil {
 		return Cutover{}, err
 	}
-	r.cutovers[name] = c
-	r.appendChange(Change{Action: ActionCutover, Cutover: name})
-	return c.Clone(), nil
+	return out, nil
 }

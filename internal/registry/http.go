@@ -88,13 +88,26 @@ func (r *Registry) Handler(opts HandlerOptions) http.Handler {
 	a.route(mux, "DELETE /shardctl/v1/cutovers/{name}/lease", a.releaseCutover, true)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		// A store that failed leaves memory ahead of it: not ready until
-		// a restart reloads what the store holds.
-		if err := r.StoreError(); err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		err := r.Ready()
+		if r.repl == nil {
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+			_, _ = io.WriteString(w, "ok\n")
 			return
 		}
-		_, _ = io.WriteString(w, "ok\n")
+		// A replica says why, and what it sees of the others.
+		body := struct {
+			Ready  bool   `json:"ready"`
+			Reason string `json:"reason,omitempty"`
+			*ReplicaStatus
+		}{Ready: err == nil, ReplicaStatus: r.repl.status()}
+		code := http.StatusOK
+		if err != nil {
+			body.Reason, code = err.Error(), http.StatusServiceUnavailable
+		}
+		writeJSON(w, code, body)
 	})
 	if opts.Metrics != nil {
 		mux.Handle("GET /metrics", opts.Metrics.Handler())
@@ -126,6 +139,17 @@ func (a *api) route(mux *http.ServeMux, pattern string, h http.HandlerFunc, writ
 			rec.Header().Set("WWW-Authenticate", `Bearer realm="shardctl-registry"`)
 			http.Error(rec, "missing or wrong bearer token", http.StatusUnauthorized)
 			return
+		}
+		if p := a.r.repl; p != nil {
+			if !p.loaded.Load() {
+				fail(rec, errNotLoaded)
+				return
+			}
+			// A replica cut off from etcd still answers reads, from what it
+			// last saw, and says how old that is.
+			if !write && p.cutOff() {
+				rec.Header().Set(StaleHeader, formatSeconds(p.staleness()))
+			}
 		}
 		h(rec, req)
 	})
@@ -222,6 +246,8 @@ func fail(w http.ResponseWriter, err error) {
 		code = http.StatusLocked
 	case errors.Is(err, ErrConflict):
 		code = http.StatusConflict
+	case errors.Is(err, ErrUnavailable):
+		code = http.StatusServiceUnavailable
 	case strings.HasPrefix(err.Error(), "store:"):
 		code = http.StatusInternalServerError
 	}

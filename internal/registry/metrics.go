@@ -58,12 +58,16 @@ var (
 	descEvicted   = prometheus.NewDesc("shardctl_registry_evictions_total", "Instances evicted after their lease expired.", nil, nil)
 	descVersion   = prometheus.NewDesc("shardctl_registry_version", "The registry's change counter.", nil, nil)
 	descLedger    = prometheus.NewDesc("shardctl_registry_ledger_deployments", "Deployments in the ledger.", nil, nil)
+	descReplica   = prometheus.NewDesc("shardctl_registry_replica_info", "This replica over etcd, and the coordinator it sees (1).", []string{"replica", "coordinator"}, nil)
+	descCoord     = prometheus.NewDesc("shardctl_registry_coordinator", "1 while this replica is the coordinator (it evicts).", nil, nil)
+	descReplicas  = prometheus.NewDesc("shardctl_registry_replicas", "Replicas alive in etcd.", nil, nil)
+	descStale     = prometheus.NewDesc("shardctl_registry_staleness_seconds", "How far behind etcd this replica's view may be.", nil, nil)
 )
 
 type registryCollector struct{ r *Registry }
 
 func (c registryCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descInstances, descExpected, descThreshold, descRenewals, descPreserve, descEvicted, descVersion, descLedger} {
+	for _, d := range []*prometheus.Desc{descInstances, descExpected, descThreshold, descRenewals, descPreserve, descEvicted, descVersion, descLedger, descReplica, descCoord, descReplicas, descStale} {
 		ch <- d
 	}
 }
@@ -88,4 +92,15 @@ func (c registryCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descEvicted, prometheus.CounterValue, float64(h.Evicted))
 	ch <- prometheus.MustNewConstMetric(descVersion, prometheus.GaugeValue, float64(h.Version))
 	ch <- prometheus.MustNewConstMetric(descLedger, prometheus.GaugeValue, float64(h.Deployments))
+	if rs := h.Replica; rs != nil {
+		coord := 0.0
+		if rs.IsCoordinator {
+			coord = 1
+		}
+		stale, _ := time.ParseDuration(rs.Staleness)
+		ch <- prometheus.MustNewConstMetric(descReplica, prometheus.GaugeValue, 1, rs.ID, rs.Coordinator)
+		ch <- prometheus.MustNewConstMetric(descCoord, prometheus.GaugeValue, coord)
+		ch <- prometheus.MustNewConstMetric(descReplicas, prometheus.GaugeValue, float64(len(rs.Members)))
+		ch <- prometheus.MustNewConstMetric(descStale, prometheus.GaugeValue, stale.Seconds())
+	}
 }

@@ -91,7 +91,10 @@ type Options struct {
 	// DeltaRetention is how long a change stays in deltas (Eureka: 3 min).
 	DeltaRetention time.Duration
 	Store          Store
-	Now            func() time.Time
+	// Replica configures this registry as one of several over an etcd
+	// store; unused with the other stores.
+	Replica ReplicaOptions
+	Now     func() time.Time
 }
 
 func (o *Options) defaults() {
@@ -140,12 +143,10 @@ type Registry struct {
 	slots       map[InstanceRef]int
 	deployments []ledger.Deployment
 	cutovers    map[string]Cutover // by name
-	// cutoverWrites marks records with a write on its way to the store.
-	cutoverWrites map[string]bool
-	version       uint64
-	changes       []Change // recent changes, oldest first
-	changed       chan struct{}
-	dropped       uint64 // highest version no longer in changes
+	version     uint64
+	changes     []Change // recent changes, oldest first
+	changed     chan struct{}
+	dropped     uint64 // highest version no longer in changes
 
 	renewals *rateWindow
 	started  time.Time
@@ -161,24 +162,29 @@ type Registry struct {
 	rebuilt   time.Time // when the last rebuild began
 
 	commit *committer
+	repl   *replica // over etcd; nil with a local store
 
-	ledgerMu sync.Mutex // serialises ledger writes
 	watchEnd chan struct{}
 	endOnce  sync.Once
 	stop     chan struct{}
 }
 
-// NewRegistry loads a registry from its store.
+// NewRegistry loads a registry from its store; over etcd it joins the
+// other replicas, and loads in the background (see Ready).
 func NewRegistry(opts Options) (*Registry, error) {
 	opts.defaults()
-	st, err := opts.Store.Load()
-	if err != nil {
-		return nil, fmt.Errorf("load the registry store: %w", err)
+	es, replicated := opts.Store.(*etcdStore)
+	st := &State{}
+	if !replicated {
+		var err error
+		if st, err = opts.Store.Load(); err != nil {
+			return nil, fmt.Errorf("load the registry store: %w", err)
+		}
 	}
 	now := opts.Now()
 	r := &Registry{
 		opts: opts, apps: map[string]map[string]*lease{}, overrides: st.Overrides, slots: st.Slots,
-		deployments: st.Deployments, cutovers: map[string]Cutover{}, cutoverWrites: map[string]bool{},
+		deployments: st.Deployments, cutovers: map[string]Cutover{},
 		changed: make(chan struct{}), renewals: &rateWindow{}, started: now,
 		stop: make(chan struct{}), watchEnd: make(chan struct{}),
 		dirty: map[InstanceRef]struct{}{},
@@ -199,6 +205,14 @@ func NewRegistry(opts Options) (*Registry, error) {
 	r.version = 1
 	r.rebuild()
 	r.commit = newCommitter(opts.Store)
+	if replicated {
+		var err error
+		if r.repl, err = newReplica(r, es, opts.Replica); err != nil {
+			r.commit.close()
+			return nil, err
+		}
+		r.repl.start()
+	}
 	return r, nil
 }
 
@@ -226,6 +240,9 @@ func (r *Registry) Close() error {
 	case <-r.stop:
 	default:
 		close(r.stop)
+	}
+	if r.repl != nil {
+		r.repl.close()
 	}
 	r.commit.close()
 	return r.opts.Store.Close()
@@ -287,29 +304,13 @@ func (r *Registry) Register(app string, in *Instance) error {
 	if err := in.validate(app); err != nil {
 		return err
 	}
-	return r.write(func() (*ticket, error) { return r.register(in) })
+	return r.write(func(now time.Time) (*Batch, error) { return r.planRegister(in, now) })
 }
 
-// write runs change under r.mu (memory changed, the store write queued)
-// and then waits, without the lock, until the store holds it.
-func (r *Registry) write(change func() (*ticket, error)) error {
-	t, err := func() (*ticket, error) {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		if err := r.commit.err(); err != nil {
-			return nil, err
-		}
-		return change()
-	}()
-	if err != nil || t == nil {
-		return err
-	}
-	return t.wait()
-}
-
-// register changes memory and queues the store write; callers hold r.mu.
-func (r *Registry) register(in *Instance) (*ticket, error) {
-	now := r.opts.Now()
+// planRegister is the batch that registers in; callers hold r.mu. It
+// may run again on the same instance (a replica's write that lost a
+// race), so it only sets what it derives.
+func (r *Registry) planRegister(in *Instance, now time.Time) (*Batch, error) {
 	ref := InstanceRef{in.App, in.InstanceID}
 	slot, err := r.assignSlot(ref, in)
 	if err != nil {
@@ -331,21 +332,11 @@ func (r *Registry) register(in *Instance) (*ticket, error) {
 	if old != nil && old.inst.LeaseInfo.ServiceUpTimestamp != 0 {
 		in.LeaseInfo.ServiceUpTimestamp = old.inst.LeaseInfo.ServiceUpTimestamp
 	}
-	b := Batch{Put: []*Instance{in}}
+	b := &Batch{Put: []*Instance{in}}
 	if slot != 0 && r.slots[ref] != slot {
 		b.Slots = map[InstanceRef]int{ref: slot}
 	}
-	t := r.commit.enqueue(b)
-	if slot != 0 {
-		r.slots[ref] = slot
-	}
-	r.put(in, now)
-	action := ActionAdded
-	if old != nil {
-		action = ActionModified
-	}
-	r.record(action, in)
-	return t, nil
+	return b, nil
 }
 
 // assignSlot picks a shard's slot: the one it asks for when free, else
@@ -415,82 +406,62 @@ func (r *Registry) Renew(app, id string, lastDirty int64) error {
 	now := r.opts.Now()
 	l.lastRenewal.Store(now.UnixMilli())
 	r.renewals.add(now)
+	if r.repl != nil {
+		r.repl.renewed(InstanceRef{l.inst.App, l.inst.InstanceID}, now.UnixMilli())
+	}
 	return nil
 }
 
 // Cancel removes an instance, as Eureka's DELETE /apps/{app}/{id}.
 func (r *Registry) Cancel(app, id string) error {
-	return r.write(func() (*ticket, error) { return r.remove(strings.ToUpper(app), id) })
-}
-
-// remove drops an instance and queues its deletion; callers hold r.mu.
-func (r *Registry) remove(app, id string) (*ticket, error) {
-	l := r.apps[app][id]
-	if l == nil {
-		return nil, ErrNotFound
-	}
-	t := r.commit.enqueue(Batch{Delete: []InstanceRef{{app, id}}})
-	delete(r.apps[app], id)
-	if len(r.apps[app]) == 0 {
-		delete(r.apps, app)
-	}
-	gone := l.inst.Clone()
-	gone.LastUpdatedTimestamp = r.opts.Now().UnixMilli()
-	r.record(ActionDeleted, gone)
-	return t, nil
+	app = strings.ToUpper(app)
+	return r.write(func(time.Time) (*Batch, error) {
+		if r.apps[app][id] == nil {
+			return nil, ErrNotFound
+		}
+		return &Batch{Delete: []InstanceRef{{app, id}}}, nil
+	})
 }
 
 // ReleaseSlot forgets a shard's slot, so that another shard may take it.
 func (r *Registry) ReleaseSlot(app, id string) error {
-	return r.write(func() (*ticket, error) {
-		ref := InstanceRef{strings.ToUpper(app), id}
+	ref := InstanceRef{strings.ToUpper(app), id}
+	return r.write(func(time.Time) (*Batch, error) {
 		if _, ok := r.slots[ref]; !ok {
 			return nil, nil
 		}
-		t := r.commit.enqueue(Batch{Slots: map[InstanceRef]int{ref: 0}})
-		delete(r.slots, ref)
-		return t, nil
+		return &Batch{Slots: map[InstanceRef]int{ref: 0}}, nil
 	})
 }
 
 // SetOverride sets an operator's override (status, draining) on an
 // instance; the zero Override removes it.
 func (r *Registry) SetOverride(app, id string, o Override) error {
-	return r.write(func() (*ticket, error) { return r.setOverride(strings.ToUpper(app), id, o) })
-}
-
-func (r *Registry) setOverride(app, id string, o Override) (*ticket, error) {
-	l := r.apps[app][id]
-	if l == nil {
-		return nil, ErrNotFound
-	}
-	ref := InstanceRef{app, id}
-	in := l.inst.Clone()
-	in.OverriddenStatus = o.Status
-	if in.OverriddenStatus == "" {
-		in.OverriddenStatus = StatusUnknown
-	}
-	if r.overrides[ref] == o && l.inst.OverriddenStatus == in.OverriddenStatus {
-		return nil, nil
-	}
-	in.LastUpdatedTimestamp = r.opts.Now().UnixMilli()
-	// The override and the status it gives the instance are one write.
-	t := r.commit.enqueue(Batch{Put: []*Instance{in}, Overrides: map[InstanceRef]Override{ref: o}})
-	if o.zero() {
-		delete(r.overrides, ref)
-	} else {
-		r.overrides[ref] = o
-	}
-	l.inst = in
-	r.record(ActionModified, in)
-	return t, nil
+	ref := InstanceRef{strings.ToUpper(app), id}
+	return r.write(func(now time.Time) (*Batch, error) {
+		l := r.apps[ref.App][id]
+		if l == nil {
+			return nil, ErrNotFound
+		}
+		in := l.inst.Clone()
+		in.OverriddenStatus = o.Status
+		if in.OverriddenStatus == "" {
+			in.OverriddenStatus = StatusUnknown
+		}
+		if r.overrides[ref] == o && l.inst.OverriddenStatus == in.OverriddenStatus {
+			return nil, nil
+		}
+		in.LastUpdatedTimestamp = now.UnixMilli()
+		// The override and the status it gives the instance are one write.
+		return &Batch{Put: []*Instance{in}, Overrides: map[InstanceRef]Override{ref: o}}, nil
+	})
 }
 
 // SetMetadata merges entries into an instance's metadata, as Eureka's PUT
 // /apps/{app}/{id}/metadata.
 func (r *Registry) SetMetadata(app, id string, kv map[string]string) error {
 	app = strings.ToUpper(app)
-	return r.write(func() (*ticket, error) {
+	return r.write(func(now time.Time) (*Batch, error) {
 		l := r.apps[app][id]
 		if l == nil {
 			return nil, ErrNotFound
@@ -505,12 +476,8 @@ func (r *Registry) SetMetadata(app, id string, kv map[string]string) error {
 			}
 			in.Metadata[k] = v
 		}
-		in.LastUpdatedTimestamp = r.opts.Now().UnixMilli()
-		t := r.commit.enqueue(Batch{Put: []*Instance{in}})
-		l.inst = in
-		l.static = in.Metadata[MetaStatic] == "true"
-		r.record(ActionModified, in)
-		return t, nil
+		in.LastUpdatedTimestamp = now.UnixMilli()
+		return &Batch{Put: []*Instance{in}}, nil
 	})
 }
 
@@ -522,43 +489,45 @@ func (r *Registry) Override(app, id string) Override {
 }
 
 // Evict removes expired leases, unless self-preservation holds them.
+// Over etcd only the coordinator evicts, and only while it is in touch.
 func (r *Registry) Evict() int {
-	now := r.opts.Now()
-	if !r.LeaseExpirationEnabled() {
+	if !r.LeaseExpirationEnabled() || (r.repl != nil && !r.repl.mayEvict()) {
 		return 0
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var expired []InstanceRef
-	size := 0
-	for app, m := range r.apps {
-		for id, l := range m {
-			size++
-			if l.expired(now) {
-				expired = append(expired, InstanceRef{app, id})
-			}
-		}
-	}
-	limit := len(expired)
-	if r.opts.SelfPreservation {
-		// As Eureka: never evict past the share that self-preservation
-		// would notice; the rest go in later runs.
-		limit = min(limit, size-int(float64(size)*r.opts.RenewalThreshold))
-	}
-	rand.Shuffle(len(expired), func(i, j int) { expired[i], expired[j] = expired[j], expired[i] })
 	n := 0
-	if r.commit.err() == nil {
-		for _, ref := range expired[:max(limit, 0)] {
-			// Nobody waits for an eviction's write: a failed one fails
-			// the committer, and the registry says so.
-			if _, err := r.remove(ref.App, ref.ID); err == nil {
-				n++
+	err := r.write(func(now time.Time) (*Batch, error) {
+		var expired []InstanceRef
+		size := 0
+		for app, m := range r.apps {
+			for id, l := range m {
+				size++
+				if l.expired(now) {
+					expired = append(expired, InstanceRef{app, id})
+				}
 			}
 		}
+		limit := min(len(expired), maxEvictions)
+		if r.opts.SelfPreservation {
+			// As Eureka: never evict past the share that self-preservation
+			// would notice; the rest go in later runs.
+			limit = min(limit, size-int(float64(size)*r.opts.RenewalThreshold))
+		}
+		if limit <= 0 {
+			return nil, nil
+		}
+		rand.Shuffle(len(expired), func(i, j int) { expired[i], expired[j] = expired[j], expired[i] })
+		n = limit
+		return &Batch{Delete: expired[:limit]}, nil
+	})
+	if err != nil {
+		return 0
 	}
 	r.evicted.Add(int64(n))
 	return n
 }
+
+// maxEvictions bounds one eviction run (and one etcd transaction).
+const maxEvictions = 100
 
 // ExpectedRenewalsPerMinute is what every non-static lease should send;
 // it follows registrations, cancellations and evictions at once, since it
@@ -754,14 +723,16 @@ type rateWindow struct {
 	secs    [60]int64
 }
 
-func (w *rateWindow) add(now time.Time) {
+func (w *rateWindow) add(now time.Time) { w.addN(now, 1) }
+
+func (w *rateWindow) addN(now time.Time, n int64) {
 	s := now.Unix()
 	i := s % 60
 	w.mu.Lock()
 	if w.secs[i] != s {
 		w.secs[i], w.buckets[i] = s, 0
 	}
-	w.buckets[i]++
+	w.buckets[i] += n
 	w.mu.Unlock()
 }
 
@@ -782,6 +753,25 @@ func (w *rateWindow) count(now time.Time) int64 {
 // failed, or nil.
 func (r *Registry) StoreError() error { return r.commit.err() }
 
+// StaleHeader is on every read a replica cut off from etcd answers: the
+// seconds since its view was last known to be etcd's.
+const StaleHeader = "Shardctl-Stale-Seconds"
+
+// Ready is nil while the registry serves what its store holds: its store
+// has not failed, and a replica over etcd is in touch with it.
+func (r *Registry) Ready() error {
+	if err := r.StoreError(); err != nil {
+		return err
+	}
+	if r.repl != nil && !r.repl.loaded.Load() {
+		return errNotLoaded
+	}
+	if r.repl != nil && r.repl.cutOff() {
+		return fmt.Errorf("%w: cut off from etcd for %s: reads show what it saw then, writes fail, it does not evict", ErrUnavailable, r.repl.staleness().Round(time.Millisecond))
+	}
+	return nil
+}
+
 // Health is the registry's own state, for `shards list` and monitoring.
 type Health struct {
 	Version                   uint64  `json:"version"`
@@ -793,6 +783,8 @@ type Health struct {
 	RenewalsLastMinute        float64 `json:"renewalsLastMinute"`
 	Evicted                   int64   `json:"evicted"`
 	Deployments               int     `json:"deployments"`
+	// Replica is this replica's view of the others, over etcd.
+	Replica *ReplicaStatus `json:"replica,omitempty"`
 }
 
 // Status reports the registry's own state.
@@ -809,6 +801,9 @@ func (r *Registry) Status() Health {
 	}
 	if math.IsInf(renewals, 1) {
 		h.RenewalsLastMinute = exp // just started: nothing to measure yet
+	}
+	if r.repl != nil {
+		h.Replica = r.repl.status()
 	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()

@@ -15,8 +15,13 @@ import (
 // Config of a registry server.
 type Config struct {
 	Listen string
-	// Store is memory or bolt:PATH.
+	// Store is memory, bolt:PATH or etcd:URL[,URL].
 	Store string
+	// EtcdPrefix is where an etcd store keeps the registry's keys.
+	EtcdPrefix string
+	// Embedded, if set, runs an etcd member in this process; the store is
+	// then etcd through it, unless Store names another etcd.
+	Embedded *EmbeddedEtcd
 	Options
 	// TokenFile and ReadTokenFile hold bearer tokens for writes and reads.
 	TokenFile, ReadTokenFile string
@@ -29,6 +34,7 @@ type Server struct {
 	reg  *Registry
 	http *http.Server
 	ln   net.Listener
+	etcd *embeddedEtcd
 }
 
 // New checks the configuration and opens the store.
@@ -44,17 +50,41 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := OpenStore(cfg.Store)
-	if err != nil {
+	var member *embeddedEtcd
+	if cfg.Embedded != nil {
+		if cfg.Store != "" && cfg.Store != "memory" && !strings.HasPrefix(cfg.Store, "etcd:") {
+			return nil, fmt.Errorf("--embedded-etcd keeps the registry in etcd: --store %s does not go with it", cfg.Store)
+		}
+		if cfg.Embedded.Name == "" {
+			cfg.Embedded.Name = cfg.Replica.ID
+		}
+		if member, err = startEmbeddedEtcd(*cfg.Embedded); err != nil {
+			return nil, err
+		}
+		if !strings.HasPrefix(cfg.Store, "etcd:") {
+			cfg.Store = "etcd:" + member.clientURL
+		}
+	}
+	fail := func(err error) (*Server, error) {
+		if member != nil {
+			member.close()
+		}
 		return nil, err
+	}
+	st, err := OpenStore(cfg.Store, cfg.EtcdPrefix)
+	if err != nil {
+		return fail(err)
+	}
+	if cfg.Replica.Logger == nil {
+		cfg.Replica.Logger = cfg.Logger
 	}
 	cfg.Options.Store = st
 	reg, err := NewRegistry(cfg.Options)
 	if err != nil {
 		st.Close()
-		return nil, err
+		return fail(err)
 	}
-	s := &Server{cfg: cfg, reg: reg}
+	s := &Server{cfg: cfg, reg: reg, etcd: member}
 	s.http = &http.Server{
 		Handler:           reg.Handler(HandlerOptions{WriteToken: writeToken, ReadToken: readTok, Logger: cfg.Logger, Metrics: NewMetrics(reg)}),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -86,6 +116,9 @@ func (s *Server) Start(context.Context) error {
 	ln, err := net.Listen("tcp", s.cfg.Listen)
 	if err != nil {
 		s.reg.Close()
+		if s.etcd != nil {
+			s.etcd.close()
+		}
 		return fmt.Errorf("listen on %s: %w", s.cfg.Listen, err)
 	}
 	s.ln = ln
@@ -96,6 +129,14 @@ func (s *Server) Start(context.Context) error {
 
 // Addr is the address the server bound.
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// Store names the store the registry keeps its state in.
+func (s *Server) Store() string {
+	if s.etcd != nil && strings.TrimPrefix(s.cfg.Store, "etcd:") == s.etcd.clientURL {
+		return s.cfg.Store + " (embedded member " + s.cfg.Embedded.Name + ")"
+	}
+	return s.cfg.Store
+}
 
 // Registry is the registry the server serves.
 func (s *Server) Registry() *Registry { return s.reg }
@@ -109,6 +150,9 @@ func (s *Server) Close(ctx context.Context) error {
 	}
 	if cerr := s.reg.Close(); err == nil {
 		err = cerr
+	}
+	if s.etcd != nil {
+		s.etcd.close()
 	}
 	return err
 }

@@ -123,42 +123,27 @@ func (r *Registry) SetState(app, id, state string) error {
 
 // AppendDeployment adds a deployment to the ledger, numbering it.
 func (r *Registry) AppendDeployment(d ledger.Deployment) (ledger.Deployment, error) {
-	r.ledgerMu.Lock()
-	defer r.ledgerMu.Unlock()
-	r.mu.RLock()
-	d.Seq = len(r.deployments) + 1
-	r.mu.RUnlock()
-	if err := r.commit.apply(Batch{Deployments: []ledger.Deployment{d}}); err != nil {
+	err := r.write(func(time.Time) (*Batch, error) {
+		d.Seq = len(r.deployments) + 1
+		return &Batch{Deployments: []ledger.Deployment{d.Clone()}}, nil
+	})
+	if err != nil {
 		return ledger.Deployment{}, err
 	}
-	r.mu.Lock()
-	r.deployments = append(r.deployments, d.Clone())
-	r.recordLedger(d.Seq)
-	r.mu.Unlock()
 	return d, nil
 }
 
 // SetDeploymentKeys records the keys a shard issued when it was replayed
 // a deployment.
 func (r *Registry) SetDeploymentKeys(seq int, shardID string, keys map[string]int64) error {
-	r.ledgerMu.Lock()
-	defer r.ledgerMu.Unlock()
-	r.mu.RLock()
-	if seq < 1 || seq > len(r.deployments) {
-		r.mu.RUnlock()
-		return fmt.Errorf("%w: no deployment %d in the ledger", ErrNotFound, seq)
-	}
-	d := r.deployments[seq-1].Clone()
-	r.mu.RUnlock()
-	d.SetKeys(shardID, keys)
-	if err := r.commit.apply(Batch{Deployments: []ledger.Deployment{d}}); err != nil {
-		return err
-	}
-	r.mu.Lock()
-	r.deployments[seq-1] = d
-	r.recordLedger(seq)
-	r.mu.Unlock()
-	return nil
+	return r.write(func(time.Time) (*Batch, error) {
+		if seq < 1 || seq > len(r.deployments) {
+			return nil, fmt.Errorf("%w: no deployment %d in the ledger", ErrNotFound, seq)
+		}
+		d := r.deployments[seq-1].Clone()
+		d.SetKeys(shardID, keys)
+		return &Batch{Deployments: []ledger.Deployment{d}}, nil
+	})
 }
 
 // Deployments returns the ledger.

@@ -208,9 +208,9 @@ func applyBatch(tx *bolt.Tx, b Batch) error {
 
 func (s *boltStore) Close() error { return s.db.Close() }
 
-// OpenStore opens a store named as on the command line: memory or
-// bolt:PATH.
-func OpenStore(spec string) (Store, error) {
+// OpenStore opens a store named as on the command line: memory,
+// bolt:PATH or etcd:URL[,URL] (keys under prefix).
+func OpenStore(spec, prefix string) (Store, error) {
 	switch kind, arg, _ := strings.Cut(spec, ":"); kind {
 	case "", "memory":
 		return NewMemoryStore(), nil
@@ -220,8 +220,14 @@ func OpenStore(spec string) (Store, error) {
 		}
 		return OpenBoltStore(arg)
 	case "etcd":
-		return nil, fmt.Errorf("--store etcd: not built yet (it comes with the high-availability issue); use memory or bolt:PATH")
+		var urls []string
+		for _, u := range strings.Split(arg, ",") {
+			if u = strings.TrimSpace(u); u != "" {
+				urls = append(urls, u)
+			}
+		}
+		return OpenEtcdStore(urls, prefix)
 	default:
-		return nil, fmt.Errorf("--store %q: expected memory or bolt:PATH", spec)
+		return nil, fmt.Errorf("--store %q: expected memory, bolt:PATH or etcd:URL[,URL]", spec)
 	}
 }

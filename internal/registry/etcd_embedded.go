@@ -1,0 +1,101 @@
+package registry
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+	"sync"
+
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+)
+
+// EmbeddedEtcd runs an etcd member inside the registry process, for small
+// installations and tests: three registries, each with its member, are a
+// three-member etcd cluster and three replicas.
+type EmbeddedEtcd struct {
+	// Dir holds the member's data; a member restarted on it rejoins with
+	// what it had (the initial cluster is then not read again).
+	Dir string
+	// Name is the member's name in the cluster: the replica's id.
+	Name string
+	// ClientURL is where the member serves clients (the registry among
+	// them); port 0 picks one.
+	ClientURL string
+	// PeerURL is where it talks to the other members; by default the one
+	// InitialCluster gives its name.
+	PeerURL string
+	// InitialCluster is every member, NAME=PEER-URL,…; by default this
+	// member alone.
+	InitialCluster string
+}
+
+// Default URLs of an embedded member, etcd's own.
+const (
+	DefaultEtcdClientURL = "http://127.0.0.1:2379"
+	DefaultEtcdPeerURL   = "http://127.0.0.1:2380"
+)
+
+// embeddedEtcd is a started member.
+type embeddedEtcd struct {
+	e         *embed.Etcd
+	clientURL string
+	once      sync.Once
+}
+
+// startEmbeddedEtcd starts the member without waiting for its cluster:
+// the members of a new cluster start together, and the registry waits for
+// etcd as it would for a remote one.
+func startEmbeddedEtcd(c EmbeddedEtcd) (*embeddedEtcd, error) {
+	if c.Dir == "" || c.Name == "" {
+		return nil, fmt.Errorf("--embedded-etcd needs a data directory and the replica's --id")
+	}
+	if c.ClientURL == "" {
+		c.ClientURL = DefaultEtcdClientURL
+	}
+	if c.PeerURL == "" {
+		c.PeerURL = DefaultEtcdPeerURL
+		for _, m := range strings.Split(c.InitialCluster, ",") {
+			if name, u, ok := strings.Cut(strings.TrimSpace(m), "="); ok && name == c.Name {
+				c.PeerURL = u
+			}
+		}
+	}
+	if c.InitialCluster == "" {
+		c.InitialCluster = c.Name + "=" + c.PeerURL
+	} else if !strings.Contains(","+c.InitialCluster, ","+c.Name+"=") {
+		return nil, fmt.Errorf("--initial-cluster %q does not name this replica (%s)", c.InitialCluster, c.Name)
+	}
+	cu, err := url.Parse(c.ClientURL)
+	if err != nil || cu.Host == "" {
+		return nil, fmt.Errorf("etcd client URL %q: want http://HOST:PORT", c.ClientURL)
+	}
+	pu, err := url.Parse(c.PeerURL)
+	if err != nil || pu.Host == "" {
+		return nil, fmt.Errorf("etcd peer URL %q: want http://HOST:PORT", c.PeerURL)
+	}
+	cfg := embed.NewConfig()
+	cfg.Name, cfg.Dir = c.Name, c.Dir
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
+	cfg.InitialCluster = c.InitialCluster
+	cfg.InitialClusterToken = "shardctl-registry"
+	// The digests of renewals are rewritten twice a second: keep ten
+	// minutes of history, enough for a watch to catch up after a pause.
+	cfg.AutoCompactionMode, cfg.AutoCompactionRetention = "periodic", "10m"
+	// etcd logs every peer it cannot reach yet and every step of its
+	// close; the registry reports what matters (not ready, stale).
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("embedded etcd in %s: %w", c.Dir, err)
+	}
+	u := *cu
+	if len(e.Clients) > 0 {
+		u.Host = e.Clients[0].Addr().String() // the port picked, if 0
+	}
+	return &embeddedEtcd{e: e, clientURL: u.String()}, nil
+}
+
+// close stops the member; safe twice.
+func (m *embeddedEtcd) close() { m.once.Do(m.e.Close) }

@@ -1,0 +1,818 @@
+package registry
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+)
+
+// A replica is one registry process among several over one etcd. Reads
+// are served from memory, kept fresh by a watch of the registry's keys;
+// writes are etcd transactions guarded by the key revisions this replica
+// saw, answered once the watch has brought them back. Leases stay in
+// memory, as Eureka keeps them: a renewal is not an etcd write. Each
+// replica instead publishes, twice a second, the leases it renewed (its
+// digest, one key under its own etcd lease), and every replica applies
+// the others' digests, so a renewal sent to any replica keeps the lease
+// on all of them. One replica, the coordinator, elected through etcd,
+// evicts expired leases.
+
+// ReplicaOptions configure a replica over etcd.
+type ReplicaOptions struct {
+	// ID names the replica among the others (the etcd member's name too
+	// when it embeds one).
+	ID string
+	// Coordinators are the replicas preferred as coordinator; nil leaves
+	// the list the replicas share as it is, an empty list clears it.
+	Coordinators []string
+	// SessionTTL is the etcd lease of the replica's own keys (membership,
+	// digest, candidacy): how long a replica that died is still counted.
+	SessionTTL time.Duration
+	// DigestInterval is how often renewals are published.
+	DigestInterval time.Duration
+	// Cutoff is how stale the replica's view may be before it reports not
+	// ready and stops evicting.
+	Cutoff time.Duration
+	Logger *slog.Logger
+}
+
+func (o *ReplicaOptions) defaults() {
+	if o.SessionTTL <= 0 {
+		o.SessionTTL = 5 * time.Second
+	}
+	if o.DigestInterval <= 0 {
+		o.DigestInterval = 500 * time.Millisecond
+	}
+	if o.Cutoff <= 0 {
+		o.Cutoff = 3 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// ErrUnavailable is a request the registry cannot serve now: etcd does
+// not answer (HTTP 503).
+var ErrUnavailable = errors.New("unavailable")
+
+// maxWriteAttempts bounds how often a write that lost a race to another
+// replica is planned again.
+const maxWriteAttempts = 5
+
+type replica struct {
+	r    *Registry
+	st   *etcdStore
+	opts ReplicaOptions
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	// watchCtx carries the watch's gRPC metadata: a progress request must
+	// go on the same stream.
+	watchCtx context.Context
+	wg       sync.WaitGroup
+	closed   sync.Once
+
+	// revs is each state key's mod revision as memory holds it; under r.mu.
+	revs map[string]int64
+
+	mu           sync.Mutex // applied, freshness, cluster view
+	applied      int64
+	appliedCh    chan struct{} // closed when applied moves
+	check        *freshCheck
+	freshAt      time.Time // the view was etcd's as of then
+	contactSince time.Time // start of the current run of contact
+	members      map[string]time.Time
+	electionKeys map[string]candidate
+	coordinators []string
+	viewChanged  chan struct{} // cap 1: members, list or election moved
+
+	loaded      atomic.Bool // memory holds what etcd held at start
+	coordinator atomic.Bool
+	session     atomic.Pointer[concurrency.Session]
+
+	pendingMu sync.Mutex
+	pending   map[InstanceRef]int64 // renewals since the last digest
+}
+
+// freshCheck is a quorum read's revision, and when it was asked: once
+// the watch reaches that revision, the view was fresh as of then.
+type freshCheck struct {
+	at  time.Time
+	rev int64
+}
+
+type candidate struct {
+	created int64
+	id      string
+}
+
+func newReplica(r *Registry, st *etcdStore, opts ReplicaOptions) (*replica, error) {
+	opts.defaults()
+	if opts.ID == "" {
+		return nil, errors.New("a replica over etcd needs an id (--id)")
+	}
+	if err := checkName("replica id", opts.ID); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &replica{
+		r: r, st: st, opts: opts, ctx: ctx, cancel: cancel,
+		watchCtx:  clientv3.WithRequireLeader(ctx),
+		revs:      map[string]int64{},
+		appliedCh: make(chan struct{}), members: map[string]time.Time{}, electionKeys: map[string]candidate{},
+		viewChanged: make(chan struct{}, 1), pending: map[InstanceRef]int64{},
+	}
+	return p, nil
+}
+
+// start loads what etcd holds, in the background: until it has (etcd may
+// be starting too, as the members of a new cluster do together), the
+// replica answers 503 and reports not ready.
+func (p *replica) start() {
+	p.wg.Add(1)
+	go p.run()
+}
+
+func (p *replica) run() {
+	defer p.wg.Done()
+	for {
+		err := p.resync()
+		if err == nil && p.opts.Coordinators != nil {
+			ctx, cancel := context.WithTimeout(p.ctx, etcdTimeout)
+			_, err = p.st.cli.Put(ctx, p.st.prefix+keyCoordinators, strings.Join(p.opts.Coordinators, ","))
+			cancel()
+		}
+		if err == nil {
+			break
+		}
+		p.opts.Logger.Warn("waiting for etcd", "err", err)
+		select {
+		case <-time.After(time.Second):
+		case <-p.ctx.Done():
+			return
+		}
+	}
+	p.loaded.Store(true)
+	p.wg.Add(3)
+	go p.watchLoop()
+	go p.heartbeatLoop()
+	go p.campaignLoop()
+}
+
+// close stops the loops and waits for them; the session's lease is
+// revoked, so the others see this replica leave at once. Safe twice.
+func (p *replica) close() {
+	p.closed.Do(func() {
+		p.cancel()
+		p.wg.Wait()
+	})
+}
+
+// resync reads every key and brings memory to what etcd holds: the start,
+// and a watch that fell behind a compaction.
+func (p *replica) resync() error {
+	at := time.Now()
+	_, _, resp, err := p.st.load(p.ctx)
+	if err != nil {
+		return err
+	}
+	r := p.r
+	now := r.opts.Now()
+	var b Batch
+	seen := map[string]bool{}
+	view := map[string]*mvccpb.KeyValue{}
+	r.mu.Lock()
+	for _, kv := range resp.Kvs {
+		k := strings.TrimPrefix(string(kv.Key), p.st.prefix)
+		if !isStateKey(k) {
+			view[k] = kv
+			continue
+		}
+		seen[k] = true
+		if err := p.stateEvent(k, kv, false, &b); err != nil {
+			r.mu.Unlock()
+			return err
+		}
+	}
+	for k := range p.revs {
+		if !seen[k] {
+			_ = p.stateEvent(k, &mvccpb.KeyValue{Key: []byte(p.st.prefix + k)}, true, &b)
+		}
+	}
+	r.applyLocked(&b, now)
+	r.mu.Unlock()
+
+	p.mu.Lock()
+	clear(p.members)
+	clear(p.electionKeys)
+	p.coordinators = nil
+	for k, kv := range view {
+		p.viewEventLocked(k, kv, false)
+	}
+	p.mu.Unlock()
+	p.signalView()
+	p.advance(resp.Header.Revision)
+	p.mu.Lock()
+	p.freshLocked(at) // a quorum read, applied whole
+	p.mu.Unlock()
+	return nil
+}
+
+// stateEvent adds a change of a state key to a batch, and keeps its
+// revision; callers hold r.mu.
+func (p *replica) stateEvent(k string, kv *mvccpb.KeyValue, deleted bool, b *Batch) error {
+	if deleted {
+		delete(p.revs, k)
+		switch {
+		case strings.HasPrefix(k, keyInstances):
+			if ref, ok := splitKeyRef(k[len(keyInstances):]); ok {
+				b.Delete = append(b.Delete, ref)
+			}
+		case strings.HasPrefix(k, keyOverrides):
+			if ref, ok := splitKeyRef(k[len(keyOverrides):]); ok {
+				b.setOverride(ref, Override{})
+			}
+		case strings.HasPrefix(k, keySlots):
+			p.setSlots(&appSlots{app: k[len(keySlots):]}, b)
+		}
+		return nil
+	}
+	if p.revs[k] == kv.ModRevision {
+		return nil // memory has it (a resync over what the watch applied)
+	}
+	p.revs[k] = kv.ModRevision
+	slots, err := decodeKV(k, kv.Value, b)
+	if err != nil {
+		// A value no replica wrote; skip it rather than stop the watch.
+		p.opts.Logger.Error("etcd key skipped", "err", err)
+		return nil
+	}
+	if slots != nil {
+		p.setSlots(slots, b)
+	}
+	return nil
+}
+
+// setSlots turns an app's whole slot map into changes against memory.
+func (p *replica) setSlots(s *appSlots, b *Batch) {
+	if b.Slots == nil {
+		b.Slots = map[InstanceRef]int{}
+	}
+	for ref := range p.r.slots {
+		if _, ok := s.ids[ref.ID]; ref.App == s.app && !ok {
+			b.Slots[ref] = 0
+		}
+	}
+	for id, n := range s.ids {
+		if ref := (InstanceRef{s.app, id}); p.r.slots[ref] != n {
+			b.Slots[ref] = n
+		}
+	}
+}
+
+// viewEventLocked follows the replicas' own keys; callers hold p.mu.
+func (p *replica) viewEventLocked(k string, kv *mvccpb.KeyValue, deleted bool) {
+	switch {
+	case strings.HasPrefix(k, keyMembers):
+		id := k[len(keyMembers):]
+		if deleted {
+			delete(p.members, id)
+		} else {
+			p.members[id] = time.Now()
+		}
+	case strings.HasPrefix(k, keyElection):
+		if deleted {
+			delete(p.electionKeys, k)
+		} else {
+			p.electionKeys[k] = candidate{created: kv.CreateRevision, id: string(kv.Value)}
+		}
+	case k == keyCoordinators:
+		p.coordinators = nil
+		if !deleted {
+			p.coordinators = parseCoordinators(string(kv.Value))
+		}
+	}
+}
+
+func (p *replica) signalView() {
+	select {
+	case p.viewChanged <- struct{}{}:
+	default:
+	}
+}
+
+// watchLoop applies every change under the prefix, one etcd revision at
+// a time, until close.
+func (p *replica) watchLoop() {
+	defer p.wg.Done()
+	for p.ctx.Err() == nil {
+		wctx, cancel := context.WithCancel(p.watchCtx)
+		wch := p.st.cli.Watch(wctx, p.st.prefix, clientv3.WithPrefix(), clientv3.WithRev(p.appliedRev()+1))
+		for resp := range wch {
+			if resp.CompactRevision != 0 {
+				// Fell behind a compaction: what it missed is gone from the
+				// history, read it whole.
+				if err := p.resync(); err != nil {
+					p.opts.Logger.Warn("etcd resync", "err", err)
+				}
+				break
+			}
+			if resp.Err() != nil {
+				break
+			}
+			if resp.IsProgressNotify() {
+				p.advance(resp.Header.Revision)
+				continue
+			}
+			for i := 0; i < len(resp.Events); {
+				j := i + 1
+				for j < len(resp.Events) && resp.Events[j].Kv.ModRevision == resp.Events[i].Kv.ModRevision {
+					j++
+				}
+				p.apply(resp.Events[i:j])
+				p.advance(resp.Events[i].Kv.ModRevision)
+				i = j
+			}
+		}
+		cancel()
+		select {
+		case <-p.ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// apply applies the events of one revision.
+func (p *replica) apply(evs []*clientv3.Event) {
+	r := p.r
+	var b Batch
+	var digests []*mvccpb.KeyValue
+	view := false
+	r.mu.Lock()
+	for _, ev := range evs {
+		k := strings.TrimPrefix(string(ev.Kv.Key), p.st.prefix)
+		deleted := ev.Type == mvccpb.DELETE
+		switch {
+		case isStateKey(k):
+			_ = p.stateEvent(k, ev.Kv, deleted, &b)
+		case strings.HasPrefix(k, keyRenewals):
+			if !deleted && k[len(keyRenewals):] != p.opts.ID {
+				digests = append(digests, ev.Kv)
+			}
+		default:
+			p.mu.Lock()
+			p.viewEventLocked(k, ev.Kv, deleted)
+			p.mu.Unlock()
+			view = true
+		}
+	}
+	if !b.empty() {
+		r.applyLocked(&b, r.opts.Now())
+	}
+	r.mu.Unlock()
+	for _, kv := range digests {
+		p.applyDigest(kv.Value)
+	}
+	if view {
+		p.signalView()
+	}
+}
+
+func (p *replica) appliedRev() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.applied
+}
+
+// advance notes that memory holds etcd's state up to rev.
+func (p *replica) advance(rev int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if rev > p.applied {
+		p.applied = rev
+		close(p.appliedCh)
+		p.appliedCh = make(chan struct{})
+	}
+	if p.check != nil && p.applied >= p.check.rev {
+		p.freshLocked(p.check.at)
+		p.check = nil
+	}
+}
+
+func (p *replica) freshLocked(at time.Time) {
+	if at.Before(p.freshAt) {
+		return
+	}
+	if p.freshAt.IsZero() || at.Sub(p.freshAt) > p.opts.Cutoff {
+		p.contactSince = at
+	}
+	p.freshAt = at
+}
+
+// waitApplied waits until memory holds revision rev.
+func (p *replica) waitApplied(ctx context.Context, rev int64) error {
+	for {
+		p.mu.Lock()
+		applied, ch := p.applied, p.appliedCh
+		p.mu.Unlock()
+		if applied >= rev {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// heartbeatLoop proves, twice a second, that this replica's view is
+// etcd's: a quorum read gives the current revision, and a progress
+// request makes the watch report when it has reached it. It also
+// publishes the digest of renewals.
+func (p *replica) heartbeatLoop() {
+	defer p.wg.Done()
+	t := time.NewTicker(p.opts.DigestInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.ctx.Done():
+			return
+		case <-t.C:
+		}
+		at := time.Now()
+		ctx, cancel := context.WithTimeout(p.ctx, p.opts.Cutoff/2)
+		resp, err := p.st.cli.Get(ctx, p.st.prefix+keyCoordinators)
+		cancel()
+		if err == nil {
+			p.mu.Lock()
+			if p.applied >= resp.Header.Revision {
+				p.freshLocked(at)
+			} else if p.check == nil {
+				p.check = &freshCheck{at: at, rev: resp.Header.Revision}
+			}
+			p.mu.Unlock()
+			ctx, cancel := context.WithTimeout(p.watchCtx, p.opts.Cutoff/2)
+			_ = p.st.cli.RequestProgress(ctx)
+			cancel()
+		}
+		p.flushDigest()
+	}
+}
+
+// staleness is how long ago the view was last known to be etcd's.
+func (p *replica) staleness() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return max(time.Since(p.freshAt)-p.opts.DigestInterval, 0)
+}
+
+// cutOff says whether the replica has lost etcd.
+func (p *replica) cutOff() bool { return p.staleness() > p.opts.Cutoff }
+
+// errNotLoaded answers every request before the first load from etcd.
+var errNotLoaded = fmt.Errorf("%w: this replica has not loaded the registry from etcd yet", ErrUnavailable)
+
+// mayEvict: the coordinator evicts only while its view is fresh, and has
+// been long enough for the other replicas' digests to reach it.
+func (p *replica) mayEvict() bool {
+	if !p.coordinator.Load() || p.cutOff() {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return time.Since(p.contactSince) >= 2*p.opts.DigestInterval+p.opts.Cutoff
+}
+
+// write makes a change over etcd: planned against memory, committed if no
+// key it read has moved since, and answered once the watch applied it.
+// A write that lost a race is planned again on the newer memory.
+func (p *replica) write(plan func(now time.Time) (*Batch, error)) error {
+	r := p.r
+	if p.cutOff() {
+		return fmt.Errorf("%w: cut off from etcd for %s", ErrUnavailable, p.staleness().Round(time.Millisecond))
+	}
+	for attempt := 1; ; attempt++ {
+		r.mu.Lock()
+		now := r.opts.Now()
+		b, err := plan(now)
+		if err != nil || b == nil {
+			r.mu.Unlock()
+			return err
+		}
+		ops, err := p.st.ops(b, p.slotsAfter(b))
+		if err != nil {
+			r.mu.Unlock()
+			return err
+		}
+		var guards []clientv3.Cmp
+		for _, k := range b.keys() {
+			guards = append(guards, clientv3.Compare(clientv3.ModRevision(p.st.prefix+k), "=", p.revs[k]))
+		}
+		r.mu.Unlock()
+
+		resp, err := p.commit(guards, ops)
+		switch {
+		case err != nil:
+			return err
+		case resp.Succeeded:
+			return nil
+		case attempt == maxWriteAttempts:
+			return fmt.Errorf("%w: changed on another replica %d times while this one wrote; try again", ErrConflict, attempt)
+		}
+	}
+}
+
+// commit sends a transaction and waits until the watch has applied it.
+// A member without a leader refuses it at once (nothing was written), and
+// it is sent again until etcdTimeout; a proposal lost with a leader that
+// died is not known to be lost, and fails at etcdTimeout.
+func (p *replica) commit(guards []clientv3.Cmp, ops []clientv3.Op) (*clientv3.TxnResponse, error) {
+	ctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(p.ctx), etcdTimeout)
+	defer cancel()
+	for {
+		resp, err := p.st.cli.Txn(ctx).If(guards...).Then(ops...).Commit()
+		if errors.Is(err, rpctypes.ErrNoLeader) {
+			select {
+			case <-time.After(100 * time.Millisecond):
+				continue
+			case <-ctx.Done():
+			}
+		}
+		if err == nil {
+			err = p.waitApplied(ctx, resp.Header.Revision)
+		}
+		if err != nil {
+			if errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+				return nil, fmt.Errorf("%w: etcd did not answer within %v (is a leader being elected?): %v", ErrUnavailable, etcdTimeout, err)
+			}
+			return nil, fmt.Errorf("%w: etcd: %v", ErrUnavailable, err)
+		}
+		return resp, nil
+	}
+}
+
+// slotsAfter gives the whole slot map of an app after a batch; callers
+// hold r.mu.
+func (p *replica) slotsAfter(b *Batch) func(app string) map[string]int {
+	return func(app string) map[string]int {
+		ids := map[string]int{}
+		for ref, n := range p.r.slots {
+			if ref.App == app {
+				ids[ref.ID] = n
+			}
+		}
+		for ref, n := range b.Slots {
+			if ref.App != app {
+				continue
+			}
+			if n == 0 {
+				delete(ids, ref.ID)
+			} else {
+				ids[ref.ID] = n
+			}
+		}
+		return ids
+	}
+}
+
+// renewed notes a renewal for the next digest.
+func (p *replica) renewed(ref InstanceRef, at int64) {
+	p.pendingMu.Lock()
+	p.pending[ref] = at
+	p.pendingMu.Unlock()
+}
+
+// digest is the value of renewals/ID: app → id → last renewal (Unix ms).
+type digest map[string]map[string]int64
+
+func (p *replica) flushDigest() {
+	s := p.session.Load()
+	if s == nil {
+		return
+	}
+	p.pendingMu.Lock()
+	pending := p.pending
+	if len(pending) > 0 {
+		p.pending = map[InstanceRef]int64{}
+	}
+	p.pendingMu.Unlock()
+	if len(pending) == 0 {
+		return
+	}
+	d := digest{}
+	for ref, at := range pending {
+		if d[ref.App] == nil {
+			d[ref.App] = map[string]int64{}
+		}
+		d[ref.App][ref.ID] = at
+	}
+	enc, _ := json.Marshal(d)
+	ctx, cancel := context.WithTimeout(p.ctx, etcdTimeout)
+	_, err := p.st.cli.Put(ctx, p.st.prefix+keyRenewals+p.opts.ID, string(enc), clientv3.WithLease(s.Lease()))
+	cancel()
+	if err != nil {
+		// Keep them for the next digest, unless newer renewals came.
+		p.pendingMu.Lock()
+		for ref, at := range pending {
+			if p.pending[ref] < at {
+				p.pending[ref] = at
+			}
+		}
+		p.pendingMu.Unlock()
+	}
+}
+
+// applyDigest extends the leases another replica renewed.
+func (p *replica) applyDigest(v []byte) {
+	var d digest
+	if json.Unmarshal(v, &d) != nil {
+		return
+	}
+	r := p.r
+	n := 0
+	r.mu.RLock()
+	for app, ids := range d {
+		for id, at := range ids {
+			if l := r.apps[app][id]; l != nil {
+				n++
+				for {
+					cur := l.lastRenewal.Load()
+					if cur >= at || l.lastRenewal.CompareAndSwap(cur, at) {
+						break
+					}
+				}
+			}
+		}
+	}
+	r.mu.RUnlock()
+	r.renewals.addN(r.opts.Now(), int64(n))
+}
+
+// campaignLoop keeps this replica a candidate for coordinator while it is
+// eligible, through sessions that end when etcd is lost.
+func (p *replica) campaignLoop() {
+	defer p.wg.Done()
+	for p.ctx.Err() == nil {
+		s, err := concurrency.NewSession(p.st.cli, concurrency.WithTTL(max(int(p.opts.SessionTTL/time.Second), 1)), concurrency.WithContext(p.ctx))
+		if err != nil {
+			select {
+			case <-p.ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		p.session.Store(s)
+		p.runSession(s)
+		p.session.Store(nil)
+		p.coordinator.Store(false)
+		// Revoke on the way out, so the others see this replica go now.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, _ = p.st.cli.Revoke(ctx, s.Lease())
+		cancel()
+		s.Orphan()
+	}
+}
+
+func (p *replica) runSession(s *concurrency.Session) {
+	ctx, cancel := context.WithTimeout(p.ctx, etcdTimeout)
+	_, err := p.st.cli.Put(ctx, p.st.prefix+keyMembers+p.opts.ID, p.opts.ID, clientv3.WithLease(s.Lease()))
+	cancel()
+	if err != nil {
+		return
+	}
+	el := concurrency.NewElection(s, strings.TrimSuffix(p.st.prefix+keyElection, "/"))
+	for {
+		// Wait until eligible.
+		for !p.eligible() {
+			select {
+			case <-p.ctx.Done():
+				return
+			case <-s.Done():
+				return
+			case <-p.viewChanged:
+			}
+		}
+		cctx, stop := context.WithCancel(p.ctx)
+		won := make(chan error, 1)
+		go func() { won <- el.Campaign(cctx, p.opts.ID) }()
+		ended := p.candidacy(s, won)
+		stop()
+		if err := <-won; err == nil {
+			p.coordinator.Store(false)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			_ = el.Resign(ctx)
+			cancel()
+		}
+		if ended {
+			return
+		}
+	}
+}
+
+// candidacy waits while the replica campaigns or coordinates; it returns
+// when the replica is no longer eligible (false) or the session or the
+// replica ends (true).
+func (p *replica) candidacy(s *concurrency.Session, won chan error) bool {
+	for {
+		select {
+		case err := <-won:
+			won <- err // for the caller, who resigns
+			if err != nil {
+				return true
+			}
+			p.coordinator.Store(true)
+			p.opts.Logger.Info("coordinator", "replica", p.opts.ID)
+			for p.eligible() {
+				select {
+				case <-p.ctx.Done():
+					return true
+				case <-s.Done():
+					return true
+				case <-p.viewChanged:
+				}
+			}
+			p.opts.Logger.Info("handing over: not a preferred coordinator", "replica", p.opts.ID)
+			return false
+		case <-p.ctx.Done():
+			return true
+		case <-s.Done():
+			return true
+		case <-p.viewChanged:
+			if !p.eligible() {
+				return false
+			}
+		}
+	}
+}
+
+// eligible: with a list, the listed replicas stand; the others only while
+// none of the listed is alive.
+func (p *replica) eligible() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.coordinators) == 0 || slices.Contains(p.coordinators, p.opts.ID) {
+		return true
+	}
+	for _, id := range p.coordinators {
+		if _, alive := p.members[id]; alive {
+			return false
+		}
+	}
+	return true
+}
+
+// ReplicaStatus is a replica's view of the replicas, for /readyz,
+// /shardctl/v1/status and `shards list -o wide`.
+type ReplicaStatus struct {
+	ID string `json:"id"`
+	// Coordinator is the replica that evicts ("" while none is elected).
+	Coordinator   string   `json:"coordinator"`
+	IsCoordinator bool     `json:"isCoordinator"`
+	Members       []string `json:"members"`
+	// Coordinators is the preference list ([] when any replica may).
+	Coordinators []string `json:"coordinators"`
+	// Staleness is how far behind etcd this replica's view may be.
+	Staleness string `json:"staleness"`
+	CutOff    bool   `json:"cutOff"`
+	Revision  int64  `json:"revision"`
+}
+
+func (p *replica) status() *ReplicaStatus {
+	stale := p.staleness()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := &ReplicaStatus{
+		ID: p.opts.ID, IsCoordinator: p.coordinator.Load(), Members: []string{},
+		Coordinators: append([]string{}, p.coordinators...), Staleness: stale.Round(time.Millisecond).String(),
+		CutOff: stale > p.opts.Cutoff, Revision: p.applied,
+	}
+	for id := range p.members {
+		st.Members = append(st.Members, id)
+	}
+	slices.Sort(st.Members)
+	var first *candidate
+	for _, c := range p.electionKeys {
+		if first == nil || c.created < first.created {
+			c := c
+			first = &c
+		}
+	}
+	if first != nil {
+		st.Coordinator = first.id
+	}
+	return st
+}

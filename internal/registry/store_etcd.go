@@ -1,0 +1,339 @@
+package registry
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/shardctl/shardctl/internal/ledger"
+)
+
+// etcdStore is the store of `--store etcd:URL[,URL]`, shared by every
+// replica of a registry. It is not written through the committer: a
+// replica turns each batch into a guarded transaction (replica.go) and
+// learns every change, its own included, from its watch.
+//
+// Keys, under the prefix:
+//
+//	instances/APP/ID   an instance (storedInstance JSON)
+//	overrides/APP/ID   an operator's override
+//	slots/APP          the shard slots of an app, {"ID": slot}, one key so
+//	                   that one compare guards their uniqueness
+//	ledger/SEQ         a deployment, SEQ zero-padded to sort
+//	cutovers/NAME      a cutover record
+//	members/ID         a live replica, under its session's lease
+//	renewals/ID        the leases a replica renewed lately (its digest)
+//	election/…         the coordinator election (concurrency.Election)
+//	config/coordinators the replicas preferred as coordinator, "ID,ID"
+type etcdStore struct {
+	cli    *clientv3.Client
+	prefix string
+}
+
+// DefaultEtcdPrefix is where a registry keeps its keys in etcd.
+const DefaultEtcdPrefix = "/shardctl/registry/"
+
+// etcd key spaces under the prefix.
+const (
+	keyInstances    = "instances/"
+	keyOverrides    = "overrides/"
+	keySlots        = "slots/"
+	keyLedger       = "ledger/"
+	keyCutovers     = "cutovers/"
+	keyMembers      = "members/"
+	keyRenewals     = "renewals/"
+	keyElection     = "election/"
+	keyCoordinators = "config/coordinators"
+)
+
+// etcdTimeout bounds one request to etcd: past it the replica treats etcd
+// as unreachable for that request.
+const etcdTimeout = 5 * time.Second
+
+// OpenEtcdStore connects to etcd; it does not wait for it to answer, so a
+// registry starts while its etcd does.
+func OpenEtcdStore(endpoints []string, prefix string) (Store, error) {
+	if len(endpoints) == 0 {
+		return nil, fmt.Errorf("--store etcd:URL[,URL] needs at least one etcd endpoint")
+	}
+	for _, e := range endpoints {
+		if !strings.HasPrefix(e, "http://") && !strings.HasPrefix(e, "https://") && !strings.Contains(e, ":") {
+			return nil, fmt.Errorf("etcd endpoint %q: want URL or HOST:PORT", e)
+		}
+	}
+	if prefix == "" {
+		prefix = DefaultEtcdPrefix
+	}
+	if !strings.HasSuffix(prefix, "/") {
+		prefix += "/"
+	}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:            endpoints,
+		DialTimeout:          etcdTimeout,
+		DialKeepAliveTime:    2 * time.Second,
+		DialKeepAliveTimeout: 2 * time.Second,
+		Logger:               zap.NewNop(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("etcd %s: %w", strings.Join(endpoints, ","), err)
+	}
+	return &etcdStore{cli: cli, prefix: prefix}, nil
+}
+
+func (s *etcdStore) Close() error { return s.cli.Close() }
+
+// Load reads everything, for a registry that runs as the only replica
+// without a watch (tests, tools); replicas load through the watch.
+func (s *etcdStore) Load() (*State, error) {
+	st, _, _, err := s.load(context.Background())
+	return st, err
+}
+
+// Apply writes batches unguarded, in one transaction.
+func (s *etcdStore) Apply(bs ...Batch) error {
+	var ops []clientv3.Op
+	for _, b := range bs {
+		o, err := s.ops(&b, nil)
+		if err != nil {
+			return err
+		}
+		ops = append(ops, o...)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), etcdTimeout)
+	defer cancel()
+	_, err := s.cli.Txn(ctx).Then(ops...).Commit()
+	return err
+}
+
+// load reads the registry's keys at one revision: the state, every key's
+// mod revision (what a write guards on), and that revision.
+func (s *etcdStore) load(ctx context.Context) (*State, map[string]int64, *clientv3.GetResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, etcdTimeout)
+	defer cancel()
+	resp, err := s.cli.Get(ctx, s.prefix, clientv3.WithPrefix())
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("etcd: read %s: %w", s.prefix, err)
+	}
+	st := &State{Overrides: map[InstanceRef]Override{}, Slots: map[InstanceRef]int{}}
+	revs := map[string]int64{}
+	for _, kv := range resp.Kvs {
+		k := strings.TrimPrefix(string(kv.Key), s.prefix)
+		var b Batch
+		slots, err := decodeKV(k, kv.Value, &b)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		if slots != nil {
+			for id, n := range slots.ids {
+				st.Slots[InstanceRef{slots.app, id}] = n
+			}
+		}
+		if isStateKey(k) {
+			revs[k] = kv.ModRevision
+		}
+		st.Instances = append(st.Instances, b.Put...)
+		for ref, o := range b.Overrides {
+			st.Overrides[ref] = o
+		}
+		st.Deployments = append(st.Deployments, b.Deployments...)
+		st.Cutovers = append(st.Cutovers, b.Cutovers...)
+	}
+	slices.SortFunc(st.Deployments, func(a, b ledger.Deployment) int { return a.Seq - b.Seq })
+	return st, revs, resp, nil
+}
+
+func (b *Batch) empty() bool {
+	return len(b.Put) == 0 && len(b.Delete) == 0 && len(b.Overrides) == 0 && len(b.Slots) == 0 &&
+		len(b.Deployments) == 0 && len(b.Cutovers) == 0
+}
+
+// isStateKey says whether a key holds registry state (what Load returns
+// and writes guard on), not a replica's own keys.
+func isStateKey(k string) bool {
+	for _, p := range []string{keyInstances, keyOverrides, keySlots, keyLedger, keyCutovers} {
+		if strings.HasPrefix(k, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// appSlots is the value of slots/APP.
+type appSlots struct {
+	app string
+	ids map[string]int
+}
+
+// decodeKV adds what one stored key holds to a batch; a key of slots
+// comes back whole, for the caller to set against what it knows. Keys
+// that are not registry state (members, renewals, election) add nothing.
+func decodeKV(k string, v []byte, b *Batch) (*appSlots, error) {
+	bad := func(err error) error { return fmt.Errorf("etcd: key %q: %w", k, err) }
+	switch {
+	case strings.HasPrefix(k, keyInstances):
+		var in storedInstance
+		if err := json.Unmarshal(v, &in); err != nil {
+			return nil, bad(err)
+		}
+		b.Put = append(b.Put, (*Instance)(&in))
+	case strings.HasPrefix(k, keyOverrides):
+		ref, ok := splitKeyRef(k[len(keyOverrides):])
+		var o Override
+		if err := json.Unmarshal(v, &o); err != nil || !ok {
+			return nil, bad(fmt.Errorf("malformed override"))
+		}
+		b.setOverride(ref, o)
+	case strings.HasPrefix(k, keySlots):
+		s := &appSlots{app: k[len(keySlots):]}
+		if err := json.Unmarshal(v, &s.ids); err != nil {
+			return nil, bad(err)
+		}
+		return s, nil
+	case strings.HasPrefix(k, keyLedger):
+		var d ledger.Deployment
+		if err := json.Unmarshal(v, &d); err != nil {
+			return nil, bad(err)
+		}
+		b.Deployments = append(b.Deployments, d)
+	case strings.HasPrefix(k, keyCutovers):
+		var c Cutover
+		if err := json.Unmarshal(v, &c); err != nil {
+			return nil, bad(err)
+		}
+		b.Cutovers = append(b.Cutovers, c)
+	}
+	return nil, nil
+}
+
+func (b *Batch) setOverride(ref InstanceRef, o Override) {
+	if b.Overrides == nil {
+		b.Overrides = map[InstanceRef]Override{}
+	}
+	b.Overrides[ref] = o
+}
+
+// splitKeyRef reads "APP/ID": an app has no slash, an id may.
+func splitKeyRef(s string) (InstanceRef, bool) {
+	app, id, ok := strings.Cut(s, "/")
+	return InstanceRef{app, id}, ok && app != "" && id != ""
+}
+
+func instanceKey(ref InstanceRef) string { return keyInstances + ref.App + "/" + ref.ID }
+func overrideKey(ref InstanceRef) string { return keyOverrides + ref.App + "/" + ref.ID }
+func ledgerKey(seq int) string           { return keyLedger + fmt.Sprintf("%010d", seq) }
+
+// ops turns a batch into etcd operations. slotsOf gives the slots an app
+// will have after the batch (the whole slots/APP value); nil writes the
+// batch's own slots as they are, for a store that is the only writer.
+func (s *etcdStore) ops(b *Batch, slotsOf func(app string) map[string]int) ([]clientv3.Op, error) {
+	var ops []clientv3.Op
+	put := func(k string, v any) error {
+		enc, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		ops = append(ops, clientv3.OpPut(s.prefix+k, string(enc)))
+		return nil
+	}
+	for _, in := range b.Put {
+		if err := put(instanceKey(InstanceRef{in.App, in.InstanceID}), (*storedInstance)(in)); err != nil {
+			return nil, err
+		}
+	}
+	for _, ref := range b.Delete {
+		ops = append(ops, clientv3.OpDelete(s.prefix+instanceKey(ref)))
+	}
+	for ref, o := range b.Overrides {
+		if o.zero() {
+			ops = append(ops, clientv3.OpDelete(s.prefix+overrideKey(ref)))
+		} else if err := put(overrideKey(ref), o); err != nil {
+			return nil, err
+		}
+	}
+	for _, app := range slotApps(b) {
+		ids := map[string]int{}
+		if slotsOf != nil {
+			ids = slotsOf(app)
+		} else {
+			for ref, n := range b.Slots {
+				if ref.App == app && n != 0 {
+					ids[ref.ID] = n
+				}
+			}
+		}
+		if len(ids) == 0 {
+			ops = append(ops, clientv3.OpDelete(s.prefix+keySlots+app))
+		} else if err := put(keySlots+app, ids); err != nil {
+			return nil, err
+		}
+	}
+	for _, d := range b.Deployments {
+		if err := put(ledgerKey(d.Seq), d); err != nil {
+			return nil, err
+		}
+	}
+	for _, c := range b.Cutovers {
+		if err := put(keyCutovers+c.Name, c); err != nil {
+			return nil, err
+		}
+	}
+	return ops, nil
+}
+
+// keys are the state keys a batch writes, which its guards compare.
+func (b *Batch) keys() []string {
+	var ks []string
+	for _, in := range b.Put {
+		ks = append(ks, instanceKey(InstanceRef{in.App, in.InstanceID}))
+	}
+	for _, ref := range b.Delete {
+		ks = append(ks, instanceKey(ref))
+	}
+	for ref := range b.Overrides {
+		ks = append(ks, overrideKey(ref))
+	}
+	for _, app := range slotApps(b) {
+		ks = append(ks, keySlots+app)
+	}
+	for _, d := range b.Deployments {
+		ks = append(ks, ledgerKey(d.Seq))
+	}
+	for _, c := range b.Cutovers {
+		ks = append(ks, keyCutovers+c.Name)
+	}
+	return ks
+}
+
+func slotApps(b *Batch) []string {
+	var apps []string
+	for ref := range b.Slots {
+		if !slices.Contains(apps, ref.App) {
+			apps = append(apps, ref.App)
+		}
+	}
+	slices.Sort(apps)
+	return apps
+}
+
+// parseCoordinators reads the value of config/coordinators.
+func parseCoordinators(v string) []string {
+	var ids []string
+	for _, id := range strings.Split(v, ",") {
+		if id = strings.TrimSpace(id); id != "" && !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// formatSeconds is how a duration appears in headers: seconds, to the
+// millisecond.
+func formatSeconds(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', 3, 64) }

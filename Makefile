@@ -26,7 +26,7 @@ bench-proxy: ## proxy vs nginx vs HAProxy vs direct: CreateProcessInstance at 64
 	scripts/install-debs.sh nginx haproxy
 	go test -run '^$$' -bench BenchmarkPeers -benchtime 1x -timeout 30m ./internal/proxy/
 
-bench-registry-probe: build ## shardctl probe registry against a memory-store registry on this machine (they share its cores): registrations, the mix, fetches, failure detection
+bench-registry-probe: build ## shardctl probe registry against a memory-store registry, then three replicas over embedded etcd, with the ratio (all share this machine's cores)
 	scripts/bench-registry-probe.sh bin/shardctl
 
 bench-resilience: ## proxy under failure: time to DOWN and throughput around a SIGKILL, a stalled and a slowed shard's share, SIGTERM, 1.5x the knee, saturation (RESOURCE_EXHAUSTED latency against a shard's own, heap)

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"strconv"
@@ -32,6 +33,7 @@ type ProbeRegistryOptions struct {
 	cfg         registryprobe.Config
 	concurrency []int
 	tokenFile   string
+	baseline    string
 	printer     *output.Printer
 }
 
@@ -60,7 +62,10 @@ method of the published Eureka evaluation, as any Eureka client would:
                         the time until the registry's watch and a fresh full
                         fetch no longer list it
 
-Each phase prints ops/s, p50, p99 and errors. The probe registers in apps
+Each phase prints ops/s, p50, p99 and errors; with --baseline FILE (the -o
+json of an earlier run: another store, another version, Eureka itself) each
+phase is printed beside the baseline's, with the ratio of ops/s. The probe
+registers in apps
 named SHARDCTL-PROBE*, and cancels everything it registered when it ends,
 Ctrl-C included. The probe shares the machine with the registry when both
 run here: say so beside its figures.`,
@@ -68,7 +73,11 @@ run here: say so beside its figures.`,
   shardctl probe registry --registry http://127.0.0.1:8761/eureka
 
   # a quick look, as JSON
-  shardctl probe registry --duration 5s --burst 5000 --concurrency 50 -o json`,
+  shardctl probe registry --duration 5s --burst 5000 --concurrency 50 -o json
+
+  # three replicas over etcd beside one registry in memory
+  shardctl probe registry --registry http://memory:8761/eureka -o json > memory.json
+  shardctl probe registry --registry http://replica-a:8761/eureka --baseline memory.json`,
 		Args:              cobra.NoArgs,
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE:              runOptions(o),
@@ -81,6 +90,7 @@ run here: say so beside its figures.`,
 	f.IntVar(&o.cfg.Background, "background", registryprobe.DefaultBackground, "instances registered in another app for the size and mix phases")
 	f.Float64Var(&o.cfg.MixRate, "mix-rate", registryprobe.DefaultMixRate, "operations a second the open-loop mix offers")
 	f.DurationVar(&o.cfg.Lease, "lease", registryprobe.DefaultLease, "lease of the instance whose death is timed (whole seconds)")
+	f.StringVar(&o.baseline, "baseline", "", "a report of an earlier run (-o json) to print each phase beside, with the ratio")
 	f.StringVar(&o.tokenFile, "registry-token-file", "", "file with the bearer token the registry wants for writes (env SHARDCTL_REGISTRY_TOKEN)")
 	return cmd
 }
@@ -115,7 +125,22 @@ func (o *ProbeRegistryOptions) Run(ctx context.Context) error {
 			}
 		}
 	}
+	var base *registryprobe.Report
+	if o.baseline != "" {
+		// Read before the run: a wrong path must not cost minutes.
+		b, err := os.ReadFile(o.baseline)
+		if err != nil {
+			return fmt.Errorf("--baseline: %w", err)
+		}
+		base = &registryprobe.Report{}
+		if err := json.Unmarshal(b, base); err != nil || len(base.Phases) == 0 {
+			return fmt.Errorf("--baseline %s: not a report of shardctl probe registry -o json (%v)", o.baseline, err)
+		}
+	}
 	rep, err := registryprobe.Run(ctx, o.cfg)
+	if base != nil {
+		rep.Compare(*base)
+	}
 	if len(rep.Phases) > 0 || rep.Detection != nil {
 		if perr := o.printer.Print(probeView{rep}); perr != nil {
 			return perr
@@ -127,8 +152,12 @@ func (o *ProbeRegistryOptions) Run(ctx context.Context) error {
 // probeView is a probe's report as a table; its JSON is the report's.
 type probeView struct{ registryprobe.Report }
 
-func (probeView) Header(bool) []string {
-	return []string{"PHASE", "CONCURRENCY", "OPS", "OPS/S", "P50", "P99", "ERRORS"}
+func (v probeView) Header(bool) []string {
+	h := []string{"PHASE", "CONCURRENCY", "OPS", "OPS/S", "P50", "P99", "ERRORS"}
+	if len(v.Baseline) > 0 {
+		h = append(h, "BASELINE OPS/S", "BASELINE P99", "RATIO")
+	}
+	return h
 }
 
 func (v probeView) Rows(wide bool, c output.Colors) [][]string {
@@ -141,12 +170,24 @@ func (v probeView) Rows(wide bool, c output.Colors) [][]string {
 				errs += " " + ph.FirstError
 			}
 		}
-		rows = append(rows, []string{ph.Name, strconv.Itoa(ph.Concurrency), strconv.Itoa(ph.Ops), human.Rate(ph.PerSec),
-			human.Latency(ph.P50), human.Latency(ph.P99), errs})
+		row := []string{ph.Name, strconv.Itoa(ph.Concurrency), strconv.Itoa(ph.Ops), human.Rate(ph.PerSec),
+			human.Latency(ph.P50), human.Latency(ph.P99), errs}
+		if len(v.Baseline) > 0 {
+			if b, ok := v.Compared(ph); ok {
+				row = append(row, human.Rate(b.PerSec), human.Latency(b.P99), fmt.Sprintf("%.2f", b.Ratio))
+			} else {
+				row = append(row, "-", "-", "-")
+			}
+		}
+		rows = append(rows, row)
 	}
 	if d := v.Detection; d != nil {
-		rows = append(rows, []string{fmt.Sprintf("failure detection (lease %s)", human.Seconds(d.Lease)), "1", "1", "-",
-			"watch " + human.Seconds(d.Watch), "fetch " + human.Seconds(d.Fetch), "0"})
+		row := []string{fmt.Sprintf("failure detection (lease %s)", human.Seconds(d.Lease)), "1", "1", "-",
+			"watch " + human.Seconds(d.Watch), "fetch " + human.Seconds(d.Fetch), "0"}
+		if len(v.Baseline) > 0 {
+			row = append(row, "-", "-", "-")
+		}
+		rows = append(rows, row)
 	}
 	return rows
 }

@@ -88,7 +88,7 @@ answers reads from what it saw last with the header Shardctl-Stale-Seconds.`,
 	f.StringVar(&o.cfg.EtcdPrefix, "etcd-prefix", registry.DefaultEtcdPrefix, "where the registry keeps its keys in etcd")
 	f.StringVar(&o.embedded.Dir, "embedded-etcd", "", "run an etcd member in this process, with its data in DIR, and keep the registry in it")
 	f.StringVar(&o.embedded.InitialCluster, "initial-cluster", "", "the embedded members of a new cluster, NAME=PEER-URL,… (default: this one alone)")
-	f.StringVar(&o.embedded.ClientURL, "etcd-client-url", registry.DefaultEtcdClientURL, "where the embedded member serves etcd clients")
+	f.StringVar(&o.embedded.ClientURL, "etcd-client-url", "", "where the embedded member serves etcd clients (default "+registry.DefaultEtcdClientURL+")")
 	f.StringVar(&o.embedded.PeerURL, "etcd-peer-url", "", "where the embedded member talks to the others (default: its --initial-cluster entry, else "+registry.DefaultEtcdPeerURL+")")
 	f.DurationVar(&o.cfg.LeaseDuration, "lease-expiration", 90*time.Second, "lease duration of instances that do not give their own")
 	f.DurationVar(&o.cfg.EvictionInterval, "eviction-interval", registry.DefaultEvictionInterval, "how often expired leases are evicted: a dead instance is gone within its lease plus this")

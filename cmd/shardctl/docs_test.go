@@ -847,8 +847,30 @@ func TestDocsOutputFields(t *testing.T) {
 		"shardctl proxy serve": func(t *testing.T) []any { return []any{getJSON(t, admin+"/shards")} },
 		"shardctl probe registry": func(t *testing.T) []any {
 			reg := proctest.Start(t, bin, nil, "registry", "serve", "--listen", "127.0.0.1:0")
-			return []any{jsonOf(t, runBin(t, bin, baseEnv(), "", "probe", "registry", "--registry", "http://"+reg.Addr+"/eureka",
-				"--concurrency", "2", "--burst", "50", "--instances", "20", "--background", "20", "--duration", "1s", "--lease", "1s", "-o", "json"))}
+			probe := []string{"probe", "registry", "--registry", "http://" + reg.Addr + "/eureka",
+				"--concurrency", "2", "--burst", "50", "--instances", "20", "--background", "20", "--duration", "1s", "--lease", "1s", "-o", "json"}
+			first := runBin(t, bin, baseEnv(), "", probe...)
+			base := filepath.Join(t.TempDir(), "base.json")
+			if err := os.WriteFile(base, []byte(first.stdout), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return []any{jsonOf(t, first), jsonOf(t, runBin(t, bin, baseEnv(), "", append(probe, "--baseline", base)...))}
+		},
+		"shardctl registry serve": func(t *testing.T) []any {
+			// A replica over its own etcd member: /readyz is JSON then.
+			r := proctest.Start(t, bin, nil, "registry", "serve", "--listen", "127.0.0.1:0", "--id", "r1",
+				"--embedded-etcd", t.TempDir(), "--etcd-client-url", "http://127.0.0.1:0",
+				"--etcd-peer-url", fmt.Sprintf("http://127.0.0.1:%d", proctest.FreePort(t)))
+			var ready any
+			budget.Eventually(t, 30*time.Second, "the replica ready", func() bool {
+				resp, err := http.Get("http://" + r.Addr + "/readyz")
+				if err != nil {
+					return false
+				}
+				defer resp.Body.Close()
+				return resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(&ready) == nil
+			})
+			return []any{ready}
 		},
 		"shardctl shards list": func(t *testing.T) []any {
 			return []any{jsonOf(t, runBin(t, bin, withRegistry, "", "shards", "list", "-o", "json"))}

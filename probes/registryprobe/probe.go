@@ -136,6 +136,44 @@ type Report struct {
 	Registry  string     `json:"registry"`
 	Phases    []Phase    `json:"phases"`
 	Detection *Detection `json:"failureDetection,omitempty"`
+	// Baseline compares each phase with the same phase of an earlier
+	// report (another store, another version), when one was given.
+	Baseline []Comparison `json:"baseline,omitempty"`
+}
+
+// Comparison is a phase beside the same phase (name and concurrency) of a
+// baseline report.
+type Comparison struct {
+	Phase       string  `json:"phase"`
+	Concurrency int     `json:"concurrency"`
+	Registry    string  `json:"baselineRegistry"`
+	PerSec      float64 `json:"baselineOpsPerSec"`
+	P99         float64 `json:"baselineP99Seconds"`
+	// Ratio is this run's ops/s over the baseline's.
+	Ratio float64 `json:"ratio"`
+}
+
+// Compare sets r.Baseline from the phases the two reports share.
+func (r *Report) Compare(base Report) {
+	r.Baseline = nil
+	for _, ph := range r.Phases {
+		for _, b := range base.Phases {
+			if b.Name == ph.Name && b.Concurrency == ph.Concurrency && b.PerSec > 0 {
+				r.Baseline = append(r.Baseline, Comparison{Phase: ph.Name, Concurrency: ph.Concurrency, Registry: base.Registry,
+					PerSec: b.PerSec, P99: b.P99, Ratio: ph.PerSec / b.PerSec})
+			}
+		}
+	}
+}
+
+// Compared is the baseline of a phase, if the report has one.
+func (r *Report) Compared(ph Phase) (Comparison, bool) {
+	for _, c := range r.Baseline {
+		if c.Phase == ph.Name && c.Concurrency == ph.Concurrency {
+			return c, true
+		}
+	}
+	return Comparison{}, false
 }
 
 // Apps the probe registers in; ids carry the run's id, so two probes at

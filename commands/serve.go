@@ -15,9 +15,9 @@ import (
 )
 
 // collectLessOften raises the GC target of a runtime that serves many
-// small, short-lived requests (the proxy, the registry): collecting less
-// often buys throughput and shorter tails for a little memory. GOGC, when
-// set, wins.
+// small, short-lived requests (the proxy, the registry, the probe that
+// loads one): collecting less often buys throughput and shorter tails for
+// a little memory. GOGC, when set, wins.
 func collectLessOften() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(400)

@@ -155,21 +155,34 @@ func TestStoreFailureRefusesWrites(t *testing.T) {
 	}
 }
 
-// A full fetch right after a write holds it, though the snapshot is
-// rebuilt behind the writes.
+// A fetch shows every write within ReadStaleness, and none older is
+// missing; with a negative ReadStaleness, the fetch right after a write
+// holds it.
 func TestFetchSeesTheWriteBefore(t *testing.T) {
-	r, _ := newTestRegistry(t, Options{})
-	for i := range 200 {
-		id := fmt.Sprintf("i-%d", i)
-		if err := r.Register("ORDERS", testInstance("ORDERS", id, 5, 30)); err != nil {
-			t.Fatal(err)
-		}
-		s := r.current()
-		if !slices.ContainsFunc(s.instances, func(in *Instance) bool { return in.InstanceID == id }) {
-			t.Fatalf("the fetch after registering %s lacks it (snapshot version %d)", id, s.version)
-		}
-		if len(s.instances) != i+1 {
-			t.Fatalf("%d instances in the snapshot after %d registrations", len(s.instances), i+1)
-		}
+	for _, staleness := range []time.Duration{-1, DefaultReadStaleness} {
+		t.Run(fmt.Sprint(staleness), func(t *testing.T) {
+			r, _ := newTestRegistry(t, Options{ReadStaleness: staleness})
+			for i := range 200 {
+				id := fmt.Sprintf("i-%d", i)
+				if err := r.Register("ORDERS", testInstance("ORDERS", id, 5, 30)); err != nil {
+					t.Fatal(err)
+				}
+				acked := time.Now()
+				s := r.current()
+				if staleness > 0 && time.Since(acked) < staleness/2 && len(s.instances) < i {
+					t.Fatalf("the fetch after registering %s misses a registration older than it (%d instances)", id, len(s.instances))
+				}
+				if staleness > 0 {
+					time.Sleep(time.Until(acked.Add(staleness)))
+					s = r.current()
+				}
+				if !slices.ContainsFunc(s.instances, func(in *Instance) bool { return in.InstanceID == id }) {
+					t.Fatalf("the fetch %v after registering %s lacks it (snapshot version %d)", max(staleness, 0), id, s.version)
+				}
+				if len(s.instances) != i+1 {
+					t.Fatalf("%d instances in the snapshot after %d registrations", len(s.instances), i+1)
+				}
+			}
+		})
 	}
 }

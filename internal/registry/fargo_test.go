@@ -20,7 +20,7 @@ func TestFargo(t *testing.T) {
 		{"json", true, "/eureka"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, url := startServer(t, Config{Options: Options{ShardsApp: "ZEEBE-SHARDS"}})
+			_, url := startServer(t, Config{Options: Options{ShardsApp: "ZEEBE-SHARDS", ReadStaleness: -1}})
 			conn := fargo.NewConn(url + tc.base)
 			conn.UseJson = tc.useJSON
 			ins := &fargo.Instance{

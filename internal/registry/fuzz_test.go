@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"encoding/xml"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -14,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"sort"
 	"strconv"
@@ -165,6 +167,39 @@ func FuzzDecodeInstanceJSON(f *testing.F) {
 			return
 		}
 		fzRoundTrip(t, in, encodeInstanceJSON, decodeInstanceJSON, false)
+	})
+}
+
+// FuzzDecodeInstanceJSONAsEncodingJSON: the token walker that reads a
+// registration reads what encoding/json, reflecting over the same struct
+// tags, read before it: the same instance, or an error from both.
+func FuzzDecodeInstanceJSONAsEncodingJSON(f *testing.F) {
+	for _, s := range fzInstanceJSONSeeds {
+		f.Add([]byte(s))
+	}
+	// jsonInInstanceByTags has the fields and tags of jsonInInstance, not
+	// its UnmarshalJSON: encoding/json reflects over it.
+	type jsonInInstanceByTags jsonInInstance
+	f.Fuzz(func(t *testing.T, body []byte) {
+		defer fzWatchdog(t)()
+		got, err := decodeInstanceJSON(body)
+		var doc struct {
+			Instance *jsonInInstanceByTags `json:"instance"`
+		}
+		refErr := json.Unmarshal(body, &doc)
+		if refErr == nil && doc.Instance == nil {
+			refErr = errors.New("no instance")
+		}
+		if (err == nil) != (refErr == nil) {
+			t.Fatalf("%q: token walker error %v, encoding/json error %v", body, err, refErr)
+		}
+		if err != nil {
+			return
+		}
+		want := (*jsonInInstance)(doc.Instance).instance()
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q:\n token walker  %+v\n encoding/json %+v", body, got, want)
+		}
 	})
 }
 
@@ -546,7 +581,7 @@ type fzHarness struct {
 
 func fzNewHarness(t *testing.T, steps []byte, bolt bool) *fzHarness {
 	h := &fzHarness{t: t}
-	opts := Options{Now: func() time.Time { return fzNow }}
+	opts := Options{Now: func() time.Time { return fzNow }, ReadStaleness: -1}
 	if bolt {
 		dir := "/dev/shm" // bbolt fsyncs every write: keep it in memory
 		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
@@ -1184,7 +1219,7 @@ func (h *fzHarness) checkEnd() {
 	if err != nil {
 		h.fatalf("reopen the bolt store: %v", err)
 	}
-	r2, err := NewRegistry(Options{Now: func() time.Time { return fzNow }, Store: store})
+	r2, err := NewRegistry(Options{Now: func() time.Time { return fzNow }, Store: store, ReadStaleness: -1})
 	if err != nil {
 		store.Close()
 		h.fatalf("a registry on the reopened store: %v", err)

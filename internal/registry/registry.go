@@ -78,6 +78,10 @@ const ProxiesApp = "SHARDCTL-PROXY"
 // instance is gone within its lease and one second more.
 const DefaultEvictionInterval = time.Second
 
+// DefaultReadStaleness: a full or delta fetch shows a write 5 ms after it
+// at the latest (Eureka's response cache: 30 s).
+const DefaultReadStaleness = 5 * time.Millisecond
+
 // Options of a registry.
 type Options struct {
 	// LeaseDuration is used when an instance does not give its own.
@@ -90,7 +94,11 @@ type Options struct {
 	ShardsApp string
 	// DeltaRetention is how long a change stays in deltas (Eureka: 3 min).
 	DeltaRetention time.Duration
-	Store          Store
+	// ReadStaleness is how long after a write a fetch may still not show
+	// it (default DefaultReadStaleness; negative: every fetch shows every
+	// write acknowledged before it).
+	ReadStaleness time.Duration
+	Store         Store
 	// Replica configures this registry as one of several over an etcd
 	// store; unused with the other stores.
 	Replica ReplicaOptions
@@ -113,6 +121,9 @@ func (o *Options) defaults() {
 	o.ShardsApp = strings.ToUpper(o.ShardsApp)
 	if o.DeltaRetention <= 0 {
 		o.DeltaRetention = 3 * time.Minute
+	}
+	if o.ReadStaleness == 0 {
+		o.ReadStaleness = DefaultReadStaleness
 	}
 	if o.Store == nil {
 		o.Store = NewMemoryStore()
@@ -154,12 +165,12 @@ type Registry struct {
 
 	// The read snapshot (snapshot.go): dirty and wanted change under mu,
 	// view under rebuildMu.
-	snap      atomic.Pointer[snapshot]
-	dirty     map[InstanceRef]struct{}
-	wanted    atomic.Uint64 // the version the snapshot must reach
-	rebuildMu sync.Mutex
-	view      view
-	rebuilt   time.Time // when the last rebuild began
+	snap       atomic.Pointer[snapshot]
+	dirty      map[InstanceRef]struct{}
+	dirtySince atomic.Int64  // when the oldest change not in snap was made (Unix ns), 0 if none
+	wanted     atomic.Uint64 // the version the snapshot must reach
+	rebuildMu  sync.Mutex
+	view       view
 
 	commit *committer
 	repl   *replica // over etcd; nil with a local store

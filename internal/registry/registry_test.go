@@ -220,10 +220,10 @@ func register(t *testing.T, base, app, id, status string) {
 	}
 }
 
-// Reads see a change at once, and a delta carries the whole registry's
+// Reads see a change at once (with ReadStaleness -1), and a delta carries the whole registry's
 // hashcode so that a client can check its copy.
 func TestReadsSeeChangesAtOnceAndDeltas(t *testing.T) {
-	_, base := startServer(t, Config{})
+	_, base := startServer(t, Config{Options: Options{ReadStaleness: -1}})
 	register(t, base, "ORDERS", "a", "UP")
 	register(t, base, "ORDERS", "b", "UP")
 	register(t, base, "BILLING", "c", "STARTING")

@@ -106,7 +106,7 @@ func TestReplicasOverEmbeddedEtcd(t *testing.T) {
 		procs[id] = proctest.Start(t, bin, nil, "registry", "serve", "--listen", "127.0.0.1:0", "--id", id,
 			"--embedded-etcd", filepath.Join(dir, id), "--initial-cluster", cluster,
 			"--etcd-client-url", fmt.Sprintf("http://127.0.0.1:%d", proctest.FreePort(t)),
-			"--coordinators", "c,b", "--session-ttl", "2s", "--eviction-interval", "250ms", "--self-preservation=false")
+			"--coordinators", "c,b", "--session-ttl", "4s", "--eviction-interval", "250ms", "--self-preservation=false")
 		bases[id] = "http://" + procs[id].Addr
 	}
 	waitReplicasReady(t, bases)

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"encoding/xml"
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"slices"
 	"strconv"
@@ -32,15 +33,14 @@ type snapshot struct {
 type bodyKind struct{ delta, xml, gzip bool }
 
 // Rebuilding the snapshot. A write marks the instance it changed (O(1)
-// under r.mu) and raises the version the snapshot must reach; the first
-// read that finds the snapshot behind rebuilds it, and reads at the same
-// time share that rebuild. A rebuild copies only the changed instances
-// and sorts only their apps: writes with nobody reading cost no rebuild
-// at all, and a read never sees a snapshot older than a write it follows.
-// Rebuilds are at least rebuildGap apart: under a stream of writes and
-// reads, a read waits that long at most and one rebuild (and one
-// encoding of what changed) serves every read that waited.
-const rebuildGap = 5 * time.Millisecond
+// under r.mu) and raises the version the snapshot must reach; a read that
+// finds the snapshot behind rebuilds it, and reads at the same time share
+// that rebuild. A rebuild copies only the changed instances and sorts only
+// their apps. A read may be served a snapshot that misses the writes of
+// the last Options.ReadStaleness (5 ms), never older ones: under a stream
+// of writes and reads, reads do not wait for a rebuild each, and one
+// rebuild (and one encoding of what changed) serves every read of the
+// next few milliseconds. Writes with nobody reading cost no rebuild.
 
 // view is the registry as the last rebuild left it, by app; it changes
 // only under r.rebuildMu.
@@ -51,7 +51,8 @@ type view struct {
 
 type appView struct {
 	byID  map[string]viewInstance
-	chunk *appChunk // nil: changed since the last rebuild
+	chunk *appChunk
+	stale bool // changed since chunk was made
 }
 
 // viewInstance is an instance with its JSON, made when it changed: an
@@ -66,10 +67,115 @@ type viewInstance struct {
 // encodes and compresses only the apps that changed.
 type appChunk struct {
 	app  Application
-	json [][]byte // each instance's JSON, in app.Instances' order
+	json [][]byte   // each instance's JSON, in app.Instances' order
+	segs []*segment // the same JSON in runs, for the JSON encodings
 
 	mu   sync.Mutex
 	encs map[bodyKind][]byte // xml and gzip vary; delta is always false
+}
+
+// A segment is a run of an app's instances (by id), cut where an id's
+// hash says: the cuts do not move when an instance comes or goes, so a
+// change makes again only the run it falls in, whose JSON and gzip member
+// the other runs of the app are put together with. One big app changing
+// all the time (the mix's) then costs a few kilobytes of compression per
+// change, not the whole app's.
+type segment struct {
+	json [][]byte
+
+	mu    sync.Mutex
+	plain []byte    // the instances' JSON, joined by commas
+	gz    [2][]byte // plain as a gzip member; [1] led by a comma
+}
+
+// segmentEvery is the mean run length: an id whose hash is 0 modulo it
+// starts a run; segmentMax bounds a run whatever the hashes.
+const (
+	segmentEvery = 32
+	segmentMax   = 4 * segmentEvery
+)
+
+func startsSegment(id string) bool {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(id))
+	return h.Sum32()%segmentEvery == 0
+}
+
+// segments cuts an app's sorted instances into runs, reusing each run of
+// old that holds the same instances as they were (same JSON).
+func segments(ins []*Instance, json [][]byte, old *appChunk) []*segment {
+	reuse := map[string]*segment{}
+	if old != nil {
+		at := 0
+		for _, sg := range old.segs {
+			reuse[old.app.Instances[at].InstanceID] = sg
+			at += len(sg.json)
+		}
+	}
+	var segs []*segment
+	start := 0
+	for i := 1; i <= len(ins); i++ {
+		if i < len(ins) && i-start < segmentMax && !startsSegment(ins[i].InstanceID) {
+			continue
+		}
+		run := json[start:i]
+		if sg := reuse[ins[start].InstanceID]; sg != nil && sameJSON(sg.json, run) {
+			segs = append(segs, sg)
+		} else {
+			segs = append(segs, &segment{json: run})
+		}
+		start = i
+	}
+	return segs
+}
+
+// sameJSON says whether two runs hold the same encodings (not equal
+// bytes: the same ones, made once per change of an instance).
+func sameJSON(a, b [][]byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if len(a[i]) != len(b[i]) || len(a[i]) > 0 && &a[i][0] != &b[i][0] {
+			return false
+		}
+	}
+	return true
+}
+
+// encoding is the run's JSON, or, when gz, a gzip member of it led by a
+// comma unless it is the app's first (a member cannot take one after).
+func (sg *segment) encoding(gz, first bool) []byte {
+	sg.mu.Lock()
+	defer sg.mu.Unlock()
+	if sg.plain == nil {
+		n := len(sg.json)
+		for _, j := range sg.json {
+			n += len(j)
+		}
+		sg.plain = make([]byte, 0, n)
+		for i, j := range sg.json {
+			if i > 0 {
+				sg.plain = append(sg.plain, ',')
+			}
+			sg.plain = append(sg.plain, j...)
+		}
+	}
+	if !gz {
+		return sg.plain
+	}
+	lead := 1
+	if first {
+		lead = 0
+	}
+	if sg.gz[lead] == nil {
+		if first {
+			sg.gz[lead] = gzipped(sg.plain)
+		} else {
+			sg.gz[lead] = gzipped(append([]byte{','}, sg.plain...))
+		}
+	}
+	return sg.gz[lead]
 }
 
 // encoding is the app's element of a full fetch, compressed as its own
@@ -90,26 +196,32 @@ func (c *appChunk) encodingLocked(k bodyKind) []byte {
 	}
 	var b []byte
 	switch {
-	case k.gzip:
+	case k.xml && k.gzip:
 		plain := k
 		plain.gzip = false
 		b = gzipped(c.encodingLocked(plain))
 	case k.xml:
 		b = xmlBytes(toXMLApp(c.app))
 	default:
-		// As mustJSON(toJSONApp(c.app)) writes it.
-		b = fmt.Appendf(nil, `{"name":%s,"instance":[`, mustJSON(c.app.Name))
-		for i, j := range c.json {
-			if i > 0 {
+		// As mustJSON(toJSONApp(c.app)) writes it, from its runs.
+		head, tail := fmt.Appendf(nil, `{"name":%s,"instance":[`, mustJSON(c.app.Name)), []byte("]}")
+		if k.gzip {
+			head, tail = gzipped(head), gzipTail
+		}
+		b = append(b, head...)
+		for i, sg := range c.segs {
+			if i > 0 && !k.gzip {
 				b = append(b, ',')
 			}
-			b = append(b, j...)
+			b = append(b, sg.encoding(k.gzip, i == 0)...)
 		}
-		b = append(b, "]}"...)
+		b = append(b, tail...)
 	}
 	c.encs[k] = b
 	return b
 }
+
+var gzipTail = gzipped([]byte("]}"))
 
 // pending is what one rebuild takes from the registry: the changed
 // instances as they are now (nil: gone).
@@ -122,6 +234,9 @@ type pending struct {
 // markDirty notes a changed instance for the next rebuild; callers hold
 // r.mu.
 func (r *Registry) markDirty(ref InstanceRef) {
+	if len(r.dirty) == 0 {
+		r.dirtySince.Store(time.Now().UnixNano())
+	}
 	r.dirty[ref] = struct{}{}
 	r.wanted.Store(r.version)
 }
@@ -139,6 +254,7 @@ func (r *Registry) rebuild() {
 		ps = append(ps, p)
 	}
 	clear(r.dirty)
+	r.dirtySince.Store(0)
 	version, changes := r.version, r.changes
 	r.mu.Unlock()
 
@@ -164,7 +280,7 @@ func (r *Registry) rebuild() {
 			in.LeaseInfo.LastRenewalTimestamp = p.renewed
 			a.byID[p.ref.ID] = viewInstance{in: in, json: mustJSON(toJSON(in))}
 		}
-		a.chunk = nil
+		a.stale = true
 		if len(a.byID) == 0 {
 			delete(v.apps, p.ref.App)
 			namesChanged = true
@@ -177,13 +293,14 @@ func (r *Registry) rebuild() {
 	chunks := make([]*appChunk, 0, len(v.names))
 	for _, name := range v.names {
 		a := v.apps[name]
-		if a.chunk == nil {
+		if a.chunk == nil || a.stale {
 			sorted := slices.SortedFunc(maps.Values(a.byID), func(x, y viewInstance) int { return strings.Compare(x.in.InstanceID, y.in.InstanceID) })
 			c := &appChunk{app: Application{Name: name, Instances: make([]*Instance, len(sorted))}, json: make([][]byte, len(sorted))}
 			for i, vi := range sorted {
 				c.app.Instances[i], c.json[i] = vi.in, vi.json
 			}
-			a.chunk = c
+			c.segs = segments(c.app.Instances, c.json, a.chunk)
+			a.chunk, a.stale = c, false
 		}
 		chunks = append(chunks, a.chunk)
 		ins = append(ins, a.chunk.app.Instances...)
@@ -195,23 +312,30 @@ func (r *Registry) rebuild() {
 }
 
 // current is the snapshot for a read: one that holds every write
-// acknowledged before the read began.
+// acknowledged before the read began, but those of the last
+// ReadStaleness.
 func (r *Registry) current() *snapshot {
-	if s := r.snap.Load(); s.version >= r.wanted.Load() {
+	if s := r.snap.Load(); r.fresh(s) {
 		return s
 	}
 	r.rebuildMu.Lock()
 	defer r.rebuildMu.Unlock()
 	// Another read may have rebuilt while this one waited.
-	if s := r.snap.Load(); s.version >= r.wanted.Load() {
+	if s := r.snap.Load(); r.fresh(s) {
 		return s
 	}
-	// The reads behind this one wait on rebuildMu and find the rebuild
-	// done; the writes of the gap go into it.
-	time.Sleep(time.Until(r.rebuilt.Add(rebuildGap)))
 	r.rebuild()
-	r.rebuilt = time.Now()
 	return r.snap.Load()
+}
+
+// fresh says whether a snapshot may serve a read now: it holds every
+// write, or misses only writes younger than the staleness allowed.
+func (r *Registry) fresh(s *snapshot) bool {
+	if s.version >= r.wanted.Load() {
+		return true
+	}
+	since := r.dirtySince.Load()
+	return since != 0 && time.Since(time.Unix(0, since)) < r.opts.ReadStaleness
 }
 
 func (s *snapshot) body(k bodyKind) []byte {
@@ -316,10 +440,20 @@ func (s *snapshot) delta() *Applications {
 	return &Applications{VersionsDelta: strconv.FormatUint(s.version, 10), AppsHashcode: hashcode(s.instances), Applications: group(ins)}
 }
 
+// gzipped compresses b as one gzip member. Writers are reused: a new one
+// allocates its compressor's tables (most of a small member's cost).
 func gzipped(b []byte) []byte {
 	var buf bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
+	buf.Grow(len(b)/4 + 64)
+	zw := gzipWriters.Get().(*gzip.Writer)
+	zw.Reset(&buf)
 	_, _ = zw.Write(b)
 	_ = zw.Close()
+	gzipWriters.Put(zw)
 	return buf.Bytes()
 }
+
+var gzipWriters = sync.Pool{New: func() any {
+	zw, _ := gzip.NewWriterLevel(nil, gzip.BestSpeed)
+	return zw
+}}

@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
+
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // Eureka's JSON is loose: clients send numbers as strings, booleans as
@@ -252,18 +256,273 @@ func firstNonEmpty(s ...string) string {
 	return ""
 }
 
-// decodeInstanceJSON reads a register body: {"instance":{…}}.
+// decodeInstanceJSON reads a register body: {"instance":{…}}. It walks
+// the tokens (jsontext) instead of reflecting over structs: registration
+// is the registry's hottest write, and encoding/json checks a body once
+// whole and again for every field a flex type reads.
 func decodeInstanceJSON(b []byte) (*Instance, error) {
-	var doc struct {
-		Instance *jsonInInstance `json:"instance"`
+	d := jsonDecoders.Get().(*jsontext.Decoder)
+	defer jsonDecoders.Put(d)
+	d.Reset(bytes.NewReader(b), jsonLoose...)
+	var w *jsonInInstance
+	_, err := jsonObject(d, "body", func(name string) error {
+		if !strings.EqualFold(name, "instance") {
+			return d.SkipValue()
+		}
+		if d.PeekKind() == 'n' {
+			w = nil
+			return d.SkipValue()
+		}
+		if w == nil {
+			w = &jsonInInstance{}
+		}
+		return w.read(d)
+	})
+	if err == nil {
+		if _, end := d.ReadToken(); end != io.EOF {
+			err = fmt.Errorf("data after the JSON value")
+		}
 	}
-	if err := json.Unmarshal(b, &doc); err != nil {
+	if err != nil {
 		return nil, fmt.Errorf("malformed JSON: %w", err)
 	}
-	if doc.Instance == nil {
+	if w == nil {
 		return nil, fmt.Errorf(`expected a JSON body {"instance":{…}}`)
 	}
-	return doc.Instance.instance(), nil
+	return w.instance(), nil
+}
+
+// jsonLoose reads JSON as encoding/json does: the last of duplicate names
+// wins, and invalid UTF-8 is read (as U+FFFD), not refused.
+var jsonLoose = []jsontext.Options{jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true)}
+
+var jsonDecoders = sync.Pool{New: func() any { return jsontext.NewDecoder(bytes.NewReader(nil)) }}
+
+// UnmarshalJSON lets encoding/json (a fetch's instances) read an instance
+// the way a registration is read.
+func (w *jsonInInstance) UnmarshalJSON(b []byte) error {
+	d := jsonDecoders.Get().(*jsontext.Decoder)
+	defer jsonDecoders.Put(d)
+	d.Reset(bytes.NewReader(b), jsonLoose...)
+	return w.read(d)
+}
+
+// jsonObject reads an object, calling field with each name for it to read
+// the value; null is an absent object (false).
+func jsonObject(d *jsontext.Decoder, what string, field func(name string) error) (bool, error) {
+	switch d.PeekKind() {
+	case 'n':
+		return false, d.SkipValue()
+	case '{':
+	default:
+		v, err := d.ReadValue()
+		if err != nil {
+			return false, err
+		}
+		return false, fmt.Errorf("%s: expected an object, got %.40s", what, v)
+	}
+	if _, err := d.ReadToken(); err != nil {
+		return false, err
+	}
+	for d.PeekKind() != '}' {
+		name, err := d.ReadToken()
+		if err != nil {
+			return false, err
+		}
+		if err := field(name.String()); err != nil {
+			return false, err
+		}
+	}
+	_, err := d.ReadToken()
+	return true, err
+}
+
+// jsonField names the field a JSON name sets, as encoding/json matches
+// them: the exact name, else the first that differs only in case.
+func jsonField(name string, fields []string) string {
+	for _, f := range fields {
+		if f == name {
+			return f
+		}
+	}
+	for _, f := range fields {
+		if strings.EqualFold(f, name) {
+			return f
+		}
+	}
+	return ""
+}
+
+// jsonScalar reads the next value into a flex type.
+func jsonScalar(d *jsontext.Decoder, dst json.Unmarshaler) error {
+	v, err := d.ReadValue()
+	if err != nil {
+		return err
+	}
+	return dst.UnmarshalJSON(v)
+}
+
+// jsonStrings reads an object of scalars (metadata) into m.
+func jsonStrings(d *jsontext.Decoder, what string, m *map[string]flexString) error {
+	if d.PeekKind() == 'n' {
+		*m = nil
+		return d.SkipValue()
+	}
+	_, err := jsonObject(d, what, func(name string) error {
+		var v flexString
+		if err := jsonScalar(d, &v); err != nil {
+			return err
+		}
+		if *m == nil {
+			*m = map[string]flexString{}
+		}
+		(*m)[name] = v
+		return nil
+	})
+	return err
+}
+
+var instanceFields = []string{"instanceId", "hostName", "app", "appGroupName", "ipAddr", "status", "overriddenStatus",
+	"overriddenstatus", "port", "securePort", "countryId", "dataCenterInfo", "leaseInfo", "metadata", "homePageUrl",
+	"statusPageUrl", "healthCheckUrl", "secureHealthCheckUrl", "vipAddress", "secureVipAddress",
+	"isCoordinatingDiscoveryServer", "lastUpdatedTimestamp", "lastDirtyTimestamp", "actionType"}
+
+func (w *jsonInInstance) read(d *jsontext.Decoder) error {
+	_, err := jsonObject(d, "instance", func(name string) error {
+		var s *flexString
+		switch jsonField(name, instanceFields) {
+		case "instanceId":
+			s = &w.InstanceID
+		case "hostName":
+			s = &w.HostName
+		case "app":
+			s = &w.App
+		case "appGroupName":
+			s = &w.AppGroupName
+		case "ipAddr":
+			s = &w.IPAddr
+		case "status":
+			s = &w.Status
+		case "overriddenStatus":
+			s = &w.OverriddenStatus
+		case "overriddenstatus":
+			s = &w.OverriddenStatusOld
+		case "homePageUrl":
+			s = &w.HomePageURL
+		case "statusPageUrl":
+			s = &w.StatusPageURL
+		case "healthCheckUrl":
+			s = &w.HealthCheckURL
+		case "secureHealthCheckUrl":
+			s = &w.SecureHealthCheckURL
+		case "vipAddress":
+			s = &w.VIPAddress
+		case "secureVipAddress":
+			s = &w.SecureVIPAddress
+		case "actionType":
+			s = &w.ActionType
+		case "port":
+			return w.Port.read(d)
+		case "securePort":
+			return w.SecurePort.read(d)
+		case "countryId":
+			return jsonScalar(d, &w.CountryID)
+		case "isCoordinatingDiscoveryServer":
+			return jsonScalar(d, &w.IsCoordinating)
+		case "lastUpdatedTimestamp":
+			return jsonScalar(d, &w.LastUpdatedTimestamp)
+		case "lastDirtyTimestamp":
+			return jsonScalar(d, &w.LastDirtyTimestamp)
+		case "metadata":
+			return jsonStrings(d, "metadata", &w.Metadata)
+		case "leaseInfo":
+			return w.LeaseInfo.read(d)
+		case "dataCenterInfo":
+			if d.PeekKind() == 'n' {
+				w.DataCenterInfo = nil
+				return d.SkipValue()
+			}
+			if w.DataCenterInfo == nil {
+				w.DataCenterInfo = &jsonInDataCenter{}
+			}
+			return w.DataCenterInfo.read(d)
+		default:
+			return d.SkipValue()
+		}
+		return jsonScalar(d, s)
+	})
+	return err
+}
+
+var portFields = []string{"$", "@enabled"}
+
+func (p *jsonPort) read(d *jsontext.Decoder) error {
+	if d.PeekKind() != '{' {
+		return jsonScalar(d, p)
+	}
+	p.given = true
+	_, err := jsonObject(d, "port", func(name string) error {
+		switch jsonField(name, portFields) {
+		case "$":
+			return jsonScalar(d, &p.Number)
+		case "@enabled":
+			return jsonScalar(d, &p.Enabled)
+		}
+		return d.SkipValue()
+	})
+	return err
+}
+
+var leaseFields = []string{"renewalIntervalInSecs", "durationInSecs", "registrationTimestamp", "lastRenewalTimestamp",
+	"evictionTimestamp", "serviceUpTimestamp"}
+
+func (l *jsonInLease) read(d *jsontext.Decoder) error {
+	_, err := jsonObject(d, "leaseInfo", func(name string) error {
+		var n *flexInt
+		switch jsonField(name, leaseFields) {
+		case "renewalIntervalInSecs":
+			n = &l.RenewalIntervalInSecs
+		case "durationInSecs":
+			n = &l.DurationInSecs
+		case "registrationTimestamp":
+			n = &l.RegistrationTimestamp
+		case "lastRenewalTimestamp":
+			n = &l.LastRenewalTimestamp
+		case "evictionTimestamp":
+			n = &l.EvictionTimestamp
+		case "serviceUpTimestamp":
+			n = &l.ServiceUpTimestamp
+		default:
+			return d.SkipValue()
+		}
+		return jsonScalar(d, n)
+	})
+	return err
+}
+
+var dataCenterFields = []string{"@class", "name", "metadata"}
+
+func (c *jsonInDataCenter) read(d *jsontext.Decoder) error {
+	_, err := jsonObject(d, "dataCenterInfo", func(name string) error {
+		switch jsonField(name, dataCenterFields) {
+		case "@class":
+			v, err := d.ReadValue()
+			if err != nil || v.Kind() == 'n' {
+				return err
+			}
+			if v.Kind() != '"' {
+				return fmt.Errorf("dataCenterInfo @class: expected a string, got %.40s", v)
+			}
+			c.Class, err = unquote(v)
+			return err
+		case "name":
+			return jsonScalar(d, &c.Name)
+		case "metadata":
+			return jsonStrings(d, "dataCenterInfo metadata", &c.Metadata)
+		}
+		return d.SkipValue()
+	})
+	return err
 }
 
 // decodeAppsJSON reads a full or delta fetch, single elements or arrays.

@@ -65,9 +65,8 @@ method of the published Eureka evaluation, as any Eureka client would:
 Each phase prints ops/s, p50, p99 and errors; with --baseline FILE (the -o
 json of an earlier run: another store, another version, Eureka itself) each
 phase is printed beside the baseline's, with the ratio of ops/s. The probe
-registers in apps
-named SHARDCTL-PROBE*, and cancels everything it registered when it ends,
-Ctrl-C included. The probe shares the machine with the registry when both
+registers in apps named SHARDCTL-PROBE*, and cancels everything it
+registered when it ends, Ctrl-C included. The probe shares the machine with the registry when both
 run here: say so beside its figures.`,
 		Example: `  # the published method against a local registry (about 7 minutes)
   shardctl probe registry --registry http://127.0.0.1:8761/eureka

@@ -147,8 +147,8 @@ func (a *api) route(mux *http.ServeMux, pattern string, h http.HandlerFunc, writ
 			}
 			// A replica cut off from etcd still answers reads, from what it
 			// last saw, and says how old that is.
-			if !write && p.cutOff() {
-				rec.Header().Set(StaleHeader, formatSeconds(p.staleness()))
+			if stale := p.staleness(); !write && stale > p.opts.Cutoff {
+				rec.Header().Set(StaleHeader, formatSeconds(stale))
 			}
 		}
 		h(rec, req)

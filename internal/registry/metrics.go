@@ -97,10 +97,9 @@ func (c registryCollector) Collect(ch chan<- prometheus.Metric) {
 		if rs.IsCoordinator {
 			coord = 1
 		}
-		stale, _ := time.ParseDuration(rs.Staleness)
 		ch <- prometheus.MustNewConstMetric(descReplica, prometheus.GaugeValue, 1, rs.ID, rs.Coordinator)
 		ch <- prometheus.MustNewConstMetric(descCoord, prometheus.GaugeValue, coord)
 		ch <- prometheus.MustNewConstMetric(descReplicas, prometheus.GaugeValue, float64(len(rs.Members)))
-		ch <- prometheus.MustNewConstMetric(descStale, prometheus.GaugeValue, stale.Seconds())
+		ch <- prometheus.MustNewConstMetric(descStale, prometheus.GaugeValue, rs.stale.Seconds())
 	}
 }

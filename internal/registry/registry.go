@@ -777,8 +777,10 @@ func (r *Registry) Ready() error {
 	if r.repl != nil && !r.repl.loaded.Load() {
 		return errNotLoaded
 	}
-	if r.repl != nil && r.repl.cutOff() {
-		return fmt.Errorf("%w: cut off from etcd for %s: reads show what it saw then, writes fail, it does not evict", ErrUnavailable, r.repl.staleness().Round(time.Millisecond))
+	if r.repl != nil {
+		if stale := r.repl.staleness(); stale > r.repl.opts.Cutoff {
+			return fmt.Errorf("%w: cut off from etcd for %s: reads show what it saw then, writes fail, it does not evict", ErrUnavailable, stale.Round(time.Millisecond))
+		}
 	}
 	return nil
 }

@@ -29,6 +29,10 @@ import (
 // on all of them. One replica, the coordinator, elected through etcd,
 // evicts expired leases.
 
+// DefaultSessionTTL is the etcd lease of a replica's own keys: a replica
+// that died stops counting, and hands over, this long after.
+const DefaultSessionTTL = 5 * time.Second
+
 // ReplicaOptions configure a replica over etcd.
 type ReplicaOptions struct {
 	// ID names the replica among the others (the etcd member's name too
@@ -50,7 +54,7 @@ type ReplicaOptions struct {
 
 func (o *ReplicaOptions) defaults() {
 	if o.SessionTTL <= 0 {
-		o.SessionTTL = 5 * time.Second
+		o.SessionTTL = DefaultSessionTTL
 	}
 	if o.DigestInterval <= 0 {
 		o.DigestInterval = 500 * time.Millisecond
@@ -91,9 +95,9 @@ type replica struct {
 	applied      int64
 	appliedCh    chan struct{} // closed when applied moves
 	check        *freshCheck
-	freshAt      time.Time // the view was etcd's as of then
-	contactSince time.Time // start of the current run of contact
-	members      map[string]time.Time
+	freshAt      time.Time       // the view was etcd's as of then
+	contactSince time.Time       // start of the current run of contact
+	members      map[string]bool // alive: their key exists
 	electionKeys map[string]candidate
 	coordinators []string
 	viewChanged  chan struct{} // cap 1: members, list or election moved
@@ -131,7 +135,7 @@ func newReplica(r *Registry, st *etcdStore, opts ReplicaOptions) (*replica, erro
 		r: r, st: st, opts: opts, ctx: ctx, cancel: cancel,
 		watchCtx:  clientv3.WithRequireLeader(ctx),
 		revs:      map[string]int64{},
-		appliedCh: make(chan struct{}), members: map[string]time.Time{}, electionKeys: map[string]candidate{},
+		appliedCh: make(chan struct{}), members: map[string]bool{}, electionKeys: map[string]candidate{},
 		viewChanged: make(chan struct{}, 1), pending: map[InstanceRef]int64{},
 	}
 	return p, nil
@@ -184,7 +188,7 @@ func (p *replica) close() {
 // and a watch that fell behind a compaction.
 func (p *replica) resync() error {
 	at := time.Now()
-	_, _, resp, err := p.st.load(p.ctx)
+	resp, err := p.st.getAll(p.ctx)
 	if err != nil {
 		return err
 	}
@@ -201,14 +205,11 @@ func (p *replica) resync() error {
 			continue
 		}
 		seen[k] = true
-		if err := p.stateEvent(k, kv, false, &b); err != nil {
-			r.mu.Unlock()
-			return err
-		}
+		p.stateEvent(k, kv, false, &b)
 	}
 	for k := range p.revs {
 		if !seen[k] {
-			_ = p.stateEvent(k, &mvccpb.KeyValue{Key: []byte(p.st.prefix + k)}, true, &b)
+			p.stateEvent(k, nil, true, &b)
 		}
 	}
 	r.applyLocked(&b, now)
@@ -232,7 +233,7 @@ func (p *replica) resync() error {
 
 // stateEvent adds a change of a state key to a batch, and keeps its
 // revision; callers hold r.mu.
-func (p *replica) stateEvent(k string, kv *mvccpb.KeyValue, deleted bool, b *Batch) error {
+func (p *replica) stateEvent(k string, kv *mvccpb.KeyValue, deleted bool, b *Batch) {
 	if deleted {
 		delete(p.revs, k)
 		switch {
@@ -247,22 +248,21 @@ func (p *replica) stateEvent(k string, kv *mvccpb.KeyValue, deleted bool, b *Bat
 		case strings.HasPrefix(k, keySlots):
 			p.setSlots(&appSlots{app: k[len(keySlots):]}, b)
 		}
-		return nil
+		return
 	}
 	if p.revs[k] == kv.ModRevision {
-		return nil // memory has it (a resync over what the watch applied)
+		return // memory has it (a resync over what the watch applied)
 	}
 	p.revs[k] = kv.ModRevision
 	slots, err := decodeKV(k, kv.Value, b)
 	if err != nil {
 		// A value no replica wrote; skip it rather than stop the watch.
 		p.opts.Logger.Error("etcd key skipped", "err", err)
-		return nil
+		return
 	}
 	if slots != nil {
 		p.setSlots(slots, b)
 	}
-	return nil
 }
 
 // setSlots turns an app's whole slot map into changes against memory.
@@ -290,7 +290,7 @@ func (p *replica) viewEventLocked(k string, kv *mvccpb.KeyValue, deleted bool) {
 		if deleted {
 			delete(p.members, id)
 		} else {
-			p.members[id] = time.Now()
+			p.members[id] = true
 		}
 	case strings.HasPrefix(k, keyElection):
 		if deleted {
@@ -366,7 +366,7 @@ func (p *replica) apply(evs []*clientv3.Event) {
 		deleted := ev.Type == mvccpb.DELETE
 		switch {
 		case isStateKey(k):
-			_ = p.stateEvent(k, ev.Kv, deleted, &b)
+			p.stateEvent(k, ev.Kv, deleted, &b)
 		case strings.HasPrefix(k, keyRenewals):
 			if !deleted && k[len(keyRenewals):] != p.opts.ID {
 				digests = append(digests, ev.Kv)
@@ -501,8 +501,8 @@ func (p *replica) mayEvict() bool {
 // A write that lost a race is planned again on the newer memory.
 func (p *replica) write(plan func(now time.Time) (*Batch, error)) error {
 	r := p.r
-	if p.cutOff() {
-		return fmt.Errorf("%w: cut off from etcd for %s", ErrUnavailable, p.staleness().Round(time.Millisecond))
+	if stale := p.staleness(); stale > p.opts.Cutoff {
+		return fmt.Errorf("%w: cut off from etcd for %s", ErrUnavailable, stale.Round(time.Millisecond))
 	}
 	for attempt := 1; ; attempt++ {
 		r.mu.Lock()
@@ -512,14 +512,14 @@ func (p *replica) write(plan func(now time.Time) (*Batch, error)) error {
 			r.mu.Unlock()
 			return err
 		}
-		ops, err := p.st.ops(b, p.slotsAfter(b))
+		ops, keys, err := p.st.txn(b, p.slotsAfter(b))
 		if err != nil {
 			r.mu.Unlock()
 			return err
 		}
-		var guards []clientv3.Cmp
-		for _, k := range b.keys() {
-			guards = append(guards, clientv3.Compare(clientv3.ModRevision(p.st.prefix+k), "=", p.revs[k]))
+		guards := make([]clientv3.Cmp, len(keys))
+		for i, k := range keys {
+			guards[i] = clientv3.Compare(clientv3.ModRevision(p.st.prefix+k), "=", p.revs[k])
 		}
 		r.mu.Unlock()
 
@@ -767,12 +767,7 @@ func (p *replica) eligible() bool {
 	if len(p.coordinators) == 0 || slices.Contains(p.coordinators, p.opts.ID) {
 		return true
 	}
-	for _, id := range p.coordinators {
-		if _, alive := p.members[id]; alive {
-			return false
-		}
-	}
-	return true
+	return !slices.ContainsFunc(p.coordinators, func(id string) bool { return p.members[id] })
 }
 
 // ReplicaStatus is a replica's view of the replicas, for /readyz,
@@ -789,6 +784,8 @@ type ReplicaStatus struct {
 	Staleness string `json:"staleness"`
 	CutOff    bool   `json:"cutOff"`
 	Revision  int64  `json:"revision"`
+
+	stale time.Duration // Staleness, for the metrics
 }
 
 func (p *replica) status() *ReplicaStatus {
@@ -798,7 +795,7 @@ func (p *replica) status() *ReplicaStatus {
 	st := &ReplicaStatus{
 		ID: p.opts.ID, IsCoordinator: p.coordinator.Load(), Members: []string{},
 		Coordinators: append([]string{}, p.coordinators...), Staleness: stale.Round(time.Millisecond).String(),
-		CutOff: stale > p.opts.Cutoff, Revision: p.applied,
+		CutOff: stale > p.opts.Cutoff, Revision: p.applied, stale: stale,
 	}
 	for id := range p.members {
 		st.Members = append(st.Members, id)

@@ -67,8 +67,7 @@ type viewInstance struct {
 // encodes and compresses only the apps that changed.
 type appChunk struct {
 	app  Application
-	json [][]byte   // each instance's JSON, in app.Instances' order
-	segs []*segment // the same JSON in runs, for the JSON encodings
+	segs []*segment // the instances' JSON in runs, in app.Instances' order
 
 	mu   sync.Mutex
 	encs map[bodyKind][]byte // xml and gzip vary; delta is always false
@@ -295,11 +294,12 @@ func (r *Registry) rebuild() {
 		a := v.apps[name]
 		if a.chunk == nil || a.stale {
 			sorted := slices.SortedFunc(maps.Values(a.byID), func(x, y viewInstance) int { return strings.Compare(x.in.InstanceID, y.in.InstanceID) })
-			c := &appChunk{app: Application{Name: name, Instances: make([]*Instance, len(sorted))}, json: make([][]byte, len(sorted))}
+			c := &appChunk{app: Application{Name: name, Instances: make([]*Instance, len(sorted))}}
+			json := make([][]byte, len(sorted))
 			for i, vi := range sorted {
-				c.app.Instances[i], c.json[i] = vi.in, vi.json
+				c.app.Instances[i], json[i] = vi.in, vi.json
 			}
-			c.segs = segments(c.app.Instances, c.json, a.chunk)
+			c.segs = segments(c.app.Instances, json, a.chunk)
 			a.chunk, a.stale = c, false
 		}
 		chunks = append(chunks, a.chunk)

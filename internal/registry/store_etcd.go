@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -89,64 +90,22 @@ func OpenEtcdStore(endpoints []string, prefix string) (Store, error) {
 
 func (s *etcdStore) Close() error { return s.cli.Close() }
 
-// Load reads everything, for a registry that runs as the only replica
-// without a watch (tests, tools); replicas load through the watch.
-func (s *etcdStore) Load() (*State, error) {
-	st, _, _, err := s.load(context.Background())
-	return st, err
-}
+// errReplicated: an etcd store is read by its replica's watch and written
+// by its guarded transactions (replica.go), never through Load and Apply.
+var errReplicated = errors.New("etcd store: read and written by its replica, not as a plain store")
 
-// Apply writes batches unguarded, in one transaction.
-func (s *etcdStore) Apply(bs ...Batch) error {
-	var ops []clientv3.Op
-	for _, b := range bs {
-		o, err := s.ops(&b, nil)
-		if err != nil {
-			return err
-		}
-		ops = append(ops, o...)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), etcdTimeout)
-	defer cancel()
-	_, err := s.cli.Txn(ctx).Then(ops...).Commit()
-	return err
-}
+func (s *etcdStore) Load() (*State, error) { return nil, errReplicated }
+func (s *etcdStore) Apply(...Batch) error  { return errReplicated }
 
-// load reads the registry's keys at one revision: the state, every key's
-// mod revision (what a write guards on), and that revision.
-func (s *etcdStore) load(ctx context.Context) (*State, map[string]int64, *clientv3.GetResponse, error) {
+// getAll reads every key under the prefix at one revision.
+func (s *etcdStore) getAll(ctx context.Context) (*clientv3.GetResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, etcdTimeout)
 	defer cancel()
 	resp, err := s.cli.Get(ctx, s.prefix, clientv3.WithPrefix())
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("etcd: read %s: %w", s.prefix, err)
+		return nil, fmt.Errorf("etcd: read %s: %w", s.prefix, err)
 	}
-	st := &State{Overrides: map[InstanceRef]Override{}, Slots: map[InstanceRef]int{}}
-	revs := map[string]int64{}
-	for _, kv := range resp.Kvs {
-		k := strings.TrimPrefix(string(kv.Key), s.prefix)
-		var b Batch
-		slots, err := decodeKV(k, kv.Value, &b)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		if slots != nil {
-			for id, n := range slots.ids {
-				st.Slots[InstanceRef{slots.app, id}] = n
-			}
-		}
-		if isStateKey(k) {
-			revs[k] = kv.ModRevision
-		}
-		st.Instances = append(st.Instances, b.Put...)
-		for ref, o := range b.Overrides {
-			st.Overrides[ref] = o
-		}
-		st.Deployments = append(st.Deployments, b.Deployments...)
-		st.Cutovers = append(st.Cutovers, b.Cutovers...)
-	}
-	slices.SortFunc(st.Deployments, func(a, b ledger.Deployment) int { return a.Seq - b.Seq })
-	return st, revs, resp, nil
+	return resp, nil
 }
 
 func (b *Batch) empty() bool {
@@ -154,8 +113,8 @@ func (b *Batch) empty() bool {
 		len(b.Deployments) == 0 && len(b.Cutovers) == 0
 }
 
-// isStateKey says whether a key holds registry state (what Load returns
-// and writes guard on), not a replica's own keys.
+// isStateKey says whether a key holds registry state (what writes guard
+// on), not a replica's own keys.
 func isStateKey(k string) bool {
 	for _, p := range []string{keyInstances, keyOverrides, keySlots, keyLedger, keyCutovers} {
 		if strings.HasPrefix(k, p) {
@@ -229,86 +188,47 @@ func instanceKey(ref InstanceRef) string { return keyInstances + ref.App + "/" +
 func overrideKey(ref InstanceRef) string { return keyOverrides + ref.App + "/" + ref.ID }
 func ledgerKey(seq int) string           { return keyLedger + fmt.Sprintf("%010d", seq) }
 
-// ops turns a batch into etcd operations. slotsOf gives the slots an app
-// will have after the batch (the whole slots/APP value); nil writes the
-// batch's own slots as they are, for a store that is the only writer.
-func (s *etcdStore) ops(b *Batch, slotsOf func(app string) map[string]int) ([]clientv3.Op, error) {
-	var ops []clientv3.Op
-	put := func(k string, v any) error {
-		enc, err := json.Marshal(v)
-		if err != nil {
-			return err
+// txn turns a batch into etcd operations, and names the state key of
+// each (what the write's guards compare). slotsOf gives the slots an app
+// will have after the batch: the whole slots/APP value.
+func (s *etcdStore) txn(b *Batch, slotsOf func(app string) map[string]int) (ops []clientv3.Op, keys []string, err error) {
+	put := func(k string, v any) {
+		enc, merr := json.Marshal(v)
+		if merr != nil && err == nil {
+			err = merr
 		}
-		ops = append(ops, clientv3.OpPut(s.prefix+k, string(enc)))
-		return nil
+		ops, keys = append(ops, clientv3.OpPut(s.prefix+k, string(enc))), append(keys, k)
+	}
+	del := func(k string) {
+		ops, keys = append(ops, clientv3.OpDelete(s.prefix+k)), append(keys, k)
 	}
 	for _, in := range b.Put {
-		if err := put(instanceKey(InstanceRef{in.App, in.InstanceID}), (*storedInstance)(in)); err != nil {
-			return nil, err
-		}
+		put(instanceKey(InstanceRef{in.App, in.InstanceID}), (*storedInstance)(in))
 	}
 	for _, ref := range b.Delete {
-		ops = append(ops, clientv3.OpDelete(s.prefix+instanceKey(ref)))
+		del(instanceKey(ref))
 	}
 	for ref, o := range b.Overrides {
 		if o.zero() {
-			ops = append(ops, clientv3.OpDelete(s.prefix+overrideKey(ref)))
-		} else if err := put(overrideKey(ref), o); err != nil {
-			return nil, err
-		}
-	}
-	for _, app := range slotApps(b) {
-		ids := map[string]int{}
-		if slotsOf != nil {
-			ids = slotsOf(app)
+			del(overrideKey(ref))
 		} else {
-			for ref, n := range b.Slots {
-				if ref.App == app && n != 0 {
-					ids[ref.ID] = n
-				}
-			}
+			put(overrideKey(ref), o)
 		}
-		if len(ids) == 0 {
-			ops = append(ops, clientv3.OpDelete(s.prefix+keySlots+app))
-		} else if err := put(keySlots+app, ids); err != nil {
-			return nil, err
-		}
-	}
-	for _, d := range b.Deployments {
-		if err := put(ledgerKey(d.Seq), d); err != nil {
-			return nil, err
-		}
-	}
-	for _, c := range b.Cutovers {
-		if err := put(keyCutovers+c.Name, c); err != nil {
-			return nil, err
-		}
-	}
-	return ops, nil
-}
-
-// keys are the state keys a batch writes, which its guards compare.
-func (b *Batch) keys() []string {
-	var ks []string
-	for _, in := range b.Put {
-		ks = append(ks, instanceKey(InstanceRef{in.App, in.InstanceID}))
-	}
-	for _, ref := range b.Delete {
-		ks = append(ks, instanceKey(ref))
-	}
-	for ref := range b.Overrides {
-		ks = append(ks, overrideKey(ref))
 	}
 	for _, app := range slotApps(b) {
-		ks = append(ks, keySlots+app)
+		if ids := slotsOf(app); len(ids) == 0 {
+			del(keySlots + app)
+		} else {
+			put(keySlots+app, ids)
+		}
 	}
 	for _, d := range b.Deployments {
-		ks = append(ks, ledgerKey(d.Seq))
+		put(ledgerKey(d.Seq), d)
 	}
 	for _, c := range b.Cutovers {
-		ks = append(ks, keyCutovers+c.Name)
+		put(keyCutovers+c.Name, c)
 	}
-	return ks
+	return ops, keys, err
 }
 
 func slotApps(b *Batch) []string {

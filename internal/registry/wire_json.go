@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -119,20 +120,11 @@ func (p *jsonPort) UnmarshalJSON(b []byte) error {
 	if len(b) == 0 || string(b) == "null" {
 		return nil
 	}
-	p.given = true
-	if b[0] != '{' {
-		p.Enabled = true
-		return p.Number.UnmarshalJSON(b)
+	if b[0] == '{' {
+		return readJSON(b, p.read)
 	}
-	var aux struct {
-		Number  flexInt  `json:"$"`
-		Enabled flexBool `json:"@enabled"`
-	}
-	if err := json.Unmarshal(b, &aux); err != nil {
-		return err
-	}
-	p.Number, p.Enabled = aux.Number, aux.Enabled
-	return nil
+	p.given, p.Enabled = true, true
+	return p.Number.UnmarshalJSON(b)
 }
 
 type jsonInDataCenter struct {
@@ -261,28 +253,23 @@ func firstNonEmpty(s ...string) string {
 // is the registry's hottest write, and encoding/json checks a body once
 // whole and again for every field a flex type reads.
 func decodeInstanceJSON(b []byte) (*Instance, error) {
-	d := jsonDecoders.Get().(*jsontext.Decoder)
-	defer jsonDecoders.Put(d)
-	d.Reset(bytes.NewReader(b), jsonLoose...)
 	var w *jsonInInstance
-	_, err := jsonObject(d, "body", func(name string) error {
-		if !strings.EqualFold(name, "instance") {
-			return d.SkipValue()
-		}
-		if d.PeekKind() == 'n' {
-			w = nil
-			return d.SkipValue()
-		}
-		if w == nil {
-			w = &jsonInInstance{}
-		}
-		return w.read(d)
+	err := readJSON(b, func(d *jsontext.Decoder) error {
+		_, err := jsonObject(d, "body", func(name string) error {
+			if !strings.EqualFold(name, "instance") {
+				return d.SkipValue()
+			}
+			if d.PeekKind() == 'n' {
+				w = nil
+				return d.SkipValue()
+			}
+			if w == nil {
+				w = &jsonInInstance{}
+			}
+			return w.read(d)
+		})
+		return err
 	})
-	if err == nil {
-		if _, end := d.ReadToken(); end != io.EOF {
-			err = fmt.Errorf("data after the JSON value")
-		}
-	}
 	if err != nil {
 		return nil, fmt.Errorf("malformed JSON: %w", err)
 	}
@@ -292,20 +279,27 @@ func decodeInstanceJSON(b []byte) (*Instance, error) {
 	return w.instance(), nil
 }
 
-// jsonLoose reads JSON as encoding/json does: the last of duplicate names
-// wins, and invalid UTF-8 is read (as U+FFFD), not refused.
-var jsonLoose = []jsontext.Options{jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true)}
+// readJSON runs read over one JSON value, b, read as encoding/json reads
+// it (the last of duplicate names wins, invalid UTF-8 becomes U+FFFD),
+// and refuses anything after the value.
+func readJSON(b []byte, read func(*jsontext.Decoder) error) error {
+	d := jsonDecoders.Get().(*jsontext.Decoder)
+	defer jsonDecoders.Put(d)
+	d.Reset(bytes.NewReader(b), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	if err := read(d); err != nil {
+		return err
+	}
+	if _, err := d.ReadToken(); err != io.EOF {
+		return fmt.Errorf("data after the JSON value")
+	}
+	return nil
+}
 
 var jsonDecoders = sync.Pool{New: func() any { return jsontext.NewDecoder(bytes.NewReader(nil)) }}
 
 // UnmarshalJSON lets encoding/json (a fetch's instances) read an instance
 // the way a registration is read.
-func (w *jsonInInstance) UnmarshalJSON(b []byte) error {
-	d := jsonDecoders.Get().(*jsontext.Decoder)
-	defer jsonDecoders.Put(d)
-	d.Reset(bytes.NewReader(b), jsonLoose...)
-	return w.read(d)
-}
+func (w *jsonInInstance) UnmarshalJSON(b []byte) error { return readJSON(b, w.read) }
 
 // jsonObject reads an object, calling field with each name for it to read
 // the value; null is an absent object (false).
@@ -337,20 +331,27 @@ func jsonObject(d *jsontext.Decoder, what string, field func(name string) error)
 	return true, err
 }
 
-// jsonField names the field a JSON name sets, as encoding/json matches
-// them: the exact name, else the first that differs only in case.
-func jsonField(name string, fields []string) string {
-	for _, f := range fields {
-		if f == name {
-			return f
+// jsonField is a field of T: its JSON name and how its value is read.
+type jsonField[T any] struct {
+	name string
+	read func(*T, *jsontext.Decoder) error
+}
+
+// jsonFields reads an object into dst, matching names as encoding/json
+// does: the exact name, else the first field that differs only in case;
+// unknown names are skipped.
+func jsonFields[T any](d *jsontext.Decoder, what string, dst *T, fields []jsonField[T]) error {
+	_, err := jsonObject(d, what, func(name string) error {
+		i := slices.IndexFunc(fields, func(f jsonField[T]) bool { return f.name == name })
+		if i < 0 {
+			i = slices.IndexFunc(fields, func(f jsonField[T]) bool { return strings.EqualFold(f.name, name) })
 		}
-	}
-	for _, f := range fields {
-		if strings.EqualFold(f, name) {
-			return f
+		if i < 0 {
+			return d.SkipValue()
 		}
-	}
-	return ""
+		return fields[i].read(dst, d)
+	})
+	return err
 }
 
 // jsonScalar reads the next value into a flex type.
@@ -360,6 +361,11 @@ func jsonScalar(d *jsontext.Decoder, dst json.Unmarshaler) error {
 		return err
 	}
 	return dst.UnmarshalJSON(v)
+}
+
+// scalar is a field read by jsonScalar.
+func scalar[T any](name string, at func(*T) json.Unmarshaler) jsonField[T] {
+	return jsonField[T]{name, func(t *T, d *jsontext.Decoder) error { return jsonScalar(d, at(t)) }}
 }
 
 // jsonStrings reads an object of scalars (metadata) into m.
@@ -382,147 +388,89 @@ func jsonStrings(d *jsontext.Decoder, what string, m *map[string]flexString) err
 	return err
 }
 
-var instanceFields = []string{"instanceId", "hostName", "app", "appGroupName", "ipAddr", "status", "overriddenStatus",
-	"overriddenstatus", "port", "securePort", "countryId", "dataCenterInfo", "leaseInfo", "metadata", "homePageUrl",
-	"statusPageUrl", "healthCheckUrl", "secureHealthCheckUrl", "vipAddress", "secureVipAddress",
-	"isCoordinatingDiscoveryServer", "lastUpdatedTimestamp", "lastDirtyTimestamp", "actionType"}
-
 func (w *jsonInInstance) read(d *jsontext.Decoder) error {
-	_, err := jsonObject(d, "instance", func(name string) error {
-		var s *flexString
-		switch jsonField(name, instanceFields) {
-		case "instanceId":
-			s = &w.InstanceID
-		case "hostName":
-			s = &w.HostName
-		case "app":
-			s = &w.App
-		case "appGroupName":
-			s = &w.AppGroupName
-		case "ipAddr":
-			s = &w.IPAddr
-		case "status":
-			s = &w.Status
-		case "overriddenStatus":
-			s = &w.OverriddenStatus
-		case "overriddenstatus":
-			s = &w.OverriddenStatusOld
-		case "homePageUrl":
-			s = &w.HomePageURL
-		case "statusPageUrl":
-			s = &w.StatusPageURL
-		case "healthCheckUrl":
-			s = &w.HealthCheckURL
-		case "secureHealthCheckUrl":
-			s = &w.SecureHealthCheckURL
-		case "vipAddress":
-			s = &w.VIPAddress
-		case "secureVipAddress":
-			s = &w.SecureVIPAddress
-		case "actionType":
-			s = &w.ActionType
-		case "port":
-			return w.Port.read(d)
-		case "securePort":
-			return w.SecurePort.read(d)
-		case "countryId":
-			return jsonScalar(d, &w.CountryID)
-		case "isCoordinatingDiscoveryServer":
-			return jsonScalar(d, &w.IsCoordinating)
-		case "lastUpdatedTimestamp":
-			return jsonScalar(d, &w.LastUpdatedTimestamp)
-		case "lastDirtyTimestamp":
-			return jsonScalar(d, &w.LastDirtyTimestamp)
-		case "metadata":
-			return jsonStrings(d, "metadata", &w.Metadata)
-		case "leaseInfo":
-			return w.LeaseInfo.read(d)
-		case "dataCenterInfo":
-			if d.PeekKind() == 'n' {
-				w.DataCenterInfo = nil
-				return d.SkipValue()
-			}
-			if w.DataCenterInfo == nil {
-				w.DataCenterInfo = &jsonInDataCenter{}
-			}
-			return w.DataCenterInfo.read(d)
-		default:
-			return d.SkipValue()
-		}
-		return jsonScalar(d, s)
-	})
-	return err
+	return jsonFields(d, "instance", w, instanceFields)
 }
 
-var portFields = []string{"$", "@enabled"}
+// instanceFields are jsonInInstance's, in its order (which decides a
+// name that matches two fields but in case).
+var instanceFields = []jsonField[jsonInInstance]{
+	scalar("instanceId", func(w *jsonInInstance) json.Unmarshaler { return &w.InstanceID }),
+	scalar("hostName", func(w *jsonInInstance) json.Unmarshaler { return &w.HostName }),
+	scalar("app", func(w *jsonInInstance) json.Unmarshaler { return &w.App }),
+	scalar("appGroupName", func(w *jsonInInstance) json.Unmarshaler { return &w.AppGroupName }),
+	scalar("ipAddr", func(w *jsonInInstance) json.Unmarshaler { return &w.IPAddr }),
+	scalar("status", func(w *jsonInInstance) json.Unmarshaler { return &w.Status }),
+	scalar("overriddenStatus", func(w *jsonInInstance) json.Unmarshaler { return &w.OverriddenStatus }),
+	scalar("overriddenstatus", func(w *jsonInInstance) json.Unmarshaler { return &w.OverriddenStatusOld }),
+	{"port", func(w *jsonInInstance, d *jsontext.Decoder) error { return w.Port.read(d) }},
+	{"securePort", func(w *jsonInInstance, d *jsontext.Decoder) error { return w.SecurePort.read(d) }},
+	scalar("countryId", func(w *jsonInInstance) json.Unmarshaler { return &w.CountryID }),
+	{"dataCenterInfo", func(w *jsonInInstance, d *jsontext.Decoder) error {
+		if d.PeekKind() == 'n' {
+			w.DataCenterInfo = nil
+			return d.SkipValue()
+		}
+		if w.DataCenterInfo == nil {
+			w.DataCenterInfo = &jsonInDataCenter{}
+		}
+		return jsonFields(d, "dataCenterInfo", w.DataCenterInfo, dataCenterFields)
+	}},
+	{"leaseInfo", func(w *jsonInInstance, d *jsontext.Decoder) error {
+		return jsonFields(d, "leaseInfo", &w.LeaseInfo, leaseFields)
+	}},
+	{"metadata", func(w *jsonInInstance, d *jsontext.Decoder) error { return jsonStrings(d, "metadata", &w.Metadata) }},
+	scalar("homePageUrl", func(w *jsonInInstance) json.Unmarshaler { return &w.HomePageURL }),
+	scalar("statusPageUrl", func(w *jsonInInstance) json.Unmarshaler { return &w.StatusPageURL }),
+	scalar("healthCheckUrl", func(w *jsonInInstance) json.Unmarshaler { return &w.HealthCheckURL }),
+	scalar("secureHealthCheckUrl", func(w *jsonInInstance) json.Unmarshaler { return &w.SecureHealthCheckURL }),
+	scalar("vipAddress", func(w *jsonInInstance) json.Unmarshaler { return &w.VIPAddress }),
+	scalar("secureVipAddress", func(w *jsonInInstance) json.Unmarshaler { return &w.SecureVIPAddress }),
+	scalar("isCoordinatingDiscoveryServer", func(w *jsonInInstance) json.Unmarshaler { return &w.IsCoordinating }),
+	scalar("lastUpdatedTimestamp", func(w *jsonInInstance) json.Unmarshaler { return &w.LastUpdatedTimestamp }),
+	scalar("lastDirtyTimestamp", func(w *jsonInInstance) json.Unmarshaler { return &w.LastDirtyTimestamp }),
+	scalar("actionType", func(w *jsonInInstance) json.Unmarshaler { return &w.ActionType }),
+}
 
+var portFields = []jsonField[jsonPort]{
+	scalar("$", func(p *jsonPort) json.Unmarshaler { return &p.Number }),
+	scalar("@enabled", func(p *jsonPort) json.Unmarshaler { return &p.Enabled }),
+}
+
+// read reads {"$":8080,"@enabled":"true"}, or a bare port number.
 func (p *jsonPort) read(d *jsontext.Decoder) error {
 	if d.PeekKind() != '{' {
 		return jsonScalar(d, p)
 	}
 	p.given = true
-	_, err := jsonObject(d, "port", func(name string) error {
-		switch jsonField(name, portFields) {
-		case "$":
-			return jsonScalar(d, &p.Number)
-		case "@enabled":
-			return jsonScalar(d, &p.Enabled)
-		}
-		return d.SkipValue()
-	})
-	return err
+	return jsonFields(d, "port", p, portFields)
 }
 
-var leaseFields = []string{"renewalIntervalInSecs", "durationInSecs", "registrationTimestamp", "lastRenewalTimestamp",
-	"evictionTimestamp", "serviceUpTimestamp"}
-
-func (l *jsonInLease) read(d *jsontext.Decoder) error {
-	_, err := jsonObject(d, "leaseInfo", func(name string) error {
-		var n *flexInt
-		switch jsonField(name, leaseFields) {
-		case "renewalIntervalInSecs":
-			n = &l.RenewalIntervalInSecs
-		case "durationInSecs":
-			n = &l.DurationInSecs
-		case "registrationTimestamp":
-			n = &l.RegistrationTimestamp
-		case "lastRenewalTimestamp":
-			n = &l.LastRenewalTimestamp
-		case "evictionTimestamp":
-			n = &l.EvictionTimestamp
-		case "serviceUpTimestamp":
-			n = &l.ServiceUpTimestamp
-		default:
-			return d.SkipValue()
-		}
-		return jsonScalar(d, n)
-	})
-	return err
+var leaseFields = []jsonField[jsonInLease]{
+	scalar("renewalIntervalInSecs", func(l *jsonInLease) json.Unmarshaler { return &l.RenewalIntervalInSecs }),
+	scalar("durationInSecs", func(l *jsonInLease) json.Unmarshaler { return &l.DurationInSecs }),
+	scalar("registrationTimestamp", func(l *jsonInLease) json.Unmarshaler { return &l.RegistrationTimestamp }),
+	scalar("lastRenewalTimestamp", func(l *jsonInLease) json.Unmarshaler { return &l.LastRenewalTimestamp }),
+	scalar("evictionTimestamp", func(l *jsonInLease) json.Unmarshaler { return &l.EvictionTimestamp }),
+	scalar("serviceUpTimestamp", func(l *jsonInLease) json.Unmarshaler { return &l.ServiceUpTimestamp }),
 }
 
-var dataCenterFields = []string{"@class", "name", "metadata"}
-
-func (c *jsonInDataCenter) read(d *jsontext.Decoder) error {
-	_, err := jsonObject(d, "dataCenterInfo", func(name string) error {
-		switch jsonField(name, dataCenterFields) {
-		case "@class":
-			v, err := d.ReadValue()
-			if err != nil || v.Kind() == 'n' {
-				return err
-			}
-			if v.Kind() != '"' {
-				return fmt.Errorf("dataCenterInfo @class: expected a string, got %.40s", v)
-			}
-			c.Class, err = unquote(v)
+var dataCenterFields = []jsonField[jsonInDataCenter]{
+	{"@class", func(c *jsonInDataCenter, d *jsontext.Decoder) error {
+		v, err := d.ReadValue()
+		if err != nil || v.Kind() == 'n' {
 			return err
-		case "name":
-			return jsonScalar(d, &c.Name)
-		case "metadata":
-			return jsonStrings(d, "dataCenterInfo metadata", &c.Metadata)
 		}
-		return d.SkipValue()
-	})
-	return err
+		if v.Kind() != '"' {
+			return fmt.Errorf("dataCenterInfo @class: expected a string, got %.40s", v)
+		}
+		c.Class, err = unquote(v)
+		return err
+	}},
+	scalar("name", func(c *jsonInDataCenter) json.Unmarshaler { return &c.Name }),
+	{"metadata", func(c *jsonInDataCenter, d *jsontext.Decoder) error {
+		return jsonStrings(d, "dataCenterInfo metadata", &c.Metadata)
+	}},
 }
 
 // decodeAppsJSON reads a full or delta fetch, single elements or arrays.

@@ -223,7 +223,16 @@ func readBody(w http.ResponseWriter, req *http.Request, limit int64) ([]byte, er
 		}
 		r = io.LimitReader(zr, limit+1)
 	}
-	b, err := io.ReadAll(r)
+	var b []byte
+	var err error
+	if n := req.ContentLength; n > 0 && n <= limit && r == io.Reader(body) {
+		// The length is known: one buffer of it, not ReadAll's growing
+		// copies; the server ends the body there.
+		b = make([]byte, n)
+		_, err = io.ReadFull(r, b)
+	} else {
+		b, err = io.ReadAll(r)
+	}
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {

@@ -278,9 +278,9 @@ func (r *Registry) lookup(app, id string) *lease {
 // record notes a change: version, delta queue, watchers, snapshot. Callers
 // hold r.mu.
 func (r *Registry) record(action string, in *Instance) {
-	c := in.Clone()
-	c.ActionType = action
-	r.appendChange(Change{Action: action, Instance: c})
+	// Instances are replaced, never changed, once stored: the change can
+	// share in; a delta sets its action type on a copy.
+	r.appendChange(Change{Action: action, Instance: in})
 	r.markDirty(InstanceRef{in.App, in.InstanceID})
 }
 

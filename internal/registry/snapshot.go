@@ -430,7 +430,9 @@ func (s *snapshot) delta() *Applications {
 		if _, seen := latest[ref]; !seen {
 			order = append(order, ref)
 		}
-		latest[ref] = c.Instance
+		in := *c.Instance
+		in.ActionType = c.Action
+		latest[ref] = &in
 	}
 	var ins []*Instance
 	for _, ref := range order {

@@ -205,22 +205,12 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 	if cfg.Registry == nil {
 		return Report{}, errors.New("no registry to probe")
 	}
-	c := &registry.Client{Base: cfg.Registry.Base, Token: cfg.Registry.Token}
-	maxConc := slices.Max(append(slices.Clone(cfg.Concurrency), mixConcurrency))
-	// One kept-alive connection per worker: the default of two per host
-	// would measure connection setup.
-	tr := &http.Transport{MaxIdleConns: maxConc * 2, MaxIdleConnsPerHost: maxConc * 2, DisableCompression: true, IdleConnTimeout: time.Minute}
-	c.HTTP = &http.Client{Transport: tr, Timeout: 30 * time.Second}
-	defer tr.CloseIdleConnections()
-	var id [4]byte
-	_, _ = rand.Read(id[:])
-	p := &prober{cfg: cfg, c: c, http: c.HTTP, run: hex.EncodeToString(id[:]), registered: map[registry.InstanceRef]bool{}}
-	rep = Report{Registry: c.Base.String()}
-	// Reach the registry once before loading it: a wrong URL is one
-	// clear error, not a phase of failures.
-	if _, err := c.Status(ctx); err != nil {
+	rep = Report{Registry: cfg.Registry.Base.String()}
+	p, err := newProber(ctx, cfg)
+	if err != nil {
 		return rep, err
 	}
+	defer p.close()
 	defer func() {
 		p.cleanupApp("")
 		if n := p.left(); n > 0 && err == nil {
@@ -281,6 +271,27 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 	rep.Detection = &d
 	return rep, nil
 }
+
+// newProber reaches the registry once before loading it: a wrong URL is
+// one clear error, not a phase of failures. cfg is checked.
+func newProber(ctx context.Context, cfg Config) (*prober, error) {
+	c := &registry.Client{Base: cfg.Registry.Base, Token: cfg.Registry.Token}
+	maxConc := slices.Max(append(slices.Clone(cfg.Concurrency), mixConcurrency))
+	// One kept-alive connection per worker: the default of two per host
+	// would measure connection setup.
+	tr := &http.Transport{MaxIdleConns: maxConc * 2, MaxIdleConnsPerHost: maxConc * 2, DisableCompression: true, IdleConnTimeout: time.Minute}
+	c.HTTP = &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	var id [4]byte
+	_, _ = rand.Read(id[:])
+	p := &prober{cfg: cfg, c: c, http: c.HTTP, run: hex.EncodeToString(id[:]), registered: map[registry.InstanceRef]bool{}}
+	if _, err := c.Status(ctx); err != nil {
+		p.close()
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *prober) close() { p.http.Transport.(*http.Transport).CloseIdleConnections() }
 
 func (p *prober) instance(app, id string, lease time.Duration) *registry.Instance {
 	return &registry.Instance{

@@ -45,6 +45,8 @@ func TestExitCodes(t *testing.T) {
 		{"completion without shell", []string{"completion"}, ExitUsage, "name one shell: bash, zsh, fish, powershell"},
 		{"completion bad shell", []string{"completion", "tcsh"}, ExitUsage, "name one shell"},
 		{"plugin without subcommand", []string{"plugin"}, ExitUsage, "missing subcommand"},
+		{"migrate without subcommand", []string{"migrate"}, ExitUsage, "missing subcommand: use locks"},
+		{"migrate locks without a table", []string{"migrate", "locks", "--table", " , "}, ExitUsage, "--table: name the tables"},
 		{"name-only with json", []string{"plugin", "list", "--name-only", "-o", "json"}, ExitUsage, "--name-only"},
 		{"flag before plugin name", []string{"--registry", "http://x", "frobnicate"}, ExitUsage, "unknown command"},
 	}

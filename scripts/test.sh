@@ -14,6 +14,7 @@ command -v go >/dev/null || export PATH="$PATH:/usr/local/go/bin"
 DEBIAN_PACKAGES=(
   bash-completion   # completion is tested by completing words in a real bash
   prometheus        # signals are read from a real Prometheus server
+  postgresql        # the migration lock preflight is tested against a real PostgreSQL (binaries in /usr/lib/postgresql/N/bin)
 )
 
 # Phases and their times, printed when the script ends however it ends.

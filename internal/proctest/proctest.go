@@ -252,7 +252,7 @@ func Prometheus(t testing.TB, listen string, targets map[string]string) string {
 	}
 	cmd := exec.Command(bin, "--config.file="+filepath.Join(dir, "prometheus.yml"), "--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+listen, "--log.level=warn")
-	logs := &lockedBuffer{}
+	logs := &LockedBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -298,19 +298,20 @@ func WaitScraped(t testing.TB, url string, n int) {
 	})
 }
 
-// lockedBuffer collects a process's output while the test may read it.
-type lockedBuffer struct {
+// LockedBuffer collects a process's output while the test may read it
+// (proctest's processes, pgtest's server).
+type LockedBuffer struct {
 	mu sync.Mutex
 	b  strings.Builder
 }
 
-func (l *lockedBuffer) Write(p []byte) (int, error) {
+func (l *LockedBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.Write(p)
 }
 
-func (l *lockedBuffer) String() string {
+func (l *LockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()

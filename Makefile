@@ -5,7 +5,7 @@ COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 DATE     ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 LDFLAGS  := -X $(PKG).version=$(VERSION) -X $(PKG).commit=$(COMMIT) -X $(PKG).date=$(DATE)
 
-.PHONY: build test test-long bench bench-tui bench-sim bench-proxy bench-registry bench-registry-floor bench-registry-probe bench-resilience fuzz lint snapshot completions clean
+.PHONY: build test test-long bench bench-tui bench-sim bench-proxy bench-capacity bench-registry bench-registry-floor bench-registry-probe bench-resilience fuzz lint snapshot completions clean
 
 build: ## bin/shardctl with version stamped
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/shardctl ./cmd/shardctl
@@ -25,6 +25,9 @@ bench-sim: ## simulator: CreateProcessInstance/s and CompleteJob/s, real Zeebe c
 bench-proxy: ## proxy vs nginx vs HAProxy vs direct: CreateProcessInstance at 64 in flight, 3 simulated shards
 	scripts/install-debs.sh nginx haproxy
 	go test -run '^$$' -bench BenchmarkPeers -benchtime 1x -timeout 30m ./internal/proxy/
+
+bench-capacity: ## the headline: probe capacity against one simulated monolith and against the proxy over four, same process and stages (CAPACITY_STAGE, default 10s), knees and their ratio
+	go test -run '^$$' -bench FederationHeadline -benchtime 1x -timeout 60m ./probes/capacity/
 
 bench-registry-floor: ## registrations at 50 concurrent against the memory-store registry and against a net/http endpoint that keeps nothing (the floor of the HTTP stack here), separate processes, 3 rounds, medians and ratios
 	go test -run '^$$' -bench RegisterFloor -benchtime 1x -timeout 20m ./probes/registryprobe/

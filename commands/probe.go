@@ -19,11 +19,11 @@ import (
 func NewCmdProbe(g *Globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "probe",
-		Short:   "Measure a registry with the published Eureka method",
+		Short:   "Check and measure: health of every part, capacity (the knee), a registry's throughput",
 		GroupID: "observe",
 		Args:    cobra.NoArgs,
 	}
-	cmd.AddCommand(newCmdProbeRegistry(g))
+	cmd.AddCommand(newCmdProbeHealth(g), newCmdProbeCapacity(g), newCmdProbeRegistry(g))
 	return cmd
 }
 

@@ -344,12 +344,12 @@ func (m *Model) renderDetail() string {
 	sc := newChart(w, hScissors, maxOf(created, completed))
 	sc.lines(created, completed)
 	b.WriteString(styleBold.Render("scissors") + "  " + styleLineA.Render("● created/s") + "  " + styleLineB.Render("○ completed/s") + "  ░ gap\n")
-	b.WriteString(m.plot(sc, axis))
+	b.WriteString(plot(sc, axis))
 	queue := resample(r.series.Queue, from, to, w)
 	qc := newChart(w, hQueue, maxOf(queue))
 	qc.bars(queue)
 	b.WriteString(styleBold.Render("queue") + "  records not processed " + trend(s) + "\n")
-	b.WriteString(m.plot(qc, axis))
+	b.WriteString(plot(qc, axis))
 	grid, _ := heatGrid(r.series.Latency, from, to, w)
 	b.WriteString(styleBold.Render("heatmap") + "  latency by bucket over time  ·░▒▓█ more\n")
 	bounds := r.series.Latency.Bounds
@@ -362,7 +362,7 @@ func (m *Model) renderDetail() string {
 }
 
 // plot writes a chart with its y axis labels (top value and zero).
-func (m *Model) plot(c *chart, axis int) string {
+func plot(c *chart, axis int) string {
 	var b strings.Builder
 	for y := range c.grid {
 		label := ""

@@ -162,6 +162,7 @@ var notRunnableFiles = map[string]string{
 type docBlock struct {
 	setup func(t *testing.T, port func(string) string)
 	draws []string
+	env   []string // added to the block's environment
 }
 
 var docBlocks = map[string]docBlock{
@@ -170,6 +171,8 @@ var docBlocks = map[string]docBlock{
 	"shardctl registry serve --listen 127.0.0.1:8761 --store bolt:registry.db &": {},
 	"shardctl signals --prometheus http://127.0.0.1:9090":                        {setup: signalsPieces, draws: []string{"scraping 2 targets", "SHARD", "all  created"}},
 	"shardctl drain blue-1 --wait --timeout 30m":                                 {setup: drainBlockPieces},
+	"shardctl migrate locks --dsn postgres://app@127.0.0.1:5432/shop --table orders,payments --lock-timeout 2s": {
+		setup: migrateBlockPieces, env: []string{"PGPASSWORD=" + migratePassword}},
 }
 
 // signalsPieces starts what the signals block reads: two simulators with
@@ -192,6 +195,17 @@ func drainBlockPieces(t *testing.T, port func(string) string) {
 	sim := proctest.Start(t, bin, nil, "sim", "serve", "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0",
 		"--register", regURL, "--shard-id", "blue-1", "--pool", "blue")
 	sim.Line(t, "registered as shard ")
+}
+
+// migrateBlockPieces starts what the lock preflight block checks:
+// PostgreSQL on the port it names, with the database shop, its role app
+// and the tables orders and payments, free.
+func migrateBlockPieces(t *testing.T, port func(string) string) {
+	p, err := strconv.Atoi(port("5432"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	startShop(t, p)
 }
 
 func TestDocsShellBlocks(t *testing.T) {
@@ -256,6 +270,7 @@ func runDocBlock(t *testing.T, f fence, lines []string, plan docBlock) {
 	}
 	dir := t.TempDir()
 	env := append(baseEnv(binDir), "TERM=xterm-256color", "COLUMNS=120", "LINES=40")
+	env = append(env, plan.env...)
 	if plan.setup != nil {
 		plan.setup(t, port)
 	}
@@ -856,6 +871,16 @@ func TestDocsOutputFields(t *testing.T) {
 			}
 			return []any{jsonOf(t, first), jsonOf(t, runBin(t, bin, baseEnv(), "", append(probe, "--baseline", base)...))}
 		},
+		"shardctl probe health": func(t *testing.T) []any {
+			// Everything the registry lists, and the proxy it lists.
+			return []any{jsonOf(t, runBin(t, bin, withRegistry, "", "probe", "health", "-o", "json"))}
+		},
+		"shardctl probe capacity": func(t *testing.T) []any {
+			s := proctest.Start(t, bin, nil, "sim", "serve", "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0",
+				"--partitions", "1", "--capacity", "100", "--degrade", "--backlog-limit", "-1")
+			return []any{jsonOf(t, runBinFor(t, 2*time.Minute, bin, baseEnv(), "", "probe", "capacity", "--target", s.Addr,
+				"--warmup", "1s", "--start", "16", "--stage", "2s", "-o", "json"))}
+		},
 		"shardctl registry serve": func(t *testing.T) []any {
 			// A replica over its own etcd member: /readyz is JSON then.
 			r := proctest.Start(t, bin, nil, "registry", "serve", "--listen", "127.0.0.1:0", "--id", "r1",
@@ -889,6 +914,21 @@ func TestDocsOutputFields(t *testing.T) {
 		},
 		"shardctl cutover status": func(t *testing.T) []any {
 			return []any{jsonOf(t, runBin(t, bin, withRegistry, "", "cutover", "status", "-o", "json"))}
+		},
+		"shardctl migrate locks": func(t *testing.T) []any {
+			// One run that takes the lock beside a session it does not
+			// conflict with, one that a session holding a lock refuses.
+			pg := startShop(t, 0)
+			holdLock(t, pg, "BEGIN", "LOCK TABLE payments IN SHARE MODE")
+			env := append(baseEnv(), "PGPASSWORD="+migratePassword)
+			locks := []string{"migrate", "locks", "--dsn", pg.DSN("app", "", "shop"), "--table", "orders,payments", "--lock-timeout", "300ms", "-o", "json"}
+			taken := jsonOf(t, runBin(t, bin, env, "", append(locks, "--mode", "access-share")...))
+			refused := runBin(t, bin, env, "", locks...)
+			if refused.code != 3 {
+				t.Fatalf("a held table: exit %d, want 3: %s", refused.code, refused.stderr)
+			}
+			refused.code = 0
+			return []any{taken, jsonOf(t, refused)}
 		},
 		"shardctl signals": func(t *testing.T) []any {
 			var args []string

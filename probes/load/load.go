@@ -9,6 +9,7 @@ package load
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -52,7 +53,25 @@ func Backoff() worker.BackoffSupplier { return worker.NewExponentialBackoffBuild
 // Config of a load.
 type Config struct {
 	ProcessID string
-	JobType   string
+	// JobType is the process's one task; JobTypes, when set, are several
+	// in a line, and an instance completes with its last.
+	JobType  string
+	JobTypes []string
+	// Process is the BPMN to deploy (ProcessID names its process); nil is
+	// a line of a service task per job type. Final are the job types whose
+	// completion completes an instance (default the last).
+	Process []byte
+	Final   []string
+	// Workers is each job worker's concurrency (default 16).
+	Workers int
+	// Stream has the job workers take jobs pushed on a stream (Zeebe
+	// 8.4+), polling only for jobs the stream missed.
+	Stream bool
+	// OnCreate hears every creation's answer (the instance's key, 0 when
+	// it failed) and how long it took, and OnComplete every instance
+	// completed, as they come (from many goroutines).
+	OnCreate   func(key int64, took time.Duration, err error)
+	OnComplete func(key int64)
 	// Rate is process instances offered per second.
 	Rate float64
 	// MaxInFlight bounds the creations awaiting an answer; an offer that
@@ -62,9 +81,10 @@ type Config struct {
 	Timeout time.Duration
 }
 
-// Stats are a load's counts so far.
+// Stats are a load's counts so far: Completed counts instances (their
+// final job done), Jobs every job completed.
 type Stats struct {
-	Offered, Created, Refused, Failed, Skipped, Completed int64
+	Offered, Created, Refused, Failed, Skipped, Completed, Jobs int64
 }
 
 // Generator offers instances and completes their jobs.
@@ -73,7 +93,7 @@ type Generator struct {
 	cfg  Config
 	rate atomic.Uint64 // math.Float64bits of the rate
 
-	offered, created, refused, failed, skipped, completed atomic.Int64
+	offered, created, refused, failed, skipped, completed, jobs atomic.Int64
 }
 
 // New prepares a load on a client; Run starts it.
@@ -83,6 +103,15 @@ func New(c zbc.Client, cfg Config) *Generator {
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 10 * time.Second
+	}
+	if len(cfg.JobTypes) == 0 {
+		cfg.JobTypes = []string{cfg.JobType}
+	}
+	if len(cfg.Final) == 0 {
+		cfg.Final = cfg.JobTypes[len(cfg.JobTypes)-1:]
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 16
 	}
 	g := &Generator{c: c, cfg: cfg}
 	g.SetRate(cfg.Rate)
@@ -96,7 +125,11 @@ func (g *Generator) currentRate() float64 { return float64(g.rate.Load()) / 1000
 
 // Deploy deploys the load's process.
 func (g *Generator) Deploy(ctx context.Context) error {
-	_, err := g.c.NewDeployResourceCommand().AddResource(Process(g.cfg.ProcessID, g.cfg.JobType), g.cfg.ProcessID+".bpmn").Send(ctx)
+	bpmn := g.cfg.Process
+	if bpmn == nil {
+		bpmn = Process(g.cfg.ProcessID, g.cfg.JobTypes...)
+	}
+	_, err := g.c.NewDeployResourceCommand().AddResource(bpmn, g.cfg.ProcessID+".bpmn").Send(ctx)
 	return err
 }
 
@@ -105,14 +138,24 @@ func (g *Generator) Deploy(ctx context.Context) error {
 func (g *Generator) Run(ctx context.Context) {
 	// Calls in flight end with the load: a stopped load must not wait out
 	// an overloaded cluster's answers.
-	w := g.c.NewJobWorker().JobType(g.cfg.JobType).Handler(func(jc worker.JobClient, job entities.Job) {
-		cctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
-		defer cancel()
-		if _, err := jc.NewCompleteJobCommand().JobKey(job.Key).Send(cctx); err == nil {
-			g.completed.Add(1)
-		}
-	}).MaxJobsActive(512).Concurrency(16).PollInterval(20 * time.Millisecond).RequestTimeout(2 * time.Second).BackoffSupplier(Backoff()).Open()
-	defer w.Close()
+	for _, typ := range g.cfg.JobTypes {
+		final := slices.Contains(g.cfg.Final, typ)
+		w := g.c.NewJobWorker().JobType(typ).Handler(func(jc worker.JobClient, job entities.Job) {
+			cctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
+			defer cancel()
+			if _, err := jc.NewCompleteJobCommand().JobKey(job.Key).Send(cctx); err == nil {
+				g.jobs.Add(1)
+				if final {
+					g.completed.Add(1)
+					if g.cfg.OnComplete != nil {
+						g.cfg.OnComplete(job.ProcessInstanceKey)
+					}
+				}
+			}
+		}).MaxJobsActive(512).Concurrency(g.cfg.Workers).PollInterval(20 * time.Millisecond).RequestTimeout(2 * time.Second).BackoffSupplier(Backoff()).
+			StreamEnabled(g.cfg.Stream).Open()
+		defer w.Close()
+	}
 
 	slots := make(chan struct{}, g.cfg.MaxInFlight)
 	var wg sync.WaitGroup
@@ -152,7 +195,11 @@ func (g *Generator) Run(ctx context.Context) {
 			defer func() { <-slots }()
 			cctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
 			defer cancel()
-			_, err := g.c.NewCreateInstanceCommand().BPMNProcessId(g.cfg.ProcessID).LatestVersion().Send(cctx)
+			start := time.Now()
+			resp, err := g.c.NewCreateInstanceCommand().BPMNProcessId(g.cfg.ProcessID).LatestVersion().Send(cctx)
+			if g.cfg.OnCreate != nil && ctx.Err() == nil {
+				g.cfg.OnCreate(resp.GetProcessInstanceKey(), time.Since(start), err)
+			}
 			switch {
 			case ctx.Err() != nil:
 				// stopped: neither created nor refused as far as we know
@@ -170,5 +217,5 @@ func (g *Generator) Run(ctx context.Context) {
 // Stats reads the counts so far.
 func (g *Generator) Stats() Stats {
 	return Stats{Offered: g.offered.Load(), Created: g.created.Load(), Refused: g.refused.Load(),
-		Failed: g.failed.Load(), Skipped: g.skipped.Load(), Completed: g.completed.Load()}
+		Failed: g.failed.Load(), Skipped: g.skipped.Load(), Completed: g.completed.Load(), Jobs: g.jobs.Load()}
 }

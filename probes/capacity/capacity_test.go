@@ -1,0 +1,136 @@
+package capacity
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shardctl/shardctl/internal/budget"
+	"github.com/shardctl/shardctl/internal/sim"
+	"github.com/shardctl/shardctl/internal/sim/simtest"
+	"github.com/shardctl/shardctl/probes/load"
+)
+
+// processedMetric counts the records the simulator's --capacity limits:
+// commands, not the events that follow them in the same step.
+const processedMetric = "zeebe_stream_processor_processing_duration_count"
+
+// Against a simulated monolith of a known capacity the probe stops where
+// completions collapse, and reports a knee within 10% of the simulator's:
+// the rate at which its record processing saturates. The simulator's
+// --capacity is records a second; in instances a second that is the most
+// it processes over what one instance costs it in records under the knee
+// (creation, follow-ups, a completion per task, job pushes and polls),
+// both read from its metrics stage by stage.
+func TestKneeOfASimulatedMonolith(t *testing.T) {
+	t.Parallel()
+	const capacity = 200.0
+	ctx := budget.Context(t, 5*time.Minute)
+	s := simtest.Start(t, sim.Config{Partitions: 1, Capacity: capacity, Degrade: true, BacklogLimit: -1})
+	processed := map[int]float64{} // records a second, by stage
+	last, lastAt := simtest.SimMetric(t, s, processedMetric), time.Now()
+	rep, err := Run(ctx, s.Addr().String(), Config{Client: simtest.Client(t, s.Addr().String()), Warmup: 3 * time.Second, Start: 15, Stage: 5 * time.Second, Stream: true,
+		Done: func(st Stage) {
+			now, at := simtest.SimMetric(t, s, processedMetric), time.Now()
+			processed[st.Stage] = (now - last) / at.Sub(lastAt).Seconds()
+			last, lastAt = now, at
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range rep.Stages {
+		t.Logf("stage %2d offered %5.1f/s started %5.1f/s completed %5.1f/s (%3.0f%%) errors %.1f%% p99 %v; the simulator processed %.0f records/s",
+			st.Stage, st.Offered, st.StartedPerSec, st.CompletedPerSec, 100*st.CompletedShare(), 100*st.ErrorShare, seconds(st.P99), processed[st.Stage])
+	}
+	// Records an instance costs, from the first stages (well under the
+	// knee), and the most the simulator processed.
+	var cost, most float64
+	for n := 1; n <= 3; n++ {
+		cost += processed[n] / rep.Stages[n].CompletedPerSec / 3
+	}
+	for _, p := range processed {
+		most = max(most, p)
+	}
+	knee := most / cost
+	t.Logf("knee %.1f/s (stage %d); the simulator: %.1f records an instance, at most %.0f records/s (configured %.0f): %.1f instances/s; %s",
+		rep.Knee, rep.KneeStage, cost, most, capacity, knee, rep.StopReason)
+	if most < 0.75*capacity || most > 1.05*capacity {
+		t.Errorf("the simulator processed at most %.0f records/s, configured %.0f: its capacity is not what limits it", most, capacity)
+	}
+	if !rep.Stages[0].Warmup || rep.Stages[1].Offered != 15 {
+		t.Errorf("stages %+v: want a warm-up, then the first stage at --start", rep.Stages[:2])
+	}
+	if rep.KneeStage == 0 || rep.Knee < 0.9*knee || rep.Knee > 1.1*knee {
+		t.Errorf("knee %.1f/s (stage %d): want within 10%% of the simulator's %.1f/s", rep.Knee, rep.KneeStage, knee)
+	}
+	if !strings.HasPrefix(rep.StopReason, "completed ") {
+		t.Errorf("stop reason %q: want completions collapsing", rep.StopReason)
+	}
+	final := rep.Stages[len(rep.Stages)-1]
+	if final.CompletedShare() >= DefaultStopCompleted || final.Stage <= rep.KneeStage {
+		t.Errorf("last stage %+v: want it past the knee, completing under 15%% of its starts", final)
+	}
+}
+
+// Ctrl-C mid-stage: the probe stops its load at once and returns what it
+// measured, the stage cut short included.
+func TestInterrupted(t *testing.T) {
+	t.Parallel()
+	s := simtest.Start(t, sim.Config{Partitions: 1})
+	c := simtest.Client(t, s.Addr().String())
+	ctx, cancel := context.WithCancel(budget.Context(t, time.Minute))
+	var stages int
+	go func() {
+		time.Sleep(2500 * time.Millisecond)
+		cancel()
+	}()
+	start := time.Now()
+	rep, err := Run(ctx, s.Addr().String(), Config{Client: c, Start: 20, Stage: time.Second, Done: func(Stage) { stages++ }})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("error %v, want context.Canceled", err)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("stopped %v after the start, long after the cancel", took)
+	}
+	if !rep.Interrupted || rep.StopReason != "interrupted" || len(rep.Stages) != stages || len(rep.Stages) < 2 {
+		t.Errorf("report %+v after %d stages heard", rep, stages)
+	}
+	if rep.KneeStage == 0 {
+		t.Errorf("no knee from the whole stages of an idle simulator: %+v", rep)
+	}
+}
+
+func TestConfigAndProcess(t *testing.T) {
+	c := simtest.Client(t, "127.0.0.1:1")
+	for _, tt := range []struct {
+		name string
+		cfg  Config
+		err  string
+	}{
+		{"no client", Config{}, "no target"},
+		{"negative start", Config{Client: c, Start: -1}, "want rates"},
+		{"stop share of 1", Config{Client: c, StopErrors: 1}, "between 0 and 1"},
+		{"not BPMN", Config{Client: c, Process: []byte("nope"), ProcessName: "x.bpmn"}, "x.bpmn"},
+		{"no end after a task", Config{Client: c, ProcessName: "loop.bpmn", Process: []byte(load.DefinitionsHead +
+			`<bpmn:process id="p" isExecutable="true"><bpmn:startEvent id="s"/><bpmn:serviceTask id="a"><bpmn:extensionElements><zeebe:taskDefinition type="a"/></bpmn:extensionElements></bpmn:serviceTask>` +
+			`<bpmn:exclusiveGateway id="g"/><bpmn:endEvent id="e"/><bpmn:sequenceFlow id="f1" sourceRef="s" targetRef="a"/><bpmn:sequenceFlow id="f2" sourceRef="a" targetRef="g"/><bpmn:sequenceFlow id="f3" sourceRef="g" targetRef="e"/></bpmn:process></bpmn:definitions>`)},
+			"no service task flows straight to an end event"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := tt.cfg
+			err := cfg.Check()
+			if err == nil {
+				_, _, _, err = processOf(cfg)
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("error %v, want %q", err, tt.err)
+			}
+		})
+	}
+	id, types, final, err := processOf(Config{ProcessName: "order.bpmn", Process: load.Process("order", "reserve", "charge", "ship")})
+	if err != nil || id != "order" || strings.Join(types, ",") != "charge,reserve,ship" || strings.Join(final, ",") != "ship" {
+		t.Errorf("processOf: %s %v %v %v", id, types, final, err)
+	}
+}

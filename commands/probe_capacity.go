@@ -57,12 +57,13 @@ the published way, counting what completed, not what was accepted:
 Each stage reports offered, started and completed per second, the share of
 its starts completed within it (COMPLETED) and by the end of the run
 (EVENTUALLY: after the last stage the workers go on for up to --stage, at
-least 30 s and at most a minute, until none is left or none completes for 3 s), errors and the start call's p50/p99. The knee is the last stage
-that completed at least 95% of what it started and refused at most 1% of
-its offers, as every stage before it did. On a terminal a progress line runs and the scissors of
-started vs completed per stage are redrawn after every stage. Ctrl-C stops
-the load and prints what was measured. An instance counts as completed when
-a job of a task flowing straight to an end event is completed.
+least 30s and at most a minute, until none is left or none completes for
+3s), errors and the start call's p50/p99. The knee is the last stage that
+completed at least 95% of what it started and refused at most 1% of its
+offers. On a terminal a progress line runs and the scissors of started vs
+completed per stage are redrawn after every stage. Ctrl-C stops the load and
+prints what was measured. An instance counts as completed when a job of a
+task flowing straight to an end event is completed.
 
 Published defaults take long (15 min warm-up, 5 min stages) because a
 backlog takes minutes to show; shorter stages find a knee that is too high.

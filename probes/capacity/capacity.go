@@ -182,8 +182,7 @@ type Report struct {
 	Stages    []Stage `json:"stages"`
 	// Knee is the offered rate of the last stage under the knee (it
 	// completed 95% of what it started and refused at most 1% of the
-	// offers, as did every stage before it), and KneeStage its number
-	// (0: the first stage was past it).
+	// offers), and KneeStage its number (0: none was).
 	Knee      float64 `json:"kneePerSec"`
 	KneeStage int     `json:"kneeStage"`
 	// StopReason says why the run ended.
@@ -258,13 +257,11 @@ func Run(ctx context.Context, target string, cfg Config) (Report, error) {
 func (r *Report) finish(rec *recorder) {
 	r.Knee, r.KneeStage = 0, 0
 	for _, st := range r.Stages {
-		if st.Warmup {
-			continue
+		// The last one, not the last of an unbroken run: one short
+		// stage's noise must not hide the stages above it.
+		if st.underKnee() {
+			r.Knee, r.KneeStage = st.Offered, st.Stage
 		}
-		if !st.underKnee() {
-			break
-		}
-		r.Knee, r.KneeStage = st.Offered, st.Stage
 	}
 	rec.mu.Lock()
 	defer rec.mu.Unlock()

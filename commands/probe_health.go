@@ -19,7 +19,6 @@ import (
 // ProbeHealthOptions checks the parts of a federation.
 type ProbeHealthOptions struct {
 	g        *Globals
-	args     []string
 	app      string
 	proxy    string
 	timeout  time.Duration
@@ -76,7 +75,6 @@ with -o json), and exits with the last round's code.`,
 }
 
 func (o *ProbeHealthOptions) Complete(_ *cobra.Command, args []string) (err error) {
-	o.args = args
 	if o.proxy == "" {
 		o.proxy = o.g.Getenv("SHARDCTL_PROXY")
 	}

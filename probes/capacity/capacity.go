@@ -214,6 +214,15 @@ func Run(ctx context.Context, target string, cfg Config) (Report, error) {
 	wg.Go(func() { g.Run(loadCtx) })
 	defer func() { stopLoad(); wg.Wait() }()
 
+	// end stops offering, lets the workers finish what is in flight and
+	// sums the run up.
+	end := func(reason string) (Report, error) {
+		rep.StopReason = reason
+		g.SetRate(0)
+		rec.drain(ctx, cfg.Drain)
+		rep.finish(rec)
+		return rep, nil
+	}
 	rate := cfg.Start
 	for n := 0; n <= cfg.MaxStages; n++ {
 		length := cfg.Stage
@@ -236,21 +245,13 @@ func Run(ctx context.Context, target string, cfg Config) (Report, error) {
 			return rep, ctx.Err()
 		}
 		if reason := cfg.stop(st); reason != "" {
-			rep.StopReason = reason
-			g.SetRate(0)
-			rec.drain(ctx, cfg.Drain)
-			rep.finish(rec)
-			return rep, nil
+			return end(reason)
 		}
 		if n > 0 {
 			rate *= 1 + cfg.Step
 		}
 	}
-	rep.StopReason = fmt.Sprintf("%d stages without reaching a stop condition", cfg.MaxStages)
-	g.SetRate(0)
-	rec.drain(ctx, cfg.Drain)
-	rep.finish(rec)
-	return rep, nil
+	return end(fmt.Sprintf("%d stages without reaching a stop condition", cfg.MaxStages))
 }
 
 // finish sets the knee, and what each stage's instances came to.

@@ -14,7 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 
 	"github.com/shardctl/shardctl/commands/output"
@@ -411,8 +410,7 @@ func (o *CutoverApplyOptions) Run(ctx context.Context) error {
 
 // confirm asks at a terminal; without one, --yes is required.
 func confirm(g *Globals, plan migrate.Plan) error {
-	in, ok := g.Streams.In.(*os.File)
-	if !ok || !isatty.IsTerminal(in.Fd()) {
+	if !isTerminal(g.Streams.In) {
 		return Usagef("cutover apply changes where new work goes: give --yes to run it without a terminal")
 	}
 	fmt.Fprintf(g.Streams.Out, "cutover %s will:\n", plan.Name)
@@ -420,7 +418,7 @@ func confirm(g *Globals, plan migrate.Plan) error {
 		fmt.Fprintf(g.Streams.Out, "  %d. %s\n", i+1, a)
 	}
 	fmt.Fprint(g.Streams.Out, "apply it? [y/N] ")
-	answer, _ := bufio.NewReader(in).ReadString('\n')
+	answer, _ := bufio.NewReader(g.Streams.In).ReadString('\n')
 	if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
 		return errors.New("not applied")
 	}

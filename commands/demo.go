@@ -3,10 +3,8 @@ package commands
 import (
 	"context"
 	"fmt"
-	"os"
 	"time"
 
-	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 
 	"github.com/shardctl/shardctl/commands/output"
@@ -84,10 +82,7 @@ func (o *DemoOptions) Validate() error {
 
 func (o *DemoOptions) Run(ctx context.Context) error {
 	errOut := o.g.Streams.ErrOut
-	tty := false
-	if f, ok := o.g.Streams.Out.(*os.File); ok {
-		tty = isatty.IsTerminal(f.Fd())
-	}
+	tty := isTerminal(o.g.Streams.Out)
 	if !o.noTUI && !tty {
 		return fmt.Errorf("the dashboard needs a terminal: add --no-tui to print the signals instead")
 	}

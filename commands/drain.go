@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
-	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 
 	"github.com/shardctl/shardctl/commands/output"
@@ -153,8 +151,7 @@ type drainPrinter struct {
 }
 
 func newDrainPrinter(p *output.Printer, out io.Writer) *drainPrinter {
-	f, ok := out.(*os.File)
-	return &drainPrinter{p: p, stream: p.Stream(), out: out, tty: ok && isatty.IsTerminal(f.Fd())}
+	return &drainPrinter{p: p, stream: p.Stream(), out: out, tty: isTerminal(out)}
 }
 
 func (dp *drainPrinter) print(e migrate.DrainEvent) {

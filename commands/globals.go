@@ -2,8 +2,10 @@ package commands
 
 import (
 	"fmt"
+	"os"
 	"strings"
 
+	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -124,6 +126,13 @@ func (g *Globals) PrometheusURL() string {
 		return g.Prometheus
 	}
 	return g.Getenv("SHARDCTL_PROMETHEUS")
+}
+
+// isTerminal reports whether a stream is a terminal: a live view on it
+// may redraw, a pipe or a log gets plain lines.
+func isTerminal(s any) bool {
+	f, ok := s.(*os.File)
+	return ok && isatty.IsTerminal(f.Fd())
 }
 
 // Printer returns the printer for -o, writing to standard output.

@@ -7,7 +7,6 @@ import (
 	"os"
 	"strconv"
 
-	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 
 	"github.com/shardctl/shardctl/commands/output"
@@ -117,7 +116,7 @@ func (o *ProbeRegistryOptions) Run(ctx context.Context) error {
 	// would measure its own pauses beside the registry's.
 	collectLessOften()
 	errOut := o.g.Streams.ErrOut
-	if f, ok := errOut.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
+	if isTerminal(errOut) {
 		// A line that redraws itself on a terminal only: logs and pipes
 		// get the table alone.
 		o.cfg.Progress = func(phase string, done float64) {

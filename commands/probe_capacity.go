@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/camunda/zeebe/clients/go/v8/pkg/zbc"
-	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 
 	"github.com/shardctl/shardctl/commands/output"
@@ -160,8 +159,8 @@ func (o *ProbeCapacityOptions) Run(ctx context.Context) error {
 	log.SetOutput(io.Discard)
 	o.cfg.Client = c
 	collectLessOften()
-	if f, ok := o.g.Streams.ErrOut.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
-		live := &capacityLive{w: f, stage: o.cfg.Stage, warmup: o.cfg.Warmup}
+	if isTerminal(o.g.Streams.ErrOut) {
+		live := &capacityLive{w: o.g.Streams.ErrOut, stage: o.cfg.Stage, warmup: o.cfg.Warmup}
 		o.cfg.Progress, o.cfg.Done = live.progress, live.done
 	}
 	rep, err := capacity.Run(ctx, o.target, o.cfg)

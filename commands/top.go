@@ -3,12 +3,10 @@ package commands
 import (
 	"context"
 	"fmt"
-	"os"
 	"time"
 
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/colorprofile"
-	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 
 	"github.com/shardctl/shardctl/internal/registry"
@@ -99,8 +97,7 @@ func runDashboard(ctx context.Context, g *Globals, m *tui.Model) error {
 }
 
 func (o *TopOptions) Run(ctx context.Context) error {
-	out, ok := o.g.Streams.Out.(*os.File)
-	if !ok || !isatty.IsTerminal(out.Fd()) {
+	if !isTerminal(o.g.Streams.Out) {
 		return fmt.Errorf("top draws on a terminal; without one use \"shardctl signals --watch -o json\"")
 	}
 	if o.scrape != nil {

@@ -110,18 +110,7 @@ func startShop(t *testing.T, tables ...string) shop {
 // they took until the test ends (its transaction rolled back then).
 func (s shop) session(t *testing.T, statements ...string) int {
 	t.Helper()
-	ctx := budget.Context(t, 10*time.Second)
-	c, err := pgx.Connect(ctx, s.dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close(context.Background()) })
-	for _, st := range statements {
-		if _, err := c.Exec(ctx, st); err != nil {
-			t.Fatalf("%s: %v", st, err)
-		}
-	}
-	return int(c.PgConn().PID())
+	return pgtest.Session(t, s.dsn, statements...)
 }
 
 // waiter opens a session that waits for a lock, as a migration queued

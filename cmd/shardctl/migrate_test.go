@@ -37,18 +37,7 @@ func startShop(t *testing.T, port int) *pgtest.Server {
 // and returns its pid.
 func holdLock(t *testing.T, s *pgtest.Server, statements ...string) int {
 	t.Helper()
-	ctx := budget.Context(t, 10*time.Second)
-	c, err := pgx.Connect(ctx, s.DSN("app", migratePassword, "shop"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close(context.Background()) })
-	for _, st := range statements {
-		if _, err := c.Exec(ctx, st); err != nil {
-			t.Fatalf("%s: %v", st, err)
-		}
-	}
-	return int(c.PgConn().PID())
+	return pgtest.Session(t, s.DSN("app", migratePassword, "shop"), statements...)
 }
 
 // preflightSessions lists the preflight's sessions that are in a

@@ -311,6 +311,25 @@ func (s *Server) Connect(t testing.TB, db string) *pgx.Conn {
 	return c
 }
 
+// Session opens a connection to dsn that runs statements and keeps what
+// they took (locks, an open transaction) until the test ends, and returns
+// its backend's pid.
+func Session(t testing.TB, dsn string, statements ...string) int {
+	t.Helper()
+	ctx := budget.Context(t, 10*time.Second)
+	c, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) })
+	for _, st := range statements {
+		if _, err := c.Exec(ctx, st); err != nil {
+			t.Fatalf("%s: %v", st, err)
+		}
+	}
+	return int(c.PgConn().PID())
+}
+
 // Exec runs each statement in database db as the superuser, on one
 // connection closed before it returns, and fails the test on the first
 // error.

@@ -215,23 +215,22 @@ func write(w http.ResponseWriter, req *http.Request, jsonBody, xmlBody func() []
 // readBody reads a bounded body, gunzipping it when the client says so.
 func readBody(w http.ResponseWriter, req *http.Request, limit int64) ([]byte, error) {
 	body := http.MaxBytesReader(w, req.Body, limit)
-	var r io.Reader = body
-	if strings.EqualFold(req.Header.Get("Content-Encoding"), "gzip") {
-		zr, err := gzip.NewReader(body)
-		if err != nil {
-			return nil, fmt.Errorf("malformed gzip body: %w", err)
-		}
-		r = io.LimitReader(zr, limit+1)
-	}
 	var b []byte
 	var err error
-	if n := req.ContentLength; n > 0 && n <= limit && r == io.Reader(body) {
+	switch n := req.ContentLength; {
+	case strings.EqualFold(req.Header.Get("Content-Encoding"), "gzip"):
+		zr, zerr := gzip.NewReader(body)
+		if zerr != nil {
+			return nil, fmt.Errorf("malformed gzip body: %w", zerr)
+		}
+		b, err = io.ReadAll(io.LimitReader(zr, limit+1))
+	case n > 0 && n <= limit:
 		// The length is known: one buffer of it, not ReadAll's growing
 		// copies; the server ends the body there.
 		b = make([]byte, n)
-		_, err = io.ReadFull(r, b)
-	} else {
-		b, err = io.ReadAll(r)
+		_, err = io.ReadFull(body, b)
+	default:
+		b, err = io.ReadAll(body)
 	}
 	if err != nil {
 		var tooBig *http.MaxBytesError

@@ -420,23 +420,18 @@ func (s *snapshot) bodyLocked(k bodyKind) []byte {
 // change; it carries the full registry's hashcode, which clients compare
 // with their copy after applying it.
 func (s *snapshot) delta() *Applications {
-	latest := map[InstanceRef]*Instance{}
-	var order []InstanceRef
+	latest := map[InstanceRef]Change{}
 	for _, c := range s.changes {
-		if c.Instance == nil || s.at.Sub(c.At) > s.retention {
-			continue
+		if c.Instance != nil && s.at.Sub(c.At) <= s.retention {
+			latest[InstanceRef{c.Instance.App, c.Instance.InstanceID}] = c
 		}
-		ref := InstanceRef{c.Instance.App, c.Instance.InstanceID}
-		if _, seen := latest[ref]; !seen {
-			order = append(order, ref)
-		}
+	}
+	ins := make([]*Instance, 0, len(latest))
+	for _, c := range latest {
+		// A copy: the stored instance is shared with the full snapshot.
 		in := *c.Instance
 		in.ActionType = c.Action
-		latest[ref] = &in
-	}
-	var ins []*Instance
-	for _, ref := range order {
-		ins = append(ins, latest[ref])
+		ins = append(ins, &in)
 	}
 	sortInstances(ins)
 	return &Applications{VersionsDelta: strconv.FormatUint(s.version, 10), AppsHashcode: hashcode(s.instances), Applications: group(ins)}

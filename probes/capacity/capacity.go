@@ -9,6 +9,7 @@
 package capacity
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -22,6 +23,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/shardctl/shardctl/internal/bpmn"
+	"github.com/shardctl/shardctl/internal/human"
 	"github.com/shardctl/shardctl/probes/load"
 )
 
@@ -89,30 +91,15 @@ func (c *Config) Check() error {
 	if c.Client == nil {
 		return errors.New("no target to probe")
 	}
-	def := func(v *float64, d float64) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	def(&c.Start, DefaultStart)
-	def(&c.Step, DefaultStep)
-	def(&c.StopCompleted, DefaultStopCompleted)
-	def(&c.StopErrors, DefaultStopErrors)
-	if c.Stage == 0 {
-		c.Stage = DefaultStage
-	}
-	if c.StopP99 == 0 {
-		c.StopP99 = DefaultStopP99
-	}
-	if c.Workers == 0 {
-		c.Workers = DefaultWorkers
-	}
-	if c.MaxStages == 0 {
-		c.MaxStages = DefaultMaxStages
-	}
-	if c.Drain == 0 {
-		c.Drain = min(max(c.Stage, 30*time.Second), time.Minute)
-	}
+	c.Start = cmp.Or(c.Start, DefaultStart)
+	c.Step = cmp.Or(c.Step, DefaultStep)
+	c.StopCompleted = cmp.Or(c.StopCompleted, DefaultStopCompleted)
+	c.StopErrors = cmp.Or(c.StopErrors, DefaultStopErrors)
+	c.Stage = cmp.Or(c.Stage, DefaultStage)
+	c.StopP99 = cmp.Or(c.StopP99, DefaultStopP99)
+	c.Workers = cmp.Or(c.Workers, DefaultWorkers)
+	c.MaxStages = cmp.Or(c.MaxStages, DefaultMaxStages)
+	c.Drain = cmp.Or(c.Drain, min(max(c.Stage, 30*time.Second), time.Minute))
 	switch {
 	case c.Start < 0 || c.Step <= 0 || c.Stage < 0 || c.Warmup < 0 || c.Workers < 0:
 		return fmt.Errorf("start %v/s, step %v, stage %v, warm-up %v, workers %d: want rates and steps above 0, durations not negative", c.Start, c.Step, c.Stage, c.Warmup, c.Workers)
@@ -282,7 +269,7 @@ func (c *Config) stop(st Stage) string {
 		return fmt.Sprintf("errors %.1f%% of offered (over %.0f%%): %d refused (RESOURCE_EXHAUSTED), %d failed, %d not sent (every call slot taken)",
 			100*st.ErrorShare, 100*c.StopErrors, st.Refused, st.Failed, st.Skipped)
 	case st.P99 > c.StopP99.Seconds():
-		return fmt.Sprintf("start call p99 %v (over %v)", seconds(st.P99), c.StopP99)
+		return fmt.Sprintf("start call p99 %s (over %v)", human.Latency(st.P99), c.StopP99)
 	}
 	return ""
 }
@@ -462,8 +449,4 @@ func (r *recorder) quantiles() (p50, p99 float64) {
 		return lat[min(int(math.Ceil(q*float64(len(lat))))-1, len(lat)-1)].Seconds()
 	}
 	return at(0.50), at(0.99)
-}
-
-func seconds(s float64) time.Duration {
-	return time.Duration(s * float64(time.Second)).Round(time.Millisecond)
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/shardctl/shardctl/internal/budget"
+	"github.com/shardctl/shardctl/internal/human"
 	"github.com/shardctl/shardctl/internal/sim"
 	"github.com/shardctl/shardctl/internal/sim/simtest"
 	"github.com/shardctl/shardctl/probes/load"
@@ -41,8 +42,8 @@ func TestKneeOfASimulatedMonolith(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, st := range rep.Stages {
-		t.Logf("stage %2d offered %5.1f/s started %5.1f/s completed %5.1f/s (%3.0f%%) errors %.1f%% p99 %v; the simulator processed %.0f records/s",
-			st.Stage, st.Offered, st.StartedPerSec, st.CompletedPerSec, 100*st.CompletedShare(), 100*st.ErrorShare, seconds(st.P99), processed[st.Stage])
+		t.Logf("stage %2d offered %5.1f/s started %5.1f/s completed %5.1f/s (%3.0f%%) errors %.1f%% p99 %s; the simulator processed %.0f records/s",
+			st.Stage, st.Offered, st.StartedPerSec, st.CompletedPerSec, 100*st.CompletedShare(), 100*st.ErrorShare, human.Latency(st.P99), processed[st.Stage])
 	}
 	// Records an instance costs, from the first stages (well under the
 	// knee), and the most the simulator processed.

@@ -82,9 +82,9 @@ type Config struct {
 }
 
 // Stats are a load's counts so far: Completed counts instances (their
-// final job done), Jobs every job completed.
+// final job done).
 type Stats struct {
-	Offered, Created, Refused, Failed, Skipped, Completed, Jobs int64
+	Offered, Created, Refused, Failed, Skipped, Completed int64
 }
 
 // Generator offers instances and completes their jobs.
@@ -93,7 +93,7 @@ type Generator struct {
 	cfg  Config
 	rate atomic.Uint64 // math.Float64bits of the rate
 
-	offered, created, refused, failed, skipped, completed, jobs atomic.Int64
+	offered, created, refused, failed, skipped, completed atomic.Int64
 }
 
 // New prepares a load on a client; Run starts it.
@@ -143,13 +143,10 @@ func (g *Generator) Run(ctx context.Context) {
 		w := g.c.NewJobWorker().JobType(typ).Handler(func(jc worker.JobClient, job entities.Job) {
 			cctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
 			defer cancel()
-			if _, err := jc.NewCompleteJobCommand().JobKey(job.Key).Send(cctx); err == nil {
-				g.jobs.Add(1)
-				if final {
-					g.completed.Add(1)
-					if g.cfg.OnComplete != nil {
-						g.cfg.OnComplete(job.ProcessInstanceKey)
-					}
+			if _, err := jc.NewCompleteJobCommand().JobKey(job.Key).Send(cctx); err == nil && final {
+				g.completed.Add(1)
+				if g.cfg.OnComplete != nil {
+					g.cfg.OnComplete(job.ProcessInstanceKey)
 				}
 			}
 		}).MaxJobsActive(512).Concurrency(g.cfg.Workers).PollInterval(20 * time.Millisecond).RequestTimeout(2 * time.Second).BackoffSupplier(Backoff()).
@@ -217,5 +214,5 @@ func (g *Generator) Run(ctx context.Context) {
 // Stats reads the counts so far.
 func (g *Generator) Stats() Stats {
 	return Stats{Offered: g.offered.Load(), Created: g.created.Load(), Refused: g.refused.Load(),
-		Failed: g.failed.Load(), Skipped: g.skipped.Load(), Completed: g.completed.Load(), Jobs: g.jobs.Load()}
+		Failed: g.failed.Load(), Skipped: g.skipped.Load(), Completed: g.completed.Load()}
 }

@@ -54,7 +54,14 @@ func TestKneeOfASimulatedMonolith(t *testing.T) {
 	for _, p := range processed {
 		most = max(most, p)
 	}
-	knee := most / cost
+	// The simulator's pace where it met the knee, the first stage past
+	// it: on a machine busy with other work it saturates lower then than
+	// at its best later.
+	saturated := most
+	if p, ok := processed[rep.KneeStage+1]; ok && rep.KneeStage > 0 {
+		saturated = p
+	}
+	knee := saturated / cost
 	t.Logf("knee %.1f/s (stage %d); the simulator: %.1f records an instance, at most %.0f records/s (configured %.0f): %.1f instances/s; %s",
 		rep.Knee, rep.KneeStage, cost, most, capacity, knee, rep.StopReason)
 	if most < 0.75*capacity || most > 1.05*capacity {

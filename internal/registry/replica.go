@@ -696,8 +696,11 @@ func (p *replica) runSession(s *concurrency.Session) {
 	}
 	el := concurrency.NewElection(s, strings.TrimSuffix(p.st.prefix+keyElection, "/"))
 	for {
-		// Wait until eligible.
+		// Wait until eligible, holding no candidacy meanwhile.
 		for !p.eligible() {
+			if p.holdsCandidacy(s) && !p.withdraw(s) {
+				return
+			}
 			select {
 			case <-p.ctx.Done():
 				return
@@ -711,14 +714,49 @@ func (p *replica) runSession(s *concurrency.Session) {
 		go func() { won <- el.Campaign(cctx, p.opts.ID) }()
 		ended := p.candidacy(s, won)
 		stop()
-		if err := <-won; err == nil {
-			p.coordinator.Store(false)
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			_ = el.Resign(ctx)
-			cancel()
-		}
-		if ended {
+		<-won
+		p.coordinator.Store(false)
+		if ended || !p.withdraw(s) {
 			return
+		}
+	}
+}
+
+// candidacyKey is where this session's campaign puts its key, as
+// concurrency.Election names it: the prefix and the lease in hex.
+func (p *replica) candidacyKey(s *concurrency.Session) string {
+	return fmt.Sprintf("%s%x", keyElection, s.Lease())
+}
+
+// holdsCandidacy says whether the view still shows this session's key.
+func (p *replica) holdsCandidacy(s *concurrency.Session) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.electionKeys[p.candidacyKey(s)]
+	return ok
+}
+
+// withdraw deletes this session's key, however the campaign ended. A
+// Resign that timed out on a slow etcd, or a Campaign cancelled after its
+// put had landed, leaves the key in place for as long as the session
+// lives, ahead of every later candidate: no one else could win. It tries
+// until etcd answers, and says false when the session or the replica ended
+// first.
+func (p *replica) withdraw(s *concurrency.Session) bool {
+	for {
+		ctx, cancel := context.WithTimeout(p.ctx, etcdTimeout)
+		_, err := p.st.cli.Delete(ctx, p.st.prefix+p.candidacyKey(s))
+		cancel()
+		if err == nil {
+			return true
+		}
+		p.opts.Logger.Warn("withdrawing from the election", "err", err)
+		select {
+		case <-p.ctx.Done():
+			return false
+		case <-s.Done():
+			return false
+		case <-time.After(time.Second):
 		}
 	}
 }

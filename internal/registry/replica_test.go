@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/proctest"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // replicaIDs are the three replicas of the tests.
@@ -375,5 +377,47 @@ func TestReplicaCutOffFromEtcd(t *testing.T) {
 	}
 	if code, body := registerLease(t, bases["a"], "CUT", "y", 30, ""); code != http.StatusServiceUnavailable {
 		t.Fatalf("write to a while cut off: %d %s; want 503", code, body)
+	}
+}
+
+// TestReplicaWithdrawsAStrayCandidacy: a replica that may not coordinate
+// holds no key in the election. A Resign that timed out on a slow etcd
+// left b's key ahead of a's, and a (the preferred) never won: here such
+// a key is put under b's session, and b must take it away.
+func TestReplicaWithdrawsAStrayCandidacy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs an etcd member")
+	}
+	m, err := startEmbeddedEtcd(EmbeddedEtcd{Dir: t.TempDir(), Name: "m", ClientURL: "http://127.0.0.1:0", InitialCluster: initialCluster(t, []string{"m"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.close)
+	servers, bases := map[string]*Server{}, map[string]string{}
+	for _, id := range []string{"a", "b"} {
+		servers[id], bases[id] = startServer(t, Config{Store: "etcd:" + m.clientURL, Options: Options{
+			Replica: ReplicaOptions{ID: id, Coordinators: []string{"a"}, SessionTTL: 2 * time.Second},
+		}})
+	}
+	waitReplicasReady(t, bases)
+	budget.Eventually(t, 15*time.Second, "a coordinates", func() bool { st, _, _ := readyz(t, bases["a"]); return st.IsCoordinator })
+
+	b := servers["b"].Registry().repl
+	s := b.session.Load()
+	if s == nil {
+		t.Fatal("b has no session")
+	}
+	key := b.st.prefix + b.candidacyKey(s)
+	ctx, cancel := context.WithTimeout(context.Background(), budget.Of(5*time.Second))
+	defer cancel()
+	if _, err := b.st.cli.Put(ctx, key, "b", clientv3.WithLease(s.Lease())); err != nil {
+		t.Fatal(err)
+	}
+	budget.Eventually(t, 10*time.Second, "b's stray key withdrawn", func() bool {
+		resp, err := b.st.cli.Get(ctx, key)
+		return err == nil && len(resp.Kvs) == 0
+	})
+	if st, _, _ := readyz(t, bases["a"]); !st.IsCoordinator || st.Coordinator != "a" {
+		t.Fatalf("a: coordinator %q, isCoordinator %v; want a", st.Coordinator, st.IsCoordinator)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -134,17 +135,29 @@ func Start(t testing.TB, bin string, env []string, args ...string) *Process {
 	}
 	go func() {
 		lines := bufio.NewScanner(stderr)
+		lines.Buffer(nil, 1<<20)
 		for lines.Scan() {
-			p.mu.Lock()
-			p.lines = append(p.lines, lines.Text())
-			close(p.grew)
-			p.grew = make(chan struct{})
-			p.mu.Unlock()
+			p.add(lines.Text())
+		}
+		if err := lines.Err(); err != nil {
+			// Read on whatever: a pipe nobody reads kills the process
+			// with SIGPIPE at its next write, a failure not its own.
+			p.add(fmt.Sprintf("proctest: stderr no longer read as lines: %v", err))
+			_, _ = io.Copy(io.Discard, stderr)
 		}
 		p.waitErr = p.Cmd.Wait()
 		close(p.done)
 	}()
-	t.Cleanup(p.Stop)
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+			// It ended before the test did: say how, whatever the test
+			// concluded of it.
+			t.Logf("%v had ended before the test: %v; its stderr:\n%s", args, p.waitErr, p.tail(20))
+		default:
+		}
+		p.Stop()
+	})
 	p.Addr = p.Line(t, "listening on ")
 	return p
 }
@@ -171,6 +184,21 @@ func (p *Process) Line(t testing.TB, prefix string) string {
 			t.Fatalf("%v printed no %q line within %v:\n%s", p.Cmd.Args, prefix, budget.Of(20*time.Second).Round(time.Second), p.Stderr())
 		}
 	}
+}
+
+func (p *Process) add(line string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.lines = append(p.lines, line)
+	close(p.grew)
+	p.grew = make(chan struct{})
+}
+
+// tail is the last n lines of stderr.
+func (p *Process) tail(n int) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return strings.Join(p.lines[max(0, len(p.lines)-n):], "\n")
 }
 
 // Stderr is what the process wrote to stderr so far.

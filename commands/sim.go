@@ -66,8 +66,15 @@ Capacity: each partition processes --capacity records per second (0: as fast
 as it can). Past --backlog-limit queued client commands a partition answers
 RESOURCE_EXHAUSTED (backpressure). --degrade reproduces an overloaded
 monolith: new instances are served first, and past --degrade-threshold queued
-records the work behind them slows down as the backlog grows, so instances
-created per second keep rising while completions collapse.
+records the work behind them slows down as the backlog grows, up to
+--degrade-max times as slow, so instances created per second keep rising
+while completions collapse. The cap is what makes recovery honest, as
+clusters recover: with the load stopped, a backlog built at twice the knee
+takes longer to drain than it took to grow; held at half its knee, a cluster
+works its backlog off, slowly (completions wait for the records ahead of them,
+then catch up). At 5 it never recovers at half the knee; without a cap (the
+model before) a degraded simulator completed almost nothing for minutes under
+light load.
 
 Fault injection on the --metrics port:
   POST /fault/pause?duration=5s   stall processing (a GC pause)
@@ -101,6 +108,7 @@ Fault injection on the --metrics port:
 	f.IntVar(&o.cfg.BacklogLimit, "backlog-limit", sim.DefaultBacklogLimit, "queued client commands per partition before RESOURCE_EXHAUSTED; -1 never rejects")
 	f.BoolVar(&o.cfg.Degrade, "degrade", false, "reproduce an overloaded monolith's knee (see above)")
 	f.IntVar(&o.cfg.DegradeThreshold, "degrade-threshold", sim.DefaultDegradeThreshold, "queued records past which --degrade slows the work behind new instances")
+	f.Float64Var(&o.cfg.DegradeMax, "degrade-max", sim.DefaultDegradeMax, "with --degrade: the most a record behind new instances costs, in records (at least 1)")
 	f.DurationVar(&o.cfg.TimerInterval, "timer-interval", sim.DefaultTimerInterval, "how often job deadlines, retry backoffs and message TTLs are checked")
 	f.StringVar(&o.cfg.Exporter, "exporter", "", "name of an exporter that exports every record once processed (zeebe_exporter_last_exported_position); none by default")
 	o.tls.addFlags(f, "the gateway")
@@ -139,6 +147,9 @@ func (o *SimServeOptions) Validate() error {
 	}
 	if o.cfg.DegradeThreshold < 1 {
 		return fmt.Errorf("--degrade-threshold %d: want a positive count", o.cfg.DegradeThreshold)
+	}
+	if !(o.cfg.DegradeMax >= 1) {
+		return fmt.Errorf("--degrade-max %v: want at least 1", o.cfg.DegradeMax)
 	}
 	if o.cfg.TimerInterval <= 0 || o.shutdownTimeout < 0 {
 		return fmt.Errorf("--timer-interval must be positive and --shutdown-timeout not negative")

@@ -206,10 +206,11 @@ func (p *partition) throttle(c *command, backlog int, stop <-chan struct{}) bool
 	cfg := &p.cluster.cfg
 	cost := 1.0
 	if cfg.Degrade && c.class != classCreate && backlog > cfg.DegradeThreshold {
-		// Past the knee every record costs more the longer the backlog:
-		// throughput of the work behind new instances collapses while new
-		// instances are still accepted.
-		cost += float64(backlog-cfg.DegradeThreshold) / float64(cfg.DegradeThreshold)
+		// Past the knee every record costs more the longer the backlog,
+		// up to DegradeMax: the work behind new instances collapses while
+		// new instances are still accepted, and a backlog drains at a
+		// pace that does not depend on how long it grew.
+		cost = min(cfg.DegradeMax, cost+float64(backlog-cfg.DegradeThreshold)/float64(cfg.DegradeThreshold))
 	}
 	slow := p.slowdown()
 	var per time.Duration

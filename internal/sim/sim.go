@@ -41,9 +41,11 @@ type Config struct {
 	BacklogLimit int
 	// Degrade reproduces an overloaded monolith's knee: new instances are
 	// served first, and past DegradeThreshold queued records the work
-	// behind them gets slower the longer the backlog grows.
+	// behind them gets slower the longer the backlog grows, up to
+	// DegradeMax times as slow.
 	Degrade          bool
-	DegradeThreshold int // default 100
+	DegradeThreshold int     // default 100
+	DegradeMax       float64 // default 2
 	// TimerInterval is how often job deadlines, retry backoffs and message
 	// TTLs are checked (Zeebe: 30 s for job timeouts; default here 1 s).
 	TimerInterval time.Duration
@@ -64,7 +66,12 @@ const (
 	DefaultPartitions       = 3
 	DefaultBacklogLimit     = 1000
 	DefaultDegradeThreshold = 100
-	DefaultTimerInterval    = time.Second
+	// DefaultDegradeMax is the most a record behind the front may cost,
+	// in records: slow enough that a backlog built at twice the knee takes
+	// longer to drain than it took to grow, as clusters do, and not so slow
+	// that a cluster held at half its knee never works one off (5 does not).
+	DefaultDegradeMax    = 3.0
+	DefaultTimerInterval = time.Second
 )
 
 func (c *Config) setDefaults() error {
@@ -88,6 +95,12 @@ func (c *Config) setDefaults() error {
 	}
 	if c.DegradeThreshold <= 0 {
 		c.DegradeThreshold = DefaultDegradeThreshold
+	}
+	switch {
+	case c.DegradeMax == 0:
+		c.DegradeMax = DefaultDegradeMax
+	case c.DegradeMax < 1 || math.IsNaN(c.DegradeMax) || math.IsInf(c.DegradeMax, 0):
+		return fmt.Errorf("degrade max must be at least 1 (as fast as under the knee), got %v", c.DegradeMax)
 	}
 	if c.TimerInterval <= 0 {
 		c.TimerInterval = DefaultTimerInterval

@@ -1,13 +1,16 @@
 package source
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -76,6 +79,21 @@ var presetRules = map[string]scrapeRules{
 	},
 }
 
+// families are the metric families the rules read: a scrape parses only
+// those (a Zeebe broker's page holds hundreds it has no use for).
+func (r scrapeRules) families() map[string]bool {
+	out := map[string]bool{}
+	for _, rules := range [][]rule{r.created, r.completed, r.dropped, r.received, r.queueAdd, r.queueSub} {
+		for _, x := range rules {
+			out[x.metric] = true
+		}
+	}
+	if r.latency != "" {
+		out[r.latency] = true
+	}
+	return out
+}
+
 // values are one shard's numbers in one scrape.
 type values struct {
 	created, completed, dropped, received, queue float64
@@ -93,6 +111,7 @@ type sample struct {
 type Scrape struct {
 	targets  []Target
 	rules    scrapeRules
+	families map[string]bool
 	Interval time.Duration
 	// Keep is how much history the ring holds.
 	Keep time.Duration
@@ -112,7 +131,7 @@ func NewScrape(targets []Target, preset string, interval, keep time.Duration) (*
 	if len(targets) == 0 {
 		return nil, errors.New("no targets to scrape")
 	}
-	return &Scrape{targets: targets, rules: r, Interval: interval, Keep: keep,
+	return &Scrape{targets: targets, rules: r, families: r.families(), Interval: interval, Keep: keep,
 		HTTP:  &http.Client{Timeout: max(interval, time.Second)},
 		rings: map[string][]sample{}, errs: map[string]error{}}, nil
 }
@@ -183,7 +202,7 @@ func (s *Scrape) Errors() map[string]error {
 }
 
 func (s *Scrape) scrape(ctx context.Context, tg Target) (sample, error) {
-	fams, err := ReadMetrics(ctx, s.HTTP, tg.URL)
+	fams, err := ReadFamilies(ctx, s.HTTP, tg.URL, s.families)
 	if err != nil {
 		return sample{}, err
 	}
@@ -192,6 +211,13 @@ func (s *Scrape) scrape(ctx context.Context, tg Target) (sample, error) {
 
 // ReadMetrics reads one /metrics endpoint in Prometheus' text format.
 func ReadMetrics(ctx context.Context, c *http.Client, u string) (map[string]*dto.MetricFamily, error) {
+	return ReadFamilies(ctx, c, u, nil)
+}
+
+// ReadFamilies reads the named families of one /metrics endpoint (all of
+// them when names is nil). The lines of the others are dropped before the
+// parser sees them: parsing is most of what a scrape costs.
+func ReadFamilies(ctx context.Context, c *http.Client, u string, names map[string]bool) (map[string]*dto.MetricFamily, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, fmt.Errorf("scrape %s: %w", u, err)
@@ -209,12 +235,76 @@ func ReadMetrics(ctx context.Context, c *http.Client, u string) (map[string]*dto
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("scrape %s: %s", u, resp.Status)
 	}
+	var page io.Reader = io.LimitReader(resp.Body, 64<<20)
+	if names != nil {
+		body, err := io.ReadAll(page)
+		if err != nil {
+			return nil, fmt.Errorf("scrape %s: %w", u, err)
+		}
+		kept := keepFamilies(body, names)
+		if !hasSample(kept) {
+			return nil, fmt.Errorf("scrape %s: none of %s in the page: is it the right /metrics endpoint?", u, strings.Join(slices.Sorted(maps.Keys(names)), ", "))
+		}
+		page = bytes.NewReader(kept)
+	}
 	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(io.LimitReader(resp.Body, 64<<20))
+	fams, err := parser.TextToMetricFamilies(page)
 	if err != nil {
 		return nil, fmt.Errorf("scrape %s: %w", u, err)
 	}
 	return fams, nil
+}
+
+// keepFamilies keeps the lines of a text exposition that belong to the
+// named families (a histogram's or summary's _bucket, _sum and _count
+// samples with it), their HELP and TYPE included, in place.
+func keepFamilies(page []byte, names map[string]bool) []byte {
+	out := page[:0]
+	for line := range bytes.Lines(page) {
+		if name := familyOf(line); name != nil && (names[string(name)] || names[string(trimSampleSuffix(name))]) {
+			out = append(out, line...)
+		}
+	}
+	return out
+}
+
+// hasSample says whether a page has a line that is not a comment.
+func hasSample(page []byte) bool {
+	for line := range bytes.Lines(page) {
+		if line = bytes.TrimSpace(line); len(line) > 0 && line[0] != '#' {
+			return true
+		}
+	}
+	return false
+}
+
+// familyOf is the metric name a line speaks of: a sample's, or the one a
+// HELP or TYPE comment names; nil for other comments and blank lines.
+func familyOf(line []byte) []byte {
+	if comment, ok := bytes.CutPrefix(line, []byte("#")); ok {
+		comment = bytes.TrimLeft(comment, " \t")
+		kw, ok := bytes.CutPrefix(comment, []byte("HELP"))
+		if !ok {
+			if kw, ok = bytes.CutPrefix(comment, []byte("TYPE")); !ok {
+				return nil
+			}
+		}
+		line = bytes.TrimLeft(kw, " \t")
+	}
+	end := bytes.IndexAny(line, "{ \t\n")
+	if end <= 0 {
+		return nil
+	}
+	return line[:end]
+}
+
+func trimSampleSuffix(name []byte) []byte {
+	for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+		if t, ok := bytes.CutSuffix(name, []byte(suffix)); ok {
+			return t
+		}
+	}
+	return name
 }
 
 func (s *Scrape) extract(target string, fams map[string]*dto.MetricFamily) map[string]*values {

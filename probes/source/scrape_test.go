@@ -1,6 +1,7 @@
 package source
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math"
@@ -10,6 +11,11 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"google.golang.org/protobuf/proto"
 )
 
 // fakeTarget serves Zeebe metrics whose values a test sets.
@@ -188,6 +194,51 @@ func TestQueriesFile(t *testing.T) {
 	for _, bad := range []string{"craeted: x\n", "created: '{{.Nope}}'\n", "created: '{{'\n"} {
 		if _, err := LoadPreset("zeebe", write("bad.yaml", bad)); err == nil {
 			t.Errorf("queries file %q accepted", bad)
+		}
+	}
+}
+
+// A scrape parses only the families it reads: the filtered page parses to
+// exactly those families of the whole page, comments and look-alike
+// names notwithstanding.
+func TestKeepFamilies(t *testing.T) {
+	const page = `# HELP go_goroutines Number of goroutines.
+# TYPE go_goroutines gauge
+go_goroutines 12
+# a comment naming zeebe_stream_processor_latency
+#  TYPE   zeebe_stream_processor_latency histogram
+zeebe_stream_processor_latency_bucket{partition="1",le="0.01"} 3
+zeebe_stream_processor_latency_bucket{partition="1",le="+Inf"} 5
+zeebe_stream_processor_latency_sum{partition="1"} 0.5
+zeebe_stream_processor_latency_count{partition="1"} 5
+# TYPE zeebe_stream_processor_latency_other histogram
+zeebe_stream_processor_latency_other_bucket{le="+Inf"} 1
+zeebe_stream_processor_latency_other_sum 1
+zeebe_stream_processor_latency_other_count 1
+
+# HELP zeebe_dropped_request_count_total Dropped.
+# TYPE zeebe_dropped_request_count_total counter
+zeebe_dropped_request_count_total{partition="1"} 7
+zeebe_dropped_request_count_total_extra 1
+zeebe_dropped_request_count_total{partition="2"} 8
+`
+	names := map[string]bool{"zeebe_stream_processor_latency": true, "zeebe_dropped_request_count_total": true}
+	parse := func(b []byte) map[string]*dto.MetricFamily {
+		parser := expfmt.NewTextParser(model.UTF8Validation)
+		fams, err := parser.TextToMetricFamilies(bytes.NewReader(b))
+		if err != nil {
+			t.Fatalf("%v in:\n%s", err, b)
+		}
+		return fams
+	}
+	whole := parse([]byte(page))
+	kept := parse(keepFamilies([]byte(page), names))
+	if len(kept) != len(names) {
+		t.Errorf("kept %d families, want %d", len(kept), len(names))
+	}
+	for name := range names {
+		if !proto.Equal(whole[name], kept[name]) {
+			t.Errorf("%s: kept %v, the whole page has %v", name, kept[name], whole[name])
 		}
 	}
 }

@@ -139,7 +139,10 @@ func NewCmdSignals(g *Globals) *cobra.Command {
   heatmap    processing latency by bucket over time: p50, p99, the share at
              a second or more
   and        backpressure drops, the debt the window added (created minus
-             completed) and when it is paid at the current rate
+             completed), and when the shard will have caught up: the queue
+             drained at the pace it falls now, then the debt paid at the
+             pace the window shows (instances created and completed a
+             second, at best over 15 s)
 
 ` + ansi.Wordwrap(signals.DefaultThresholds().Levels(), 78, "") + `
 The exit code is 3 when the level reaches --fail-on, for runbooks and CI
@@ -278,8 +281,11 @@ func signalRow(s signals.Signals, wide bool, c output.Colors) []string {
 		}
 		return append(row, reason)
 	}
-	eta := human.Or(s.RecoverySeconds, human.Seconds)
-	if s.RecoverySeconds == nil && s.Debt >= 1 {
+	eta := human.None
+	switch {
+	case s.Recovery != nil:
+		eta = s.Recovery.When()
+	case s.Debt >= 1:
 		eta = "not recovering"
 	}
 	reasons := strings.Join(s.Reasons, "; ")

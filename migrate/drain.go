@@ -73,9 +73,11 @@ type DrainEvent struct {
 	// Done is the share of the backlog the drain has cleared since it
 	// began following the shard (0-1).
 	Done float64 `json:"done"`
-	// ETASeconds is when it will be empty at the rate it empties now;
-	// null when it is not emptying.
+	// ETASeconds is when it will be empty at the pace it empties now;
+	// null when it is not emptying. ETA says it for a person: a range
+	// when the pace is uncertain.
 	ETASeconds *float64 `json:"etaSeconds"`
+	ETA        string   `json:"eta,omitempty"`
 	// StalledPolls is how many polls in a row it has not progressed.
 	StalledPolls int      `json:"stalledPolls"`
 	Blockers     []string `json:"blockers,omitempty"`
@@ -95,8 +97,8 @@ func (e DrainEvent) Line() string {
 	switch {
 	case e.Backlog.Empty():
 		line += ", empty"
-	case e.ETASeconds != nil:
-		line += ", ~" + human.Seconds(*e.ETASeconds) + " left"
+	case e.ETA != "":
+		line += ", " + e.ETA + " left"
 	}
 	return line
 }
@@ -269,11 +271,10 @@ func (d *Drain) pollOnce(ctx context.Context, f *follow, stuckAfter int) error {
 		if f.first > 0 {
 			ev.Done = min(1, max(0, 1-n/f.first))
 		}
-		// The rate it emptied at over the last few polls: a backlog that
-		// starts to move after a stall gets an ETA at once.
-		if old := f.history[0]; n > 0 && old.V > n {
-			eta := n / ((old.V - n) / b.At.Sub(old.T).Seconds())
-			ev.ETASeconds = &eta
+		// The pace it empties at over the last few polls, read from
+		// where the fall began, as the advisor reads a queue's.
+		if e, ok := signals.EmptyIn(f.history, b.At, b.At.Sub(f.history[0].T)); ok {
+			ev.ETASeconds, ev.ETA = &e.Seconds, signals.When(e, signals.DefaultThresholds())
 		}
 	}
 	switch {

@@ -278,10 +278,10 @@ func (m *Model) renderOverview() string {
 	}
 	all := m.snap.Report.Overall
 	debt := ""
-	if all.Debt >= 1 && all.Level > signals.OK {
+	if all.Debt >= 1 && all.Level > signals.OK || all.Recovery != nil && all.Queue > m.snap.Thresholds.QueueEmpty {
 		switch {
-		case all.RecoverySeconds != nil:
-			debt = fmt.Sprintf("  debt %s, paid in %s", human.Count(all.Debt), human.Seconds(*all.RecoverySeconds))
+		case all.Recovery != nil:
+			debt = fmt.Sprintf("  debt %s, caught up in %s", human.Count(all.Debt), all.Recovery.When())
 		default:
 			debt = fmt.Sprintf("  debt %s, not recovering", human.Count(all.Debt))
 		}

@@ -45,6 +45,12 @@ func (l Level) String() string {
 // MarshalText writes ok, warn or critical.
 func (l Level) MarshalText() ([]byte, error) { return []byte(l.String()), nil }
 
+// UnmarshalText reads ok, warn or critical.
+func (l *Level) UnmarshalText(b []byte) (err error) {
+	*l, err = ParseLevel(string(b))
+	return err
+}
+
 // ParseLevel reads ok, warn or critical.
 func ParseLevel(s string) (Level, error) {
 	switch strings.ToLower(s) {
@@ -80,6 +86,13 @@ type Thresholds struct {
 	// MinRate is the creation rate below which the ratio means nothing
 	// (an idle shard completes what it started long ago).
 	MinRate float64
+	// StepDown is how recent the evidence that lowers a level is: a
+	// condition raises the level on a minute of evidence, and stops
+	// raising it as soon as the last StepDown clearly says otherwise.
+	StepDown time.Duration
+	// QueueEmpty is the queue (records) at or below which nothing is
+	// ahead of the work.
+	QueueEmpty float64
 }
 
 // DefaultThresholds are the published triggers, with durations that make
@@ -88,7 +101,7 @@ func DefaultThresholds() Thresholds {
 	return Thresholds{
 		PlanRatio: 0.8, ActRatio: 0.5, PlanAfter: time.Minute, ActAfter: 30 * time.Second,
 		P99: 1, QueueR2: 0.8, QueueMinGrowth: 500, DropShare: 0.05, SlowShare: 0.1,
-		P99Warn: 0.1, Recent: time.Minute, MinRate: 0.5,
+		P99Warn: 0.1, Recent: time.Minute, MinRate: 0.5, StepDown: 15 * time.Second, QueueEmpty: 100,
 	}
 }
 
@@ -111,7 +124,15 @@ func (th Thresholds) Warn() string {
 
 // Levels is the advisor's rule in one sentence, as help and docs quote it.
 func (th Thresholds) Levels() string {
-	return "Levels: critical (act) when " + th.Critical() + "; warn (plan federation) when " + th.Warn() + "."
+	return "Levels: critical (act) when " + th.Critical() + "; warn (plan federation) when " + th.Warn() + ". " + th.Hysteresis()
+}
+
+// Hysteresis says, in words, how a level steps down.
+func (th Thresholds) Hysteresis() string {
+	return fmt.Sprintf("A level steps down as soon as the last %s clearly contradicts what raised it: completion at %s of "+
+		"creation or more (or no creation), p99 under half its line, the slow share and refusals under half theirs; "+
+		"the queue counts as growing only while its last %s still rises.",
+		human.Duration(th.StepDown), human.Percent(th.PlanRatio), human.Duration(th.Recent))
 }
 
 // Signals are the numbers of one shard (or the whole) and its level.
@@ -123,21 +144,24 @@ type Signals struct {
 	BelowPlanSeconds float64  `json:"belowPlanSeconds"` // how long the ratio has been below PlanRatio
 	BelowActSeconds  float64  `json:"belowActSeconds"`  // … below ActRatio
 	Queue            float64  `json:"queue"`            // records not processed, latest
-	QueueSlope       float64  `json:"queueSlopePerSec"` // least squares over the window
+	QueueSlope       float64  `json:"queueSlopePerSec"` // least squares: the growth found, else the last minute's
 	QueueR2          float64  `json:"queueR2"`          // the fit's R²
 	QueueGrowing     bool     `json:"queueGrowingLinearly"`
 	P50              *float64 `json:"p50Seconds"`
 	P99              *float64 `json:"p99Seconds"`
 	SlowShare        float64  `json:"shareAtLeast1s"`
 	DropShare        float64  `json:"dropShare"`
+	QueueFalling     bool     `json:"queueFalling"` // it falls since the last minute's peak
 	// Debt is what the window added to the backlog: created − completed,
-	// integrated (instances); RecoverySeconds the time to drain it at the
-	// latest net completion rate, null when not recovering.
-	Debt            float64  `json:"debtInstances"`
-	Recovering      bool     `json:"recovering"`
-	RecoverySeconds *float64 `json:"recoverySeconds"`
-	Level           Level    `json:"level"`
-	Reasons         []string `json:"reasons"`
+	// integrated (instances). RecoverySeconds is when the shard will have
+	// caught up (Recovery says how that is reckoned), null when it is not
+	// recovering.
+	Debt            float64   `json:"debtInstances"`
+	Recovering      bool      `json:"recovering"`
+	RecoverySeconds *float64  `json:"recoverySeconds"`
+	Recovery        *Recovery `json:"recovery"`
+	Level           Level     `json:"level"`
+	Reasons         []string  `json:"reasons"`
 }
 
 // Report is one evaluation: every shard and the whole federation.
@@ -204,10 +228,13 @@ func ptr(v float64) *float64 {
 }
 
 func evaluate(s Shard, now time.Time, th Thresholds) Signals {
-	recent := now.Add(-th.Recent)
+	recent, short := now.Add(-th.Recent), now.Add(-th.StepDown)
 	sig := Signals{Name: s.Name, Reasons: []string{}}
 	created, completed := s.Created.Since(recent).Mean(), s.Completed.Since(recent).Mean()
 	sig.CreatedPerSec, sig.CompletedPerSec = zeroNaN(created), zeroNaN(completed)
+	// What the last StepDown says, to step a level down on.
+	createdNow, completedNow := zeroNaN(s.Created.Since(short).Mean()), zeroNaN(s.Completed.Since(short).Mean())
+	closed := createdNow < th.MinRate || completedNow >= th.PlanRatio*createdNow
 
 	// Scissors: the ratio now, and how long it has stayed below each line.
 	if created >= th.MinRate && !math.IsNaN(completed) {
@@ -216,26 +243,34 @@ func evaluate(s Shard, now time.Time, th Thresholds) Signals {
 	sig.BelowPlanSeconds = belowFor(s.Created, s.Completed, th.PlanRatio, th.MinRate, now).Seconds()
 	sig.BelowActSeconds = belowFor(s.Created, s.Completed, th.ActRatio, th.MinRate, now).Seconds()
 
-	// Queue: its latest size and whether it grows as a line.
+	// Queue: its latest size, whether it grows as a line, and which way
+	// its last minute goes.
 	sig.Queue = zeroNaN(s.Queue.Last())
-	sig.QueueSlope, sig.QueueR2, sig.QueueGrowing = QueueTrend(s.Queue, now, th)
+	trend := queueTrend(s.Queue, now, th)
+	sig.QueueSlope, sig.QueueR2, sig.QueueGrowing, sig.QueueFalling = trend.fit.Slope, trend.fit.R2, trend.growing, trend.falling
 
 	// Heatmap: where the latency mass is.
-	counts := s.Latency.Total(recent)
+	counts, countsNow := s.Latency.Total(recent), s.Latency.Total(short)
 	sig.P50 = ptr(Quantile(0.5, s.Latency.Bounds, counts))
 	sig.P99 = ptr(Quantile(0.99, s.Latency.Bounds, counts))
 	sig.SlowShare = ShareAtLeast(SlowLatency, s.Latency.Bounds, counts)
+	p99Now := Quantile(0.99, s.Latency.Bounds, countsNow) // NaN: nothing processed lately, no evidence
 
 	dropped, received := s.Dropped.Since(recent).Mean(), s.Received.Since(recent).Mean()
 	if received > 0 && !math.IsNaN(dropped) {
 		sig.DropShare = dropped / received
 	}
+	droppedNow, receivedNow := s.Dropped.Since(short).Mean(), s.Received.Since(short).Mean()
 
 	// Debt: what the window added to the backlog, and when it is paid.
 	sig.Debt = max(0, integrate(s.Created)-integrate(s.Completed))
-	if net := completed - created; sig.Debt > 0 && net > 0 {
-		sig.Recovering = true
-		sig.RecoverySeconds = ptr(sig.Debt / net)
+	// The debt is paid against what is created and completed from now
+	// on: the last few seconds say it better than the last StepDown,
+	// which may still hold the load that stopped, or miss the burst of
+	// completions that begins once the queue is empty.
+	createdLatest, completedLatest := zeroNaN(s.Created.Since(now.Add(-latest)).Mean()), zeroNaN(s.Completed.Since(now.Add(-latest)).Mean())
+	if rec := recoveryOf(s, now, sig.Debt, createdLatest, completedLatest, th); rec != nil {
+		sig.Recovering, sig.Recovery, sig.RecoverySeconds = true, rec, ptr(rec.Seconds)
 	}
 
 	reason := func(l Level, format string, a ...any) {
@@ -244,6 +279,7 @@ func evaluate(s Shard, now time.Time, th Thresholds) Signals {
 	}
 	pct := human.Percent
 	switch {
+	case closed:
 	case sig.Ratio != nil && *sig.Ratio < th.ActRatio && sig.BelowActSeconds >= th.ActAfter.Seconds():
 		reason(Critical, "scissors: completing %s of created instances for %s (below %s): act", pct(*sig.Ratio), human.Seconds(sig.BelowActSeconds), pct(th.ActRatio))
 	case sig.Ratio != nil && *sig.Ratio < th.PlanRatio && sig.BelowPlanSeconds >= th.PlanAfter.Seconds():
@@ -252,36 +288,80 @@ func evaluate(s Shard, now time.Time, th Thresholds) Signals {
 	if sig.QueueGrowing {
 		reason(Critical, "queue growing linearly: %+.0f records/s (R² %.2f), %.0f waiting", sig.QueueSlope, sig.QueueR2, sig.Queue)
 	}
-	if sig.P99 != nil && *sig.P99 > th.P99 {
+	switch {
+	case sig.P99 != nil && *sig.P99 > th.P99 && !(p99Now < th.P99/2):
 		reason(Critical, "latency p99 %s, over %s", human.Latency(*sig.P99), human.Latency(th.P99))
-	} else if sig.SlowShare >= th.SlowShare {
+	case sig.SlowShare >= th.SlowShare && !(ShareAtLeast(SlowLatency, s.Latency.Bounds, countsNow) < th.SlowShare/2):
 		reason(Warn, "heatmap: %s of latency at %s or more", pct(sig.SlowShare), human.Latency(SlowLatency))
 	}
-	if sig.DropShare >= th.DropShare {
+	if sig.DropShare >= th.DropShare && !(receivedNow > 0 && droppedNow/receivedNow < th.DropShare/2) {
 		reason(Warn, "backpressure: %s of requests refused", pct(sig.DropShare))
 	}
-	if sig.Level > OK && sig.Debt >= 1 {
-		if sig.Recovering {
-			reason(sig.Level, "debt %.0f instances, recovered in %s at the current rate", sig.Debt, human.Seconds(*sig.RecoverySeconds))
+	if trend.falling && sig.Queue > th.QueueEmpty {
+		if e, ok := EmptyIn(s.Queue, now, th.Recent); ok {
+			reason(sig.Level, "queue falling: %+.0f records/s, empty in %s", -e.PerSec, When(e, th))
+		}
+	}
+	if sig.Level > OK && sig.Debt >= 1 || sig.Recovering && sig.Queue > th.QueueEmpty {
+		if rec := sig.Recovery; rec != nil {
+			reason(sig.Level, "debt %s instances, caught up in %s (%s)", human.Count(sig.Debt), rec.When(), rec.Terms())
 		} else {
-			reason(sig.Level, "debt %.0f instances and not recovering", sig.Debt)
+			reason(sig.Level, "debt %s instances and not recovering", human.Count(sig.Debt))
 		}
 	}
 	return sig
+}
+
+// latest is how far back "now" reaches for a rate that just changed.
+const latest = 5 * time.Second
+
+// When says when something empties: a point when the fit is good, else
+// a range.
+func When(e Emptying, th Thresholds) string {
+	switch {
+	case e.Certain(th.QueueR2):
+		return "~" + human.Seconds(e.Seconds)
+	case math.IsInf(e.High, 1):
+		return "at least " + human.Seconds(e.Low)
+	}
+	return human.Seconds(e.Low) + "–" + human.Seconds(e.High)
+}
+
+// trend is the queue's shape: the fit reported, and which way its last
+// minute goes.
+type trend struct {
+	fit              Fit
+	growing, falling bool
 }
 
 // QueueTrend fits lines to the queue over the recent minute, two, five
 // and the whole window: a knee crossed mid-window grows as a line only
 // since then, and a fit over the whole window would dilute it. The queue
 // grows linearly when any of those fits rises with a good R² by enough
-// records; the shortest such fit is reported, the rate it grows at now
-// (else the whole window's).
+// records, and the last minute still rises at half that pace or more and
+// has not turned to fall (a queue that has turned is not growing,
+// whatever a longer fit says); the shortest such fit is reported, the
+// rate it grows at now (else the last minute's, else the whole window's).
 func QueueTrend(q Series, now time.Time, th Thresholds) (slope, r2 float64, growing bool) {
-	whole := LinearFit(q)
+	t := queueTrend(q, now, th)
+	return t.fit.Slope, t.fit.R2, t.growing
+}
+
+func queueTrend(q Series, now time.Time, th Thresholds) trend {
+	t := trend{fit: LinearFit(q)}
 	if len(q) < 3 {
-		return whole.Slope, whole.R2, false
+		return t
 	}
-	slope, r2 = whole.Slope, whole.R2
+	last := q.Since(now.Add(-th.Recent))
+	if len(last) >= 3 {
+		t.fit = LinearFit(last)
+	}
+	// Falling is read as the ETA is, from where the last minute's fall
+	// began: a minute that rose, then fell, has turned.
+	if _, ok := EmptyIn(q, now, th.Recent); ok {
+		t.falling = true
+		return t
+	}
 	for _, back := range []time.Duration{th.Recent, 2 * th.Recent, 5 * th.Recent, 0} {
 		part := q
 		if back > 0 {
@@ -293,10 +373,14 @@ func QueueTrend(q Series, now time.Time, th Thresholds) (slope, r2 float64, grow
 		f := LinearFit(part)
 		growth := f.Slope * part[len(part)-1].T.Sub(part[0].T).Seconds()
 		if f.Slope > 0 && f.R2 >= th.QueueR2 && growth >= th.QueueMinGrowth {
-			return f.Slope, f.R2, true
+			if len(last) >= 3 && LinearFit(last).Slope < f.Slope/2 {
+				return t // it has turned: not growing, whatever this fit says
+			}
+			t.fit, t.growing = f, true
+			return t
 		}
 	}
-	return slope, r2, false
+	return t
 }
 
 // belowFor is how long, back from now, completion has stayed under ratio ×

@@ -66,6 +66,9 @@ type Fit struct {
 	Slope     float64 // per second
 	Intercept float64
 	R2        float64
+	// SlopeErr is the slope's standard error: how far the slope itself
+	// may be off, given the scatter around the line (0 under 4 points).
+	SlopeErr float64
 }
 
 // LinearFit fits a line; fewer than three points give a flat fit of R² 0.
@@ -102,7 +105,11 @@ func LinearFit(s Series) Fit {
 	if ssTot > 0 {
 		r2 = 1 - ssRes/ssTot
 	}
-	return Fit{Slope: slope, Intercept: icept, R2: r2}
+	var slopeErr float64
+	if n > 3 {
+		slopeErr = math.Sqrt(ssRes / (n - 2) / (sxx - sx*sx/n))
+	}
+	return Fit{Slope: slope, Intercept: icept, R2: r2, SlopeErr: slopeErr}
 }
 
 // Heatmap is a latency histogram over time: per time step, how many

@@ -188,10 +188,10 @@ func TestEvaluate(t *testing.T) {
 			})
 			return s
 		}, OK, nil, func(t *testing.T, s Signals) {
-			// Debt over the window: 300 s × 60/s owed, minus 300 s × 50/s
-			// paid ≈ 3,000; at 50/s net it takes ~60 s.
-			if !s.Recovering || s.RecoverySeconds == nil || math.Abs(*s.RecoverySeconds-60) > 15 {
-				t.Errorf("recovering %v in %v s (debt %v)", s.Recovering, s.RecoverySeconds, s.Debt)
+			// It pays 50/s net (150 completed, 100 created); the pace it
+			// shows, 250 a second, says as much (within its noise).
+			if want := s.Debt / 50; !s.Recovering || s.RecoverySeconds == nil || math.Abs(*s.RecoverySeconds-want) > 0.2*want {
+				t.Errorf("recovering %v in %+v (debt %v)", s.Recovering, s.Recovery, s.Debt)
 			}
 		}},
 		{"backpressure drops", func() Shard {

@@ -1,0 +1,205 @@
+package signals
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/shardctl/shardctl/internal/human"
+)
+
+// Emptying is how something that is going down reaches zero, read from
+// its own recent pace: for a backlog, the leading indicator of recovery
+// (completions stay near zero until the records ahead of them are done).
+type Emptying struct {
+	PerSec  float64 // how fast it falls, > 0
+	Seconds float64 // until empty at that pace
+	// Low and High bound Seconds by the pace's standard error, two of
+	// them either way; High is +Inf when the pace may be nil.
+	Low, High float64
+	R2        float64 // of the fit the pace is read from
+	Since     time.Time
+}
+
+// Certain says whether the fit is good enough for a point; else a range
+// is the honest answer.
+func (e Emptying) Certain(minR2 float64) bool {
+	return e.R2 >= minR2 && !math.IsInf(e.High, 1) && e.High <= 1.5*e.Low
+}
+
+// EmptyIn reads how s empties: a line fitted from its highest point
+// within recent (a fall is read from where it began, not diluted by the
+// rise before it), over at least a sixth of recent and three points,
+// else over all of recent; and when the last quarter of recent falls
+// faster than that line, at that pace (a backlog drains faster as it
+// shrinks). ok is false when the line does not fall.
+func EmptyIn(s Series, now time.Time, recent time.Duration) (e Emptying, ok bool) {
+	part := s.Since(now.Add(-recent))
+	if len(part) < 3 {
+		return Emptying{}, false
+	}
+	peak := 0
+	for i, p := range part {
+		if p.V >= part[peak].V {
+			peak = i
+		}
+	}
+	if fall := part[peak:]; len(fall) >= 3 && fall[len(fall)-1].T.Sub(fall[0].T) >= recent/6 {
+		part = fall
+	}
+	f := LinearFit(part)
+	if last := part.Since(now.Add(-recent / 4)); len(last) >= 3 && len(last) < len(part) && f.Slope < 0 {
+		if g := LinearFit(last); g.Slope < f.Slope {
+			part, f = last, g
+		}
+	}
+	// What is left is read off the line, not the last sample: a queue
+	// jumps with each batch of commands written (job completions), and
+	// the line is where it is heading.
+	last := part[len(part)-1]
+	left := f.Intercept + f.Slope*last.T.Sub(part[0].T).Seconds()
+	if f.Slope >= 0 || last.V <= 0 {
+		return Emptying{}, false
+	}
+	left = max(left, 0)
+	pace := -f.Slope
+	e = Emptying{PerSec: pace, Seconds: left / pace, R2: f.R2, Since: part[0].T, High: math.Inf(1)}
+	e.Low = left / (pace + 2*f.SlopeErr)
+	if slow := pace - 2*f.SlopeErr; slow > 0 {
+		e.High = left / slow
+	}
+	return e, true
+}
+
+// Recovery is when a shard will have caught up: the records queued ahead
+// of its work processed at the pace the queue falls now, then the
+// instances it owes (the debt) completed at the pace it has shown.
+//
+// The pace is the most instances the shard created and completed together
+// a second, over its best StepDown of the window: one step each.
+// Completions alone would understate it: once the backlog is processed,
+// the steps that went into new instances go into the debt too (a shard
+// whose load stopped completes at twice its knee or more until it is
+// paid); and a minute's mean would dilute the bursts that show it best.
+// With a load still on, each instance created takes a step and adds one
+// to the debt.
+type Recovery struct {
+	Seconds float64 `json:"seconds"`
+	// LowSeconds and HighSeconds are the range the queue's fit allows;
+	// HighSeconds is null when the fit cannot bound it.
+	LowSeconds  float64  `json:"lowSeconds"`
+	HighSeconds *float64 `json:"highSeconds"`
+	// Certain: the fit is good enough to quote Seconds; else quote the
+	// range.
+	Certain bool `json:"certain"`
+	// BacklogSeconds is the queue's part, DebtSeconds what the debt takes
+	// once the queue is empty.
+	BacklogSeconds float64 `json:"backlogSeconds"`
+	DebtSeconds    float64 `json:"debtSeconds"`
+	// QueueDrainPerSec is the pace the queue falls at (records/s);
+	// PacePerSec the most instances created and completed together a
+	// second over the best StepDown of the window (or now, when more).
+	QueueDrainPerSec float64 `json:"queueDrainPerSec"`
+	PacePerSec       float64 `json:"pacePerSec"`
+}
+
+// When says the ETA as a person reads it: a point when the fit is good,
+// else a range.
+func (r Recovery) When() string {
+	if r.Certain {
+		return "~" + human.Seconds(r.Seconds)
+	}
+	if r.HighSeconds == nil {
+		return "at least " + human.Seconds(r.LowSeconds)
+	}
+	return human.Seconds(r.LowSeconds) + "–" + human.Seconds(*r.HighSeconds)
+}
+
+// Terms says which part of the ETA is which, the larger first.
+func (r Recovery) Terms() string {
+	backlog := "backlog ahead of the work: ~" + human.Seconds(r.BacklogSeconds)
+	switch {
+	case r.DebtSeconds < 1:
+		return backlog
+	case r.BacklogSeconds < 1:
+		return "debt: ~" + human.Seconds(r.DebtSeconds)
+	}
+	return fmt.Sprintf("%s, then debt: ~%s", backlog, human.Seconds(r.DebtSeconds))
+}
+
+// recoveryOf estimates when a shard catches up, or says it is not
+// recovering (nil). debt is the instances owed; created and completed
+// the rates over the short past the estimate leans on.
+func recoveryOf(s Shard, now time.Time, debt, created, completed float64, th Thresholds) *Recovery {
+	queue := zeroNaN(s.Queue.Last())
+	r := &Recovery{PacePerSec: max(bestMean(SumSeries(s.Created, s.Completed), th.StepDown), created+completed)}
+	if queue > th.QueueEmpty {
+		e, ok := EmptyIn(s.Queue, now, th.Recent)
+		if !ok {
+			return nil
+		}
+		r.BacklogSeconds, r.QueueDrainPerSec = e.Seconds, e.PerSec
+		r.LowSeconds, r.Certain = e.Low, e.Certain(th.QueueR2)
+		if !math.IsInf(e.High, 1) {
+			r.HighSeconds = ptr(e.High)
+		}
+		// What completes while the queue drains pays part of the debt.
+		debt = max(0, debt-(completed-created)*e.Seconds)
+	} else if debt < 1 || completed <= created && !justEmptied(s.Queue, now, th) {
+		// Nothing queued, nothing owed; or owed and nothing says it is
+		// being paid: no queue emptied lately, completions not ahead.
+		return nil
+	}
+	if debt >= 1 {
+		// Each instance created now costs the pace a step and adds to
+		// the debt: what is left for the debt is pace − 2 × created, or
+		// what completions pay now when that is more.
+		net := max(r.PacePerSec-2*created, completed-created)
+		if net <= 0 {
+			return nil
+		}
+		r.DebtSeconds = debt / net
+	}
+	r.Seconds = r.BacklogSeconds + r.DebtSeconds
+	r.LowSeconds += r.DebtSeconds
+	if r.HighSeconds != nil {
+		*r.HighSeconds += r.DebtSeconds
+	}
+	if queue <= th.QueueEmpty {
+		r.LowSeconds, r.Certain = r.Seconds, true
+		r.HighSeconds = ptr(r.Seconds)
+	}
+	return r
+}
+
+// bestMean is the highest mean of s over any span of length d in it: the
+// best pace the series has kept up for that long (its mean when shorter).
+func bestMean(s Series, d time.Duration) float64 {
+	if len(s) == 0 || s[len(s)-1].T.Sub(s[0].T) < d {
+		return zeroNaN(s.Mean())
+	}
+	var best, sum float64
+	j := 0
+	for i, p := range s {
+		sum += p.V
+		for p.T.Sub(s[j].T) >= d {
+			sum -= s[j].V
+			j++
+		}
+		if p.T.Sub(s[0].T) >= d {
+			best = max(best, sum/float64(i-j+1))
+		}
+	}
+	return best
+}
+
+// justEmptied: the queue held a backlog within the last minute, and so
+// the completions it held back are about to come.
+func justEmptied(q Series, now time.Time, th Thresholds) bool {
+	for _, p := range q.Since(now.Add(-th.Recent)) {
+		if p.V > th.QueueEmpty {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,143 @@
+package signalstest
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/shardctl/shardctl/probes/signals"
+)
+
+// Event names a recording's Judge reads: a recovery begins (the load
+// stopped or lowered below the knee), its debt is measured paid, the load
+// rises again.
+const (
+	EventRecover  = "recover"
+	EventPaid     = "paid"
+	EventOverload = "overload"
+)
+
+// Eval is what the advisor said of the shard at one evaluation.
+type Eval struct {
+	At  time.Time
+	Sig signals.Signals
+}
+
+// Verdict is each evaluation of a recovery judged, in words, and what
+// failed.
+type Verdict struct {
+	Lines    []string
+	Failures []string
+	// Errors are the ETAs' errors as a share of the recovery's length.
+	Errors []float64
+}
+
+// ETAError is the bar an ETA is held to: the moment it says the debt will
+// be paid within this share of the recovery's length (from the load
+// stopped or lowered to the debt paid) of when it was. OKAfter is how soon
+// after the debt is paid the level must be ok.
+const (
+	ETAError = 0.2
+	OKAfter  = 15 * time.Second
+)
+
+// Judge checks what the advisor said against what happened in the run:
+// from the first ETA of each recovery to its debt paid, every evaluation
+// gives an ETA that puts the end of the recovery within ETAError of its
+// length of the end measured; no reason says the queue grows while the
+// recorded queue's last minute falls; and from OKAfter past the debt paid
+// until the load rises again, the level is ok. Errors are kept against
+// the recovery's length; the lines also show them against the time left.
+//
+// tolerance is the ETA error that fails; errors over ETAError and within
+// it are marked in the lines, not failed.
+func Judge(r Recording, evals []Eval, th signals.Thresholds, tolerance float64) Verdict {
+	var v Verdict
+	fail := func(format string, a ...any) { v.Failures = append(v.Failures, fmt.Sprintf(format, a...)) }
+	phases := r.phases()
+	for _, e := range evals {
+		// Direction first, against the recorded queue's last minute.
+		q := r.Until(e.At, th.Recent).Queue
+		if f := signals.LinearFit(q); len(q) >= 3 && f.Slope < 0 {
+			for _, reason := range e.Sig.Reasons {
+				if strings.Contains(reason, "growing") {
+					fail("%s: %q while the queue's last minute falls at %.1f records/s", e.At.Format(time.TimeOnly), reason, f.Slope)
+				}
+			}
+		}
+	}
+	for i, p := range phases {
+		if p.paid.IsZero() {
+			fail("recovery %d (from %s): its debt was never measured paid", i+1, p.from.Format(time.TimeOnly))
+			continue
+		}
+		length := p.paid.Sub(p.from)
+		v.Lines = append(v.Lines, fmt.Sprintf("recovery %d: from %s, paid %s later", i+1, p.from.Format(time.TimeOnly), length.Round(time.Second)))
+		seen := false
+		for _, e := range evals {
+			if e.At.Before(p.from) || !e.At.Before(p.until) {
+				continue
+			}
+			since := e.At.Sub(p.from).Round(time.Second)
+			left := p.paid.Sub(e.At)
+			rec := e.Sig.Recovery
+			switch {
+			case left > 0 && rec == nil && seen:
+				fail("recovery %d +%v: no ETA, %v before the debt was paid", i+1, since, left.Round(time.Second))
+				v.Lines = append(v.Lines, fmt.Sprintf("  +%-5v no ETA; actual %v; %s, %q", since, left.Round(time.Second), e.Sig.Level, e.Sig.Reasons))
+			case left > 0 && rec != nil:
+				seen = true
+				eta := time.Duration(rec.Seconds * float64(time.Second))
+				rel := (eta - left).Seconds() / length.Seconds()
+				v.Errors = append(v.Errors, rel)
+				mark := ""
+				if math.Abs(rel) > ETAError {
+					mark = "  <- over the bar"
+				}
+				if math.Abs(rel) > tolerance {
+					mark = "  <- off"
+					fail("recovery %d +%v: ETA %v, actual %v: off by %+.0f%% of the recovery's %v", i+1, since, eta.Round(time.Second), left.Round(time.Second), rel*100, length.Round(time.Second))
+				}
+				v.Lines = append(v.Lines, fmt.Sprintf("  +%-5v ETA %-6v (backlog %v, debt %v) actual %-6v %+4.0f%% of the recovery (%+.0f%% of the time left)  %s%s", since, eta.Round(time.Second),
+					time.Duration(rec.BacklogSeconds*float64(time.Second)).Round(time.Second), time.Duration(rec.DebtSeconds*float64(time.Second)).Round(time.Second),
+					left.Round(time.Second), rel*100, 100*(eta-left).Seconds()/left.Seconds(), e.Sig.Level, mark))
+			case left <= -OKAfter && e.Sig.Level != signals.OK:
+				fail("recovery %d: %s %v after the debt was paid: %q", i+1, e.Sig.Level, (-left).Round(time.Second), e.Sig.Reasons)
+			case left <= 0:
+				v.Lines = append(v.Lines, fmt.Sprintf("  +%-5v paid %v ago: %s", since, (-left).Round(time.Second), e.Sig.Level))
+			default:
+				v.Lines = append(v.Lines, fmt.Sprintf("  +%-5v no ETA yet; actual %v; %s", since, left.Round(time.Second), e.Sig.Level))
+			}
+		}
+		if !seen {
+			fail("recovery %d: no ETA at all", i+1)
+		}
+	}
+	return v
+}
+
+type phase struct{ from, paid, until time.Time }
+
+// phases are the recoveries of a run: from each EventRecover to the
+// EventPaid after it, judged until the next EventOverload (or the end).
+func (r Recording) phases() []phase {
+	var out []phase
+	for i, e := range r.Events {
+		if e.What != EventRecover {
+			continue
+		}
+		p := phase{from: e.At, until: time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)}
+		for _, n := range r.Events[i+1:] {
+			if n.What == EventPaid && p.paid.IsZero() {
+				p.paid = n.At
+			}
+			if n.What == EventOverload || n.What == EventRecover {
+				p.until = n.At
+				break
+			}
+		}
+		out = append(out, p)
+	}
+	return out
+}

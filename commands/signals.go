@@ -142,7 +142,7 @@ func NewCmdSignals(g *Globals) *cobra.Command {
              completed), and when the shard will have caught up: the queue
              drained at the pace it falls now, then the debt paid at the
              pace the window shows (instances created and completed a
-             second, at best over 15 s)
+             second, at best over 5 s)
 
 ` + ansi.Wordwrap(signals.DefaultThresholds().Levels(), 78, "") + `
 The exit code is 3 when the level reaches --fail-on, for runbooks and CI

@@ -76,11 +76,11 @@ func EmptyIn(s Series, now time.Time, recent time.Duration) (e Emptying, ok bool
 // instances it owes (the debt) completed at the pace it has shown.
 //
 // The pace is the most instances the shard created and completed together
-// a second, over its best StepDown of the window: one step each.
+// a second, over its best five seconds in the window: one step each.
 // Completions alone would understate it: once the backlog is processed,
 // the steps that went into new instances go into the debt too (a shard
 // whose load stopped completes at twice its knee or more until it is
-// paid); and a minute's mean would dilute the bursts that show it best.
+// paid); and a longer mean would dilute the bursts that show it best.
 // With a load still on, each instance created takes a step and adds one
 // to the debt.
 type Recovery struct {
@@ -98,7 +98,7 @@ type Recovery struct {
 	DebtSeconds    float64 `json:"debtSeconds"`
 	// QueueDrainPerSec is the pace the queue falls at (records/s);
 	// PacePerSec the most instances created and completed together a
-	// second over the best StepDown of the window (or now, when more).
+	// second over the best five seconds of the window (or now, when more).
 	QueueDrainPerSec float64 `json:"queueDrainPerSec"`
 	PacePerSec       float64 `json:"pacePerSec"`
 }
@@ -132,7 +132,7 @@ func (r Recovery) Terms() string {
 // the rates over the short past the estimate leans on.
 func recoveryOf(s Shard, now time.Time, debt, created, completed float64, th Thresholds) *Recovery {
 	queue := zeroNaN(s.Queue.Last())
-	r := &Recovery{PacePerSec: max(bestMean(SumSeries(s.Created, s.Completed), th.StepDown), created+completed)}
+	r := &Recovery{PacePerSec: max(bestMean(SumSeries(s.Created, s.Completed), latest), created+completed)}
 	if queue > th.QueueEmpty {
 		e, ok := EmptyIn(s.Queue, now, th.Recent)
 		if !ok {

@@ -315,18 +315,6 @@ func evaluate(s Shard, now time.Time, th Thresholds) Signals {
 // latest is how far back "now" reaches for a rate that just changed.
 const latest = 5 * time.Second
 
-// When says when something empties: a point when the fit is good, else
-// a range.
-func When(e Emptying, th Thresholds) string {
-	switch {
-	case e.Certain(th.QueueR2):
-		return "~" + human.Seconds(e.Seconds)
-	case math.IsInf(e.High, 1):
-		return "at least " + human.Seconds(e.Low)
-	}
-	return human.Seconds(e.Low) + "–" + human.Seconds(e.High)
-}
-
 // trend is the queue's shape: the fit reported, and which way its last
 // minute goes.
 type trend struct {

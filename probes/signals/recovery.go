@@ -18,13 +18,18 @@ type Emptying struct {
 	// them either way; High is +Inf when the pace may be nil.
 	Low, High float64
 	R2        float64 // of the fit the pace is read from
-	Since     time.Time
 }
 
 // Certain says whether the fit is good enough for a point; else a range
 // is the honest answer.
 func (e Emptying) Certain(minR2 float64) bool {
 	return e.R2 >= minR2 && !math.IsInf(e.High, 1) && e.High <= 1.5*e.Low
+}
+
+// When says when something empties: a point when the fit is good, else
+// a range.
+func When(e Emptying, th Thresholds) string {
+	return etaText(e.Certain(th.QueueR2), e.Seconds, e.Low, e.High)
 }
 
 // EmptyIn reads how s empties: a line fitted from its highest point
@@ -63,7 +68,7 @@ func EmptyIn(s Series, now time.Time, recent time.Duration) (e Emptying, ok bool
 	}
 	left = max(left, 0)
 	pace := -f.Slope
-	e = Emptying{PerSec: pace, Seconds: left / pace, R2: f.R2, Since: part[0].T, High: math.Inf(1)}
+	e = Emptying{PerSec: pace, Seconds: left / pace, R2: f.R2, High: math.Inf(1)}
 	e.Low = left / (pace + 2*f.SlopeErr)
 	if slow := pace - 2*f.SlopeErr; slow > 0 {
 		e.High = left / slow
@@ -106,16 +111,27 @@ type Recovery struct {
 // When says the ETA as a person reads it: a point when the fit is good,
 // else a range.
 func (r Recovery) When() string {
-	if r.Certain {
-		return "~" + human.Seconds(r.Seconds)
+	high := math.Inf(1)
+	if r.HighSeconds != nil {
+		high = *r.HighSeconds
 	}
-	if r.HighSeconds == nil {
-		return "at least " + human.Seconds(r.LowSeconds)
-	}
-	return human.Seconds(r.LowSeconds) + "–" + human.Seconds(*r.HighSeconds)
+	return etaText(r.Certain, r.Seconds, r.LowSeconds, high)
 }
 
-// Terms says which part of the ETA is which, the larger first.
+// etaText is an ETA in words: ~point when certain, else low–high, or
+// "at least low" when high is unbounded.
+func etaText(certain bool, seconds, low, high float64) string {
+	switch {
+	case certain:
+		return "~" + human.Seconds(seconds)
+	case math.IsInf(high, 1):
+		return "at least " + human.Seconds(low)
+	}
+	return human.Seconds(low) + "–" + human.Seconds(high)
+}
+
+// Terms says the ETA's parts in the order they come, each with its time,
+// so that the one that dominates shows.
 func (r Recovery) Terms() string {
 	backlog := "backlog ahead of the work: ~" + human.Seconds(r.BacklogSeconds)
 	switch {

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -202,11 +203,7 @@ func (p *Process) tail(n int) string {
 }
 
 // Stderr is what the process wrote to stderr so far.
-func (p *Process) Stderr() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return strings.Join(p.lines, "\n")
-}
+func (p *Process) Stderr() string { return p.tail(math.MaxInt) }
 
 // Kill ends the process with SIGKILL, as a crash would, and waits for it.
 func (p *Process) Kill() {

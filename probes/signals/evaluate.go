@@ -247,7 +247,7 @@ func evaluate(s Shard, now time.Time, th Thresholds) Signals {
 	// its last minute goes.
 	sig.Queue = zeroNaN(s.Queue.Last())
 	trend := queueTrend(s.Queue, now, th)
-	sig.QueueSlope, sig.QueueR2, sig.QueueGrowing, sig.QueueFalling = trend.fit.Slope, trend.fit.R2, trend.growing, trend.falling
+	sig.QueueSlope, sig.QueueR2, sig.QueueGrowing, sig.QueueFalling = trend.fit.Slope, trend.fit.R2, trend.growing, trend.emptying != nil
 
 	// Heatmap: where the latency mass is.
 	counts, countsNow := s.Latency.Total(recent), s.Latency.Total(short)
@@ -269,7 +269,7 @@ func evaluate(s Shard, now time.Time, th Thresholds) Signals {
 	// which may still hold the load that stopped, or miss the burst of
 	// completions that begins once the queue is empty.
 	createdLatest, completedLatest := zeroNaN(s.Created.Since(now.Add(-latest)).Mean()), zeroNaN(s.Completed.Since(now.Add(-latest)).Mean())
-	if rec := recoveryOf(s, now, sig.Debt, createdLatest, completedLatest, th); rec != nil {
+	if rec := recoveryOf(s, now, trend.emptying, sig.Debt, createdLatest, completedLatest, th); rec != nil {
 		sig.Recovering, sig.Recovery, sig.RecoverySeconds = true, rec, ptr(rec.Seconds)
 	}
 
@@ -297,10 +297,8 @@ func evaluate(s Shard, now time.Time, th Thresholds) Signals {
 	if sig.DropShare >= th.DropShare && !(receivedNow > 0 && droppedNow/receivedNow < th.DropShare/2) {
 		reason(Warn, "backpressure: %s of requests refused", pct(sig.DropShare))
 	}
-	if trend.falling && sig.Queue > th.QueueEmpty {
-		if e, ok := EmptyIn(s.Queue, now, th.Recent); ok {
-			reason(sig.Level, "queue falling: %+.0f records/s, empty in %s", -e.PerSec, When(e, th))
-		}
+	if e := trend.emptying; e != nil && sig.Queue > th.QueueEmpty {
+		reason(sig.Level, "queue falling: %+.0f records/s, empty in %s", -e.PerSec, When(*e, th))
 	}
 	if sig.Level > OK && sig.Debt >= 1 || sig.Recovering && sig.Queue > th.QueueEmpty {
 		if rec := sig.Recovery; rec != nil {
@@ -315,11 +313,14 @@ func evaluate(s Shard, now time.Time, th Thresholds) Signals {
 // latest is how far back "now" reaches for a rate that just changed.
 const latest = 5 * time.Second
 
-// trend is the queue's shape: the fit reported, and which way its last
-// minute goes.
+// trend is the queue's shape: the fit reported, whether it grows, and
+// how it empties when it falls.
 type trend struct {
-	fit              Fit
-	growing, falling bool
+	fit     Fit
+	growing bool
+	// emptying is how the queue empties when it falls (nil when not):
+	// the reason, the flag and the ETA all read this one fit.
+	emptying *Emptying
 }
 
 // QueueTrend fits lines to the queue over the recent minute, two, five
@@ -346,8 +347,8 @@ func queueTrend(q Series, now time.Time, th Thresholds) trend {
 	}
 	// Falling is read as the ETA is, from where the last minute's fall
 	// began: a minute that rose, then fell, has turned.
-	if _, ok := EmptyIn(q, now, th.Recent); ok {
-		t.falling = true
+	if e, ok := EmptyIn(q, now, th.Recent); ok {
+		t.emptying = &e
 		return t
 	}
 	for _, back := range []time.Duration{th.Recent, 2 * th.Recent, 5 * th.Recent, 0} {

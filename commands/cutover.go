@@ -21,6 +21,8 @@ import (
 	"github.com/shardctl/shardctl/internal/human"
 	"github.com/shardctl/shardctl/internal/registry"
 	"github.com/shardctl/shardctl/migrate"
+	"github.com/shardctl/shardctl/migrate/kube"
+	"github.com/shardctl/shardctl/probes/signals"
 	"github.com/shardctl/shardctl/probes/source"
 )
 
@@ -48,9 +50,21 @@ key it owns until it holds nothing.
   rollback  send new work back to blue at once, undrain it; --drain-target
             drains green too
 
-Exit codes: 0 done (or reached what --wait-for asks), 1 error, 2 usage, 3 a gate
-failed and the cutover rolled back (or a preflight, a lease or a plan refused),
-4 timed out (the drain; the cutover stays where it is and apply resumes it),
+--mode k8s adds a clients step after the preflight, in the namespace and
+cluster the kubectl flags name: --service's selector is switched to the pods
+--selector picks (the proxy's; refused unless one of them is ready in an
+EndpointSlice), the endpoint in --configmap or --secret (--key) is set to
+--value, the --restart workloads are restarted as kubectl rollout restart does
+and waited for as kubectl rollout status does. What it replaced is recorded on
+each object (shardctl.io/previous-selector, shardctl.io/previous-values), so
+rollback restores it exactly; a Lease, shardctl-cutover-NAME, locks the
+cutover and records its restarts. --dry-run=client|server prints the exact
+patches (server: as the API server answers them) and changes nothing.
+
+Exit codes: 0 done (or reached what --wait-for asks), 1 error (RBAC denied,
+unreachable), 2 usage, 3 a gate failed and the cutover rolled back (or a
+preflight, a lease, a plan or a switch to no ready pod refused), 4 timed out
+(the drain or a rollout; the cutover stays where it is and apply resumes it),
 5 paused waiting for cutover promote, 6 inconclusive (a gate without data under
 noData: inconclusive).`,
 		GroupID: "operate",
@@ -69,6 +83,11 @@ type planFlags struct {
 	opts      migrate.PlanOptions
 	steps     string
 	gatesFile string
+	mode      string
+	kube      kube.Spec
+	selector  string
+	restart   []string
+	timeout   time.Duration
 }
 
 func (pf *planFlags) add(cmd *cobra.Command) {
@@ -83,12 +102,50 @@ func (pf *planFlags) add(cmd *cobra.Command) {
 	f.DurationVar(&pf.opts.DrainTimeout, "drain-timeout", migrate.DefaultDrainTimeout, "how long the old pool may take to empty (exit 4 after; apply resumes)")
 	f.StringVar(&pf.opts.PauseBefore, "pause-before", "", "pause for cutover promote before: promote (the last weight step) or drain")
 	_ = cmd.RegisterFlagCompletionFunc("pause-before", completions.Values(migrate.PausePromote, migrate.PauseDrain))
+	f.StringVar(&pf.mode, "mode", modeRegistry, "registry: the pools' weights in the registry; k8s: also move the clients in Kubernetes once green is ready (the kubectl flags say where)")
+	f.StringVar(&pf.kube.Service, "service", "", "k8s: the Service clients use; its selector is switched to --selector")
+	f.StringVar(&pf.selector, "selector", "", "k8s: the labels of the pods --service selects once switched (the proxy's), key=value[,key=value]")
+	f.StringVar(&pf.kube.ConfigMap, "configmap", "", "k8s: the ConfigMap holding the endpoint workloads read (--key)")
+	f.StringVar(&pf.kube.Secret, "secret", "", "k8s: the Secret holding the endpoint workloads read (--key), instead of a ConfigMap")
+	f.StringVar(&pf.kube.Key, "key", "", "k8s: the key of --configmap or --secret holding the endpoint, e.g. ZEEBE_ADDRESS")
+	f.StringVar(&pf.kube.Value, "value", "", "k8s: the endpoint --key is set to, e.g. shardctl-proxy:26500")
+	f.StringSliceVar(&pf.restart, "restart", nil, "k8s: workloads restarted after the rewrite, as kubectl rollout restart does, e.g. deploy/workers,sts/starter")
+	f.DurationVar(&pf.timeout, "rollout-timeout", migrate.DefaultRolloutTimeout, "k8s: how long each restarted workload may take to roll out (exit 4 after; apply resumes)")
+	_ = cmd.RegisterFlagCompletionFunc("mode", completions.Values(modeRegistry, modeK8s))
 }
+
+// Cutover modes.
+const (
+	modeRegistry = "registry"
+	modeK8s      = "k8s"
+)
 
 // complete reads the flags into plan options (usage errors exit 2, a bad
 // gates file 1).
-func (pf *planFlags) complete(app string) error {
+func (pf *planFlags) complete(g *Globals, app string) error {
 	pf.opts.App = app
+	switch pf.mode {
+	case modeRegistry:
+		if pf.kube.Service != "" || pf.kube.ConfigMap != "" || pf.kube.Secret != "" || len(pf.restart) > 0 {
+			return Usagef("--service, --configmap, --secret and --restart move clients in Kubernetes: give --mode k8s")
+		}
+	case modeK8s:
+		spec := pf.kube
+		sel, err := kube.ParseSelector(pf.selector)
+		if err != nil {
+			return UsageError(err)
+		}
+		spec.Selector, spec.Restart, spec.RolloutTimeout = sel, pf.restart, signals.Duration(pf.timeout)
+		if spec.Namespace, _, err = g.Kube.ToRawKubeConfigLoader().Namespace(); err != nil {
+			return fmt.Errorf("kubeconfig: %w", err)
+		}
+		if err := spec.Validate(); err != nil {
+			return UsageError(err)
+		}
+		pf.opts.Kube = &spec
+	default:
+		return Usagef("--mode %q: want registry or k8s", pf.mode)
+	}
 	pf.opts.Steps = nil
 	for _, v := range strings.Split(pf.steps, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(v))
@@ -137,6 +194,8 @@ func cutoverError(err error) error {
 		return Refused(err)
 	case errors.As(err, &ne) && errors.Is(err, context.DeadlineExceeded):
 		return TimedOut(fmt.Errorf("drain %v: the cutover stays Draining; cutover apply resumes it", err))
+	case errors.Is(err, kube.ErrRolloutTimeout):
+		return TimedOut(fmt.Errorf("%v: the cutover stays at its clients step; cutover apply resumes it (waiting, not restarting again)", err))
 	}
 	return err
 }
@@ -229,7 +288,7 @@ func (o *CutoverPlanOptions) Complete(*cobra.Command, []string) (err error) {
 	if o.c, err = o.f.client(); err != nil {
 		return err
 	}
-	return o.pf.complete(o.f.app)
+	return o.pf.complete(o.f.g, o.f.app)
 }
 
 func (o *CutoverPlanOptions) Validate() error {
@@ -244,6 +303,12 @@ func (o *CutoverPlanOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The Kubernetes writes as apply would make them now, read from the
+	// objects as they are (a refusal is apply's: exit 3).
+	changes, err := clientChanges(ctx, o.f.g, plan, kube.DryRunClient, false)
+	if err != nil {
+		return err
+	}
 	if o.out != "" {
 		b, err := json.MarshalIndent(plan, "", "  ")
 		if err != nil {
@@ -254,9 +319,64 @@ func (o *CutoverPlanOptions) Run(ctx context.Context) error {
 		}
 	}
 	if o.printer.Format.Machine() {
+		if plan.Kube != nil {
+			return o.printer.Print(plannedChanges{Plan: plan, Patches: changes})
+		}
 		return o.printer.Print(plan)
 	}
 	w := o.f.g.Streams.Out
+	printPlan(w, plan)
+	printChanges(w, changes, kube.DryRunClient)
+	if o.out != "" {
+		fmt.Fprintf(w, "saved to %s: cutover apply --plan %s\n", o.out, o.out)
+	}
+	return nil
+}
+
+// plannedChanges is a plan with its Kubernetes writes, as -o json prints
+// them for plan and apply --dry-run.
+type plannedChanges struct {
+	migrate.Plan
+	DryRun  kube.DryRun   `json:"dryRun,omitempty"`
+	Patches []kube.Change `json:"patches"`
+}
+
+// clientChanges are the Kubernetes writes of plan's clients step (restore:
+// of its rollback), as dry says; none without a clients step.
+func clientChanges(ctx context.Context, g *Globals, plan migrate.Plan, dry kube.DryRun, restore bool) ([]kube.Change, error) {
+	if plan.Kube == nil {
+		return nil, nil
+	}
+	kc, err := kube.New(g.Kube)
+	if err != nil {
+		return nil, err
+	}
+	changes, err := (&migrate.Runner{Kube: kc}).ClientChanges(ctx, plan, dry, restore)
+	if errors.Is(err, kube.ErrRefused) {
+		return changes, Refused(err)
+	}
+	return changes, err
+}
+
+// printChanges prints Kubernetes writes with their exact patches.
+func printChanges(w io.Writer, changes []kube.Change, dry kube.DryRun) {
+	if len(changes) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "kubernetes (%s):\n", map[kube.DryRun]string{kube.DryRunClient: "patches as they would be sent", kube.DryRunServer: "the API server's dry-run answers, nothing stored"}[dry])
+	for _, ch := range changes {
+		fmt.Fprintf(w, "  %s\n", ch.Line())
+		if len(ch.Patch) > 0 {
+			fmt.Fprintf(w, "    %s patch: %s\n", ch.PatchType, ch.Patch)
+		}
+		if len(ch.Server) > 0 {
+			fmt.Fprintf(w, "    server: %s\n", ch.Server)
+		}
+	}
+}
+
+// printPlan prints a plan's steps and gates for a person.
+func printPlan(w io.Writer, plan migrate.Plan) {
 	fmt.Fprintf(w, "cutover %s of %s: from %s (%s) to %s (%s)\n", plan.Name, plan.App, plan.From, shardIDs(plan.FromShards), plan.To, shardIDs(plan.ToShards))
 	for i, a := range plan.Actions {
 		fmt.Fprintf(w, "  %d. %s\n", i+1, a)
@@ -273,10 +393,6 @@ func (o *CutoverPlanOptions) Run(ctx context.Context) error {
 		fmt.Fprintf(w, ", no data: %s\n", g.NoData)
 	}
 	fmt.Fprintf(w, "fingerprint %s; changes: %v\n", plan.Fingerprint, plan.Changes)
-	if o.out != "" {
-		fmt.Fprintf(w, "saved to %s: cutover apply --plan %s\n", o.out, o.out)
-	}
-	return nil
 }
 
 func shardIDs(ss []migrate.ShardState) string {
@@ -317,8 +433,12 @@ func (rf *runnerFlags) runner(f *shardsFlags, c *registry.Client, printer *outpu
 	if err != nil {
 		return nil, nil, err
 	}
-	return &migrate.Runner{Registry: c, Sources: src, Backlog: reader, LeaseTTL: rf.leaseTTL, Poll: rf.poll,
-		StuckAfter: rf.stuckAfter, OnEvent: ep.print}, ep, nil
+	r := &migrate.Runner{Registry: c, Sources: src, Backlog: reader, LeaseTTL: rf.leaseTTL, Poll: rf.poll,
+		StuckAfter: rf.stuckAfter, OnEvent: ep.print}
+	// A cutover with a clients step reaches the cluster the kubectl flags
+	// name; one without never touches it, so no kubeconfig is needed then.
+	r.Kube, r.KubeErr = kube.New(f.g.Kube)
+	return r, ep, nil
 }
 
 // CutoverApplyOptions runs a cutover.
@@ -328,6 +448,8 @@ type CutoverApplyOptions struct {
 	rf       runnerFlags
 	planFile string
 	yes      bool
+	dryRun   string
+	dry      kube.DryRun
 	printer  *output.Printer
 	c        *registry.Client
 }
@@ -347,17 +469,27 @@ func newCmdCutoverApply(f *shardsFlags) *cobra.Command {
 	o.rf.add(cmd)
 	cmd.Flags().StringVar(&o.planFile, "plan", "", "run a plan saved by cutover plan --out (refused if the registry moved on since)")
 	cmd.Flags().BoolVar(&o.yes, "yes", false, "do not ask; required without a terminal")
+	addDryRunFlag(cmd, &o.dryRun)
 	return cmd
 }
 
+// addDryRunFlag adds kubectl's --dry-run.
+func addDryRunFlag(cmd *cobra.Command, v *string) {
+	cmd.Flags().StringVar(v, "dry-run", "none", `change nothing: "client" prints the plan and the exact Kubernetes patches, "server" sends them for the API server to check and prints its answers`)
+	_ = cmd.RegisterFlagCompletionFunc("dry-run", completions.Values("none", "client", "server"))
+}
+
 func (o *CutoverApplyOptions) Complete(*cobra.Command, []string) (err error) {
+	if o.dry, err = kube.ParseDryRun(o.dryRun); err != nil {
+		return UsageError(err)
+	}
 	if o.printer, err = o.f.g.Printer(); err != nil {
 		return err
 	}
 	if o.c, err = o.f.client(); err != nil {
 		return err
 	}
-	return o.pf.complete(o.f.app)
+	return o.pf.complete(o.f.g, o.f.app)
 }
 
 func (o *CutoverApplyOptions) Validate() error {
@@ -387,6 +519,9 @@ func (o *CutoverApplyOptions) Run(ctx context.Context) error {
 	} else if plan, err = migrate.MakePlan(ctx, o.c, o.pf.opts); err != nil {
 		return err
 	}
+	if o.dry != kube.DryRunNone {
+		return o.dryRunPlan(ctx, plan)
+	}
 	if !plan.Changes {
 		fmt.Fprintln(o.f.g.Streams.ErrOut, plan.Actions[0])
 		return nil
@@ -406,6 +541,22 @@ func (o *CutoverApplyOptions) Run(ctx context.Context) error {
 		err = ep.err
 	}
 	return cutoverError(err)
+}
+
+// dryRunPlan prints what apply would do and the exact Kubernetes patches
+// (with server, the API server's answers to them); nothing is written.
+func (o *CutoverApplyOptions) dryRunPlan(ctx context.Context, plan migrate.Plan) error {
+	changes, err := clientChanges(ctx, o.f.g, plan, o.dry, false)
+	if err != nil {
+		return err
+	}
+	if o.printer.Format.Machine() {
+		return o.printer.Print(plannedChanges{Plan: plan, DryRun: o.dry, Patches: changes})
+	}
+	printPlan(o.f.g.Streams.Out, plan)
+	printChanges(o.f.g.Streams.Out, changes, o.dry)
+	fmt.Fprintf(o.f.g.Streams.Out, "dry run (%s): nothing changed\n", o.dry)
+	return nil
 }
 
 // confirm asks at a terminal; without one, --yes is required.
@@ -428,6 +579,7 @@ func confirm(g *Globals, plan migrate.Plan) error {
 // CutoverStatusOptions prints a cutover's state, or waits for one.
 type CutoverStatusOptions struct {
 	f       *shardsFlags
+	kube    *kube.Cluster
 	name    string
 	watch   bool
 	waitFor string
@@ -492,6 +644,8 @@ type cutoverStatus struct {
 	StepName string           `json:"stepName"`
 	Steps    int              `json:"steps"`
 	Progress migrate.Progress `json:"progress"`
+	// Kubernetes is where the clients step stands (--mode k8s).
+	Kubernetes *migrate.KubeStatus `json:"kubernetes,omitempty"`
 }
 
 func (o *CutoverStatusOptions) read(ctx context.Context) (cutoverStatus, error) {
@@ -510,6 +664,16 @@ func (o *CutoverStatusOptions) read(ctx context.Context) (cutoverStatus, error) 
 	if plan, err := migrate.PlanOf(rec); err == nil {
 		st.Steps = plan.Total()
 		st.StepName = plan.StepName(min(rec.Step, plan.Total()-1))
+		if plan.Kube != nil {
+			if o.kube == nil {
+				if o.kube, err = kube.New(o.f.g.Kube); err != nil {
+					return st, fmt.Errorf("cutover %s moves clients in namespace %s: %w", rec.Name, plan.Kube.Namespace, err)
+				}
+			}
+			if st.Kubernetes, err = migrate.KubeStatusOf(ctx, o.kube, plan); err != nil {
+				return st, err
+			}
+		}
 	}
 	return st, nil
 }
@@ -624,6 +788,11 @@ func (o *CutoverStatusOptions) describe(st cutoverStatus) {
 		e := st.Progress.Drain[id]
 		fmt.Fprintf(w, "  %s\n", e.Line())
 	}
+	if st.Kubernetes != nil {
+		for _, line := range st.Kubernetes.Lines(time.Now()) {
+			fmt.Fprintf(w, "  kubernetes: %s\n", line)
+		}
+	}
 }
 
 // namedCutover is what promote and rollback share: the cutover they act
@@ -695,6 +864,8 @@ type CutoverRollbackOptions struct {
 	namedCutover
 	drainTarget  bool
 	drainTimeout time.Duration
+	keepClients  bool
+	dryRun       string
 }
 
 func newCmdCutoverRollback(f *shardsFlags) *cobra.Command {
@@ -704,7 +875,9 @@ func newCmdCutoverRollback(f *shardsFlags) *cobra.Command {
 		Short: "Send new work back to the old pool at once and undrain it; --drain-target drains the new pool",
 		Long: `Set the weights back to the old pool at once (a running apply stops), set the
 old pool's DRAINING or OUT_OF_SERVICE shards UP again, and mark the cutover
-RolledBack. The new pool keeps and finishes the instances it took; with
+RolledBack. A cutover with --mode k8s then gets its Service's selector and its
+endpoint back exactly as they were, and the workloads it restarted restarted
+again (--keep-clients leaves them on the proxy; --dry-run prints the patches). The new pool keeps and finishes the instances it took; with
 --drain-target it is drained as drain --wait does. Running it twice changes
 nothing more.`,
 		Example: `  shardctl cutover rollback
@@ -715,19 +888,59 @@ nothing more.`,
 	o.rf.add(cmd)
 	cmd.Flags().BoolVar(&o.drainTarget, "drain-target", false, "drain the new pool too, until it holds nothing")
 	cmd.Flags().DurationVar(&o.drainTimeout, "drain-timeout", migrate.DefaultDrainTimeout, "with --drain-target: how long the new pool may take to empty (exit 4)")
+	cmd.Flags().BoolVar(&o.keepClients, "keep-clients", false, "--mode k8s: leave the Service, the endpoint and the workloads as the cutover set them (clients keep reaching the proxy); roll back the weights only")
+	addDryRunFlag(cmd, &o.dryRun)
 	return cmd
 }
 
 func (o *CutoverRollbackOptions) Run(ctx context.Context) error {
+	dry, err := kube.ParseDryRun(o.dryRun)
+	if err != nil {
+		return UsageError(err)
+	}
 	name, r, ep, err := o.runner(ctx)
 	if err != nil {
 		return err
 	}
 	defer ep.close()
-	_, err = r.Rollback(ctx, name, o.drainTarget, o.drainTimeout)
+	if dry != kube.DryRunNone {
+		return o.dryRunRollback(ctx, name, dry)
+	}
+	_, err = r.Rollback(ctx, name, migrate.RollbackOptions{DrainTarget: o.drainTarget, DrainTimeout: o.drainTimeout, KeepClients: o.keepClients})
+	if errors.Is(err, kube.ErrRolloutTimeout) {
+		return TimedOut(fmt.Errorf("%v: run cutover rollback again to wait for it", err))
+	}
 	var ne *migrate.NotEmptyError
 	if errors.As(err, &ne) && errors.Is(err, context.DeadlineExceeded) {
 		return TimedOut(fmt.Errorf("drain of the new pool %v", err))
 	}
 	return err
+}
+
+// dryRunRollback prints what a rollback would do, with the exact
+// Kubernetes patches; nothing is written.
+func (o *CutoverRollbackOptions) dryRunRollback(ctx context.Context, name string, dry kube.DryRun) error {
+	rec, err := o.c.Cutover(ctx, name)
+	if err != nil {
+		return err
+	}
+	plan, err := migrate.PlanOf(rec)
+	if err != nil {
+		return err
+	}
+	var changes []kube.Change
+	if !o.keepClients {
+		if changes, err = clientChanges(ctx, o.f.g, plan, dry, true); err != nil {
+			return err
+		}
+	}
+	if o.printer.Format.Machine() {
+		return o.printer.Print(plannedChanges{Plan: plan, DryRun: dry, Patches: changes})
+	}
+	w := o.f.g.Streams.Out
+	fmt.Fprintf(w, "cutover %s (%s, step %d of %d) would roll back: weights %s 100 / %s 0, %s's DRAINING or OUT_OF_SERVICE shards UP again\n",
+		name, rec.Phase, min(rec.Step+1, plan.Total()), plan.Total(), plan.From, plan.To, plan.From)
+	printChanges(w, changes, dry)
+	fmt.Fprintf(w, "dry run (%s): nothing changed\n", dry)
+	return nil
 }

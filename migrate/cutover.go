@@ -20,6 +20,7 @@ import (
 
 	"github.com/shardctl/shardctl/internal/human"
 	"github.com/shardctl/shardctl/internal/registry"
+	"github.com/shardctl/shardctl/migrate/kube"
 	"github.com/shardctl/shardctl/probes/backlog"
 	"github.com/shardctl/shardctl/probes/signals"
 )
@@ -48,6 +49,9 @@ var (
 
 // Progress is what a cutover saw, kept in its record for status.
 type Progress struct {
+	// Run names this run of the cutover (apply after a rollback starts
+	// another): the Kubernetes record on the Lease is of one run.
+	Run          string                 `json:"run,omitempty"`
 	Promoted     bool                   `json:"promoted,omitempty"`
 	Inconclusive string                 `json:"inconclusive,omitempty"`
 	StepStarted  *time.Time             `json:"stepStarted,omitempty"`
@@ -93,6 +97,7 @@ const (
 	CutoverStarted      = "started"
 	CutoverResumed      = "resumed"
 	CutoverCheck        = "check"
+	CutoverClients      = "clients"
 	CutoverStep         = "step"
 	CutoverWeights      = "weights"
 	CutoverGate         = "gate"
@@ -116,7 +121,9 @@ type CutoverEvent struct {
 	Weights  map[string]int `json:"weights,omitempty"`
 	Gate     *Measurement   `json:"gate,omitempty"`
 	Drain    *DrainEvent    `json:"drain,omitempty"`
-	Message  string         `json:"message,omitempty"`
+	// Change is a write to Kubernetes (clients events).
+	Change  *kube.Change `json:"change,omitempty"`
+	Message string       `json:"message,omitempty"`
 }
 
 // Line is the event for a person.
@@ -134,6 +141,10 @@ func (e CutoverEvent) Line() string {
 		return line
 	case CutoverDrain:
 		return head + " " + e.Drain.Line()
+	case CutoverClients:
+		if e.Change != nil {
+			return head + " " + e.Change.Line()
+		}
 	}
 	return fmt.Sprintf("%s %s: %s", head, e.Event, e.Message)
 }
@@ -154,7 +165,12 @@ type Runner struct {
 	StuckAfter int
 	// Topology checks a gateway (nil: Zeebe's Topology over gRPC).
 	Topology func(ctx context.Context, addr string) error
-	OnEvent  func(CutoverEvent)
+	// Kube is the cluster a plan with a Kubernetes step changes (nil in
+	// registry mode); RolloutPoll how often a rollout is read.
+	Kube        *kube.Cluster
+	KubeErr     error // why Kube is nil, if it is
+	RolloutPoll time.Duration
+	OnEvent     func(CutoverEvent)
 }
 
 // DefaultLeaseTTL is how long a cutover lease lasts without renewal.
@@ -194,6 +210,7 @@ func (r *Runner) emit(rec registry.Cutover, plan Plan, step int, event, msg stri
 	if r.OnEvent == nil {
 		return
 	}
+	step = min(step, plan.Total()-1) // a done cutover is at its last step
 	e := CutoverEvent{At: time.Now(), Cutover: rec.Name, Event: event, Phase: rec.Phase, Step: step, Of: plan.Total(),
 		StepName: plan.StepName(step), Message: msg}
 	if f != nil {
@@ -269,8 +286,9 @@ func (r *Runner) Apply(ctx context.Context, plan Plan) (registry.Cutover, error)
 		if err != nil {
 			return registry.Cutover{}, err
 		}
+		status, _ := json.Marshal(Progress{Run: time.Now().UTC().Format(time.RFC3339Nano)})
 		rec, err = r.Registry.PutCutover(ctx, registry.Cutover{Name: plan.Name, App: plan.App, From: plan.From, To: plan.To,
-			Weights: map[string]int{plan.From: 100, plan.To: 0}, Phase: registry.PhasePending, Spec: spec, Holder: r.holder(),
+			Weights: map[string]int{plan.From: 100, plan.To: 0}, Phase: registry.PhasePending, Spec: spec, Status: status, Holder: r.holder(),
 			Version: 0})
 		if err != nil {
 			if errors.Is(err, registry.ErrConflict) || errors.Is(err, registry.ErrLeased) {
@@ -302,13 +320,22 @@ func (r *Runner) Promote(ctx context.Context, name string) (registry.Cutover, er
 // run takes the lease and runs the plan from the first step the record
 // has not completed. before changes the progress once the lease is held.
 func (r *Runner) run(ctx context.Context, plan Plan, rec registry.Cutover, before ...func(*Progress)) (registry.Cutover, error) {
-	rec, err := r.lease(ctx, rec, "")
+	// The Kubernetes Lease first: a second apply is refused by it, naming
+	// the holder; one that took it from a holder that stopped renewing may
+	// take that holder's registry lease too.
+	lock, from, err := r.kubeLock(ctx, plan, false)
 	if err != nil {
+		return rec, err
+	}
+	if lock != nil {
+		defer r.releaseKube(ctx, lock)
+	}
+	if rec, err = r.lease(ctx, rec, from); err != nil {
 		return rec, err
 	}
 	runCtx, cancel := context.WithCancelCause(ctx)
 	var wg sync.WaitGroup
-	wg.Go(func() { r.renew(runCtx, cancel, rec.Name) })
+	wg.Go(func() { r.renew(runCtx, cancel, rec.Name, lock) })
 	defer func() {
 		cancel(nil)
 		wg.Wait()
@@ -316,7 +343,7 @@ func (r *Runner) run(ctx context.Context, plan Plan, rec registry.Cutover, befor
 		_ = r.Registry.ReleaseCutover(release, rec.Name, r.holder())
 		done()
 	}()
-	s := &session{r: r, plan: plan, rec: rec}
+	s := &session{r: r, plan: plan, rec: rec, lock: lock}
 	if len(before) > 0 {
 		if err := s.save(runCtx, func(c *registry.Cutover, p *Progress) {
 			for _, f := range before {
@@ -344,6 +371,10 @@ func (r *Runner) lease(ctx context.Context, rec registry.Cutover, replace string
 		ttl = DefaultLeaseTTL
 	}
 	got, err := r.Registry.LeaseCutover(ctx, rec.Name, r.holder(), ttl, replace)
+	if err != nil && errors.Is(err, registry.ErrLeased) && replace != "" {
+		replace = "" // not the holder named: the live holder decides below
+		got, err = r.Registry.LeaseCutover(ctx, rec.Name, r.holder(), ttl, "")
+	}
 	if err != nil && replace == "" && errors.Is(err, registry.ErrLeased) {
 		cur, rerr := r.Registry.Cutover(ctx, rec.Name)
 		if rerr == nil && gone(cur.Holder) {
@@ -359,7 +390,7 @@ func (r *Runner) lease(ctx context.Context, rec registry.Cutover, replace string
 }
 
 // renew keeps the lease until ctx ends; losing it stops the run.
-func (r *Runner) renew(ctx context.Context, stop context.CancelCauseFunc, name string) {
+func (r *Runner) renew(ctx context.Context, stop context.CancelCauseFunc, name string, lock *kube.Lock) {
 	ttl := r.LeaseTTL
 	if ttl <= 0 {
 		ttl = DefaultLeaseTTL
@@ -372,10 +403,18 @@ func (r *Runner) renew(ctx context.Context, stop context.CancelCauseFunc, name s
 			return
 		case <-t.C:
 		}
+		var err error
+		if lock != nil {
+			if err = lock.Renew(ctx); err != nil && !errors.Is(err, kube.ErrLost) {
+				err = nil // unreachable: retried, as the registry is
+			}
+		}
 		// Only another holder ends the run: an unreachable registry is
 		// retried, and if the lease lapses meanwhile the next write says so.
-		_, err := r.Registry.LeaseCutover(ctx, name, r.holder(), ttl, "")
-		if err != nil && errors.Is(err, registry.ErrLeased) {
+		if err == nil {
+			_, err = r.Registry.LeaseCutover(ctx, name, r.holder(), ttl, "")
+		}
+		if err != nil && (errors.Is(err, registry.ErrLeased) || errors.Is(err, kube.ErrLost)) {
 			cur, rerr := r.Registry.Cutover(ctx, name)
 			if rerr == nil && cur.Phase == registry.PhaseRolledBack {
 				stop(fmt.Errorf("%w by %s: %s", ErrRolledBack, cur.Holder, cur.Message))
@@ -393,6 +432,7 @@ type session struct {
 	plan Plan
 	rec  registry.Cutover
 	m    *measurer
+	lock *kube.Lock // the Kubernetes Lease, with a Kubernetes step
 }
 
 // save writes a change of the record (and its progress), reading it again
@@ -449,14 +489,15 @@ func (s *session) steps(ctx context.Context) error {
 		return err
 	}
 	defer s.m.close()
-	n := len(s.plan.Steps)
-	for k := s.rec.Step; k <= n+1; k++ {
+	for k := s.rec.Step; k < s.plan.Total()-1; k++ {
 		var err error
-		switch {
-		case k == 0:
+		switch kind, j := s.plan.stepAt(k); kind {
+		case stepPreflight:
 			err = s.preflight(ctx)
-		case k <= n:
-			err = s.weightStep(ctx, k)
+		case stepClients:
+			err = s.clients(ctx, k)
+		case stepWeights:
+			err = s.weightStep(ctx, k, j)
 		default:
 			err = s.drain(ctx, k)
 		}
@@ -581,13 +622,13 @@ func (s *session) pause(ctx context.Context, k int) error {
 	return fmt.Errorf("%w %s", ErrPaused, strings.TrimPrefix(msg, "paused "))
 }
 
-// weightStep sets the weights of step k and holds them while the gates
-// measure; a gate that fails rolls back.
-func (s *session) weightStep(ctx context.Context, k int) error {
-	if k == len(s.plan.Steps) && s.plan.PauseBefore == PausePromote && !ProgressOf(s.rec).Promoted {
+// weightStep sets the weights of weight step j (step k of the plan) and
+// holds them while the gates measure; a gate that fails rolls back.
+func (s *session) weightStep(ctx context.Context, k, j int) error {
+	if j == len(s.plan.Steps) && s.plan.PauseBefore == PausePromote && !ProgressOf(s.rec).Promoted {
 		return s.pause(ctx, k)
 	}
-	w := s.plan.weightsAt(k)
+	w := s.plan.weightsAt(j)
 	now := time.Now()
 	if err := s.save(ctx, func(c *registry.Cutover, p *Progress) {
 		c.Phase, c.Weights, c.Message = registry.PhaseProgressing, w, ""
@@ -725,10 +766,21 @@ func (s *session) drain(ctx context.Context, k int) error {
 	return d.Wait(dctx, shards)
 }
 
+// RollbackOptions say how far a rollback goes.
+type RollbackOptions struct {
+	// DrainTarget drains To as `drain --wait` does, within DrainTimeout.
+	DrainTarget  bool
+	DrainTimeout time.Duration
+	// KeepClients leaves the clients step's changes in Kubernetes as they
+	// are (clients keep reaching the proxy, which places new instances on
+	// From again): for when To holds instances whose keys clients keep.
+	KeepClients bool
+}
+
 // Rollback sends a cutover's new work back to From at once and undrains
-// From; with drainTarget it drains To as `drain --wait` does. It preempts
-// a running apply, and is idempotent.
-func (r *Runner) Rollback(ctx context.Context, name string, drainTarget bool, drainTimeout time.Duration) (registry.Cutover, error) {
+// From, then restores what its clients step changed in Kubernetes. It
+// preempts a running apply, and is idempotent.
+func (r *Runner) Rollback(ctx context.Context, name string, o RollbackOptions) (registry.Cutover, error) {
 	rec, plan, err := r.record(ctx, name)
 	if err != nil {
 		return rec, err
@@ -750,6 +802,16 @@ func (r *Runner) Rollback(ctx context.Context, name string, drainTarget bool, dr
 		return s.rec, err
 	}
 	s.emit(rec.Step, CutoverRolledBack, msg, func(e *CutoverEvent) { e.Weights = w })
+	// The Kubernetes Lease once the record says RolledBack, so that the
+	// apply it preempts says why it stopped.
+	lock, _, err := r.kubeLock(ctx, plan, true)
+	if err != nil {
+		return s.rec, fmt.Errorf("the weights are back on %s; the clients are not: %w", plan.From, err)
+	}
+	if lock != nil {
+		defer r.releaseKube(ctx, lock)
+	}
+	s.lock = lock
 	shards, err := r.poolShards(ctx, plan)
 	if err != nil {
 		return s.rec, err
@@ -762,7 +824,12 @@ func (r *Runner) Rollback(ctx context.Context, name string, drainTarget bool, dr
 			s.emit(rec.Step, CutoverRolledBack, sh.ID+" UP again", nil)
 		}
 	}
-	if !drainTarget {
+	if !o.KeepClients {
+		if err := s.restoreClients(ctx); err != nil {
+			return s.rec, err
+		}
+	}
+	if !o.DrainTarget {
 		return s.rec, nil
 	}
 	var to []string
@@ -777,7 +844,7 @@ func (r *Runner) Rollback(ctx context.Context, name string, drainTarget bool, dr
 	if err != nil {
 		return s.rec, err
 	}
-	dctx, cancel := context.WithTimeout(ctx, or(drainTimeout, DefaultDrainTimeout))
+	dctx, cancel := context.WithTimeout(ctx, or(o.DrainTimeout, DefaultDrainTimeout))
 	defer cancel()
 	return s.rec, d.Wait(dctx, drained)
 }

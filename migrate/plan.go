@@ -15,6 +15,7 @@ import (
 
 	"github.com/shardctl/shardctl/internal/ledger"
 	"github.com/shardctl/shardctl/internal/registry"
+	"github.com/shardctl/shardctl/migrate/kube"
 	"github.com/shardctl/shardctl/probes/proxies"
 	"github.com/shardctl/shardctl/probes/signals"
 )
@@ -43,6 +44,9 @@ type PlanOptions struct {
 	// PauseBefore is "promote" (the last weight step) or "drain".
 	PauseBefore string
 	Gates       []Gate
+	// Kube moves the clients in Kubernetes once green is ready (--mode
+	// k8s); nil in registry mode.
+	Kube *kube.Spec
 }
 
 // Plan defaults.
@@ -54,6 +58,9 @@ const (
 	DefaultStepPause    = 5 * time.Minute
 	DefaultGateWindow   = 5 * time.Minute
 	DefaultDrainTimeout = 30 * time.Minute
+	// DefaultRolloutTimeout is how long each restarted workload may take
+	// to roll out.
+	DefaultRolloutTimeout = 10 * time.Minute
 	// PausePromote and PauseDrain are the points a cutover can pause at.
 	PausePromote = "promote"
 	PauseDrain   = "drain"
@@ -86,35 +93,70 @@ type Plan struct {
 	// Fingerprint is of the state the plan was made from; apply --plan
 	// refuses a plan whose state moved on.
 	Fingerprint string `json:"fingerprint"`
+	// Kube is the Kubernetes step (--mode k8s), absent in registry mode.
+	Kube *kube.Spec `json:"kube,omitempty"`
 	// Changes says whether applying it would change anything.
 	Changes bool `json:"changes"`
 	// Actions are what applying it does, in order.
 	Actions []string `json:"actions"`
 }
 
-// Total is how many steps the plan has: preflight, each weight step, the
-// drain, done.
-func (p Plan) Total() int { return len(p.Steps) + 3 }
+// Total is how many steps the plan has: preflight, the clients step in
+// Kubernetes (--mode k8s), each weight step, the drain, done.
+func (p Plan) Total() int { return len(p.Steps) + 3 + p.clientSteps() }
+
+func (p Plan) clientSteps() int {
+	if p.Kube != nil {
+		return 1
+	}
+	return 0
+}
+
+// The kinds of step a plan has.
+const (
+	stepPreflight = "preflight"
+	stepClients   = "clients"
+	stepWeights   = "weights"
+	stepDrain     = "drain"
+	stepDone      = "done"
+)
+
+// stepAt is the kind of step k (0-based) and, for a weight step, which
+// one (1-based).
+func (p Plan) stepAt(k int) (kind string, weight int) {
+	n, c := len(p.Steps), p.clientSteps()
+	switch {
+	case k == 0:
+		return stepPreflight, 0
+	case k <= c:
+		return stepClients, 0
+	case k <= n+c:
+		return stepWeights, k - c
+	case k == n+c+1:
+		return stepDrain, 0
+	}
+	return stepDone, 0
+}
 
 // StepName names step k (0-based) of the plan.
 func (p Plan) StepName(k int) string {
-	n := len(p.Steps)
+	kind, j := p.stepAt(k)
 	switch {
-	case k == 0:
-		return "preflight"
-	case k == n:
-		return fmt.Sprintf("promote: %s %d%%", p.To, p.Steps[k-1])
-	case k < n:
-		return fmt.Sprintf("weights: %s %d%%", p.To, p.Steps[k-1])
-	case k == n+1:
+	case kind == stepClients:
+		return "clients: " + p.Kube.Target()
+	case kind == stepWeights && j == len(p.Steps):
+		return fmt.Sprintf("promote: %s %d%%", p.To, p.Steps[j-1])
+	case kind == stepWeights:
+		return fmt.Sprintf("weights: %s %d%%", p.To, p.Steps[j-1])
+	case kind == stepDrain:
 		return "drain " + p.From
 	}
-	return "done"
+	return kind
 }
 
-// weightsAt are the pool weights of weight step k (1-based).
-func (p Plan) weightsAt(k int) map[string]int {
-	to := p.Steps[k-1]
+// weightsAt are the pool weights of weight step j (1-based).
+func (p Plan) weightsAt(j int) map[string]int {
+	to := p.Steps[j-1]
 	return map[string]int{p.From: 100 - to, p.To: to}
 }
 
@@ -143,9 +185,20 @@ func MakePlan(ctx context.Context, r CutoverRegistry, o PlanOptions) (Plan, erro
 	}
 	p := Plan{Name: o.Name, App: strings.ToUpper(o.App), From: o.From, To: o.To, Steps: steps,
 		StepPause: signals.Duration(or(o.StepPause, DefaultStepPause)), GateWindow: signals.Duration(or(o.GateWindow, DefaultGateWindow)),
-		DrainTimeout: signals.Duration(or(o.DrainTimeout, DefaultDrainTimeout)), PauseBefore: o.PauseBefore, Gates: o.Gates}
+		DrainTimeout: signals.Duration(or(o.DrainTimeout, DefaultDrainTimeout)), PauseBefore: o.PauseBefore, Gates: o.Gates, Kube: o.Kube}
 	if p.Name == "" {
 		p.Name = strings.ToLower(o.From + "-to-" + o.To)
+	}
+	if p.Kube != nil {
+		k := *p.Kube
+		k.RolloutTimeout = signals.Duration(or(time.Duration(k.RolloutTimeout), DefaultRolloutTimeout))
+		if err := k.Validate(); err != nil {
+			return Plan{}, fmt.Errorf("%w: %v", ErrBadInput, err)
+		}
+		if err := kube.ValidLeaseName(p.Name); err != nil {
+			return Plan{}, fmt.Errorf("%w: %v", ErrBadInput, err)
+		}
+		p.Kube = &k
 	}
 	if len(p.Gates) == 0 {
 		p.Gates = DefaultGates()
@@ -292,10 +345,13 @@ func (p Plan) actions(rec registry.Cutover) []string {
 	}
 	out = append(out, fmt.Sprintf("preflight: %s UP (or held OUT_OF_SERVICE until the first step) with a healthy topology and every one of the %d deployments replayed; its signals not warn or critical over %v; every gate answers",
 		strings.Join(p.pools().To, ", "), p.Deployments, time.Duration(p.GateWindow)))
-	for k := 1; k <= len(p.Steps); k++ {
-		w := p.weightsAt(k)
+	if p.Kube != nil {
+		out = append(out, p.Kube.Actions()...)
+	}
+	for j := 1; j <= len(p.Steps); j++ {
+		w := p.weightsAt(j)
 		what := fmt.Sprintf("set weights %s %d / %s %d, hold %v while the gates watch", p.From, w[p.From], p.To, w[p.To], time.Duration(p.StepPause))
-		if k == len(p.Steps) && p.PauseBefore == PausePromote {
+		if j == len(p.Steps) && p.PauseBefore == PausePromote {
 			what = "pause for cutover promote, then " + what
 		}
 		out = append(out, what)
@@ -331,7 +387,7 @@ func ReadPlan(path string) (Plan, error) {
 // Options are the plan's options, to make it again from the registry.
 func (p Plan) Options() PlanOptions {
 	return PlanOptions{Name: p.Name, App: p.App, From: p.From, To: p.To, Steps: p.Steps, StepPause: time.Duration(p.StepPause),
-		GateWindow: time.Duration(p.GateWindow), DrainTimeout: time.Duration(p.DrainTimeout), PauseBefore: p.PauseBefore, Gates: p.Gates}
+		GateWindow: time.Duration(p.GateWindow), DrainTimeout: time.Duration(p.DrainTimeout), PauseBefore: p.PauseBefore, Gates: p.Gates, Kube: p.Kube}
 }
 
 // Current is the cutover a command without a name means: the app's in

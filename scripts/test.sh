@@ -58,6 +58,10 @@ goreleaser=$(scripts/tools.sh goreleaser)
 # The simulator is tested with the real zbctl as well as the Go client.
 ZBCTL=$(scripts/tools.sh zbctl)
 export ZBCTL
+# The cutover in Kubernetes is tested against a real kube-apiserver and
+# etcd, built from the Go module proxy: minutes on a cold machine, once.
+SHARDCTL_KUBE_TESTENV=$(scripts/tools.sh kube-testenv)
+export SHARDCTL_KUBE_TESTENV
 
 phase lint "gofmt -l, go vet, staticcheck, goreleaser check"
 unformatted=$(gofmt -l .)

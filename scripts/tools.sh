@@ -3,7 +3,34 @@
 # into a cache outside the work tree, so CI runs and sessions on the same
 # machine reuse it. Versions are pinned here and nowhere else.
 #   scripts/tools.sh staticcheck|goreleaser|zbctl
+#   scripts/tools.sh kube-testenv   (a folder holding kube-apiserver and etcd)
 set -euo pipefail
+
+cache=${SHARDCTL_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/shardctl/tools}
+
+# A real kube-apiserver and the etcd it pins, for the Kubernetes tests:
+# built from the nested module scripts/kube-testenv (kubernetes cannot be
+# `go install`ed: its go.mod replaces its staging modules with paths), and
+# cached by a hash of that module and the Go version, so a warm machine
+# pays seconds and a cold one minutes, once.
+if [[ ${1:-} == kube-testenv ]]; then
+  src="$(cd "$(dirname "${BASH_SOURCE[0]}")/kube-testenv" && pwd)"
+  hash=$( (cd "$src" && cat go.mod go.sum tools.go etcd/main.go && go env GOVERSION) | sha256sum | cut -c1-16)
+  dir="$cache/kube-testenv-$hash"
+  if [[ ! -x $dir/kube-apiserver || ! -x $dir/etcd ]]; then
+    echo "building kube-apiserver and etcd into $dir (once per machine; minutes when cold)" >&2
+    mkdir -p "$dir.tmp"
+    version=k8s.io/component-base/version
+    ver=$(awk '$1 == "k8s.io/kubernetes" {print $2}' "$src/go.mod") # vMAJOR.MINOR.PATCH
+    minor=${ver#v*.} minor=${minor%%.*}
+    (cd "$src" && CGO_ENABLED=0 GOFLAGS=-buildvcs=false go build -trimpath \
+      -ldflags "-s -w -X $version.gitVersion=$ver -X $version.gitMajor=1 -X $version.gitMinor=$minor" \
+      -o "$dir.tmp/" k8s.io/kubernetes/cmd/kube-apiserver ./etcd) >&2
+    rm -rf "$dir" && mv "$dir.tmp" "$dir"
+  fi
+  echo "$dir"
+  exit 0
+fi
 
 declare -A TOOLS=(
   [staticcheck]="honnef.co/go/tools/cmd/staticcheck@v0.8.2"
@@ -11,13 +38,12 @@ declare -A TOOLS=(
   [zbctl]="github.com/camunda/zeebe/clients/go/v8/cmd/zbctl@v8.5.20"
 )
 
-name=${1:?usage: scripts/tools.sh staticcheck|goreleaser|zbctl}
+name=${1:?usage: scripts/tools.sh staticcheck|goreleaser|zbctl|kube-testenv}
 spec=${TOOLS[$name]:-}
 if [[ -z $spec ]]; then
   echo "scripts/tools.sh: unknown tool '$name' (known: ${!TOOLS[*]})" >&2
   exit 2
 fi
-cache=${SHARDCTL_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/shardctl/tools}
 dir="$cache/$name-${spec##*@}"
 bin="$dir/$name"
 if [[ ! -x $bin ]]; then

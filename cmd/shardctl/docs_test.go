@@ -153,6 +153,8 @@ var notRunnable = map[string]string{
 // notRunnableFiles are documents none of whose shell blocks run here, and
 // why; the flags in them are checked all the same.
 var notRunnableFiles = map[string]string{
+	"kubernetes.md": "it needs a cluster with the manifests applied and real Zeebe gateways; TestK8sCutoverEndToEnd and its siblings run the " +
+		"cutover's Kubernetes side against a real kube-apiserver, and deploy/manifests_test.go applies every manifest to it",
 	"runbook-cutover.md": "a runbook for production hosts (registry:8761, zeebe-gateway, prometheus:9090) with real step pauses; " +
 		"TestCutoverEndToEnd runs the same path against simulators under load",
 }
@@ -835,6 +837,16 @@ func TestDocsOutputFields(t *testing.T) {
 	})
 	plugDir := t.TempDir()
 	writeExec(t, plugDir, "shardctl-hello", "exit 0")
+	// A cluster for the cutover's Kubernetes side: after blue-to-green, a
+	// cutover back in --mode k8s that stops at its clients step (the
+	// rollouts never complete), so its plan, events and status show every
+	// Kubernetes field.
+	kc := newCluster(t)
+	k8s := func(args ...string) []string {
+		return append(args, "--name", "green-to-blue", "--from", "green", "--to", "blue", "--mode", "k8s", "--kubeconfig", kc.kubeconfig,
+			"--service", "zeebe", "--selector", "app.kubernetes.io/name=shardctl-proxy",
+			"--configmap", "zeebe-client", "--key", "ZEEBE_ADDRESS", "--value", "shardctl-proxy:26500", "--restart", "deploy/workers", "-o", "json")
+	}
 
 	producers := map[string]func(t *testing.T) []any{
 		"shardctl version": func(t *testing.T) []any {
@@ -906,14 +918,24 @@ func TestDocsOutputFields(t *testing.T) {
 		// Run in the order of their titles: apply, then plan (of a cutover
 		// done), then status.
 		"shardctl cutover apply": func(t *testing.T) []any {
-			return jsonLines(t, runBinFor(t, budget.Of(2*time.Minute), bin, withRegistry, "", "cutover", "apply", "--from", "blue", "--to", "green",
+			docs := jsonLines(t, runBinFor(t, budget.Of(2*time.Minute), bin, withRegistry, "", "cutover", "apply", "--from", "blue", "--to", "green",
 				"--steps", "100", "--step-pause", "1s", "--gate-window", "30s", "--poll", "100ms", "--yes", "-o", "json"))
+			stopped := runBinFor(t, budget.Of(2*time.Minute), bin, withRegistry, "", k8s("cutover", "apply", "--steps", "100", "--gate-window", "30s",
+				"--rollout-timeout", "1s", "--yes")...)
+			if stopped.code != 4 {
+				t.Fatalf("a k8s apply whose rollout never completes: exit %d, want 4: %s", stopped.code, stopped.stderr)
+			}
+			stopped.code = 0
+			return append(docs, jsonLines(t, stopped)...)
 		},
 		"shardctl cutover plan": func(t *testing.T) []any {
-			return []any{jsonOf(t, runBin(t, bin, withRegistry, "", "cutover", "plan", "--from", "blue", "--to", "green", "-o", "json"))}
+			return []any{jsonOf(t, runBin(t, bin, withRegistry, "", "cutover", "plan", "--from", "blue", "--to", "green", "-o", "json")),
+				jsonOf(t, runBin(t, bin, withRegistry, "", k8s("cutover", "plan")...)),
+				jsonOf(t, runBin(t, bin, withRegistry, "", k8s("cutover", "apply", "--dry-run=server")...))}
 		},
 		"shardctl cutover status": func(t *testing.T) []any {
-			return []any{jsonOf(t, runBin(t, bin, withRegistry, "", "cutover", "status", "-o", "json"))}
+			return []any{jsonOf(t, runBin(t, bin, withRegistry, "", "cutover", "status", "blue-to-green", "-o", "json")),
+				jsonOf(t, runBin(t, bin, withRegistry, "", "cutover", "status", "green-to-blue", "-o", "json", "--kubeconfig", kc.kubeconfig))}
 		},
 		"shardctl migrate locks": func(t *testing.T) []any {
 			// One run that takes the lock beside a session it does not

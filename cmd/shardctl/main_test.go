@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/shardctl/shardctl/internal/budget"
+	"github.com/shardctl/shardctl/internal/kubetest"
 )
 
 var binDir, bin string
@@ -46,7 +47,7 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}
-	code := m.Run()
+	code := kubetest.Main(m)
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

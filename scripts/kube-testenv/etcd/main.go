@@ -1,0 +1,10 @@
+// etcd for the kube-apiserver the tests run: the version kubernetes pins.
+package main
+
+import (
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() { etcdmain.Main(os.Args) }

@@ -32,8 +32,8 @@ func (r *Runner) kubeLock(ctx context.Context, plan Plan, force bool) (*kube.Loc
 	if plan.Kube == nil {
 		return nil, "", nil
 	}
-	if r.Kube == nil {
-		return nil, "", fmt.Errorf("cutover %s changes Kubernetes objects in namespace %s, and no cluster can be reached: %v", plan.Name, plan.Kube.Namespace, r.KubeErr)
+	if err := r.reachable(plan); err != nil {
+		return nil, "", err
 	}
 	ttl := r.LeaseTTL
 	if ttl <= 0 {
@@ -49,6 +49,15 @@ func (r *Runner) kubeLock(ctx context.Context, plan Plan, force bool) (*kube.Loc
 		return nil, "", err
 	}
 	return lock, from, nil
+}
+
+// reachable says why the cluster of plan's clients step cannot be
+// reached, if it cannot.
+func (r *Runner) reachable(plan Plan) error {
+	if r.Kube == nil {
+		return fmt.Errorf("cutover %s changes Kubernetes objects in namespace %s, and no cluster can be reached: %v", plan.Name, plan.Kube.Namespace, r.KubeErr)
+	}
+	return nil
 }
 
 func (r *Runner) releaseKube(ctx context.Context, lock *kube.Lock) {
@@ -73,36 +82,16 @@ func (r *Runner) ClientChanges(ctx context.Context, plan Plan, dry kube.DryRun, 
 	if plan.Kube == nil {
 		return nil, nil
 	}
-	if r.Kube == nil {
-		return nil, fmt.Errorf("cutover %s changes Kubernetes objects in namespace %s, and no cluster can be reached: %v", plan.Name, plan.Kube.Namespace, r.KubeErr)
+	if err := r.reachable(plan); err != nil {
+		return nil, err
 	}
 	spec, kc := *plan.Kube, r.Kube
 	var out []kube.Change
-	if spec.Service != "" {
-		var ch kube.Change
-		var err error
-		if restore {
-			ch, err = kc.RestoreService(ctx, spec.Namespace, spec.Service, spec.Selector, dry)
-		} else {
-			ch, err = kc.SwitchService(ctx, spec.Namespace, spec.Service, spec.Selector, dry)
-		}
-		if err != nil {
-			return out, err
-		}
+	if err := r.endpoints(ctx, plan, dry, restore, nil, func(ch kube.Change) error {
 		out = append(out, ch)
-	}
-	if kind, name := spec.Config(); name != "" {
-		var ch kube.Change
-		var err error
-		if restore {
-			ch, err = kc.RestoreValue(ctx, spec.Namespace, kind, name, spec.Key, spec.Value, dry)
-		} else {
-			ch, err = kc.RewriteValue(ctx, spec.Namespace, kind, name, spec.Key, spec.Value, dry)
-		}
-		if err != nil {
-			return out, err
-		}
-		out = append(out, ch)
+		return nil
+	}); err != nil {
+		return out, err
 	}
 	ws, err := kc.Resolve(spec.Restart)
 	if err != nil {
@@ -127,6 +116,45 @@ func (r *Runner) ClientChanges(ctx context.Context, plan Plan, dry kube.DryRun, 
 		out = append(out, ch)
 	}
 	return out, nil
+}
+
+// endpoints makes the Service and endpoint changes of plan's clients step
+// (restore: undoes them) as dry says, and hands each to made; before runs
+// ahead of each.
+func (r *Runner) endpoints(ctx context.Context, plan Plan, dry kube.DryRun, restore bool, before func(context.Context) error, made func(kube.Change) error) error {
+	spec, kc := *plan.Kube, r.Kube
+	var steps []func() (kube.Change, error)
+	if spec.Service != "" {
+		steps = append(steps, func() (kube.Change, error) {
+			if restore {
+				return kc.RestoreService(ctx, spec.Namespace, spec.Service, spec.Selector, dry)
+			}
+			return kc.SwitchService(ctx, spec.Namespace, spec.Service, spec.Selector, dry)
+		})
+	}
+	if kind, name := spec.Config(); name != "" {
+		steps = append(steps, func() (kube.Change, error) {
+			if restore {
+				return kc.RestoreValue(ctx, spec.Namespace, kind, name, spec.Key, spec.Value, dry)
+			}
+			return kc.RewriteValue(ctx, spec.Namespace, kind, name, spec.Key, spec.Value, dry)
+		})
+	}
+	for _, step := range steps {
+		if before != nil {
+			if err := before(ctx); err != nil {
+				return err
+			}
+		}
+		ch, err := step()
+		if err != nil {
+			return err
+		}
+		if err := made(ch); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // restartedBy are the workloads of ws an apply restarted: the ones a
@@ -187,29 +215,8 @@ func (s *session) clients(ctx context.Context, k int) error {
 	// Before each write, the Lease is checked to be still ours: a
 	// rollback that took it meanwhile is not undone behind its back (the
 	// restarts check it as they record themselves on it).
-	if spec.Service != "" {
-		if err := s.lock.Renew(ctx); err != nil {
-			return err
-		}
-		ch, err := kc.SwitchService(ctx, spec.Namespace, spec.Service, spec.Selector, kube.DryRunNone)
-		if err != nil {
-			return err
-		}
-		if err := s.done(ctx, ch); err != nil {
-			return err
-		}
-	}
-	if kind, name := spec.Config(); name != "" {
-		if err := s.lock.Renew(ctx); err != nil {
-			return err
-		}
-		ch, err := kc.RewriteValue(ctx, spec.Namespace, kind, name, spec.Key, spec.Value, kube.DryRunNone)
-		if err != nil {
-			return err
-		}
-		if err := s.done(ctx, ch); err != nil {
-			return err
-		}
+	if err := s.r.endpoints(ctx, s.plan, kube.DryRunNone, false, s.lock.Renew, func(ch kube.Change) error { return s.done(ctx, ch) }); err != nil {
+		return err
 	}
 	ws, err := kc.Resolve(spec.Restart)
 	if err != nil {
@@ -285,25 +292,10 @@ func (s *session) restoreClients(ctx context.Context) error {
 	if _, err := s.r.ClientChanges(ctx, s.plan, kube.DryRunServer, true); err != nil {
 		return fmt.Errorf("restore the clients: %w", err)
 	}
+	if err := s.r.endpoints(ctx, s.plan, kube.DryRunNone, true, s.lock.Renew, func(ch kube.Change) error { return s.done(ctx, ch) }); err != nil {
+		return err
+	}
 	spec, kc := *s.plan.Kube, s.r.Kube
-	if spec.Service != "" {
-		ch, err := kc.RestoreService(ctx, spec.Namespace, spec.Service, spec.Selector, kube.DryRunNone)
-		if err != nil {
-			return err
-		}
-		if err := s.done(ctx, ch); err != nil {
-			return err
-		}
-	}
-	if kind, name := spec.Config(); name != "" {
-		ch, err := kc.RestoreValue(ctx, spec.Namespace, kind, name, spec.Key, spec.Value, kube.DryRunNone)
-		if err != nil {
-			return err
-		}
-		if err := s.done(ctx, ch); err != nil {
-			return err
-		}
-	}
 	ws, err := kc.Resolve(spec.Restart)
 	if err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
 
 	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/kubetest"
@@ -416,4 +418,62 @@ func TestK8sCutoverBadFlags(t *testing.T) {
 			t.Errorf("%v: exit %d, want 2 saying %q: %s", tt.args, r.code, tt.want, r.stderr)
 		}
 	}
+}
+
+// The Role deploy/ ships is enough for a whole cutover and its rollback:
+// a user bound to it alone (no other right) runs both.
+func TestK8sCutoverWithTheShippedRole(t *testing.T) {
+	t.Parallel()
+	k := newCluster(t)
+	f := newBlueGreen(t)
+	f.startProxy(t)
+	ctx := budget.Context(t, 30*time.Second)
+	// The Role names the runbook's Service: clients use zeebe-gateway here.
+	svc, err := k.c.CoreV1().Services(k.ns).Get(ctx, "zeebe", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.ObjectMeta = metav1.ObjectMeta{Name: "zeebe-gateway"}
+	svc.Spec.ClusterIP, svc.Spec.ClusterIPs = "", nil
+	if _, err := k.c.CoreV1().Services(k.ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	k.kc.Grant(t, kubetest.Limited, k.ns, shippedRole(t).Rules...)
+	limited := k.kc.Kubeconfig(t, kubetest.Limited, k.ns)
+	k.controller(t)
+	args := k.k8sArgs(limited)
+	for i, a := range args {
+		if a == "zeebe" && args[i-1] == "--service" {
+			args[i] = "zeebe-gateway"
+		}
+	}
+	if r := runBinFor(t, budget.Of(2*time.Minute), bin, f.env, "", args...); r.code != 0 {
+		t.Fatalf("apply with the shipped Role: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := runBinFor(t, budget.Of(2*time.Minute), bin, f.env, "", "cutover", "rollback", "--kubeconfig", limited); r.code != 0 {
+		t.Fatalf("rollback with the shipped Role: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if st := runBin(t, bin, f.env, "", "cutover", "status", "--kubeconfig", limited); st.code != 3 || !strings.Contains(st.stdout, "kubernetes: service zeebe-gateway selects app=zeebe-gateway") {
+		t.Errorf("status with the shipped Role: exit %d\n%s%s", st.code, st.stdout, st.stderr)
+	}
+}
+
+// shippedRole is the Role of deploy/base/rbac.yaml.
+func shippedRole(t *testing.T) rbacv1.Role {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot, "deploy", "base", "rbac.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range strings.Split(string(b), "\n---\n") {
+		var role rbacv1.Role
+		if err := yaml.Unmarshal([]byte(doc), &role); err != nil {
+			t.Fatal(err)
+		}
+		if role.Kind == "Role" {
+			return role
+		}
+	}
+	t.Fatal("deploy/base/rbac.yaml holds no Role")
+	return rbacv1.Role{}
 }

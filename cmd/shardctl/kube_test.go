@@ -336,6 +336,7 @@ func TestK8sCutoverDryRunAndRBAC(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("--dry-run=server: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
+	t.Logf("cutover apply --dry-run=server:\n%s", r.stdout)
 	for _, want := range []string{"the API server's dry-run answers", "application/merge-patch+json patch: ", `server: {"annotations":`, "restartedAt", "dry run (server): nothing changed"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("--dry-run=server printed no %q:\n%s", want, r.stdout)

@@ -665,13 +665,16 @@ func (o *CutoverStatusOptions) read(ctx context.Context) (cutoverStatus, error) 
 		st.Steps = plan.Total()
 		st.StepName = plan.StepName(min(rec.Step, plan.Total()-1))
 		if plan.Kube != nil {
+			// The cluster unread is said, not fatal: the registry's side
+			// (and --wait-for) stands without it.
 			if o.kube == nil {
-				if o.kube, err = kube.New(o.f.g.Kube); err != nil {
-					return st, fmt.Errorf("cutover %s moves clients in namespace %s: %w", rec.Name, plan.Kube.Namespace, err)
-				}
+				o.kube, err = kube.New(o.f.g.Kube)
 			}
-			if st.Kubernetes, err = migrate.KubeStatusOf(ctx, o.kube, plan); err != nil {
-				return st, err
+			if err == nil {
+				st.Kubernetes, err = migrate.KubeStatusOf(ctx, o.kube, plan)
+			}
+			if err != nil {
+				st.Kubernetes = &migrate.KubeStatus{Namespace: plan.Kube.Namespace, LeaseName: kube.LeaseName(rec.Name), Error: err.Error()}
 			}
 		}
 	}

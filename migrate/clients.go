@@ -316,6 +316,8 @@ type KubeStatus struct {
 	Service string `json:"service,omitempty"`
 	// Rollouts are each workload's rollout status now.
 	Rollouts map[string]string `json:"rollouts,omitempty"`
+	// Error is why the cluster could not be read.
+	Error string `json:"error,omitempty"`
 }
 
 // KubeStatusOf reads where plan's Kubernetes step stands (nil without one).
@@ -358,6 +360,9 @@ func KubeStatusOf(ctx context.Context, kc *kube.Cluster, plan Plan) (*KubeStatus
 
 // Lines are the status for a person.
 func (st *KubeStatus) Lines(now time.Time) []string {
+	if st.Error != "" {
+		return []string{fmt.Sprintf("namespace %s cannot be read: %s", st.Namespace, st.Error)}
+	}
 	var out []string
 	if l := st.Lease; l != nil {
 		switch {

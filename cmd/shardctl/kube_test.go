@@ -227,6 +227,10 @@ func TestK8sCutoverEndToEnd(t *testing.T) {
 		}
 	}
 	t.Logf("cutover status:\n%s", st.stdout)
+	// Without the cluster, the registry's side stands and says so.
+	if st := runBin(t, bin, f.env, "", "cutover", "status"); st.code != 0 || !strings.Contains(st.stdout, "kubernetes: namespace "+k.ns+" cannot be read: ") {
+		t.Errorf("status without a kubeconfig: exit %d, want 0 saying the cluster could not be read:\n%s%s", st.code, st.stdout, st.stderr)
+	}
 	kubectlStatus(t, f.env, k)
 
 	time.Sleep(time.Second) // restartedAt has a resolution of a second

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -557,14 +556,7 @@ func TestCutoverResumesAfterKill(t *testing.T) {
 	logFile := filepath.Join(t.TempDir(), "cutover.jsonl")
 	args := []string{"cutover", "apply", "--from", "blue", "--to", "green", "--steps", "50,100", "--step-pause", "3s",
 		"--gate-window", "30s", "--poll", "300ms", "--lease-ttl", "30s", "--yes", "--log", logFile}
-	first := exec.Command(bin, args...)
-	first.Env = f.env
-	var firstOut syncBuffer
-	first.Stdout, first.Stderr = &firstOut, &firstOut
-	if err := first.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = first.Process.Kill(); _ = first.Wait() })
+	first, firstOut := startBin(t, f.env, bin, args...)
 	if err := budget.Wait(budget.Of(time.Minute), func() bool {
 		b, _ := os.ReadFile(logFile)
 		return strings.Contains(string(b), `"event":"weights"`)

@@ -76,6 +76,16 @@ func newCluster(t *testing.T) *cluster {
 	return k
 }
 
+// newK8sFederation is a cluster and a blue-green federation behind a
+// proxy: what every k8s-mode cutover test starts from.
+func newK8sFederation(t *testing.T) (*cluster, *federation) {
+	t.Helper()
+	k := newCluster(t)
+	f := newBlueGreen(t)
+	f.startProxy(t)
+	return k, f
+}
+
 // rollOut sets a Deployment's status as its controller would once its
 // current generation is rolled out.
 func (k *cluster) rollOut(ctx context.Context, name string) error {
@@ -155,7 +165,8 @@ func (k *cluster) versions(t *testing.T) string {
 }
 
 // k8sArgs is a k8s-mode apply moving the clients of the cluster to the
-// proxy, in one weight step.
+// proxy, in one weight step. extra comes last: a flag given again there
+// (--service, --selector) is the one that counts.
 func (k *cluster) k8sArgs(kubeconfig string, extra ...string) []string {
 	return append([]string{"cutover", "apply", "--from", "blue", "--to", "green", "--steps", "100", "--step-pause", "1s",
 		"--gate-window", "30s", "--poll", "200ms", "--yes", "--mode", "k8s", "--kubeconfig", kubeconfig,
@@ -172,9 +183,7 @@ func (k *cluster) k8sArgs(kubeconfig string, extra ...string) []string {
 // ConfigMap exactly and restarts the workers again.
 func TestK8sCutoverEndToEnd(t *testing.T) {
 	t.Parallel()
-	k := newCluster(t)
-	f := newBlueGreen(t)
-	f.startProxy(t)
+	k, f := newK8sFederation(t)
 	before := k.state(t)
 
 	r := runBinFor(t, budget.Of(2*time.Minute), bin, f.env, "", k.k8sArgs(k.kubeconfig, "--rollout-timeout", "3s")...)
@@ -278,18 +287,9 @@ func kubectlStatus(t *testing.T, env []string, k *cluster) {
 // restarting nothing twice.
 func TestK8sCutoverLease(t *testing.T) {
 	t.Parallel()
-	k := newCluster(t)
-	f := newBlueGreen(t)
-	f.startProxy(t)
+	k, f := newK8sFederation(t)
 	args := k.k8sArgs(k.kubeconfig, "--rollout-timeout", "10m", "--lease-ttl", "6s")
-	first := exec.Command(bin, args...)
-	first.Env = f.env
-	var firstOut syncBuffer
-	first.Stdout, first.Stderr = &firstOut, &firstOut
-	if err := first.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = first.Process.Kill(); _ = first.Wait() })
+	first, _ := startBin(t, f.env, bin, args...)
 	budget.Eventually(t, time.Minute, "the first apply to restart the workers", func() bool { return k.restartedAt(t, "starter") != "" })
 	restarted := k.restartedAt(t, "workers")
 
@@ -332,9 +332,7 @@ func hostname(t *testing.T) string {
 // exit 1, with nothing changed.
 func TestK8sCutoverDryRunAndRBAC(t *testing.T) {
 	t.Parallel()
-	k := newCluster(t)
-	f := newBlueGreen(t)
-	f.startProxy(t)
+	k, f := newK8sFederation(t)
 	versions := k.versions(t)
 	r := runBin(t, bin, f.env, "", k.k8sArgs(k.kubeconfig, "--dry-run=server")...)
 	if r.code != 0 {
@@ -377,17 +375,9 @@ func TestK8sCutoverDryRunAndRBAC(t *testing.T) {
 // written (exit 3, the cutover Failed), and says why.
 func TestK8sCutoverRefusesAnUnreadyTarget(t *testing.T) {
 	t.Parallel()
-	k := newCluster(t)
-	f := newBlueGreen(t)
-	f.startProxy(t)
+	k, f := newK8sFederation(t)
 	state := k.state(t)
-	args := k.k8sArgs(k.kubeconfig)
-	for i, a := range args {
-		if a == "app.kubernetes.io/name=shardctl-proxy" {
-			args[i] = "app.kubernetes.io/name=shardctl-proxy-canary"
-		}
-	}
-	r := runBinFor(t, budget.Of(2*time.Minute), bin, f.env, "", args...)
+	r := runBinFor(t, budget.Of(2*time.Minute), bin, f.env, "", k.k8sArgs(k.kubeconfig, "--selector", "app.kubernetes.io/name=shardctl-proxy-canary")...)
 	if r.code != 3 || !strings.Contains(r.stderr, "would select no ready pod") {
 		t.Errorf("switch to no ready pod: exit %d, want 3\n%s%s", r.code, r.stdout, r.stderr)
 	}
@@ -429,9 +419,7 @@ func TestK8sCutoverBadFlags(t *testing.T) {
 // a user bound to it alone (no other right) runs both.
 func TestK8sCutoverWithTheShippedRole(t *testing.T) {
 	t.Parallel()
-	k := newCluster(t)
-	f := newBlueGreen(t)
-	f.startProxy(t)
+	k, f := newK8sFederation(t)
 	ctx := budget.Context(t, 30*time.Second)
 	// The Role names the runbook's Service: clients use zeebe-gateway here.
 	svc, err := k.c.CoreV1().Services(k.ns).Get(ctx, "zeebe", metav1.GetOptions{})
@@ -446,13 +434,7 @@ func TestK8sCutoverWithTheShippedRole(t *testing.T) {
 	k.kc.Grant(t, kubetest.Limited, k.ns, shippedRole(t).Rules...)
 	limited := k.kc.Kubeconfig(t, kubetest.Limited, k.ns)
 	k.controller(t)
-	args := k.k8sArgs(limited)
-	for i, a := range args {
-		if a == "zeebe" && args[i-1] == "--service" {
-			args[i] = "zeebe-gateway"
-		}
-	}
-	if r := runBinFor(t, budget.Of(2*time.Minute), bin, f.env, "", args...); r.code != 0 {
+	if r := runBinFor(t, budget.Of(2*time.Minute), bin, f.env, "", k.k8sArgs(limited, "--service", "zeebe-gateway")...); r.code != 0 {
 		t.Fatalf("apply with the shipped Role: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	if r := runBinFor(t, budget.Of(2*time.Minute), bin, f.env, "", "cutover", "rollback", "--kubeconfig", limited); r.code != 0 {

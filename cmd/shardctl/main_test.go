@@ -84,6 +84,22 @@ func runCtx(t *testing.T, ctx context.Context, path string, env []string, stdin 
 }
 
 // baseEnv is a minimal environment whose PATH holds dirs, then the system.
+// startBin starts an executable in the background with a clean
+// environment of env; it is killed when the test ends. Its stdout and
+// stderr go to the buffer returned.
+func startBin(t *testing.T, env []string, path string, args ...string) (*exec.Cmd, *syncBuffer) {
+	t.Helper()
+	cmd := exec.Command(path, args...)
+	cmd.Env = env
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd, out
+}
+
 func baseEnv(dirs ...string) []string {
 	path := strings.Join(append(dirs, "/usr/local/bin", "/usr/bin", "/bin"), string(os.PathListSeparator))
 	return []string{"PATH=" + path, "HOME=" + os.TempDir(), "KUBECONFIG=/nonexistent/kubeconfig"}

@@ -67,25 +67,37 @@ func (o configObject) show(v string) string {
 	return v
 }
 
+// configChange reads the ConfigMap or Secret and the values a rewrite
+// recorded on it, and lets change decide what to write; a conflict on the
+// write is retried from a fresh read, with the change made anew.
+func (c *Cluster) configChange(ctx context.Context, namespace, kind, name string,
+	change func(ch *Change, o configObject, prev map[string]string) error) (Change, error) {
+	var ch Change
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		ch = Change{Kind: kindName(kind), Name: name, Namespace: namespace}
+		o, err := c.getConfig(ctx, namespace, kind, name)
+		if err != nil {
+			return err
+		}
+		prev, err := o.previous()
+		if err != nil {
+			return err
+		}
+		return change(&ch, o, prev)
+	})
+	return ch, err
+}
+
 // RewriteValue sets key of the ConfigMap or Secret (kind "configmap" or
 // "secret") to value, recording the old value in
 // AnnotationPreviousValues. A key that is not there is an error (a typo
 // would otherwise add a key nothing reads); a value already set is left
 // alone; a recorded key whose value someone changed since is refused.
 func (c *Cluster) RewriteValue(ctx context.Context, namespace, kind, name, key, value string, dry DryRun) (Change, error) {
-	ch := Change{Kind: kindName(kind), Name: name, Namespace: namespace}
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		o, err := c.getConfig(ctx, namespace, kind, name)
-		if err != nil {
-			return err
-		}
+	return c.configChange(ctx, namespace, kind, name, func(ch *Change, o configObject, prev map[string]string) error {
 		cur, ok := o.data[key]
 		if !ok {
 			return fmt.Errorf("%s %s has no key %s (keys: %s)", kind, name, key, strings.Join(slices.Sorted(maps.Keys(o.data)), ", "))
-		}
-		prev, err := o.previous()
-		if err != nil {
-			return err
 		}
 		was, recorded := prev[key]
 		switch {
@@ -98,24 +110,14 @@ func (c *Cluster) RewriteValue(ctx context.Context, namespace, kind, name, key, 
 		}
 		prev[key] = cur
 		ch.What = fmt.Sprintf("%s %s → %s; the old value kept in %s", key, o.show(cur), o.show(value), AnnotationPreviousValues)
-		return c.patchConfig(ctx, o, &ch, key, value, prev, dry)
+		return c.patchConfig(ctx, o, ch, key, value, prev, dry)
 	})
-	return ch, err
 }
 
 // RestoreValue gives key back the value a rewrite recorded and removes
 // the record; refused when the key no longer holds what the rewrite set.
 func (c *Cluster) RestoreValue(ctx context.Context, namespace, kind, name, key, rewritten string, dry DryRun) (Change, error) {
-	ch := Change{Kind: kindName(kind), Name: name, Namespace: namespace}
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		o, err := c.getConfig(ctx, namespace, kind, name)
-		if err != nil {
-			return err
-		}
-		prev, err := o.previous()
-		if err != nil {
-			return err
-		}
+	return c.configChange(ctx, namespace, kind, name, func(ch *Change, o configObject, prev map[string]string) error {
 		was, recorded := prev[key]
 		cur := o.data[key]
 		switch {
@@ -128,9 +130,8 @@ func (c *Cluster) RestoreValue(ctx context.Context, namespace, kind, name, key, 
 		}
 		delete(prev, key)
 		ch.What = fmt.Sprintf("%s %s → %s, as it was before the cutover", key, o.show(cur), o.show(was))
-		return c.patchConfig(ctx, o, &ch, key, was, prev, dry)
+		return c.patchConfig(ctx, o, ch, key, was, prev, dry)
 	})
-	return ch, err
 }
 
 func kindName(kind string) string {

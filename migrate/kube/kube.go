@@ -223,8 +223,8 @@ func (c Change) Line() string {
 	return fmt.Sprintf("%s (namespace %s): %s", c.Ref(), c.Namespace, c.What)
 }
 
-// Error is a refusal of the API server in one line that names what was
-// asked: the verb, the object and the namespace.
+// apiError is a refusal of the API server in one line that names what
+// was asked: the verb, the object and the namespace.
 func apiError(verb, ref, namespace string, err error) error {
 	if err == nil {
 		return nil

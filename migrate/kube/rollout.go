@@ -124,7 +124,7 @@ func (c *Cluster) Restart(ctx context.Context, namespace string, w Workload, pat
 	}
 	if dry == DryRunServer {
 		at, _, _ := unstructured.NestedString(got.Object, "spec", "template", "metadata", "annotations", RestartedAt)
-		ch.Server = []byte(fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{%q:%q}}}}}`, RestartedAt, at))
+		ch.Server, _ = json.Marshal(map[string]any{"spec": map[string]any{"template": map[string]any{"metadata": map[string]any{"annotations": map[string]string{RestartedAt: at}}}}})
 	}
 	return ch, nil
 }

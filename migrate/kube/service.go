@@ -36,12 +36,12 @@ func (c *Cluster) ReadyEndpoints(ctx context.Context, namespace string, selector
 	if e.Pods == 0 {
 		return e, nil
 	}
-	slices, err := c.client.DiscoveryV1().EndpointSlices(namespace).List(ctx, metav1.ListOptions{})
+	eps, err := c.client.DiscoveryV1().EndpointSlices(namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return e, apiError("list", "endpointslices.discovery.k8s.io", namespace, err)
 	}
 	ready := map[string]bool{}
-	for _, s := range slices.Items {
+	for _, s := range eps.Items {
 		for _, ep := range s.Endpoints {
 			ref := ep.TargetRef
 			// An unset ready condition means ready, as the API defines it.
@@ -54,22 +54,34 @@ func (c *Cluster) ReadyEndpoints(ctx context.Context, namespace string, selector
 	return e, nil
 }
 
+// serviceChange reads the Service and lets change decide what to write
+// (the selector a switch recorded, when there is one, in prev); a
+// conflict on the write is retried from a fresh read, with the change
+// made anew.
+func (c *Cluster) serviceChange(ctx context.Context, namespace, name string,
+	change func(ch *Change, svc *corev1.Service, prev string, recorded bool) error) (Change, error) {
+	var ch Change
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		ch = Change{Kind: "Service", Name: name, Namespace: namespace}
+		svc, err := c.client.CoreV1().Services(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return apiError("get", "services/"+name, namespace, err)
+		}
+		prev, recorded := svc.Annotations[AnnotationPreviousSelector]
+		return change(&ch, svc, prev, recorded)
+	})
+	return ch, err
+}
+
 // SwitchService points the Service at the pods selector picks, recording
 // the selector it had in AnnotationPreviousSelector. It is refused when
 // none of those pods is ready, and when the annotation is there already
 // while the Service selects something else (someone changed it since a
 // switch that was never rolled back). A Service that already selects them
-// is left alone. A conflict (someone wrote the Service between the read
-// and the patch) is retried from a fresh read.
+// is left alone.
 func (c *Cluster) SwitchService(ctx context.Context, namespace, name string, selector map[string]string, dry DryRun) (Change, error) {
-	ch := Change{Kind: "Service", Name: name, Namespace: namespace}
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		svc, err := c.client.CoreV1().Services(namespace).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return apiError("get", "services/"+name, namespace, err)
-		}
+	return c.serviceChange(ctx, namespace, name, func(ch *Change, svc *corev1.Service, prev string, recorded bool) error {
 		cur := svc.Spec.Selector
-		prev, recorded := svc.Annotations[AnnotationPreviousSelector]
 		switch {
 		case maps.Equal(cur, selector):
 			ch.What = fmt.Sprintf("already selects %s: nothing to switch", FormatSelector(selector))
@@ -87,9 +99,8 @@ func (c *Cluster) SwitchService(ctx context.Context, namespace, name string, sel
 		}
 		was, _ := json.Marshal(cur)
 		ch.What = fmt.Sprintf("selector %s → %s (%d of %d pods ready); the old one kept in %s", FormatSelector(cur), FormatSelector(selector), ep.Ready, ep.Pods, AnnotationPreviousSelector)
-		return c.patchService(ctx, svc, &ch, replaceSelector(cur, selector), map[string]any{AnnotationPreviousSelector: string(was)}, dry)
+		return c.patchService(ctx, svc, ch, replaceSelector(cur, selector), map[string]any{AnnotationPreviousSelector: string(was)}, dry)
 	})
-	return ch, err
 }
 
 // RestoreService gives the Service back the selector a switch recorded,
@@ -97,14 +108,8 @@ func (c *Cluster) SwitchService(ctx context.Context, namespace, name string, sel
 // selects what the switch set (someone changed it since); with no record
 // there is nothing to restore.
 func (c *Cluster) RestoreService(ctx context.Context, namespace, name string, switched map[string]string, dry DryRun) (Change, error) {
-	ch := Change{Kind: "Service", Name: name, Namespace: namespace}
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		svc, err := c.client.CoreV1().Services(namespace).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return apiError("get", "services/"+name, namespace, err)
-		}
+	return c.serviceChange(ctx, namespace, name, func(ch *Change, svc *corev1.Service, prev string, recorded bool) error {
 		cur := svc.Spec.Selector
-		prev, recorded := svc.Annotations[AnnotationPreviousSelector]
 		if !recorded {
 			ch.What = fmt.Sprintf("selects %s, no switch recorded: nothing to restore", FormatSelector(cur))
 			return nil
@@ -118,9 +123,8 @@ func (c *Cluster) RestoreService(ctx context.Context, namespace, name string, sw
 				name, FormatSelector(cur), FormatSelector(switched), FormatSelector(was))
 		}
 		ch.What = fmt.Sprintf("selector %s → %s, as it was before the cutover", FormatSelector(cur), FormatSelector(was))
-		return c.patchService(ctx, svc, &ch, replaceSelector(cur, was), map[string]any{AnnotationPreviousSelector: nil}, dry)
+		return c.patchService(ctx, svc, ch, replaceSelector(cur, was), map[string]any{AnnotationPreviousSelector: nil}, dry)
 	})
-	return ch, err
 }
 
 // testBeforePatch runs between a read and the patch made from it: a test

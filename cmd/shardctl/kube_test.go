@@ -288,7 +288,10 @@ func kubectlStatus(t *testing.T, env []string, k *cluster) {
 func TestK8sCutoverLease(t *testing.T) {
 	t.Parallel()
 	k, f := newK8sFederation(t)
-	args := k.k8sArgs(k.kubeconfig, "--rollout-timeout", "10m", "--lease-ttl", "6s")
+	// The Lease outlives the kill by up to its ttl: long enough, on a
+	// slow machine too, for the next apply to meet it still held.
+	ttl := budget.Of(6 * time.Second).Round(time.Second)
+	args := k.k8sArgs(k.kubeconfig, "--rollout-timeout", "10m", "--lease-ttl", ttl.String())
 	first, _ := startBin(t, f.env, bin, args...)
 	budget.Eventually(t, time.Minute, "the first apply to restart the workers", func() bool { return k.restartedAt(t, "starter") != "" })
 	restarted := k.restartedAt(t, "workers")
@@ -303,7 +306,7 @@ func TestK8sCutoverLease(t *testing.T) {
 	if r := runBin(t, bin, f.env, "", args...); r.code != 3 || !strings.Contains(r.stderr, "is run by") {
 		t.Errorf("right after the kill, the lease not expired: exit %d, want 3\n%s", r.code, r.stderr)
 	}
-	time.Sleep(time.Until(killed.Add(6500 * time.Millisecond)))
+	time.Sleep(time.Until(killed.Add(ttl + 500*time.Millisecond)))
 	k.controller(t)
 	r := runBinFor(t, budget.Of(2*time.Minute), bin, f.env, "", append(args, "-o", "json")...)
 	if r.code != 0 {

@@ -401,8 +401,11 @@ func TestLease(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, kubetest.Admin)
 	ctx := budget.Context(t, time.Minute)
-	a := e.c.Lock(e.ns, "blue-to-green", "host/1/a", 2*time.Second)
-	b := e.c.Lock(e.ns, "blue-to-green", "host/2/b", 2*time.Second)
+	// Long enough for a's Lease to be held through the next few calls on
+	// a slow machine too.
+	ttl := budget.Of(2 * time.Second).Round(time.Second)
+	a := e.c.Lock(e.ns, "blue-to-green", "host/1/a", ttl)
+	b := e.c.Lock(e.ns, "blue-to-green", "host/2/b", ttl)
 	if from, err := a.Acquire(ctx, false); err != nil || from != "" {
 		t.Fatalf("a takes a free lease: %q %v", from, err)
 	}
@@ -419,7 +422,7 @@ func TestLease(t *testing.T) {
 	}
 	// a stops renewing; once its duration has passed b takes over, and
 	// reads a's record.
-	time.Sleep(2500 * time.Millisecond)
+	time.Sleep(ttl + 500*time.Millisecond)
 	if from, err := b.Acquire(ctx, false); err != nil || from != "host/1/a" {
 		t.Fatalf("b after a's lease expired: %q %v", from, err)
 	}
@@ -430,7 +433,7 @@ func TestLease(t *testing.T) {
 		t.Errorf("a renewing after b took over: %v", err)
 	}
 	// A rollback preempts whoever holds it.
-	r := e.c.Lock(e.ns, "blue-to-green", "host/3/rollback", 2*time.Second)
+	r := e.c.Lock(e.ns, "blue-to-green", "host/3/rollback", ttl)
 	if from, err := r.Acquire(ctx, true); err != nil || from != "host/2/b" {
 		t.Errorf("forced: %q %v", from, err)
 	}

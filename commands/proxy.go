@@ -106,9 +106,10 @@ keeps the deployment ledger there, shared by every proxy replica.`,
 		RunE:              runOptions(o),
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.configFile, "config", "", "YAML configuration file (listen, admin, legacyShard, maxInflightPerShard, overloadLimit, overloadExcess, maxBacklog, instanceLimit, backlogInterval, coolingOff, health, tls, upstreamCA, shards)")
+	f.StringVar(&o.configFile, "config", "", "YAML configuration file (listen, admin, front, legacyShard, maxInflightPerShard, overloadLimit, overloadExcess, maxBacklog, instanceLimit, backlogInterval, coolingOff, health, tls, upstreamCA, shards)")
 	f.StringVar(&o.cfg.Listen, "listen", "127.0.0.1:26500", "gateway address for clients, HOST:PORT")
 	f.StringVar(&o.cfg.AdminListen, "admin", "127.0.0.1:9700", "address of /metrics, /healthz, /readyz and /shards, HOST:PORT")
+	f.StringVar(&o.cfg.Front, "front", proxy.DefaultFront, "how clients are served: "+proxy.FrontFrames+" forwards calls for one shard as HTTP/2 frames and hands the rest to grpc-go; "+proxy.FrontGRPC+" serves every call with grpc-go")
 	f.StringArrayVar(&o.shardFlags, "shard", nil, "a shard as ID=HOST:PORT[,slot=N][,state=S][,pool=P][,metrics=URL][,tls=true|insecure] (repeatable; slots default to the order given)")
 	f.StringVar(&o.cfg.LegacyShard, "legacy-shard", "", "shard that keys without a slot (from before the cutover) belong to")
 	f.Int64Var(&o.cfg.MaxInflightPerShard, "max-inflight-per-shard", proxy.DefaultMaxInflightPerShard, "the most requests in flight to one shard: past it a call gets RESOURCE_EXHAUSTED at once, never queued (0: no limit)")
@@ -161,6 +162,7 @@ func (o *ProxyServeOptions) Complete(cmd *cobra.Command, _ []string) error {
 		}
 		str("listen", fc.Listen, &o.cfg.Listen)
 		str("admin", fc.Admin, &o.cfg.AdminListen)
+		str("front", fc.Front, &o.cfg.Front)
 		str("legacy-shard", fc.LegacyShard, &o.cfg.LegacyShard)
 		fromFile(flags, "max-inflight-per-shard", fc.MaxInflightPerShard, &o.cfg.MaxInflightPerShard)
 		fromFile(flags, "overload-limit", fc.OverloadLimit, &o.cfg.OverloadLimit)
@@ -220,6 +222,9 @@ func (o *ProxyServeOptions) Validate() error {
 	}
 	if o.coolingOff <= 0 {
 		return fmt.Errorf("--cooling-off %v: want a positive duration", o.coolingOff)
+	}
+	if f := o.cfg.Front; f != proxy.FrontFrames && f != proxy.FrontGRPC {
+		return fmt.Errorf("--front %q: want %s or %s", f, proxy.FrontFrames, proxy.FrontGRPC)
 	}
 	if o.cfg.ShutdownDelay < 0 || o.cfg.DrainBatch < 0 {
 		return fmt.Errorf("--shutdown-delay %v, --drain-batch %d: want neither negative", o.cfg.ShutdownDelay, o.cfg.DrainBatch)

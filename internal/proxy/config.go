@@ -14,6 +14,7 @@ import (
 //
 //	listen: 127.0.0.1:26500
 //	admin: 127.0.0.1:9700
+//	front: frames
 //	legacyShard: blue-0
 //	maxInflightPerShard: 1000
 //	overloadLimit: 200
@@ -32,6 +33,7 @@ import (
 type FileConfig struct {
 	Listen              string        `json:"listen"`
 	Admin               string        `json:"admin"`
+	Front               string        `json:"front"`
 	LegacyShard         string        `json:"legacyShard"`
 	MaxInflightPerShard *int64        `json:"maxInflightPerShard"`
 	OverloadLimit       *int64        `json:"overloadLimit"`

@@ -202,8 +202,9 @@ func (p *Proxy) markUp(s *shard) {
 // noteFailure reads a failed call for what it says of the shard: a
 // refused connection proves it is gone (DOWN until the checks bring it
 // back); unavailability or the shard's own timeout, repeated, ejects it.
-// ctx is the call's: a deadline the client set is not the shard's fault.
-func (p *Proxy) noteFailure(ctx context.Context, s *shard, err error) {
+// clientEnded: the client's deadline or cancellation ended the call,
+// which is not the shard's fault.
+func (p *Proxy) noteFailure(clientEnded bool, s *shard, err error) {
 	if p.cfg.Health.Interval < 0 {
 		return
 	}
@@ -212,7 +213,7 @@ func (p *Proxy) noteFailure(ctx context.Context, s *shard, err error) {
 		return
 	}
 	code := status.Code(err)
-	if code != codes.Unavailable && (code != codes.DeadlineExceeded || ctx.Err() != nil) {
+	if code != codes.Unavailable && (code != codes.DeadlineExceeded || clientEnded) {
 		return
 	}
 	if p.cfg.Health.OutlierFailures > 0 && int(s.health.consecutive.Add(1)) >= p.cfg.Health.OutlierFailures {

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -35,6 +36,9 @@ func shardConfigs(shards []*sim.Sim) []ShardConfig {
 func startProxy(t testing.TB, cfg Config) *Proxy {
 	t.Helper()
 	cfg.Listen, cfg.AdminListen = "127.0.0.1:0", "127.0.0.1:0"
+	if cfg.Front == "" {
+		cfg.Front = os.Getenv(envFront)
+	}
 	p, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -49,6 +53,10 @@ func startProxy(t testing.TB, cfg Config) *Proxy {
 	})
 	return p
 }
+
+// envFront names the front the tests' proxies serve with ("": the
+// default).
+const envFront = "SHARDCTL_TEST_FRONT"
 
 func newClient(t testing.TB, addr string) zbc.Client { return simtest.Client(t, addr) }
 

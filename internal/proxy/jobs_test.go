@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"os"
 	"runtime"
 	"slices"
 	"sync"
@@ -193,7 +194,7 @@ func TestSaturatedShardsRefuseAtOnce(t *testing.T) {
 // out their request timeout.
 func TestCloseEndsLongPolls(t *testing.T) {
 	shards := startShards(t, 2, sim.Config{Partitions: 1})
-	p, err := New(Config{Listen: "127.0.0.1:0", Shards: shardConfigs(shards)})
+	p, err := New(Config{Front: os.Getenv(envFront), Listen: "127.0.0.1:0", Shards: shardConfigs(shards)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +233,7 @@ func TestCloseEndsLongPolls(t *testing.T) {
 // until its timeout). A second Close returns what the first did.
 func TestCloseWaitsForHandBacks(t *testing.T) {
 	shards := startShards(t, 1, sim.Config{Partitions: 1})
-	p, err := New(Config{Listen: "127.0.0.1:0", Shards: shardConfigs(shards)})
+	p, err := New(Config{Front: os.Getenv(envFront), Listen: "127.0.0.1:0", Shards: shardConfigs(shards)})
 	if err != nil {
 		t.Fatal(err)
 	}

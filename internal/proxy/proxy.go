@@ -9,6 +9,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -112,6 +113,9 @@ type Config struct {
 	// checked against ("": the system's roots).
 	TLS        *certs.Server
 	UpstreamCA string
+	// Front is how clients are served: FrontFrames or FrontGRPC (""
+	// takes DefaultFront).
+	Front string
 }
 
 // Defaults.
@@ -123,6 +127,9 @@ const (
 	DefaultOverloadExcess      = 50
 
 	streamWorkers = 256
+
+	// DefaultFront serves clients when Config.Front is "".
+	DefaultFront = FrontGRPC
 )
 
 func (c *Config) validate() error {
@@ -153,6 +160,13 @@ func (c *Config) validate() error {
 	}
 	if c.LegacyShard != "" && !ids[c.LegacyShard] && !c.Dynamic {
 		return fmt.Errorf("legacy shard %q is not one of the shards", c.LegacyShard)
+	}
+	switch c.Front {
+	case "":
+		c.Front = DefaultFront
+	case FrontFrames, FrontGRPC:
+	default:
+		return fmt.Errorf("front %q: want %s or %s", c.Front, FrontFrames, FrontGRPC)
 	}
 	if c.CoolingOff == 0 {
 		c.CoolingOff = DefaultCoolingOff
@@ -231,6 +245,7 @@ type Proxy struct {
 	members sync.Mutex
 
 	grpc      *grpc.Server
+	frames    *frameFront // with FrontFrames: it serves clients, grpc-go what it hands on
 	addr      net.Addr
 	admin     *http.Server
 	adminAddr net.Addr
@@ -305,7 +320,7 @@ func (p *Proxy) Start(ctx context.Context) error {
 		return fmt.Errorf("listen for clients on %s: %w", p.cfg.Listen, err)
 	}
 	p.addr = ln.Addr()
-	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(32 << 20),
+	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(maxRecvMsgSize),
 		// As Zeebe's gateway: clients may ping every 30 s (the Zeebe
 		// client pings every 45 s; grpc-go's default policy would end
 		// its connection after two pings).
@@ -321,11 +336,24 @@ func (p *Proxy) Start(ctx context.Context) error {
 	}
 	p.grpc = grpc.NewServer(opts...)
 	pb.RegisterGatewayServer(p.grpc, &server{p: p})
-	p.owned.Go(func() {
-		if err := p.grpc.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-			p.failed <- fmt.Errorf("serve clients on %s: %w", p.addr, err)
+	if p.cfg.Front == FrontFrames {
+		var tc *tls.Config
+		if p.cfg.TLS != nil {
+			tc = p.cfg.TLS.Config()
 		}
-	})
+		p.frames = newFrameFront(p, ln, tc)
+		p.owned.Go(func() {
+			if err := p.frames.serve(); err != nil {
+				p.failed <- fmt.Errorf("serve clients on %s: %w", p.addr, err)
+			}
+		})
+	} else {
+		p.owned.Go(func() {
+			if err := p.grpc.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+				p.failed <- fmt.Errorf("serve clients on %s: %w", p.addr, err)
+			}
+		})
+	}
 	if p.cfg.AdminListen != "" {
 		aln, err := net.Listen("tcp", p.cfg.AdminListen)
 		if err != nil {
@@ -502,20 +530,37 @@ func outgoing(ctx context.Context) context.Context {
 // call runs one request to a shard, with in-flight accounting, the
 // per-shard limit, overload and health bookkeeping, and metrics.
 func call[T any](ctx context.Context, p *Proxy, s *shard, rpc string, fn func(context.Context, pb.GatewayClient) (T, error)) (T, error) {
+	if err := p.enter(s, rpc); err != nil {
+		var zero T
+		return zero, err
+	}
+	v, err := fn(outgoing(ctx), s.client())
+	p.leave(s, rpc, err, ctx.Err() != nil)
+	return v, err
+}
+
+// enter counts a call to s in flight, or refuses it at the proxy's
+// limit (a *limitError).
+func (p *Proxy) enter(s *shard, rpc string) error {
 	n := s.inflight.Add(1)
 	if limit := p.cfg.MaxInflightPerShard; limit > 0 && n > limit && rpc != "Topology" {
 		s.inflight.Add(-1)
 		p.metrics.limited.WithLabelValues(s.ID).Inc()
-		var zero T
-		return zero, &limitError{shard: s.ID, limit: limit}
+		return &limitError{shard: s.ID, limit: limit}
 	}
 	if p.cfg.OverloadLimit > 0 && n > p.overloadAt && !s.overloaded.Load() {
 		s.overloaded.Store(true)
 		p.metrics.overloaded.WithLabelValues(s.ID).Set(1)
 	}
 	s.inflightGauge.Set(float64(n))
-	v, err := fn(outgoing(ctx), s.client())
-	n = s.inflight.Add(-1)
+	return nil
+}
+
+// leave ends a call enter let through with the shard's answer;
+// clientEnded: the client's deadline or cancellation ended it, which
+// says nothing of the shard.
+func (p *Proxy) leave(s *shard, rpc string, err error, clientEnded bool) {
+	n := s.inflight.Add(-1)
 	s.inflightGauge.Set(float64(n))
 	if n < p.cfg.OverloadLimit && s.overloaded.Load() {
 		s.overloaded.Store(false)
@@ -524,11 +569,10 @@ func call[T any](ctx context.Context, p *Proxy, s *shard, rpc string, fn func(co
 	p.upstreamCounter(s, rpc, status.Code(err)).Inc()
 	if err != nil {
 		s.noteError(err)
-		p.noteFailure(ctx, s, err)
+		p.noteFailure(clientEnded, s, err)
 	} else if s.health.consecutive.Load() != 0 {
 		s.health.consecutive.Store(0)
 	}
-	return v, err
 }
 
 // limitError is a call the proxy refused for the shard's in-flight limit:
@@ -594,9 +638,13 @@ func (p *Proxy) close(ctx context.Context) error {
 		}
 	}
 	stopped := make(chan struct{})
-	if p.grpc != nil {
+	switch {
+	case p.frames != nil:
+		// The front's clients first: grpc-go serves only what it hands on.
+		go func() { p.frames.shutdown(ctx); p.grpc.GracefulStop(); close(stopped) }()
+	case p.grpc != nil:
 		go func() { p.grpc.GracefulStop(); close(stopped) }()
-	} else {
+	default:
 		close(stopped)
 	}
 	p.drainLongCalls(ctx)

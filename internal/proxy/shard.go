@@ -106,6 +106,8 @@ type shard struct {
 	conns    []*grpc.ClientConn
 	clients  []pb.GatewayClient
 	nextConn atomic.Uint32
+	// frames are the frame front's connections (FrontFrames).
+	frames *upstreams
 	// advertised is the SETTINGS_MAX_CONCURRENT_STREAMS the shard sent
 	// when the proxy planned its connections (0: none, or not read).
 	advertised uint32
@@ -167,6 +169,7 @@ func dialShard(cfg ShardConfig, roots *x509.CertPool, n int) (*shard, error) {
 		s.conns = append(s.conns, conn)
 		s.clients = append(s.clients, pb.NewGatewayClient(conn))
 	}
+	s.frames = newUpstreams(cfg.Addr, shardTLS(mode, roots), n, upstreamHandler{})
 	st := cfg.State
 	if st == "" {
 		st = Up
@@ -187,6 +190,9 @@ func (s *shard) client() pb.GatewayClient {
 func (s *shard) closeConns() {
 	for _, c := range s.conns {
 		c.Close()
+	}
+	if s.frames != nil {
+		s.frames.close()
 	}
 }
 

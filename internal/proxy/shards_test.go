@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -54,7 +55,7 @@ func startFake(t *testing.T, partitions int32) (*fakeGateway, string) {
 
 func TestRefusesShardWithTooManyPartitions(t *testing.T) {
 	_, addr := startFake(t, 128)
-	p, err := New(Config{Listen: "127.0.0.1:0", Shards: []ShardConfig{{ID: "huge", Addr: addr, Slot: 1}}})
+	p, err := New(Config{Front: os.Getenv(envFront), Listen: "127.0.0.1:0", Shards: []ShardConfig{{ID: "huge", Addr: addr, Slot: 1}}})
 	if err != nil {
 		t.Fatal(err)
 	}

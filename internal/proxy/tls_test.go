@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"crypto/tls"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -112,7 +113,7 @@ func TestTLSUpstreamRefusals(t *testing.T) {
 		{"insecure skips the check", good.Addr().String(), "insecure", f.OtherCA, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p, err := New(Config{Listen: "127.0.0.1:0", UpstreamCA: tc.ca, Health: HealthConfig{Interval: -1},
+			p, err := New(Config{Front: os.Getenv(envFront), Listen: "127.0.0.1:0", UpstreamCA: tc.ca, Health: HealthConfig{Interval: -1},
 				Shards: []ShardConfig{{ID: "s1", Addr: tc.addr, Slot: 1, TLS: tc.mode}}})
 			if err != nil {
 				t.Fatal(err)

@@ -1,0 +1,476 @@
+// Package h2 is one HTTP/2 connection (RFC 9113), either end, on
+// golang.org/x/net/http2's Framer and hpack: streams, flow control on
+// both directions, SETTINGS, PING, GOAWAY and RST_STREAM. It knows
+// nothing of gRPC; the proxy's frame front forwards calls with it.
+//
+// A connection has two goroutines: the reader, which parses frames and
+// calls the Handler (never under the connection's lock, so a handler may
+// write on this or any other connection), and the writer, which sends
+// what the streams queued. Frames are encoded into a buffer under the
+// lock and written without it; whatever was queued while the last write
+// ran goes out in one system call.
+package h2
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// Handler hears what a connection's peer sends, from the reader
+// goroutine. Data is only valid during the call.
+type Handler interface {
+	// Headers is a complete header block: a request or response head,
+	// or trailers. On a server the first one opens the stream.
+	// truncated: the block was over the advertised header list size.
+	Headers(s *Stream, fields []hpack.HeaderField, end, truncated bool)
+	// Data is a DATA frame's payload; end: the peer's side is done.
+	Data(s *Stream, data []byte, end bool)
+	// Closed: the stream ended before both sides finished, because the
+	// peer reset it (err is a StreamError with its code), the
+	// connection failed (err says why), or this side reset it.
+	Closed(s *Stream, err error)
+}
+
+// Config of a connection. Zero values take the defaults.
+type Config struct {
+	// MaxConcurrentStreams the peer may open (server; default 1000).
+	MaxConcurrentStreams uint32
+	// StreamWindow and ConnWindow are the receive windows advertised;
+	// data is acknowledged as the handler receives it, so they bound
+	// what is in flight, not what the handler keeps (defaults 1 MiB and
+	// 16 MiB).
+	StreamWindow int32
+	ConnWindow   int32
+	// MaxHeaderListSize advertised and enforced (default 1 MiB).
+	MaxHeaderListSize uint32
+	// OutputLimit: the reader stops reading while more than this many
+	// encoded bytes wait for the socket (default 1 MiB), so a peer that
+	// does not read cannot make the connection hold more.
+	OutputLimit int
+}
+
+func (c *Config) withDefaults() Config {
+	out := *c
+	if out.MaxConcurrentStreams == 0 {
+		out.MaxConcurrentStreams = 1000
+	}
+	if out.StreamWindow == 0 {
+		out.StreamWindow = 1 << 20
+	}
+	if out.ConnWindow == 0 {
+		out.ConnWindow = 16 << 20
+	}
+	if out.MaxHeaderListSize == 0 {
+		out.MaxHeaderListSize = 1 << 20
+	}
+	if out.OutputLimit == 0 {
+		out.OutputLimit = 1 << 20
+	}
+	return out
+}
+
+const (
+	defaultWindow    = 65535
+	defaultFrameSize = 16384
+	maxWindow        = 1<<31 - 1
+)
+
+// Errors a caller may meet.
+var (
+	// ErrClosed: the connection is closed or going away; a stream not
+	// opened on it was never sent.
+	ErrClosed = errors.New("h2: connection closed")
+	// ErrFull: the peer's limit of concurrent streams is reached.
+	ErrFull = errors.New("h2: the peer's concurrent stream limit is reached")
+	// ErrStreamClosed: a write on a stream that has ended.
+	ErrStreamClosed = errors.New("h2: stream closed")
+)
+
+// Conn is one HTTP/2 connection.
+type Conn struct {
+	nc     net.Conn
+	server bool
+	cfg    Config
+	h      Handler
+	fr     *http2.Framer // the reader's
+	br     *bufio.Reader
+
+	mu  sync.Mutex
+	out outBuf // encoded frames waiting for the writer, in order
+	wfr *http2.Framer
+	// ctrl are PING acknowledgements and WINDOW_UPDATEs: they go out
+	// ahead of queued data, as a peer measuring round trips (grpc-go's
+	// window sizing) or waiting for window expects.
+	ctrl     outBuf
+	cfr      *http2.Framer
+	henc     *hpack.Encoder
+	hbuf     outBuf
+	streams  map[uint32]*Stream
+	nextID   uint32 // the next stream id this side opens (client)
+	lastPeer uint32 // the highest stream id the peer opened (server)
+	// peer's settings
+	peerMaxStreams   uint32
+	peerInitWindow   int32
+	peerMaxFrameSize uint32
+	sendWindow       int64 // connection window for what this side sends
+	blocked          []*Stream
+	// receive side
+	recvWindow  int64 // what the peer may still send on the connection
+	recvUnacked int64
+	goingAway   bool   // this side sent GOAWAY, or the peer did
+	peerLast    uint32 // last stream id the peer's GOAWAY processes
+	err         error  // why the connection ended
+	closed      bool
+	flushing    bool // the reader ended: the writer says when all is written
+
+	wake      chan struct{} // the writer has something
+	outSpace  chan struct{} // the output buffer went under the limit
+	done      chan struct{} // closed when both goroutines ended
+	writerEnd chan struct{}
+	flushed   chan struct{}
+	closeOnce sync.Once
+}
+
+// outBuf collects encoded frames; the writer swaps it out whole and
+// writes it in segments, cut at frame boundaries (marks) every
+// segmentSize bytes, so that control frames need not wait for all of it.
+type outBuf struct {
+	b     []byte
+	marks []int
+	last  int
+	// inBlock: a header block is being written, whose frames no other
+	// frame may come between.
+	inBlock bool
+}
+
+const segmentSize = 32 << 10
+
+func (o *outBuf) Write(p []byte) (int, error) {
+	o.b = append(o.b, p...)
+	if !o.inBlock && len(o.b)-o.last >= segmentSize {
+		o.marks = append(o.marks, len(o.b))
+		o.last = len(o.b)
+	}
+	return len(p), nil
+}
+
+// take returns what is queued and starts again on spare.
+func (o *outBuf) take(spare []byte, spareMarks []int) ([]byte, []int) {
+	b, m := o.b, o.marks
+	o.b, o.marks, o.last = spare[:0], spareMarks[:0], 0
+	return b, m
+}
+
+// Server runs the server end of nc: it reads the client preface, sends
+// its SETTINGS and serves until the connection ends.
+func Server(nc net.Conn, cfg Config, h Handler) *Conn {
+	c := newConn(nc, true, cfg, h)
+	c.start(func() error {
+		preface := make([]byte, len(http2.ClientPreface))
+		if _, err := io.ReadFull(c.br, preface); err != nil {
+			return err
+		}
+		if string(preface) != http2.ClientPreface {
+			return errors.New("h2: not an HTTP/2 client preface")
+		}
+		return nil
+	})
+	return c
+}
+
+// Client runs the client end of nc: it sends the preface and SETTINGS;
+// streams may be opened at once.
+func Client(nc net.Conn, cfg Config, h Handler) *Conn {
+	c := newConn(nc, false, cfg, h)
+	c.nextID = 1
+	c.out.b = append(c.out.b, http2.ClientPreface...)
+	c.start(nil)
+	return c
+}
+
+func newConn(nc net.Conn, server bool, cfg Config, h Handler) *Conn {
+	c := &Conn{nc: nc, server: server, cfg: cfg.withDefaults(), h: h,
+		streams: map[uint32]*Stream{}, peerMaxStreams: ^uint32(0), peerInitWindow: defaultWindow,
+		peerMaxFrameSize: defaultFrameSize, sendWindow: defaultWindow, recvWindow: defaultWindow,
+		wake: make(chan struct{}, 1), outSpace: make(chan struct{}, 1), done: make(chan struct{}), writerEnd: make(chan struct{}), flushed: make(chan struct{})}
+	c.br = bufio.NewReaderSize(nc, 32<<10)
+	c.fr = http2.NewFramer(nil, c.br)
+	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	c.fr.MaxHeaderListSize = c.cfg.MaxHeaderListSize
+	c.fr.SetMaxReadFrameSize(defaultFrameSize)
+	c.wfr = http2.NewFramer(&c.out, nil)
+	c.cfr = http2.NewFramer(&c.ctrl, nil)
+	c.henc = hpack.NewEncoder(&c.hbuf)
+	return c
+}
+
+func (c *Conn) start(preface func() error) {
+	settings := []http2.Setting{
+		{ID: http2.SettingInitialWindowSize, Val: uint32(c.cfg.StreamWindow)},
+		{ID: http2.SettingMaxHeaderListSize, Val: c.cfg.MaxHeaderListSize},
+	}
+	if c.server {
+		settings = append(settings, http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: c.cfg.MaxConcurrentStreams})
+	} else {
+		settings = append(settings, http2.Setting{ID: http2.SettingEnablePush, Val: 0})
+	}
+	c.mu.Lock()
+	_ = c.wfr.WriteSettings(settings...)
+	if more := int64(c.cfg.ConnWindow) - defaultWindow; more > 0 {
+		_ = c.wfr.WriteWindowUpdate(0, uint32(more))
+		c.recvWindow += more
+	}
+	c.mu.Unlock()
+	c.signal()
+	go c.writeLoop()
+	go func() {
+		err := error(nil)
+		if preface != nil {
+			err = preface()
+		}
+		if err == nil {
+			err = c.readLoop()
+		}
+		c.linger()
+		c.fail(err)
+		<-c.writerEnd
+		close(c.done)
+	}()
+}
+
+// Done is closed when the connection has ended and its goroutines with it.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Err is why the connection ended (nil while it runs).
+func (c *Conn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// RemoteAddr is the peer's address.
+func (c *Conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
+
+// LocalAddr is this end's address.
+func (c *Conn) LocalAddr() net.Addr { return c.nc.LocalAddr() }
+
+// NetConn is the connection under this one (for a TLS state).
+func (c *Conn) NetConn() net.Conn { return c.nc }
+
+// Close ends the connection at once and waits for its goroutines; safe
+// to call twice.
+func (c *Conn) Close() error {
+	c.fail(ErrClosed)
+	<-c.done
+	return nil
+}
+
+// GoAway tells the peer this side takes no new streams (server: those
+// it opened so far are served); the connection ends when its last
+// stream does.
+func (c *Conn) GoAway() {
+	c.mu.Lock()
+	if c.closed || c.goingAway {
+		c.mu.Unlock()
+		return
+	}
+	c.goingAway = true
+	_ = c.wfr.WriteGoAway(c.lastPeer, http2.ErrCodeNo, nil)
+	idle := len(c.streams) == 0
+	c.mu.Unlock()
+	c.signal()
+	if idle {
+		c.stopReading()
+	}
+}
+
+// stopReading wakes the reader to end a connection that went away and
+// has no streams left.
+func (c *Conn) stopReading() { _ = c.nc.SetReadDeadline(time.Now()) }
+
+// Streams is how many streams are open.
+func (c *Conn) Streams() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.streams)
+}
+
+// Usable reports whether new streams may be opened on a client
+// connection.
+func (c *Conn) Usable() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !c.closed && !c.goingAway
+}
+
+func (c *Conn) signal() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// fail ends the connection: every open stream hears err, the socket
+// closes, the writer stops.
+func (c *Conn) fail(err error) {
+	if err == nil {
+		err = io.EOF
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closed = true
+	c.err = err
+	streams := make([]*Stream, 0, len(c.streams))
+	for _, s := range c.streams {
+		s.closed = true
+		s.pending = nil
+		s.notifyDrained()
+		streams = append(streams, s)
+	}
+	c.streams = map[uint32]*Stream{}
+	c.blocked = nil
+	c.mu.Unlock()
+	c.closeOnce.Do(func() { _ = c.nc.Close() })
+	c.signal()
+	for _, s := range streams {
+		c.h.Closed(s, fmt.Errorf("%w: %v", ErrClosed, err))
+	}
+}
+
+// connError queues GOAWAY with code; the reader returns what this
+// returns, and the connection ends once the GOAWAY is written.
+func (c *Conn) connError(code http2.ErrCode, why string) error {
+	c.mu.Lock()
+	if !c.closed {
+		_ = c.wfr.WriteGoAway(c.lastPeer, code, []byte(why))
+		c.goingAway = true
+	}
+	c.mu.Unlock()
+	c.signal()
+	return fmt.Errorf("h2: connection error %v: %s", code, why)
+}
+
+// linger lets the writer send what is queued (a GOAWAY above all), then
+// half-closes and reads what the peer still sends for a moment: closing
+// with unread input would reset the connection and lose the GOAWAY.
+func (c *Conn) linger() {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.flushing = true
+	c.mu.Unlock()
+	c.signal()
+	t := time.NewTimer(lingerTime)
+	defer t.Stop()
+	select {
+	case <-c.flushed:
+	case <-c.writerEnd:
+		return
+	case <-t.C:
+		return
+	}
+	if hc, ok := c.nc.(interface{ CloseWrite() error }); ok && hc.CloseWrite() == nil {
+		_ = c.nc.SetReadDeadline(time.Now().Add(lingerTime))
+		_, _ = io.Copy(io.Discard, c.nc)
+	}
+}
+
+const lingerTime = time.Second
+
+func (c *Conn) writeLoop() {
+	defer close(c.writerEnd)
+	var spare, spareCtrl []byte
+	var spareMarks []int
+	// write sends what the control lane holds; false: the connection
+	// failed.
+	writeCtrl := func() bool {
+		c.mu.Lock()
+		ctrl, _ := c.ctrl.take(spareCtrl, nil)
+		closed := c.closed
+		c.mu.Unlock()
+		if len(ctrl) > 0 && !closed {
+			if _, err := c.nc.Write(ctrl); err != nil {
+				c.fail(err)
+				return false
+			}
+		}
+		spareCtrl = ctrl[:0]
+		return !closed
+	}
+	for range c.wake {
+		for {
+			if !writeCtrl() {
+				return
+			}
+			c.mu.Lock()
+			buf, marks := c.out.take(spare, spareMarks)
+			flushing := c.flushing
+			c.mu.Unlock()
+			from := 0
+			for i := 0; from < len(buf); i++ {
+				to := len(buf)
+				if i < len(marks) {
+					to = marks[i]
+				}
+				if _, err := c.nc.Write(buf[from:to]); err != nil {
+					c.fail(err)
+					return
+				}
+				from = to
+				if to < len(buf) && !writeCtrl() {
+					return
+				}
+			}
+			spare, spareMarks = buf[:0], marks[:0]
+			select {
+			case c.outSpace <- struct{}{}:
+			default:
+			}
+			c.mu.Lock()
+			more := len(c.out.b) > 0 || len(c.ctrl.b) > 0
+			closed := c.closed
+			c.mu.Unlock()
+			if closed {
+				return
+			}
+			if !more {
+				if flushing {
+					close(c.flushed)
+					return
+				}
+				break
+			}
+		}
+	}
+}
+
+// waitOutput holds the reader while the output buffer is over the
+// limit: a peer that reads nothing then finds its requests unread.
+func (c *Conn) waitOutput() {
+	for {
+		c.mu.Lock()
+		over := len(c.out.b) > c.cfg.OutputLimit && !c.closed
+		c.mu.Unlock()
+		if !over {
+			return
+		}
+		select {
+		case <-c.outSpace:
+		case <-c.writerEnd:
+			return
+		}
+	}
+}

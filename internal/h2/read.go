@@ -1,0 +1,367 @@
+package h2
+
+import (
+	"errors"
+	"net"
+
+	"golang.org/x/net/http2"
+)
+
+// ErrRefused is how a stream ends that the peer's GOAWAY says it never
+// processed: it is safe to send again elsewhere. A RST_STREAM with
+// REFUSED_STREAM says the same (a StreamError with that code).
+var ErrRefused = errors.New("h2: the peer went away before it processed the stream")
+
+// Refused reports an error that proves the peer did not process the
+// stream.
+func Refused(err error) bool {
+	var se http2.StreamError
+	return errors.Is(err, ErrRefused) || errors.As(err, &se) && se.Code == http2.ErrCodeRefusedStream
+}
+
+func (c *Conn) readLoop() error {
+	first := true
+	for {
+		c.waitOutput()
+		f, err := c.fr.ReadFrame()
+		if err != nil {
+			var se http2.StreamError
+			if errors.As(err, &se) {
+				c.mu.Lock()
+				if c.server && se.StreamID%2 == 1 && se.StreamID > c.lastPeer {
+					c.lastPeer = se.StreamID
+				}
+				c.mu.Unlock()
+				c.streamError(se.StreamID, se.Code)
+				continue
+			}
+			var ce http2.ConnectionError
+			if errors.As(err, &ce) {
+				return c.connError(http2.ErrCode(ce), errDetail(c.fr, err))
+			}
+			var ne net.Error
+			c.mu.Lock()
+			away := c.goingAway
+			c.mu.Unlock()
+			if away && errors.As(err, &ne) && ne.Timeout() {
+				return ErrClosed // went away, and the last stream ended
+			}
+			return err
+		}
+		if first {
+			first = false
+			if sf, ok := f.(*http2.SettingsFrame); !ok || sf.IsAck() {
+				return c.connError(http2.ErrCodeProtocol, "the first frame must be SETTINGS")
+			}
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			err = c.onSettings(f)
+		case *http2.MetaHeadersFrame:
+			err = c.onHeaders(f)
+		case *http2.DataFrame:
+			err = c.onData(f)
+		case *http2.WindowUpdateFrame:
+			err = c.onWindowUpdate(f)
+		case *http2.RSTStreamFrame:
+			err = c.onReset(f)
+		case *http2.PingFrame:
+			if !f.IsAck() {
+				c.mu.Lock()
+				_ = c.cfr.WritePing(true, f.Data)
+				c.mu.Unlock()
+				c.signal()
+			}
+		case *http2.GoAwayFrame:
+			c.onGoAway(f)
+		case *http2.PriorityFrame:
+			if f.StreamDep == f.StreamID {
+				c.streamError(f.StreamID, http2.ErrCodeProtocol)
+			}
+		case *http2.PushPromiseFrame:
+			err = c.connError(http2.ErrCodeProtocol, "PUSH_PROMISE is not allowed")
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func errDetail(fr *http2.Framer, err error) string {
+	if d := fr.ErrorDetail(); d != nil {
+		return d.Error()
+	}
+	return err.Error()
+}
+
+// streamError resets a stream for a fault of the peer's.
+func (c *Conn) streamError(id uint32, code http2.ErrCode) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	_ = c.wfr.WriteRSTStream(id, code)
+	s := c.streams[id]
+	if s != nil {
+		c.closeStreamLocked(s)
+	}
+	c.mu.Unlock()
+	c.signal()
+	if s != nil {
+		c.h.Closed(s, http2.StreamError{StreamID: id, Code: code, Cause: errPeerFault})
+	}
+}
+
+var errPeerFault = errors.New("the peer broke the protocol")
+
+// idle reports a stream id neither side has opened yet.
+func (c *Conn) idleLocked(id uint32) bool {
+	if c.server {
+		return id%2 == 1 && id > c.lastPeer || id%2 == 0
+	}
+	return id%2 == 1 && id >= c.nextID || id%2 == 0
+}
+
+func (c *Conn) onSettings(f *http2.SettingsFrame) error {
+	if f.IsAck() {
+		return nil
+	}
+	if err := f.ForeachSetting(func(s http2.Setting) error { return s.Valid() }); err != nil {
+		var ce http2.ConnectionError
+		if errors.As(err, &ce) {
+			return c.connError(http2.ErrCode(ce), err.Error())
+		}
+		return c.connError(http2.ErrCodeProtocol, err.Error())
+	}
+	c.mu.Lock()
+	defer c.signal()
+	defer c.mu.Unlock()
+	var flowErr bool
+	_ = f.ForeachSetting(func(s http2.Setting) error {
+		switch s.ID {
+		case http2.SettingHeaderTableSize:
+			c.henc.SetMaxDynamicTableSizeLimit(s.Val)
+		case http2.SettingMaxFrameSize:
+			c.peerMaxFrameSize = s.Val
+		case http2.SettingMaxConcurrentStreams:
+			c.peerMaxStreams = s.Val
+		case http2.SettingInitialWindowSize:
+			delta := int64(s.Val) - int64(c.peerInitWindow)
+			c.peerInitWindow = int32(s.Val)
+			for _, st := range c.streams {
+				st.window += delta
+				if st.window > maxWindow {
+					flowErr = true
+				}
+			}
+		}
+		return nil
+	})
+	if flowErr {
+		c.mu.Unlock()
+		err := c.connError(http2.ErrCodeFlowControl, "SETTINGS_INITIAL_WINDOW_SIZE overflows a stream's window")
+		c.mu.Lock()
+		return err
+	}
+	_ = c.wfr.WriteSettingsAck()
+	for _, st := range c.streams {
+		if len(st.pending) > 0 || st.endQueued && !st.sentEnd {
+			c.sendPendingLocked(st)
+		}
+	}
+	return nil
+}
+
+func (c *Conn) onHeaders(f *http2.MetaHeadersFrame) error {
+	id := f.StreamID
+	end := f.StreamEnded()
+	if f.HasPriority() && f.Priority.StreamDep == id {
+		c.streamError(id, http2.ErrCodeProtocol)
+		return nil
+	}
+	c.mu.Lock()
+	s := c.streams[id]
+	if s == nil {
+		if !c.server || !c.idleLocked(id) {
+			closed := !c.idleLocked(id)
+			c.mu.Unlock()
+			if closed && !c.server {
+				return nil // a stream this side reset: its answer may still come
+			}
+			if closed {
+				return c.connError(http2.ErrCodeStreamClosed, "HEADERS on a closed stream")
+			}
+			return c.connError(http2.ErrCodeProtocol, "HEADERS on a stream the client may not open")
+		}
+		c.lastPeer = id
+		if c.goingAway || uint32(len(c.streams)) >= c.cfg.MaxConcurrentStreams {
+			c.mu.Unlock()
+			c.streamError(id, http2.ErrCodeRefusedStream)
+			return nil
+		}
+		s = c.newStreamLocked(id)
+	} else {
+		if s.peerEnded {
+			c.mu.Unlock()
+			c.streamError(id, http2.ErrCodeStreamClosed)
+			return nil
+		}
+		if c.server && !end {
+			c.mu.Unlock()
+			c.streamError(id, http2.ErrCodeProtocol) // trailers must end the stream
+			return nil
+		}
+	}
+	if end {
+		s.peerEnded = true
+		if s.sentEnd {
+			c.closeStreamLocked(s)
+		}
+	}
+	c.mu.Unlock()
+	c.h.Headers(s, f.Fields, end, f.Truncated)
+	return nil
+}
+
+func (c *Conn) onData(f *http2.DataFrame) error {
+	id := f.StreamID
+	n := int64(f.Length)
+	end := f.StreamEnded()
+	c.mu.Lock()
+	if n > c.recvWindow {
+		c.mu.Unlock()
+		return c.connError(http2.ErrCodeFlowControl, "DATA past the connection's window")
+	}
+	c.recvWindow -= n
+	c.recvUnacked += n
+	c.ackConnLocked()
+	s := c.streams[id]
+	if s == nil {
+		idle := c.idleLocked(id)
+		c.mu.Unlock()
+		c.signal()
+		switch {
+		case idle:
+			return c.connError(http2.ErrCodeProtocol, "DATA on an idle stream")
+		case c.server:
+			c.streamError(id, http2.ErrCodeStreamClosed)
+		}
+		return nil
+	}
+	if s.peerEnded {
+		c.mu.Unlock()
+		c.streamError(id, http2.ErrCodeStreamClosed)
+		return nil
+	}
+	if n > s.recvWindow {
+		c.mu.Unlock()
+		c.streamError(id, http2.ErrCodeFlowControl)
+		return nil
+	}
+	s.recvWindow -= n
+	s.recvUnacked += n
+	if end {
+		s.peerEnded = true
+		if s.sentEnd {
+			c.closeStreamLocked(s)
+		}
+	} else if s.recvUnacked >= int64(c.cfg.StreamWindow)/4 {
+		_ = c.cfr.WriteWindowUpdate(id, uint32(s.recvUnacked))
+		s.recvWindow += s.recvUnacked
+		s.recvUnacked = 0
+	}
+	c.mu.Unlock()
+	c.signal()
+	c.h.Data(s, f.Data(), end)
+	return nil
+}
+
+// ackConnLocked gives the peer back the connection window once a
+// quarter of it is used: the handler has taken the data.
+func (c *Conn) ackConnLocked() {
+	if c.recvUnacked >= int64(c.cfg.ConnWindow)/4 {
+		_ = c.cfr.WriteWindowUpdate(0, uint32(c.recvUnacked))
+		c.recvWindow += c.recvUnacked
+		c.recvUnacked = 0
+	}
+}
+
+func (c *Conn) onWindowUpdate(f *http2.WindowUpdateFrame) error {
+	c.mu.Lock()
+	if f.StreamID == 0 {
+		c.sendWindow += int64(f.Increment)
+		if c.sendWindow > maxWindow {
+			c.mu.Unlock()
+			return c.connError(http2.ErrCodeFlowControl, "WINDOW_UPDATE overflows the connection's window")
+		}
+		c.windowOpenedLocked()
+		c.mu.Unlock()
+		c.signal()
+		return nil
+	}
+	s := c.streams[f.StreamID]
+	if s == nil {
+		idle := c.idleLocked(f.StreamID)
+		c.mu.Unlock()
+		if idle {
+			return c.connError(http2.ErrCodeProtocol, "WINDOW_UPDATE on an idle stream")
+		}
+		return nil
+	}
+	s.window += int64(f.Increment)
+	if s.window > maxWindow {
+		c.mu.Unlock()
+		c.streamError(f.StreamID, http2.ErrCodeFlowControl)
+		return nil
+	}
+	c.sendPendingLocked(s)
+	c.mu.Unlock()
+	c.signal()
+	return nil
+}
+
+func (c *Conn) onReset(f *http2.RSTStreamFrame) error {
+	c.mu.Lock()
+	s := c.streams[f.StreamID]
+	if s == nil {
+		idle := c.idleLocked(f.StreamID)
+		c.mu.Unlock()
+		if idle {
+			return c.connError(http2.ErrCodeProtocol, "RST_STREAM on an idle stream")
+		}
+		return nil
+	}
+	c.closeStreamLocked(s)
+	c.mu.Unlock()
+	c.h.Closed(s, http2.StreamError{StreamID: f.StreamID, Code: f.ErrCode, Cause: errResetByPeer})
+	return nil
+}
+
+var errResetByPeer = errors.New("reset by the peer")
+
+// onGoAway: the peer takes no new streams. On a client, streams past
+// the last one it names were never processed and end as refused.
+func (c *Conn) onGoAway(f *http2.GoAwayFrame) {
+	c.mu.Lock()
+	c.goingAway = true
+	c.peerLast = f.LastStreamID
+	var refused []*Stream
+	if !c.server {
+		for id, s := range c.streams {
+			if id > f.LastStreamID {
+				refused = append(refused, s)
+			}
+		}
+		for _, s := range refused {
+			c.closeStreamLocked(s)
+		}
+	}
+	if len(c.streams) == 0 {
+		c.stopReading()
+	}
+	c.mu.Unlock()
+	for _, s := range refused {
+		c.h.Closed(s, ErrRefused)
+	}
+}

@@ -1,0 +1,247 @@
+package h2
+
+import (
+	"fmt"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// Stream is one HTTP/2 stream. Its fields are the connection's, under
+// its lock; Value is the user's, set before the stream is shared.
+type Stream struct {
+	c  *Conn
+	id uint32
+	// Value is what the user keeps with the stream.
+	Value any
+
+	// send side
+	window    int64 // what this side may still send on the stream
+	pending   []byte
+	endQueued bool                // END_STREAM after pending (or trailers)
+	trailers  []hpack.HeaderField // sent after pending, with END_STREAM
+	sentEnd   bool                // this side's half is closed
+	isBlocked bool                // in c.blocked
+	drained   chan struct{}       // made on demand: pending went empty
+
+	// receive side
+	recvWindow  int64
+	recvUnacked int64
+	peerEnded   bool
+	closed      bool
+}
+
+// ID is the stream's id.
+func (s *Stream) ID() uint32 { return s.id }
+
+// Conn is the connection the stream is on.
+func (s *Stream) Conn() *Conn { return s.c }
+
+func (c *Conn) newStreamLocked(id uint32) *Stream {
+	s := &Stream{c: c, id: id, window: int64(c.peerInitWindow), recvWindow: int64(c.cfg.StreamWindow)}
+	c.streams[id] = s
+	return s
+}
+
+// Open starts a stream on a client connection with a request head.
+func (c *Conn) Open(fields []hpack.HeaderField, end bool, value any) (*Stream, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.server {
+		return nil, fmt.Errorf("h2: a server does not open streams")
+	}
+	if c.closed || c.goingAway || c.nextID > maxStreamID {
+		return nil, ErrClosed
+	}
+	if uint32(len(c.streams)) >= c.peerMaxStreams {
+		return nil, ErrFull
+	}
+	s := c.newStreamLocked(c.nextID)
+	s.Value = value
+	c.nextID += 2
+	c.writeHeadersLocked(s, fields, end)
+	if end {
+		s.sentEnd = true
+	}
+	c.signal()
+	return s, nil
+}
+
+const maxStreamID = 1<<31 - 1
+
+// writeHeadersLocked encodes a header block into HEADERS and, past the
+// peer's frame size, CONTINUATION frames.
+func (c *Conn) writeHeadersLocked(s *Stream, fields []hpack.HeaderField, end bool) {
+	c.hbuf.b = c.hbuf.b[:0]
+	for _, f := range fields {
+		_ = c.henc.WriteField(f)
+	}
+	block := c.hbuf.b
+	c.out.inBlock = true
+	defer func() { c.out.inBlock = false }()
+	max := int(c.peerMaxFrameSize)
+	first := block
+	if len(first) > max {
+		first = block[:max]
+	}
+	block = block[len(first):]
+	_ = c.wfr.WriteHeaders(http2.HeadersFrameParam{StreamID: s.id, BlockFragment: first, EndStream: end, EndHeaders: len(block) == 0})
+	for len(block) > 0 {
+		n := min(len(block), max)
+		_ = c.wfr.WriteContinuation(s.id, n == len(block), block[:n])
+		block = block[n:]
+	}
+}
+
+// WriteHeaders sends a header block: the response head, or, with end,
+// trailers (sent after any data still queued).
+func (s *Stream) WriteHeaders(fields []hpack.HeaderField, end bool) error {
+	c := s.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s.closed || s.sentEnd || s.endQueued {
+		return ErrStreamClosed
+	}
+	if end && len(s.pending) > 0 {
+		s.trailers, s.endQueued = fields, true
+		return nil
+	}
+	c.writeHeadersLocked(s, fields, end)
+	if end {
+		c.endSentLocked(s)
+	}
+	c.signal()
+	return nil
+}
+
+// WriteData queues data (the stream keeps it: the caller must not
+// change it) and sends what the windows allow; end closes this side
+// after it.
+func (s *Stream) WriteData(data []byte, end bool) error {
+	c := s.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s.closed || s.sentEnd || s.endQueued {
+		return ErrStreamClosed
+	}
+	if len(s.pending) == 0 {
+		s.pending = data
+	} else {
+		s.pending = append(s.pending, data...)
+	}
+	s.endQueued = end
+	c.sendPendingLocked(s)
+	c.signal()
+	return nil
+}
+
+// Drained returns a channel that is closed once nothing this side
+// queued waits for the peer's window, or the stream ended.
+func (s *Stream) Drained() <-chan struct{} {
+	c := s.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(s.pending) == 0 || s.closed {
+		return closedChan
+	}
+	if s.drained == nil {
+		s.drained = make(chan struct{})
+	}
+	return s.drained
+}
+
+var closedChan = func() chan struct{} { ch := make(chan struct{}); close(ch); return ch }()
+
+// notifyDrained wakes whoever waits in Drained; under the lock.
+func (s *Stream) notifyDrained() {
+	if s.drained != nil {
+		close(s.drained)
+		s.drained = nil
+	}
+}
+
+// Reset sends RST_STREAM with code and forgets the stream; the handler
+// hears Closed.
+func (s *Stream) Reset(code http2.ErrCode) {
+	c := s.c
+	c.mu.Lock()
+	if s.closed {
+		c.mu.Unlock()
+		return
+	}
+	_ = c.wfr.WriteRSTStream(s.id, code)
+	c.closeStreamLocked(s)
+	c.mu.Unlock()
+	c.signal()
+	c.h.Closed(s, http2.StreamError{StreamID: s.id, Code: code, Cause: errResetHere})
+}
+
+var errResetHere = fmt.Errorf("reset by this side")
+
+// sendPendingLocked sends as much queued data as both windows and the
+// peer's frame size allow, then the trailers or END_STREAM when all is
+// out.
+func (c *Conn) sendPendingLocked(s *Stream) {
+	wroteEnd := false
+	for len(s.pending) > 0 {
+		n := int64(len(s.pending))
+		n = min(n, s.window, c.sendWindow, int64(c.peerMaxFrameSize))
+		if n <= 0 {
+			if c.sendWindow <= 0 && s.window > 0 && !s.isBlocked {
+				s.isBlocked = true
+				c.blocked = append(c.blocked, s)
+			}
+			return
+		}
+		end := n == int64(len(s.pending)) && s.endQueued && s.trailers == nil
+		_ = c.wfr.WriteData(s.id, end, s.pending[:n])
+		wroteEnd = end
+		s.window -= n
+		c.sendWindow -= n
+		s.pending = s.pending[n:]
+	}
+	s.pending = nil
+	s.notifyDrained()
+	if !s.endQueued || s.sentEnd {
+		return
+	}
+	if s.trailers != nil {
+		c.writeHeadersLocked(s, s.trailers, true)
+		s.trailers = nil
+	} else if !wroteEnd {
+		_ = c.wfr.WriteData(s.id, true, nil)
+	}
+	c.endSentLocked(s)
+}
+
+func (c *Conn) endSentLocked(s *Stream) {
+	s.sentEnd = true
+	if s.peerEnded {
+		c.closeStreamLocked(s)
+	}
+}
+
+func (c *Conn) closeStreamLocked(s *Stream) {
+	if s.closed {
+		return
+	}
+	s.closed = true
+	s.pending = nil
+	s.notifyDrained()
+	delete(c.streams, s.id)
+	if c.goingAway && len(c.streams) == 0 {
+		c.stopReading()
+	}
+}
+
+// windowOpenedLocked sends what waited for the connection window.
+func (c *Conn) windowOpenedLocked() {
+	blocked := c.blocked
+	c.blocked = nil
+	for _, s := range blocked {
+		s.isBlocked = false
+		if !s.closed {
+			c.sendPendingLocked(s)
+		}
+	}
+}

@@ -1,0 +1,567 @@
+package proxy
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/shardctl/shardctl/internal/h2"
+)
+
+// maxRecvMsgSize is the largest request message the proxy takes, on
+// either front.
+const maxRecvMsgSize = 32 << 20
+
+// maxRespMsgSize is the largest response the frame front buffers from a
+// shard to rewrite its keys.
+const maxRespMsgSize = 64 << 20
+
+func (p *Proxy) maxRecv() int { return maxRecvMsgSize + 5 }
+
+// fastCall is one unary call the frame front forwards to one shard. It
+// buffers the request message, routes it as the grpc-go front would
+// (byKey, or placed by power of two choices), sends it as frames and
+// answers with the shard's response, its keys stamped with the slot.
+type fastCall struct {
+	p     *Proxy
+	fc    *frontConn
+	s     *h2.Stream // the client's
+	m     *fastMethod
+	path  string
+	auth  string
+	start time.Time
+	// deadline of the client's grpc-timeout (zero: none); timer ends
+	// the call there.
+	deadline time.Time
+	timer    *time.Timer
+
+	mu    sync.Mutex
+	req   []byte // the request as received: prefix and message
+	state callState
+	up    *h2.Stream // the attempt in flight
+	// placement: the message sent to each shard tried, the shards
+	// tried, and why the last one did not take it.
+	body      []byte
+	tried     []*shard
+	triedOn   [4]*shard
+	lastErr   error
+	exhausted bool
+}
+
+type callState int
+
+const (
+	receiving callState = iota
+	routing
+	done
+)
+
+func (p *Proxy) newFastCall(fc *frontConn, s *h2.Stream, m *fastMethod, req *requestHead) *fastCall {
+	c := &fastCall{p: p, fc: fc, s: s, m: m, path: req.path, auth: req.auth, start: time.Now()}
+	c.tried = c.triedOn[:0]
+	if req.hasTimeout {
+		c.deadline = c.start.Add(req.timeout)
+		c.timer = time.AfterFunc(req.timeout, c.expire)
+	}
+	return c
+}
+
+// received collects the request.
+func (c *fastCall) received(data []byte, end bool) {
+	c.mu.Lock()
+	if c.state != receiving {
+		c.mu.Unlock()
+		return
+	}
+	if len(c.req)+len(data) > c.p.maxRecv() {
+		c.mu.Unlock()
+		c.finish(status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", len(c.req)+len(data)-5, maxRecvMsgSize))
+		return
+	}
+	c.req = append(c.req, data...)
+	c.mu.Unlock()
+	if end {
+		c.requestEnded()
+	}
+}
+
+// requestEnded: the client's side is done; route the call.
+func (c *fastCall) requestEnded() {
+	c.mu.Lock()
+	if c.state != receiving {
+		c.mu.Unlock()
+		return
+	}
+	c.state = routing
+	req := c.req
+	c.mu.Unlock()
+	msg, err := oneMessage(req)
+	if err != nil {
+		c.finish(err)
+		return
+	}
+	c.route(msg)
+}
+
+// oneMessage is the one uncompressed message a unary request carries.
+func oneMessage(req []byte) ([]byte, error) {
+	if len(req) < 5 {
+		return nil, status.Error(codes.Internal, "grpc: the request ended before its one message")
+	}
+	if req[0] != 0 {
+		return nil, status.Error(codes.Internal, "grpc: compressed flag set with identity or empty encoding")
+	}
+	if n := binary.BigEndian.Uint32(req[1:5]); int64(n) != int64(len(req)-5) {
+		return nil, status.Errorf(codes.Internal, "grpc: a unary request carries one message of %d bytes, got %d bytes", n, len(req)-5)
+	}
+	return req[5:], nil
+}
+
+// framed prefixes a message for the wire, in a buffer the caller may
+// append the message to.
+func framed(n int) []byte { return make([]byte, 5, 5+n+16) }
+
+func setPrefix(b []byte) []byte {
+	b[0] = 0
+	binary.BigEndian.PutUint32(b[1:5], uint32(len(b)-5))
+	return b
+}
+
+func (c *fastCall) route(msg []byte) {
+	p, m := c.p, c.m
+	var key int64
+	if m.key != 0 {
+		k, err := wireInt64(msg, m.key)
+		if err != nil {
+			c.finish(status.Errorf(codes.Internal, "grpc: failed to unmarshal the received message: %v", err))
+			return
+		}
+		key = k
+	}
+	if m.create && !noKey(key) && key > 0 {
+		src, raw, err := p.shardForKey(key)
+		if err != nil {
+			c.finish(err)
+			return
+		}
+		pid, ok := p.index.process(src.ID, raw)
+		if !ok {
+			c.byKey(msg, key) // only the shard that issued it runs it
+			return
+		}
+		req := &pb.CreateProcessInstanceRequest{}
+		if err := proto.Unmarshal(msg, req); err != nil {
+			c.finish(status.Errorf(codes.Internal, "grpc: failed to unmarshal the received message: %v", err))
+			return
+		}
+		req.ProcessDefinitionKey, req.BpmnProcessId, req.Version = 0, pid.BpmnProcessID, pid.Version
+		b, _ := proto.MarshalOptions{}.MarshalAppend(framed(proto.Size(req)), req)
+		c.place(setPrefix(b))
+		return
+	}
+	if m.key != 0 && !(m.place && (noKey(key) || key <= 0)) {
+		c.byKey(msg, key)
+		return
+	}
+	c.place(setPrefix(append(framed(len(msg)), msg...)))
+}
+
+// byKey sends the call to the shard in its key, the keys stripped of
+// their slot.
+func (c *fastCall) byKey(msg []byte, key int64) {
+	p := c.p
+	s, _, err := p.shardForKey(key)
+	if err == nil && s.health.down.Load() {
+		err = downError(s)
+	}
+	if err != nil {
+		c.finish(err)
+		return
+	}
+	body, err := rewriteWire(framed(len(msg)), msg, c.m.in, p.stripFor(s))
+	if err != nil {
+		if errors.Is(err, errMalformed) {
+			err = status.Errorf(codes.Internal, "grpc: failed to unmarshal the received message: %v", err)
+		}
+		c.finish(err)
+		return
+	}
+	if err := c.send(s, setPrefix(body), false); err != nil {
+		c.finish(onShard(s, err))
+	}
+}
+
+// place sends the call to the shard power of two choices picks, and on
+// to the next as place does.
+func (c *fastCall) place(body []byte) {
+	c.mu.Lock()
+	c.body = body
+	c.mu.Unlock()
+	c.next()
+}
+
+func (c *fastCall) next() {
+	p := c.p
+	now := time.Now()
+	for {
+		c.mu.Lock()
+		if c.state == done {
+			c.mu.Unlock()
+			return
+		}
+		s := p.pick(now, c.tried)
+		if s == nil {
+			c.mu.Unlock()
+			break
+		}
+		c.tried = append(c.tried, s)
+		body := c.body
+		c.mu.Unlock()
+		s.placing.Add(1)
+		err := c.send(s, body, true)
+		if err == nil {
+			return
+		}
+		s.placing.Add(-1)
+		c.mu.Lock()
+		c.lastErr = err
+		c.mu.Unlock()
+		if !errors.As(err, new(*limitError)) && !neverSent(err) {
+			c.finish(onShard(s, err))
+			return
+		}
+	}
+	c.mu.Lock()
+	lastErr, exhausted := c.lastErr, c.exhausted
+	c.mu.Unlock()
+	switch {
+	case lastErr == nil:
+		c.finish(status.Error(codes.ResourceExhausted, "Expected to place the request on a shard, but every shard is at capacity (its backlog, instances or requests in flight), cooling off after backpressure, or not UP. Please try again later."))
+	case exhausted:
+		c.finish(status.Errorf(codes.ResourceExhausted, "Expected to place the request on a shard, but every shard rejected it: %s", status.Convert(lastErr).Message()))
+	default:
+		c.finish(status.Errorf(codes.Unavailable, "Expected to place the request on a shard, but none could be reached: %s", status.Convert(lastErr).Message()))
+	}
+}
+
+// attempt is one send of a call to a shard.
+type attempt struct {
+	c       *fastCall
+	s       *shard
+	placing bool
+	sent    time.Time
+	status  string // the response's :status
+	resp    []byte
+	ended   bool
+}
+
+// send starts an attempt on s; an error means nothing was sent.
+func (c *fastCall) send(s *shard, body []byte, placing bool) error {
+	p := c.p
+	if err := p.enter(s, c.m.rpc); err != nil {
+		return err
+	}
+	a := &attempt{c: c, s: s, placing: placing, sent: time.Now()}
+	fields := make([]hpack.HeaderField, 0, 8)
+	fields = append(fields,
+		hpack.HeaderField{Name: ":method", Value: "POST"},
+		hpack.HeaderField{Name: ":scheme", Value: s.frames.scheme},
+		hpack.HeaderField{Name: ":path", Value: c.path},
+		hpack.HeaderField{Name: ":authority", Value: s.Addr},
+		hpack.HeaderField{Name: "content-type", Value: "application/grpc"},
+		hpack.HeaderField{Name: "te", Value: "trailers"})
+	if !c.deadline.IsZero() {
+		fields = append(fields, hpack.HeaderField{Name: "grpc-timeout", Value: formatTimeout(time.Until(c.deadline))})
+	}
+	if c.auth != "" {
+		fields = append(fields, hpack.HeaderField{Name: "authorization", Value: c.auth, Sensitive: true})
+	}
+	up, err := s.frames.open(fields, body, a)
+	if err != nil {
+		err = upstreamOpenError(s, err)
+		p.leave(s, c.m.rpc, err, false)
+		return err
+	}
+	c.mu.Lock()
+	gone := c.state == done
+	c.up = up
+	c.mu.Unlock()
+	if gone {
+		up.Reset(http2.ErrCodeCancel)
+	}
+	return nil
+}
+
+// upstreamOpenError is a call that could not be sent, worded so that
+// neverSent knows it.
+func upstreamOpenError(s *shard, err error) error {
+	if errors.Is(err, h2.ErrFull) {
+		return status.Errorf(codes.Unavailable, "connection error: every connection to shard %s carries as many calls as the shard allows", s.ID)
+	}
+	return status.Errorf(codes.Unavailable, "connection error: %v", err)
+}
+
+// upstreamHandler hears the shards' answers on the frame front's
+// connections.
+type upstreamHandler struct{}
+
+func (upstreamHandler) Headers(s *h2.Stream, fields []hpack.HeaderField, end, truncated bool) {
+	a := s.Value.(*attempt)
+	if !end {
+		for _, f := range fields {
+			if f.Name == ":status" {
+				a.status = f.Value
+			}
+		}
+		return
+	}
+	code, msg := codes.Unknown, ""
+	haveStatus := false
+	for _, f := range fields {
+		switch f.Name {
+		case ":status":
+			a.status = f.Value
+		case "grpc-status":
+			if n, err := strconv.Atoi(f.Value); err == nil {
+				code, haveStatus = codes.Code(n), true
+			}
+		case "grpc-message":
+			msg = decodeGrpcMessage(f.Value)
+		}
+	}
+	if !haveStatus {
+		code, msg = httpStatusCode(a.status), "the shard answered HTTP status "+a.status+" without a gRPC status"
+	}
+	a.end(code, msg, false)
+}
+
+func (upstreamHandler) Data(s *h2.Stream, data []byte, end bool) {
+	a := s.Value.(*attempt)
+	if len(a.resp)+len(data) > maxRespMsgSize+5 {
+		s.Reset(http2.ErrCodeCancel)
+		return
+	}
+	a.resp = append(a.resp, data...)
+	if end {
+		a.end(codes.Internal, "the shard ended the response without trailers", false)
+	}
+}
+
+func (upstreamHandler) Closed(s *h2.Stream, err error) {
+	a := s.Value.(*attempt)
+	var se http2.StreamError
+	switch {
+	case h2.Refused(err):
+		a.end(codes.Unavailable, "connection error: the shard refused the stream", true)
+	case errors.As(err, &se):
+		a.end(resetCode(se.Code), fmt.Sprintf("stream reset: %v", se.Code), false)
+	default:
+		a.end(codes.Unavailable, fmt.Sprintf("the connection to the shard ended: %v", err), false)
+	}
+}
+
+// resetCode is what a stream reset means to a gRPC client, as grpc-go
+// maps it.
+func resetCode(code http2.ErrCode) codes.Code {
+	switch code {
+	case http2.ErrCodeRefusedStream:
+		return codes.Unavailable
+	case http2.ErrCodeCancel:
+		return codes.Canceled
+	case http2.ErrCodeEnhanceYourCalm:
+		return codes.ResourceExhausted
+	case http2.ErrCodeInadequateSecurity:
+		return codes.PermissionDenied
+	}
+	return codes.Internal
+}
+
+// httpStatusCode maps an HTTP status without a gRPC status, as gRPC
+// clients do.
+func httpStatusCode(st string) codes.Code {
+	switch st {
+	case "400":
+		return codes.Internal
+	case "401":
+		return codes.Unauthenticated
+	case "403":
+		return codes.PermissionDenied
+	case "404":
+		return codes.Unimplemented
+	case "429", "502", "503", "504":
+		return codes.Unavailable
+	}
+	return codes.Unknown
+}
+
+// end is an attempt's outcome; neverProcessed: the shard says it did
+// not take the call.
+func (a *attempt) end(code codes.Code, msg string, neverProcessed bool) {
+	if a.ended {
+		return
+	}
+	a.ended = true
+	c, p, s := a.c, a.c.p, a.s
+	var err error
+	if code != codes.OK {
+		err = status.Error(code, msg)
+	}
+	c.mu.Lock()
+	gone := c.state == done
+	c.up = nil
+	c.mu.Unlock()
+	p.leave(s, c.m.rpc, err, gone)
+	now := time.Now()
+	if a.placing {
+		s.placing.Add(-1)
+		if code == codes.OK || code == codes.DeadlineExceeded {
+			s.latency.observe(now.Sub(a.sent), now)
+		}
+	}
+	if gone {
+		return
+	}
+	switch {
+	case code == codes.OK:
+		out, err := a.stamped()
+		if err != nil {
+			c.finish(err)
+			return
+		}
+		if a.placing {
+			s.choices.Inc()
+			if c.m.create {
+				s.admission.instances.placed.Add(1)
+			}
+		}
+		if c.claim() {
+			c.reply(out, nil)
+		}
+	case a.placing && code == codes.ResourceExhausted:
+		s.coolOff(p.cfg.CoolingOff)
+		p.metrics.coolingOff.WithLabelValues(s.ID).Inc()
+		c.mu.Lock()
+		c.exhausted, c.lastErr = true, err
+		c.mu.Unlock()
+		c.next()
+	case a.placing && neverProcessed:
+		c.mu.Lock()
+		c.lastErr = err
+		c.mu.Unlock()
+		c.next()
+	default:
+		c.finish(onShard(s, err))
+	}
+}
+
+// stamped is the response with the shard's slot in its keys.
+func (a *attempt) stamped() ([]byte, error) {
+	msg, err := oneMessage(a.resp)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "shard %s: %s", a.s.ID, status.Convert(err).Message())
+	}
+	slot := a.s.Slot
+	out, err := rewriteWire(framed(len(msg)), msg, a.c.m.out, func(_ protoreflect.FieldDescriptor, k int64) (int64, error) { return WithSlot(k, slot), nil })
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "shard %s: the response does not parse: %v", a.s.ID, err)
+	}
+	return setPrefix(out), nil
+}
+
+// finish answers the client with err, once.
+func (c *fastCall) finish(err error) {
+	if c.claim() {
+		c.reply(nil, err)
+	}
+}
+
+// claim marks the call answered; false: it already was.
+func (c *fastCall) claim() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.state == done {
+		return false
+	}
+	c.state = done
+	return true
+}
+
+// The heads of every answer.
+var (
+	okHead     = []hpack.HeaderField{{Name: ":status", Value: "200"}, {Name: "content-type", Value: "application/grpc"}}
+	okTrailers = []hpack.HeaderField{{Name: "grpc-status", Value: "0"}}
+)
+
+// reply writes the answer: the response, or err in a trailers-only
+// response.
+func (c *fastCall) reply(resp []byte, err error) {
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	if err == nil {
+		_ = c.s.WriteHeaders(okHead, false)
+		_ = c.s.WriteData(resp, false)
+		_ = c.s.WriteHeaders(okTrailers, true)
+		c.p.metrics.observe(c.m.rpc, codes.OK, time.Since(c.start))
+		return
+	}
+	st := status.Convert(err)
+	fields := make([]hpack.HeaderField, 0, 4)
+	fields = append(fields, okHead...)
+	fields = append(fields, hpack.HeaderField{Name: "grpc-status", Value: strconv.Itoa(int(st.Code()))})
+	if m := st.Message(); m != "" {
+		fields = append(fields, hpack.HeaderField{Name: "grpc-message", Value: encodeGrpcMessage(m)})
+	}
+	_ = c.s.WriteHeaders(fields, true)
+	c.p.metrics.observe(c.m.rpc, st.Code(), time.Since(c.start))
+}
+
+// expire ends a call at the client's deadline.
+func (c *fastCall) expire() {
+	up, ok := c.abandon()
+	if !ok {
+		return
+	}
+	if up != nil {
+		up.Reset(http2.ErrCodeCancel)
+	}
+	c.reply(nil, status.Error(codes.DeadlineExceeded, "context deadline exceeded"))
+}
+
+// clientGone: the client reset the stream or its connection ended.
+func (c *fastCall) clientGone() {
+	up, ok := c.abandon()
+	if !ok {
+		return
+	}
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	if up != nil {
+		up.Reset(http2.ErrCodeCancel)
+	}
+	c.p.metrics.observe(c.m.rpc, codes.Canceled, time.Since(c.start))
+}
+
+// abandon marks the call done and returns the attempt in flight; false:
+// it was answered already.
+func (c *fastCall) abandon() (*h2.Stream, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.state == done {
+		return nil, false
+	}
+	c.state = done
+	return c.up, true
+}

@@ -1,0 +1,360 @@
+package proxy
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/shardctl/shardctl/internal/h2"
+)
+
+// The fronts a proxy can serve clients with.
+const (
+	// FrontFrames speaks HTTP/2 itself: a call that goes to one shard
+	// and needs only its keys rewritten is forwarded as frames; the rest
+	// go to the grpc-go server (FrontGRPC's) through its ServeHTTP.
+	FrontFrames = "frames"
+	// FrontGRPC serves every call with grpc-go.
+	FrontGRPC = "grpc"
+)
+
+// fastMethod is a gateway RPC the frame front forwards itself.
+type fastMethod struct {
+	rpc     string
+	in, out protoreflect.MessageDescriptor
+	// key is the field whose key routes the call; with place, a call
+	// without it is placed as something new.
+	key   protowire.Number
+	place bool
+	// create: CreateProcessInstance, whose definition key the ledger may
+	// turn into a process id and version.
+	create bool
+}
+
+const gatewayService = "gateway_protocol.Gateway"
+
+// fastMethods by :path. Each takes one request and answers one response
+// on one shard; calls that fan out, stream or long-poll are not here.
+var fastMethods = func() map[string]*fastMethod {
+	svc := pb.File_gateway_proto.Services().ByName("Gateway")
+	out := map[string]*fastMethod{}
+	add := func(rpc, key string, place bool) {
+		md := svc.Methods().ByName(protoreflect.Name(rpc))
+		m := &fastMethod{rpc: rpc, in: md.Input(), out: md.Output(), place: place}
+		if key != "" {
+			m.key = md.Input().Fields().ByName(protoreflect.Name(key)).Number()
+		}
+		out["/"+gatewayService+"/"+rpc] = m
+	}
+	add("CreateProcessInstance", "processDefinitionKey", true)
+	out["/"+gatewayService+"/CreateProcessInstance"].create = true
+	add("EvaluateDecision", "decisionKey", true)
+	for rpc, key := range map[string]string{
+		"CancelProcessInstance":  "processInstanceKey",
+		"CompleteJob":            "jobKey",
+		"FailJob":                "jobKey",
+		"ThrowError":             "jobKey",
+		"UpdateJobRetries":       "jobKey",
+		"UpdateJobTimeout":       "jobKey",
+		"SetVariables":           "elementInstanceKey",
+		"ResolveIncident":        "incidentKey",
+		"ModifyProcessInstance":  "processInstanceKey",
+		"MigrateProcessInstance": "processInstanceKey",
+		"DeleteResource":         "resourceKey",
+	} {
+		add(rpc, key, false)
+	}
+	return out
+}()
+
+// frameFront serves clients for a proxy with --front=frames.
+type frameFront struct {
+	p   *Proxy
+	ln  net.Listener
+	tls *tls.Config
+
+	mu      sync.Mutex
+	conns   map[*h2.Conn]struct{}
+	closing bool
+	// handlers are the calls handed to grpc-go, each in its goroutine.
+	handlers sync.WaitGroup
+	accepted sync.WaitGroup
+}
+
+func newFrameFront(p *Proxy, ln net.Listener, tc *tls.Config) *frameFront {
+	f := &frameFront{p: p, ln: ln, conns: map[*h2.Conn]struct{}{}}
+	if tc != nil {
+		f.tls = tc.Clone()
+		f.tls.NextProtos = []string{http2.NextProtoTLS}
+	}
+	return f
+}
+
+// serve accepts clients until the listener closes.
+func (f *frameFront) serve() error {
+	for {
+		nc, err := f.ln.Accept()
+		if err != nil {
+			f.mu.Lock()
+			closing := f.closing
+			f.mu.Unlock()
+			if closing {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			return err
+		}
+		if tcp, ok := nc.(*net.TCPConn); ok {
+			_ = tcp.SetNoDelay(true)
+		}
+		if f.tls != nil {
+			nc = tls.Server(nc, f.tls)
+		}
+		f.mu.Lock()
+		if f.closing {
+			f.mu.Unlock()
+			nc.Close()
+			return nil
+		}
+		c := h2.Server(nc, h2.Config{}, &frontConn{f: f})
+		f.conns[c] = struct{}{}
+		f.accepted.Add(1)
+		f.mu.Unlock()
+		go func() {
+			defer f.accepted.Done()
+			<-c.Done()
+			f.mu.Lock()
+			delete(f.conns, c)
+			f.mu.Unlock()
+		}()
+	}
+}
+
+// shutdown stops accepting, sends every client GOAWAY and waits until
+// their calls are done, or ctx ends (then every connection is cut).
+func (f *frameFront) shutdown(ctx context.Context) {
+	f.mu.Lock()
+	f.closing = true
+	conns := make([]*h2.Conn, 0, len(f.conns))
+	for c := range f.conns {
+		conns = append(conns, c)
+	}
+	f.mu.Unlock()
+	_ = f.ln.Close()
+	for _, c := range conns {
+		c.GoAway()
+	}
+	done := make(chan struct{})
+	go func() { f.accepted.Wait(); f.handlers.Wait(); close(done) }()
+	select {
+	case <-done:
+		return
+	case <-ctx.Done():
+	}
+	f.mu.Lock()
+	conns = conns[:0]
+	for c := range f.conns {
+		conns = append(conns, c)
+	}
+	f.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+	}
+	<-done
+}
+
+// frontConn hears one client connection.
+type frontConn struct {
+	f *frameFront
+}
+
+func (fc *frontConn) Headers(s *h2.Stream, fields []hpack.HeaderField, end, truncated bool) {
+	switch v := s.Value.(type) {
+	case nil:
+		fc.open(s, fields, end, truncated)
+	case *fastCall:
+		v.requestEnded()
+	case *passCall:
+		v.body.close(nil)
+	}
+}
+
+func (fc *frontConn) Data(s *h2.Stream, data []byte, end bool) {
+	switch v := s.Value.(type) {
+	case *fastCall:
+		v.received(data, end)
+	case *passCall:
+		if err := v.body.write(data, fc.f.p.maxRecv()); err != nil {
+			s.Reset(http2.ErrCodeCancel)
+			return
+		}
+		if end {
+			v.body.close(nil)
+		}
+	}
+}
+
+func (fc *frontConn) Closed(s *h2.Stream, err error) {
+	switch v := s.Value.(type) {
+	case *fastCall:
+		v.clientGone()
+	case *passCall:
+		v.cancel()
+		v.body.close(err)
+	}
+}
+
+// open starts a call: forwarded as frames when it is one of fastMethods
+// in a plain gRPC request, else handed to grpc-go.
+func (fc *frontConn) open(s *h2.Stream, fields []hpack.HeaderField, end, truncated bool) {
+	var req requestHead
+	if err := req.parse(fields); err != nil || truncated {
+		// Too big or not valid: grpc-go would not serve it either.
+		s.Reset(http2.ErrCodeProtocol)
+		return
+	}
+	if m := fastMethods[req.path]; m != nil && req.fast() {
+		call := fc.f.p.newFastCall(fc, s, m, &req)
+		s.Value = call
+		if end {
+			call.requestEnded()
+		}
+		return
+	}
+	fc.f.pass(fc, s, fields, &req, end)
+}
+
+// requestHead is what the front reads from a request's header block.
+type requestHead struct {
+	method, path, authority, scheme string
+	contentType, encoding, auth     string
+	timeout                         time.Duration
+	hasTimeout                      bool
+}
+
+func (r *requestHead) parse(fields []hpack.HeaderField) error {
+	for _, f := range fields {
+		switch f.Name {
+		case ":method":
+			r.method = f.Value
+		case ":path":
+			r.path = f.Value
+		case ":authority":
+			r.authority = f.Value
+		case ":scheme":
+			r.scheme = f.Value
+		case "content-type":
+			r.contentType = f.Value
+		case "grpc-encoding":
+			r.encoding = f.Value
+		case "authorization":
+			r.auth = f.Value
+		case "grpc-timeout":
+			d, err := parseTimeout(f.Value)
+			if err != nil {
+				return err
+			}
+			r.timeout, r.hasTimeout = d, true
+		case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade":
+			return fmt.Errorf("connection-specific header %q", f.Name)
+		case "te":
+			if f.Value != "trailers" {
+				return fmt.Errorf("te %q", f.Value)
+			}
+		}
+	}
+	if r.method == "" || r.path == "" || r.scheme == "" {
+		return errors.New("a request needs :method, :scheme and :path")
+	}
+	return nil
+}
+
+// fast: a plain gRPC request the front can forward itself. Anything
+// else (compressed, another content type) is grpc-go's to answer.
+func (r *requestHead) fast() bool {
+	return r.method == "POST" && (r.contentType == "application/grpc" || r.contentType == "application/grpc+proto") &&
+		(r.encoding == "" || r.encoding == "identity")
+}
+
+// parseTimeout reads a grpc-timeout value: at most 8 digits and a unit.
+func parseTimeout(v string) (time.Duration, error) {
+	if len(v) < 2 || len(v) > 9 {
+		return 0, fmt.Errorf("grpc-timeout %q", v)
+	}
+	n, err := strconv.ParseInt(v[:len(v)-1], 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("grpc-timeout %q", v)
+	}
+	unit := map[byte]time.Duration{'H': time.Hour, 'M': time.Minute, 'S': time.Second, 'm': time.Millisecond, 'u': time.Microsecond, 'n': time.Nanosecond}[v[len(v)-1]]
+	if unit == 0 {
+		return 0, fmt.Errorf("grpc-timeout %q: unknown unit", v)
+	}
+	return time.Duration(n) * unit, nil
+}
+
+// formatTimeout writes d as a grpc-timeout value (rounded up, so a call
+// never gets less time than it had).
+func formatTimeout(d time.Duration) string {
+	if d <= 0 {
+		return "1n"
+	}
+	for _, u := range []struct {
+		d time.Duration
+		c string
+	}{{time.Nanosecond, "n"}, {time.Microsecond, "u"}, {time.Millisecond, "m"}, {time.Second, "S"}, {time.Minute, "M"}, {time.Hour, "H"}} {
+		n := (d + u.d - 1) / u.d
+		if n < 1e8 {
+			return strconv.FormatInt(int64(n), 10) + u.c
+		}
+	}
+	return "99999999H"
+}
+
+// grpc-message is percent-encoded: bytes outside printable ASCII and
+// '%' itself (gRPC's HTTP/2 protocol).
+func encodeGrpcMessage(msg string) string {
+	var b strings.Builder
+	for i := 0; i < len(msg); i++ {
+		c := msg[i]
+		if c >= ' ' && c <= '~' && c != '%' {
+			b.WriteByte(c)
+			continue
+		}
+		fmt.Fprintf(&b, "%%%02X", c)
+	}
+	return b.String()
+}
+
+func decodeGrpcMessage(msg string) string {
+	if !strings.Contains(msg, "%") {
+		return msg
+	}
+	var b strings.Builder
+	for i := 0; i < len(msg); i++ {
+		if msg[i] == '%' && i+2 < len(msg) {
+			if v, err := strconv.ParseUint(msg[i+1:i+3], 16, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 2
+				continue
+			}
+		}
+		b.WriteByte(msg[i])
+	}
+	return b.String()
+}

@@ -1,0 +1,165 @@
+package proxy
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+
+	"github.com/shardctl/shardctl/internal/h2"
+)
+
+// upstreams are the frame front's HTTP/2 connections to one shard,
+// opened when first needed and again after one ends; a call goes on the
+// one with the fewest streams open.
+type upstreams struct {
+	addr   string
+	tls    *tls.Config // nil: plain text
+	size   int
+	scheme string
+	h      h2.Handler
+
+	mu      sync.Mutex
+	conns   []*h2.Conn
+	dialing int
+	closed  bool
+}
+
+// upstreamDialTimeout bounds a connection attempt: a shard that does not
+// answer is found by the calls that wait for it.
+const upstreamDialTimeout = 5 * time.Second
+
+func newUpstreams(addr string, tc *tls.Config, size int, h h2.Handler) *upstreams {
+	u := &upstreams{addr: addr, tls: tc, size: max(size, 1), scheme: "http", h: h}
+	if tc != nil {
+		u.tls = tc.Clone()
+		u.tls.NextProtos = []string{http2.NextProtoTLS}
+		if u.tls.ServerName == "" {
+			u.tls.ServerName, _, _ = net.SplitHostPort(addr)
+		}
+		u.scheme = "https"
+	}
+	return u
+}
+
+// errDial wraps a failed connection attempt: the call was never sent.
+type errDial struct{ err error }
+
+func (e *errDial) Error() string { return "connection error: " + e.err.Error() }
+func (e *errDial) Unwrap() error { return e.err }
+
+// open starts a call: the request head, then body with END_STREAM.
+func (u *upstreams) open(fields []hpack.HeaderField, body []byte, value any) (*h2.Stream, error) {
+	for attempt := 0; ; attempt++ {
+		c, err := u.conn()
+		if err != nil {
+			return nil, err
+		}
+		s, err := c.Open(fields, false, value)
+		if errors.Is(err, h2.ErrClosed) && attempt < 2 {
+			continue // it ended since: another
+		}
+		if err != nil {
+			return nil, err
+		}
+		_ = s.WriteData(body, true)
+		return s, nil
+	}
+}
+
+// conn is the open connection with the fewest streams, or a new one
+// while there are fewer than size.
+func (u *upstreams) conn() (*h2.Conn, error) {
+	u.mu.Lock()
+	if u.closed {
+		u.mu.Unlock()
+		return nil, h2.ErrClosed
+	}
+	var best *h2.Conn
+	bestN, usable := 0, 0
+	live := u.conns[:0]
+	for _, c := range u.conns {
+		select {
+		case <-c.Done():
+			continue
+		default:
+		}
+		live = append(live, c) // one going away still ends its calls
+		if !c.Usable() {
+			continue
+		}
+		usable++
+		if n := c.Streams(); best == nil || n < bestN {
+			best, bestN = c, n
+		}
+	}
+	u.conns = live
+	if best != nil && (bestN == 0 || usable+u.dialing >= u.size) {
+		u.mu.Unlock()
+		return best, nil
+	}
+	u.dialing++
+	u.mu.Unlock()
+	c, err := u.dial()
+	u.mu.Lock()
+	u.dialing--
+	closed := u.closed
+	if err == nil && !closed {
+		u.conns = append(u.conns, c)
+	}
+	u.mu.Unlock()
+	switch {
+	case err != nil && best != nil:
+		return best, nil
+	case err != nil:
+		return nil, &errDial{err}
+	case closed:
+		c.Close()
+		return nil, h2.ErrClosed
+	}
+	return c, nil
+}
+
+func (u *upstreams) dial() (*h2.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), upstreamDialTimeout)
+	defer cancel()
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", u.addr)
+	if err != nil {
+		return nil, err
+	}
+	if tcp, ok := nc.(*net.TCPConn); ok {
+		_ = tcp.SetNoDelay(true)
+	}
+	if u.tls != nil {
+		tc := tls.Client(nc, u.tls)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			nc.Close()
+			return nil, err
+		}
+		if p := tc.ConnectionState().NegotiatedProtocol; p != http2.NextProtoTLS {
+			tc.Close()
+			return nil, fmt.Errorf("the shard at %s does not speak HTTP/2 over TLS (ALPN %q)", u.addr, p)
+		}
+		nc = tc
+	}
+	return h2.Client(nc, h2.Config{}, u.h), nil
+}
+
+// close ends every connection and waits for them.
+func (u *upstreams) close() {
+	u.mu.Lock()
+	u.closed = true
+	conns := u.conns
+	u.conns = nil
+	u.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+	}
+}

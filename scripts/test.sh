@@ -58,6 +58,9 @@ goreleaser=$(scripts/tools.sh goreleaser)
 # The simulator is tested with the real zbctl as well as the Go client.
 ZBCTL=$(scripts/tools.sh zbctl)
 export ZBCTL
+# The proxy's frame front is checked for HTTP/2 conformance with h2spec.
+H2SPEC=$(scripts/tools.sh h2spec)
+export H2SPEC
 # The cutover in Kubernetes is tested against a real kube-apiserver and
 # etcd, built from the Go module proxy: minutes on a cold machine, once.
 SHARDCTL_KUBE_TESTENV=$(scripts/tools.sh kube-testenv)

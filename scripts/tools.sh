@@ -2,7 +2,7 @@
 # Prints the path of a pinned Go tool, building it once with `go install`
 # into a cache outside the work tree, so CI runs and sessions on the same
 # machine reuse it. Versions are pinned here and nowhere else.
-#   scripts/tools.sh staticcheck|goreleaser|zbctl
+#   scripts/tools.sh staticcheck|goreleaser|zbctl|h2spec
 #   scripts/tools.sh kube-testenv   (a folder holding kube-apiserver and etcd)
 set -euo pipefail
 
@@ -36,9 +36,10 @@ declare -A TOOLS=(
   [staticcheck]="honnef.co/go/tools/cmd/staticcheck@v0.8.2"
   [goreleaser]="github.com/goreleaser/goreleaser/v2@v2.15.1"
   [zbctl]="github.com/camunda/zeebe/clients/go/v8/cmd/zbctl@v8.5.20"
+  [h2spec]="github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatible"
 )
 
-name=${1:?usage: scripts/tools.sh staticcheck|goreleaser|zbctl|kube-testenv}
+name=${1:?usage: scripts/tools.sh staticcheck|goreleaser|zbctl|h2spec|kube-testenv}
 spec=${TOOLS[$name]:-}
 if [[ -z $spec ]]; then
   echo "scripts/tools.sh: unknown tool '$name' (known: ${!TOOLS[*]})" >&2

@@ -130,6 +130,7 @@ type Conn struct {
 	err         error  // why the connection ended
 	closed      bool
 	flushing    bool // the reader ended: the writer says when all is written
+	writing     int  // bytes the writer took and has not written yet
 
 	wake      chan struct{} // the writer has something
 	outSpace  chan struct{} // the output buffer went under the limit
@@ -418,6 +419,7 @@ func (c *Conn) writeLoop() {
 			c.mu.Lock()
 			buf, marks := c.out.take(spare, spareMarks)
 			flushing := c.flushing
+			c.writing = len(buf)
 			c.mu.Unlock()
 			from := 0
 			for i := 0; from < len(buf); i++ {
@@ -435,6 +437,9 @@ func (c *Conn) writeLoop() {
 				}
 			}
 			spare, spareMarks = buf[:0], marks[:0]
+			c.mu.Lock()
+			c.writing = 0
+			c.mu.Unlock()
 			select {
 			case c.outSpace <- struct{}{}:
 			default:
@@ -462,7 +467,7 @@ func (c *Conn) writeLoop() {
 func (c *Conn) waitOutput() {
 	for {
 		c.mu.Lock()
-		over := len(c.out.b) > c.cfg.OutputLimit && !c.closed
+		over := len(c.out.b)+c.writing > c.cfg.OutputLimit && !c.closed
 		c.mu.Unlock()
 		if !over {
 			return

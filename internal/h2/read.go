@@ -3,6 +3,7 @@ package h2
 import (
 	"errors"
 	"net"
+	"strconv"
 
 	"golang.org/x/net/http2"
 )
@@ -85,6 +86,19 @@ func (c *Conn) readLoop() error {
 			return err
 		}
 	}
+}
+
+// contentLength is a request's content-length, -1 when it has none (or
+// one that does not parse: then nothing can be checked against it).
+func contentLength(f *http2.MetaHeadersFrame) int64 {
+	for _, hf := range f.Fields {
+		if hf.Name == "content-length" {
+			if n, err := strconv.ParseInt(hf.Value, 10, 64); err == nil && n >= 0 {
+				return n
+			}
+		}
+	}
+	return -1
 }
 
 func errDetail(fr *http2.Framer, err error) string {
@@ -180,6 +194,9 @@ func (c *Conn) onHeaders(f *http2.MetaHeadersFrame) error {
 		c.streamError(id, http2.ErrCodeProtocol)
 		return nil
 	}
+	if c.server && id%2 == 0 {
+		return c.connError(http2.ErrCodeProtocol, "a client opened an even-numbered stream")
+	}
 	c.mu.Lock()
 	s := c.streams[id]
 	if s == nil {
@@ -201,6 +218,7 @@ func (c *Conn) onHeaders(f *http2.MetaHeadersFrame) error {
 			return nil
 		}
 		s = c.newStreamLocked(id)
+		s.wantLen = contentLength(f)
 	} else {
 		if s.peerEnded {
 			c.mu.Unlock()
@@ -261,6 +279,12 @@ func (c *Conn) onData(f *http2.DataFrame) error {
 	}
 	s.recvWindow -= n
 	s.recvUnacked += n
+	s.gotLen += int64(len(f.Data()))
+	if s.wantLen >= 0 && (s.gotLen > s.wantLen || end && s.gotLen != s.wantLen) {
+		c.mu.Unlock()
+		c.streamError(id, http2.ErrCodeProtocol) // malformed: content-length is not what came
+		return nil
+	}
 	if end {
 		s.peerEnded = true
 		if s.sentEnd {

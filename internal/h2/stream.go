@@ -27,8 +27,11 @@ type Stream struct {
 	// receive side
 	recvWindow  int64
 	recvUnacked int64
-	peerEnded   bool
-	closed      bool
+	// wantLen is the request's content-length (-1: none); gotLen what
+	// its DATA carried so far.
+	wantLen, gotLen int64
+	peerEnded       bool
+	closed          bool
 }
 
 // ID is the stream's id.
@@ -38,7 +41,7 @@ func (s *Stream) ID() uint32 { return s.id }
 func (s *Stream) Conn() *Conn { return s.c }
 
 func (c *Conn) newStreamLocked(id uint32) *Stream {
-	s := &Stream{c: c, id: id, window: int64(c.peerInitWindow), recvWindow: int64(c.cfg.StreamWindow)}
+	s := &Stream{c: c, id: id, window: int64(c.peerInitWindow), recvWindow: int64(c.cfg.StreamWindow), wantLen: -1}
 	c.streams[id] = s
 	return s
 }

@@ -6,6 +6,7 @@ package proctest
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -79,6 +81,25 @@ func Build(t testing.TB) string {
 var handedOut struct {
 	sync.Mutex
 	ports map[int]bool
+}
+
+// Tool is the path of a tool scripts/tools.sh pins: $env when set,
+// else the copy the script builds once per machine from the Go module
+// proxy.
+func Tool(t testing.TB, name, env string) string {
+	t.Helper()
+	if p := os.Getenv(env); p != "" {
+		return p
+	}
+	_, file, _, _ := runtime.Caller(0)
+	script := filepath.Join(filepath.Dir(file), "..", "..", "scripts", "tools.sh")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "bash", script, name).Output()
+	if err != nil {
+		t.Fatalf("build %s with scripts/tools.sh: %v", name, err)
+	}
+	return strings.TrimSpace(string(out))
 }
 
 // FreePort is a TCP port free on 127.0.0.1 a moment ago, and never one

@@ -95,6 +95,40 @@ func startProcess(t testing.TB, dir, name string, args ...string) *exec.Cmd {
 	return cmd
 }
 
+// startHAProxy runs HAProxy in front of the shards as BENCH-PEERS.md
+// says is fair (h2 both sides, leastconn, connections reused), and
+// returns it with its address once it listens.
+func startHAProxy(t testing.TB, dir, haproxy string, shardAddrs []string) (*exec.Cmd, string) {
+	port := proctest.FreePort(t)
+	var servers strings.Builder
+	for i, a := range shardAddrs {
+		fmt.Fprintf(&servers, "  server s%d %s proto h2\n", i+1, a)
+	}
+	conf := fmt.Sprintf(`global
+  nbthread 2
+  maxconn 8000
+defaults
+  mode http
+  timeout connect 5s
+  timeout client 60s
+  timeout server 60s
+frontend gw
+  bind 127.0.0.1:%d proto h2
+  default_backend shards
+backend shards
+  balance leastconn
+  http-reuse always
+%s`, port, servers.String())
+	file := filepath.Join(dir, "haproxy.cfg")
+	if err := os.WriteFile(file, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := startProcess(t, dir, haproxy, "-f", file, "-db")
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	waitListening(t, addr)
+	return cmd, addr
+}
+
 func waitListening(t testing.TB, addr string) {
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
@@ -257,11 +291,17 @@ func BenchmarkPeers(b *testing.B) {
 	}
 	px := proctest.Start(b, bin, gomaxprocs, args...)
 	proxyCmd, proxyAddr := px.Cmd, px.Addr
-	if _, err := dialAll(b, []string{proxyAddr}, 1)[0].DeployResource(context.Background(), &pb.DeployResourceRequest{Resources: []*pb.Resource{{Name: "bench.bpmn", Content: process}}}); err != nil {
-		b.Fatal(err)
+	// The same proxy on its fallback front, for comparison.
+	grpcArgs := append([]string{}, args...)
+	grpcArgs[5] = fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(b)) // its own admin port
+	grpcFront := proctest.Start(b, bin, gomaxprocs, append(grpcArgs, "--front", FrontGRPC)...)
+	for _, addr := range []string{proxyAddr, grpcFront.Addr} {
+		if _, err := dialAll(b, []string{addr}, 1)[0].DeployResource(context.Background(), &pb.DeployResourceRequest{Resources: []*pb.Resource{{Name: "bench.bpmn", Content: process}}}); err != nil {
+			b.Fatal(err)
+		}
 	}
 
-	nginxPort, haproxyPort := proctest.FreePort(b), proctest.FreePort(b)
+	nginxPort := proctest.FreePort(b)
 	var upstream strings.Builder
 	for _, a := range shardAddrs {
 		fmt.Fprintf(&upstream, "    server %s;\n", a)
@@ -291,33 +331,10 @@ http {
 	}
 	nginxCmd := startProcess(b, dir, nginx, "-p", dir, "-c", filepath.Join(dir, "nginx.conf"), "-e", filepath.Join(dir, "nginx-error.log"))
 
-	var servers strings.Builder
-	for i, a := range shardAddrs {
-		fmt.Fprintf(&servers, "  server s%d %s proto h2\n", i+1, a)
-	}
-	haproxyConf := fmt.Sprintf(`global
-  nbthread 2
-  maxconn 8000
-defaults
-  mode http
-  timeout connect 5s
-  timeout client 60s
-  timeout server 60s
-frontend gw
-  bind 127.0.0.1:%d proto h2
-  default_backend shards
-backend shards
-  balance leastconn
-  http-reuse always
-%s`, haproxyPort, servers.String())
-	if err := os.WriteFile(filepath.Join(dir, "haproxy.cfg"), []byte(haproxyConf), 0o644); err != nil {
-		b.Fatal(err)
-	}
-	haproxyCmd := startProcess(b, dir, haproxy, "-f", filepath.Join(dir, "haproxy.cfg"), "-db")
+	haproxyCmd, haproxyAddr := startHAProxy(b, dir, haproxy, shardAddrs)
 
-	nginxAddr, haproxyAddr := fmt.Sprintf("127.0.0.1:%d", nginxPort), fmt.Sprintf("127.0.0.1:%d", haproxyPort)
+	nginxAddr := fmt.Sprintf("127.0.0.1:%d", nginxPort)
 	waitListening(b, nginxAddr)
-	waitListening(b, haproxyAddr)
 
 	type target struct {
 		name    string
@@ -329,6 +346,7 @@ backend shards
 		{"shardctl", dialAll(b, []string{proxyAddr}, peerConns), proxyCmd.Process.Pid},
 		{"nginx", dialAll(b, []string{nginxAddr}, peerConns), nginxCmd.Process.Pid},
 		{"haproxy", dialAll(b, []string{haproxyAddr}, peerConns), haproxyCmd.Process.Pid},
+		{"grpc-front", dialAll(b, []string{grpcFront.Addr}, peerConns), grpcFront.Cmd.Process.Pid},
 	}
 	for _, tg := range targets {
 		closedLoop(tg.clients, time.Second) // warm up connections and pools
@@ -377,6 +395,10 @@ backend shards
 		fmt.Printf(" %.2f", results["shardctl"][i].rps/math.Max(results["nginx"][i].rps, results["haproxy"][i].rps))
 	}
 	fmt.Println()
+	cpu := func(r peerResult) float64 { return float64(r.cpuPerOp) }
+	fmt.Printf("proxy CPU per call (medians): shardctl %v, haproxy %v: shardctl/haproxy %.2f (target <= 1.0); grpc front %v\n",
+		time.Duration(med("shardctl", cpu)).Round(100*time.Nanosecond), time.Duration(med("haproxy", cpu)).Round(100*time.Nanosecond),
+		med("shardctl", cpu)/med("haproxy", cpu), time.Duration(med("grpc-front", cpu)).Round(100*time.Nanosecond))
 
 	// Added latency at half of the direct saturation rate, for every proxy:
 	// the peers show what this machine allows.
@@ -400,11 +422,17 @@ backend shards
 	fmt.Println(" (target for shardctl <= 1ms)")
 
 	// Where the proxy's CPU goes under the closed-loop load.
+	printProfile(b, bin, adminPort, "under load", func() { closedLoop(targets[1].clients, 5*time.Second) })
+}
+
+// printProfile prints the top of a 4 s CPU profile of the proxy on
+// adminPort (run with --profiling) taken while run runs.
+func printProfile(t testing.TB, bin string, adminPort int, what string, run func()) {
 	profile := filepath.Join(os.TempDir(), "shardctl-proxy-cpu.pprof")
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		closedLoop(targets[1].clients, 5*time.Second)
+		run()
 	}()
 	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/profile?seconds=4", adminPort))
 	if err == nil {
@@ -414,7 +442,7 @@ backend shards
 		resp.Body.Close()
 	}
 	<-done
-	if out, err := exec.Command("go", "tool", "pprof", "-top", "-nodecount=25", bin, profile).CombinedOutput(); err == nil {
-		fmt.Printf("\nproxy CPU profile under load (%s):\n%s", profile, out)
+	if out, err := exec.Command("go", "tool", "pprof", "-top", "-nodecount=30", bin, profile).CombinedOutput(); err == nil {
+		fmt.Printf("\nproxy CPU profile %s (%s):\n%s", what, profile, out)
 	}
 }

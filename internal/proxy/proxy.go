@@ -129,7 +129,7 @@ const (
 	streamWorkers = 256
 
 	// DefaultFront serves clients when Config.Front is "".
-	DefaultFront = FrontGRPC
+	DefaultFront = FrontFrames
 )
 
 func (c *Config) validate() error {

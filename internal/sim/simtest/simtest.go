@@ -8,15 +8,13 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/camunda/zeebe/clients/go/v8/pkg/zbc"
 
+	"github.com/shardctl/shardctl/internal/proctest"
 	"github.com/shardctl/shardctl/internal/sim"
 )
 
@@ -90,21 +88,7 @@ func SimMetric(t testing.TB, s *sim.Sim, name string, labels ...string) float64 
 
 // Zbctl is the path of zbctl v8.5.20: $ZBCTL, else the copy that
 // scripts/tools.sh builds once per machine from the Go module proxy.
-func Zbctl(t testing.TB) string {
-	t.Helper()
-	if p := os.Getenv("ZBCTL"); p != "" {
-		return p
-	}
-	_, file, _, _ := runtime.Caller(0)
-	script := filepath.Join(filepath.Dir(file), "..", "..", "..", "scripts", "tools.sh")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "bash", script, "zbctl").Output()
-	if err != nil {
-		t.Fatalf("build zbctl with scripts/tools.sh: %v", err)
-	}
-	return strings.TrimSpace(string(out))
-}
+func Zbctl(t testing.TB) string { return proctest.Tool(t, "zbctl", "ZBCTL") }
 
 // Client is the real Zeebe Go client on a plaintext connection, closed when
 // the test ends; OAuth settings from the environment are ignored.

@@ -1,0 +1,112 @@
+package proxy
+
+import (
+	"errors"
+	"testing"
+
+	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// The frame front rewrites keys on the wire; the grpc front on decoded
+// messages. Both must give the same message for every request and
+// response that carries keys, nested ones included, and fail alike.
+func TestWireRewriteMatchesDecodedRewrite(t *testing.T) {
+	slotted := WithSlot(1<<51|42, 3)
+	other := WithSlot(2<<51|7, 5)
+	stamp := func(_ protoreflect.FieldDescriptor, k int64) (int64, error) { return WithSlot(k, 4), nil }
+	strip := func(_ protoreflect.FieldDescriptor, k int64) (int64, error) {
+		if slot, raw := splitKey(k); slot == 3 || slot == 0 {
+			return raw, nil
+		}
+		return 0, errors.New("another shard's key")
+	}
+	for _, tc := range []struct {
+		name    string
+		msg     proto.Message
+		fn      keyFunc
+		wantErr bool
+	}{
+		{"complete job", &pb.CompleteJobRequest{JobKey: slotted, Variables: `{"a":1}`}, strip, false},
+		{"create response", &pb.CreateProcessInstanceResponse{ProcessDefinitionKey: 1<<51 | 9, ProcessInstanceKey: 2<<51 | 10, BpmnProcessId: "p", Version: 2}, stamp, false},
+		{"no key", &pb.CreateProcessInstanceRequest{BpmnProcessId: "p", Version: -1, Variables: `{"x":"y"}`}, strip, false},
+		{"negative and -1 keys", &pb.SetVariablesRequest{ElementInstanceKey: -1, Variables: "{}"}, strip, false},
+		{"nested instructions", &pb.ModifyProcessInstanceRequest{ProcessInstanceKey: slotted,
+			ActivateInstructions: []*pb.ModifyProcessInstanceRequest_ActivateInstruction{
+				{ElementId: "a", AncestorElementInstanceKey: slotted, VariableInstructions: []*pb.ModifyProcessInstanceRequest_VariableInstruction{{Variables: "{}", ScopeId: "s"}}},
+				{ElementId: "b", AncestorElementInstanceKey: -1}},
+			TerminateInstructions: []*pb.ModifyProcessInstanceRequest_TerminateInstruction{{ElementInstanceKey: slotted}}}, strip, false},
+		{"nested key of another shard", &pb.ModifyProcessInstanceRequest{ProcessInstanceKey: slotted,
+			TerminateInstructions: []*pb.ModifyProcessInstanceRequest_TerminateInstruction{{ElementInstanceKey: other}}}, strip, true},
+		{"migration plan", &pb.MigrateProcessInstanceRequest{ProcessInstanceKey: slotted,
+			MigrationPlan: &pb.MigrateProcessInstanceRequest_MigrationPlan{TargetProcessDefinitionKey: slotted,
+				MappingInstructions: []*pb.MigrateProcessInstanceRequest_MappingInstruction{{SourceElementId: "a", TargetElementId: "b"}}}}, strip, false},
+		{"evaluated decision", &pb.EvaluateDecisionResponse{DecisionKey: 1<<51 | 3, DecisionRequirementsKey: 1<<51 | 4,
+			EvaluatedDecisions: []*pb.EvaluatedDecision{{DecisionKey: 1<<51 | 5, MatchedRules: []*pb.MatchedDecisionRule{{RuleId: "r"}}}}}, stamp, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wire, err := proto.Marshal(tc.msg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			decoded := proto.Clone(tc.msg)
+			decErr := rewriteKeys(decoded.ProtoReflect(), tc.fn)
+			out, wireErr := rewriteWire(nil, wire, tc.msg.ProtoReflect().Descriptor(), tc.fn)
+			if (decErr != nil) != tc.wantErr || (wireErr != nil) != tc.wantErr {
+				t.Fatalf("errors: decoded %v, wire %v; want an error %v", decErr, wireErr, tc.wantErr)
+			}
+			if tc.wantErr {
+				return
+			}
+			got := tc.msg.ProtoReflect().New().Interface()
+			if err := proto.Unmarshal(out, got); err != nil {
+				t.Fatalf("the rewritten message does not parse: %v", err)
+			}
+			if !proto.Equal(got, decoded) {
+				t.Errorf("wire rewrite\n  %v\nwant\n  %v", got, decoded)
+			}
+		})
+	}
+}
+
+// Malformed bytes are an error, never a panic or a message half copied.
+func TestWireRewriteRefusesMalformed(t *testing.T) {
+	md := (&pb.CompleteJobRequest{}).ProtoReflect().Descriptor()
+	for _, in := range [][]byte{{0x08}, {0x08, 0xff}, {0x12, 0x05, 'a'}, {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}} {
+		if _, err := rewriteWire(nil, in, md, func(_ protoreflect.FieldDescriptor, k int64) (int64, error) { return k, nil }); !errors.Is(err, errMalformed) {
+			t.Errorf("%x: %v, want errMalformed", in, err)
+		}
+		if _, err := wireInt64(in, 1); !errors.Is(err, errMalformed) {
+			t.Errorf("wireInt64(%x): %v, want errMalformed", in, err)
+		}
+	}
+}
+
+func FuzzRewriteWire(f *testing.F) {
+	seed, _ := proto.Marshal(&pb.ModifyProcessInstanceRequest{ProcessInstanceKey: WithSlot(1<<51|1, 2),
+		TerminateInstructions: []*pb.ModifyProcessInstanceRequest_TerminateInstruction{{ElementInstanceKey: 5}}})
+	f.Add(seed)
+	md := (&pb.ModifyProcessInstanceRequest{}).ProtoReflect().Descriptor()
+	stamp := func(_ protoreflect.FieldDescriptor, k int64) (int64, error) { return WithSlot(k, 7), nil }
+	f.Fuzz(func(t *testing.T, in []byte) {
+		out, err := rewriteWire(nil, in, md, stamp)
+		if err != nil {
+			return
+		}
+		// What parses must parse after, with the same keys stamped as
+		// the decoded rewrite stamps them.
+		want := &pb.ModifyProcessInstanceRequest{}
+		if proto.Unmarshal(in, want) != nil {
+			return
+		}
+		_ = rewriteKeys(want.ProtoReflect(), stamp)
+		got := &pb.ModifyProcessInstanceRequest{}
+		if err := proto.Unmarshal(out, got); err != nil {
+			t.Fatalf("rewritten bytes do not parse: %v", err)
+		}
+		if !proto.Equal(got, want) {
+			t.Fatalf("wire %v\nwant %v", got, want)
+		}
+	})
+}

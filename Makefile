@@ -5,7 +5,7 @@ COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 DATE     ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 LDFLAGS  := -X $(PKG).version=$(VERSION) -X $(PKG).commit=$(COMMIT) -X $(PKG).date=$(DATE)
 
-.PHONY: build test test-long bench bench-tui bench-sim bench-proxy bench-capacity bench-registry bench-registry-floor bench-registry-probe bench-resilience fuzz lint snapshot completions clean
+.PHONY: build test test-long bench bench-tui bench-sim bench-proxy bench-jobs bench-capacity bench-registry bench-registry-floor bench-registry-probe bench-resilience fuzz lint snapshot completions clean
 
 build: ## bin/shardctl with version stamped
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/shardctl ./cmd/shardctl
@@ -22,9 +22,13 @@ bench: ## every benchmark; figures and peer ratios print as they run
 bench-sim: ## simulator: CreateProcessInstance/s and CompleteJob/s, real Zeebe client, 64 in flight
 	go test -run '^$$' -bench . -benchtime 50000x -count 5 ./internal/sim/ | scripts/bench-median.sh
 
-bench-proxy: ## proxy vs nginx vs HAProxy vs direct: CreateProcessInstance at 64 in flight, 3 simulated shards
+bench-proxy: ## proxy (frame front, and its grpc front) vs nginx vs HAProxy vs direct: CreateProcessInstance at 64 in flight, 3 simulated shards, CPU per call
 	scripts/install-debs.sh nginx haproxy
 	go test -run '^$$' -bench BenchmarkPeers -benchtime 1x -timeout 30m ./internal/proxy/
+
+bench-jobs: ## the job path: proxy CPU per completed job beside HAProxy's, real Zeebe client workers on one simulator (3 rounds), and the proxy's profile
+	scripts/install-debs.sh haproxy
+	go test -run '^$$' -bench BenchmarkJobPath -benchtime 1x -timeout 30m ./internal/proxy/
 
 bench-capacity: ## the headline: probe capacity against one simulated monolith and against the proxy over four, same process and stages (CAPACITY_STAGE, default 10s), knees and their ratio
 	go test -run '^$$' -bench FederationHeadline -benchtime 1x -timeout 60m ./probes/capacity/
@@ -45,8 +49,10 @@ bench-registry: ## registry: full fetch of 600 instances (JSON, gzip, XML), from
 
 FUZZTIME ?= 60s
 fuzz: ## run every fuzz target for FUZZTIME each (new crashers land in testdata/fuzz as regressions)
-	for f in $$(go test -list '^Fuzz' ./internal/registry/ | grep '^Fuzz'); do \
-		go test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./internal/registry/ || exit 1; \
+	for pkg in ./internal/registry/ ./internal/h2/ ./internal/proxy/; do \
+		for f in $$(go test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+			go test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 200x $$pkg || exit 1; \
+		done; \
 	done
 
 bench-tui: ## shardctl top: one frame at 200x50 (target <= 10 ms), and its CPU on 16 shards at 2 s refresh (target <= 3% of a core)

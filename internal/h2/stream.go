@@ -153,6 +153,22 @@ func (s *Stream) Drained() <-chan struct{} {
 	return s.drained
 }
 
+// Withdraw takes back the last n bytes queued, if none of them has been
+// sent and nothing queued after them: a writer that gives up waiting for
+// the peer's window then knows the peer will never get them. It reports
+// whether it did; what is partly sent stays queued to finish.
+func (s *Stream) Withdraw(n int) bool {
+	c := s.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s.closed || len(s.pending) != n || s.endQueued {
+		return false
+	}
+	s.pending = nil
+	s.notifyDrained()
+	return true
+}
+
 var closedChan = func() chan struct{} { ch := make(chan struct{}); close(ch); return ch }()
 
 // notifyDrained wakes whoever waits in Drained; under the lock.

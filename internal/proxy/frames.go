@@ -88,7 +88,8 @@ type frameFront struct {
 	mu      sync.Mutex
 	conns   map[*h2.Conn]struct{}
 	closing bool
-	// handlers are the calls handed to grpc-go, each in its goroutine.
+	// handlers are the calls run in goroutines of their own: by the proxy's
+	// handlers (localCall) or handed to grpc-go (passCall).
 	handlers sync.WaitGroup
 	accepted sync.WaitGroup
 }
@@ -190,6 +191,8 @@ func (fc *frontConn) Headers(s *h2.Stream, fields []hpack.HeaderField, end, trun
 		fc.open(s, fields, end, truncated)
 	case *fastCall:
 		v.requestEnded()
+	case *localCall:
+		v.requestEnded()
 	case *passCall:
 		v.body.close(nil)
 	}
@@ -198,6 +201,8 @@ func (fc *frontConn) Headers(s *h2.Stream, fields []hpack.HeaderField, end, trun
 func (fc *frontConn) Data(s *h2.Stream, data []byte, end bool) {
 	switch v := s.Value.(type) {
 	case *fastCall:
+		v.received(data, end)
+	case *localCall:
 		v.received(data, end)
 	case *passCall:
 		if err := v.body.write(data, fc.f.p.maxRecv()); err != nil {
@@ -214,14 +219,18 @@ func (fc *frontConn) Closed(s *h2.Stream, err error) {
 	switch v := s.Value.(type) {
 	case *fastCall:
 		v.clientGone()
+	case *localCall:
+		v.clientGone()
 	case *passCall:
 		v.cancel()
 		v.body.close(err)
 	}
 }
 
-// open starts a call: forwarded as frames when it is one of fastMethods
-// in a plain gRPC request, else handed to grpc-go.
+// open starts a call in a plain gRPC request: forwarded as frames when
+// it is one of fastMethods, else run by the proxy's own handlers; what
+// is not a plain gRPC request for the gateway goes to grpc-go, which
+// answers it as it would.
 func (fc *frontConn) open(s *h2.Stream, fields []hpack.HeaderField, end, truncated bool) {
 	var req requestHead
 	if err := req.parse(fields); err != nil || truncated {
@@ -235,6 +244,10 @@ func (fc *frontConn) open(s *h2.Stream, fields []hpack.HeaderField, end, truncat
 		if end {
 			call.requestEnded()
 		}
+		return
+	}
+	if m := localMethods[req.path]; m != nil && req.fast() {
+		fc.f.local(s, m, &req, fields, end)
 		return
 	}
 	fc.f.pass(fc, s, fields, &req, end)

@@ -24,7 +24,11 @@ const (
 	// decide: less is noise on a busy machine (a GC pause, a scheduler
 	// hiccup), and following noise herds placements onto one shard.
 	latencyRatio = 4
-	latencyFloor = 100 * time.Microsecond
+	// latencyFloor: placements faster than this are all alike. A Zeebe
+	// cluster takes milliseconds; under one, what differs between shards
+	// is the proxy's own scheduling, and one slow sample among calls of
+	// 100 µs would keep a shard out of placement while it fades.
+	latencyFloor = time.Millisecond
 )
 
 func (l *latency) observe(d time.Duration, now time.Time) {

@@ -245,6 +245,7 @@ type Proxy struct {
 	members sync.Mutex
 
 	grpc      *grpc.Server
+	gateway   *server     // the handlers, which the frame front calls itself
 	frames    *frameFront // with FrontFrames: it serves clients, grpc-go what it hands on
 	addr      net.Addr
 	admin     *http.Server
@@ -335,7 +336,8 @@ func (p *Proxy) Start(ctx context.Context) error {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(p.cfg.TLS.Config())))
 	}
 	p.grpc = grpc.NewServer(opts...)
-	pb.RegisterGatewayServer(p.grpc, &server{p: p})
+	p.gateway = &server{p: p}
+	pb.RegisterGatewayServer(p.grpc, p.gateway)
 	if p.cfg.Front == FrontFrames {
 		var tc *tls.Config
 		if p.cfg.TLS != nil {

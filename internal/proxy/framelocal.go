@@ -1,0 +1,272 @@
+package proxy
+
+import (
+	"context"
+	"encoding/base64"
+	"io"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+
+	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+
+	"github.com/shardctl/shardctl/internal/h2"
+)
+
+// localMethod is a gateway RPC the frame front runs in the proxy's own
+// handlers (server.go, jobs.go) as grpc-go would, without grpc-go's
+// server transport: deployments, job polls and streams, fan-outs,
+// Topology. The Zeebe client's generated code keeps its service
+// descriptor to itself, so the handlers are found by name.
+type localMethod struct {
+	rpc string
+	in  protoreflect.MessageType
+	// unary is the handler of a unary RPC (a method of *server, by
+	// reflection); stream runs a server-streaming one.
+	unary  reflect.Value
+	stream func(sv *server, req proto.Message, s *localStream) error
+}
+
+var localMethods = func() map[string]*localMethod {
+	out := map[string]*localMethod{}
+	sv := reflect.TypeOf(&server{})
+	methods := pb.File_gateway_proto.Services().ByName("Gateway").Methods()
+	for i := 0; i < methods.Len(); i++ {
+		md := methods.Get(i)
+		in, err := protoregistry.GlobalTypes.FindMessageByName(md.Input().FullName())
+		if err != nil {
+			panic(err) // the generated code registers every type it has
+		}
+		m := &localMethod{rpc: string(md.Name()), in: in}
+		switch {
+		case md.IsStreamingClient():
+			continue // none in the gateway API; grpc-go would answer
+		case md.Name() == "ActivateJobs":
+			m.stream = func(sv *server, req proto.Message, s *localStream) error {
+				return sv.ActivateJobs(req.(*pb.ActivateJobsRequest), activateJobsStream{s})
+			}
+		case md.Name() == "StreamActivatedJobs":
+			m.stream = func(sv *server, req proto.Message, s *localStream) error {
+				return sv.StreamActivatedJobs(req.(*pb.StreamActivatedJobsRequest), jobStream{s})
+			}
+		case md.IsStreamingServer():
+			continue
+		default:
+			fn, ok := sv.MethodByName(string(md.Name()))
+			if !ok {
+				continue
+			}
+			m.unary = fn.Func
+		}
+		out["/"+gatewayService+"/"+string(md.Name())] = m
+	}
+	return out
+}()
+
+type activateJobsStream struct{ *localStream }
+
+func (s activateJobsStream) Send(r *pb.ActivateJobsResponse) error { return s.SendMsg(r) }
+
+type jobStream struct{ *localStream }
+
+func (s jobStream) Send(j *pb.ActivatedJob) error { return s.SendMsg(j) }
+
+// localCall is one call run by a local handler: the request is
+// collected from the client's frames, then the handler runs in a
+// goroutine of its own and writes its answers on the client's stream.
+type localCall struct {
+	f      *frameFront
+	s      *h2.Stream
+	m      *localMethod
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	req     []byte
+	started bool
+	// written by the handler's goroutine only
+	headSent bool
+}
+
+// ctxFor is the context a local handler runs in: the client's deadline,
+// its metadata, cancelled when the client resets the stream or the
+// proxy cuts its work short.
+func (f *frameFront) ctxFor(head *requestHead, fields []hpack.HeaderField) (context.Context, context.CancelFunc) {
+	var ctx context.Context
+	var cancel context.CancelFunc
+	if head.hasTimeout {
+		ctx, cancel = context.WithTimeout(f.p.bg, head.timeout)
+	} else {
+		ctx, cancel = context.WithCancel(f.p.bg)
+	}
+	md := metadata.MD{}
+	for _, hf := range fields {
+		if !strings.HasPrefix(hf.Name, ":") && !reservedHeader(hf.Name) {
+			md.Append(hf.Name, hf.Value)
+		}
+	}
+	return metadata.NewIncomingContext(ctx, md), cancel
+}
+
+// reservedHeader: the transport's own headers, which grpc-go keeps out
+// of a call's metadata.
+func reservedHeader(name string) bool {
+	switch name {
+	case "content-type", "user-agent", "grpc-message-type", "grpc-encoding", "grpc-message", "grpc-status",
+		"grpc-timeout", "grpc-status-details-bin", "te":
+		return true
+	}
+	return false
+}
+
+func (f *frameFront) local(s *h2.Stream, m *localMethod, head *requestHead, fields []hpack.HeaderField, end bool) {
+	ctx, cancel := f.ctxFor(head, fields)
+	c := &localCall{f: f, s: s, m: m, ctx: ctx, cancel: cancel}
+	s.Value = c
+	if end {
+		c.requestEnded()
+	}
+}
+
+func (c *localCall) received(data []byte, end bool) {
+	c.mu.Lock()
+	if c.started {
+		c.mu.Unlock()
+		return
+	}
+	if len(c.req)+len(data) > c.f.p.maxRecv() {
+		c.started = true
+		c.mu.Unlock()
+		c.cancel()
+		c.finish(status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", len(c.req)+len(data)-5, maxRecvMsgSize))
+		c.s.Reset(http2.ErrCodeNo)
+		return
+	}
+	c.req = append(c.req, data...)
+	c.mu.Unlock()
+	if end {
+		c.requestEnded()
+	}
+}
+
+// requestEnded runs the handler, in a goroutine the front waits for.
+func (c *localCall) requestEnded() {
+	c.mu.Lock()
+	if c.started {
+		c.mu.Unlock()
+		return
+	}
+	c.started = true
+	req := c.req
+	c.mu.Unlock()
+	f := c.f
+	f.handlers.Add(1)
+	go func() {
+		defer f.handlers.Done()
+		defer c.cancel()
+		msg, err := oneMessage(req)
+		if err == nil {
+			err = c.run(msg)
+		}
+		c.finish(err)
+	}()
+}
+
+func (c *localCall) run(msg []byte) error {
+	sv := c.f.p.gateway
+	req := c.m.in.New().Interface()
+	if err := proto.Unmarshal(msg, req); err != nil {
+		return status.Errorf(codes.Internal, "grpc: failed to unmarshal the received message: %v", err)
+	}
+	if c.m.stream != nil {
+		return c.m.stream(sv, req, &localStream{c: c})
+	}
+	out := c.m.unary.Call([]reflect.Value{reflect.ValueOf(sv), reflect.ValueOf(c.ctx), reflect.ValueOf(req)})
+	if err, _ := out[1].Interface().(error); err != nil {
+		return err
+	}
+	return c.send(out[0].Interface())
+}
+
+// send writes one response message, waiting while the client's window
+// is full: a slow reader holds its handler, not the proxy's memory.
+func (c *localCall) send(m any) error {
+	size := proto.Size(m.(proto.Message))
+	b, err := proto.MarshalOptions{}.MarshalAppend(framed(size), m.(proto.Message))
+	if err != nil {
+		return status.Errorf(codes.Internal, "grpc: error while marshaling: %v", err)
+	}
+	if !c.headSent {
+		c.headSent = true
+		if err := c.s.WriteHeaders(okHead, false); err != nil {
+			return c.gone()
+		}
+	}
+	if err := c.s.WriteData(setPrefix(b), false); err != nil {
+		return c.gone()
+	}
+	select {
+	case <-c.s.Drained():
+		return nil
+	case <-c.ctx.Done():
+	}
+	// Given up: a message the client got none of is taken back, so that
+	// the caller may hand its jobs back; one partly sent stays queued
+	// and reaches the client if it reads again (as grpc-go's transport
+	// keeps what it queued).
+	if c.s.Withdraw(len(b)) {
+		return status.FromContextError(c.ctx.Err()).Err()
+	}
+	return nil
+}
+
+// gone is a write on a stream the client ended.
+func (c *localCall) gone() error {
+	if err := c.ctx.Err(); err != nil {
+		return status.FromContextError(err).Err()
+	}
+	return status.Error(codes.Canceled, "the client ended the stream")
+}
+
+// finish ends the stream with the call's status: in the trailers, or a
+// trailers-only answer when nothing was sent.
+func (c *localCall) finish(err error) {
+	st := status.Convert(err)
+	var fields []hpack.HeaderField
+	if !c.headSent {
+		fields = append(fields, okHead...)
+	}
+	fields = append(fields, hpack.HeaderField{Name: "grpc-status", Value: strconv.Itoa(int(st.Code()))})
+	if m := st.Message(); m != "" {
+		fields = append(fields, hpack.HeaderField{Name: "grpc-message", Value: encodeGrpcMessage(m)})
+	}
+	if p := st.Proto(); p != nil && len(p.GetDetails()) > 0 {
+		if b, err := proto.Marshal(p); err == nil {
+			fields = append(fields, hpack.HeaderField{Name: "grpc-status-details-bin", Value: base64.RawStdEncoding.EncodeToString(b)})
+		}
+	}
+	_ = c.s.WriteHeaders(fields, true)
+}
+
+// clientGone: the client reset the stream or its connection ended.
+func (c *localCall) clientGone() { c.cancel() }
+
+// localStream is the grpc.ServerStream a local streaming handler sees;
+// its request was read already.
+type localStream struct{ c *localCall }
+
+func (s *localStream) SetHeader(metadata.MD) error  { return nil }
+func (s *localStream) SendHeader(metadata.MD) error { return nil }
+func (s *localStream) SetTrailer(metadata.MD)       {}
+func (s *localStream) Context() context.Context     { return s.c.ctx }
+func (s *localStream) SendMsg(m any) error          { return s.c.send(m) }
+func (s *localStream) RecvMsg(any) error            { return io.EOF }

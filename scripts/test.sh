@@ -88,3 +88,8 @@ go test -race -vet=off -count=1 -run '^$' ./... >/dev/null
 
 phase test "go test -race ./..."
 go test -race -vet=off -count=1 -timeout 30m ./...
+
+# The proxy's grpc-go front stays an operator's fallback (--front=grpc):
+# its tests run again on it.
+phase test-grpc-front "go test -race ./internal/proxy with --front=grpc"
+SHARDCTL_TEST_FRONT=grpc go test -race -vet=off -count=1 -timeout 20m ./internal/proxy

@@ -304,6 +304,22 @@ func (c *Conn) Streams() int {
 	return len(c.streams)
 }
 
+// Room is how many more streams the peer's concurrent stream limit
+// allows now.
+func (c *Conn) Room() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return int(c.peerMaxStreams) - len(c.streams)
+}
+
+// MaxStreams is the peer's concurrent stream limit (unlimited: the
+// largest uint32).
+func (c *Conn) MaxStreams() uint32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.peerMaxStreams
+}
+
 // Usable reports whether new streams may be opened on a client
 // connection.
 func (c *Conn) Usable() bool {

@@ -304,3 +304,50 @@ func TestOutputIsBounded(t *testing.T) {
 	}
 	t.Logf("client wrote %d requests before blocking; the server heard %d", sent, heard)
 }
+
+// A paced stream gets no more than its window until its reader says it
+// consumed what came; then the rest follows.
+func TestPacedStreamWaitsForItsReader(t *testing.T) {
+	const window = 32 << 10
+	reply := bytes.Repeat([]byte("y"), 4*window)
+	srv := newRecorder()
+	srv.onHead = func(s *Stream, _ []hpack.HeaderField, end bool) {
+		_ = s.WriteHeaders([]hpack.HeaderField{{Name: ":status", Value: "200"}}, false)
+		_ = s.WriteData(reply, true)
+	}
+	cli := newRecorder()
+	client, _ := pair(t, Config{StreamWindow: window}, Config{}, cli, srv)
+	s, err := client.Request(request, nil, nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := func() int {
+		if b := cli.data[s.ID()]; b != nil {
+			return b.Len()
+		}
+		return 0
+	}
+	cli.until(t, "a window of data", func() bool { return got() == window })
+	// Nothing past the window while nothing is consumed, however long
+	// the peer waits.
+	time.Sleep(budget.Of(100 * time.Millisecond))
+	cli.mu.Lock()
+	n := got()
+	cli.mu.Unlock()
+	if n != window {
+		t.Fatalf("the client got %d bytes with none consumed, want the window of %d", n, window)
+	}
+	for consumed := 0; !func() bool { cli.mu.Lock(); defer cli.mu.Unlock(); return cli.ended[s.ID()] }(); {
+		cli.mu.Lock()
+		n := got()
+		cli.mu.Unlock()
+		if n > consumed {
+			s.Consumed(n - consumed)
+			consumed = n
+		}
+		cli.until(t, "more data", func() bool { return got() > consumed || cli.ended[s.ID()] })
+	}
+	if !bytes.Equal(cli.data[s.ID()].Bytes(), reply) {
+		t.Errorf("the client got %d bytes, not the reply", cli.data[s.ID()].Len())
+	}
+}

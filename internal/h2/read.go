@@ -278,7 +278,9 @@ func (c *Conn) onData(f *http2.DataFrame) error {
 		return nil
 	}
 	s.recvWindow -= n
-	s.recvUnacked += n
+	if !s.paced {
+		s.recvUnacked += n
+	}
 	s.gotLen += int64(len(f.Data()))
 	if s.wantLen >= 0 && (s.gotLen > s.wantLen || end && s.gotLen != s.wantLen) {
 		c.mu.Unlock()
@@ -290,15 +292,25 @@ func (c *Conn) onData(f *http2.DataFrame) error {
 		if s.sentEnd {
 			c.closeStreamLocked(s)
 		}
-	} else if s.recvUnacked >= int64(c.cfg.StreamWindow)/4 {
-		_ = c.cfr.WriteWindowUpdate(id, uint32(s.recvUnacked))
-		s.recvWindow += s.recvUnacked
-		s.recvUnacked = 0
+	} else {
+		c.ackStreamLocked(s)
 	}
 	c.mu.Unlock()
 	c.signal()
 	c.h.Data(s, f.Data(), end)
 	return nil
+}
+
+// ackStreamLocked gives the peer back the stream's window once a quarter
+// of it is taken; it reports whether it wrote a WINDOW_UPDATE.
+func (c *Conn) ackStreamLocked(s *Stream) bool {
+	if s.recvUnacked < int64(c.cfg.StreamWindow)/4 {
+		return false
+	}
+	_ = c.cfr.WriteWindowUpdate(s.id, uint32(s.recvUnacked))
+	s.recvWindow += s.recvUnacked
+	s.recvUnacked = 0
+	return true
 }
 
 // ackConnLocked gives the peer back the connection window once a

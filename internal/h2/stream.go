@@ -27,6 +27,9 @@ type Stream struct {
 	// receive side
 	recvWindow  int64
 	recvUnacked int64
+	// paced: the window is given back as the user calls Consumed, not
+	// as the handler receives data (OpenPaced).
+	paced bool
 	// wantLen is the request's content-length (-1: none); gotLen what
 	// its DATA carried so far.
 	wantLen, gotLen int64
@@ -49,7 +52,37 @@ func (c *Conn) newStreamLocked(id uint32) *Stream {
 // Open starts a stream on a client connection with a request head.
 func (c *Conn) Open(fields []hpack.HeaderField, end bool, value any) (*Stream, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	s, err := c.openLocked(fields, end, value)
+	c.mu.Unlock()
+	if err == nil {
+		c.signal()
+	}
+	return s, err
+}
+
+// Request starts a stream with a whole request, head and body, which
+// the writer sends in one go. paced: the answer's data is kept by the
+// user until read, so the stream's window is given back only as
+// Consumed says; a reader that falls behind stops the peer at one
+// window rather than make the handler keep all it sends.
+func (c *Conn) Request(fields []hpack.HeaderField, body []byte, value any, paced bool) (*Stream, error) {
+	c.mu.Lock()
+	s, err := c.openLocked(fields, len(body) == 0, value)
+	if err != nil {
+		c.mu.Unlock()
+		return nil, err
+	}
+	s.paced = paced
+	if len(body) > 0 {
+		s.pending, s.endQueued = body, true
+		c.sendPendingLocked(s)
+	}
+	c.mu.Unlock()
+	c.signal()
+	return s, nil
+}
+
+func (c *Conn) openLocked(fields []hpack.HeaderField, end bool, value any) (*Stream, error) {
 	if c.server {
 		return nil, fmt.Errorf("h2: a server does not open streams")
 	}
@@ -66,7 +99,6 @@ func (c *Conn) Open(fields []hpack.HeaderField, end bool, value any) (*Stream, e
 	if end {
 		s.sentEnd = true
 	}
-	c.signal()
 	return s, nil
 }
 
@@ -101,18 +133,37 @@ func (c *Conn) writeHeadersLocked(s *Stream, fields []hpack.HeaderField, end boo
 func (s *Stream) WriteHeaders(fields []hpack.HeaderField, end bool) error {
 	c := s.c
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if s.closed || s.sentEnd || s.endQueued {
+		c.mu.Unlock()
 		return ErrStreamClosed
 	}
 	if end && len(s.pending) > 0 {
 		s.trailers, s.endQueued = fields, true
+		c.mu.Unlock()
 		return nil
 	}
 	c.writeHeadersLocked(s, fields, end)
 	if end {
 		c.endSentLocked(s)
 	}
+	c.mu.Unlock()
+	c.signal()
+	return nil
+}
+
+// Respond queues a whole answer, head, data and trailers, which the
+// writer sends in one go (data as the windows allow).
+func (s *Stream) Respond(head []hpack.HeaderField, data []byte, trailers []hpack.HeaderField) error {
+	c := s.c
+	c.mu.Lock()
+	if s.closed || s.sentEnd || s.endQueued || len(s.pending) > 0 {
+		c.mu.Unlock()
+		return ErrStreamClosed
+	}
+	c.writeHeadersLocked(s, head, false)
+	s.pending, s.endQueued, s.trailers = data, true, trailers
+	c.sendPendingLocked(s)
+	c.mu.Unlock()
 	c.signal()
 	return nil
 }
@@ -123,8 +174,8 @@ func (s *Stream) WriteHeaders(fields []hpack.HeaderField, end bool) error {
 func (s *Stream) WriteData(data []byte, end bool) error {
 	c := s.c
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if s.closed || s.sentEnd || s.endQueued {
+		c.mu.Unlock()
 		return ErrStreamClosed
 	}
 	if len(s.pending) == 0 {
@@ -134,6 +185,7 @@ func (s *Stream) WriteData(data []byte, end bool) error {
 	}
 	s.endQueued = end
 	c.sendPendingLocked(s)
+	c.mu.Unlock()
 	c.signal()
 	return nil
 }
@@ -176,6 +228,22 @@ func (s *Stream) notifyDrained() {
 	if s.drained != nil {
 		close(s.drained)
 		s.drained = nil
+	}
+}
+
+// Consumed gives the peer back n bytes of a paced stream's window.
+func (s *Stream) Consumed(n int) {
+	c := s.c
+	c.mu.Lock()
+	if s.closed || s.peerEnded || n <= 0 {
+		c.mu.Unlock()
+		return
+	}
+	s.recvUnacked += int64(n)
+	sent := c.ackStreamLocked(s)
+	c.mu.Unlock()
+	if sent {
+		c.signal()
 	}
 }
 

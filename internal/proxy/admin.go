@@ -40,7 +40,7 @@ func (p *Proxy) Shards() []ShardStatus {
 	out := []ShardStatus{}
 	for _, s := range p.snapshot() {
 		st := ShardStatus{ID: s.ID, Slot: s.Slot, Address: s.Addr, State: s.routingState(), AssignedState: s.State(), Health: s.healthStatus(now),
-			Pool: s.Pool(), Partitions: s.partitions, InFlight: s.inflight.Load(), Connections: len(s.conns), MaxStreams: s.advertised, CoolingOff: s.cooling(now),
+			Pool: s.Pool(), Partitions: s.partitions, InFlight: s.inflight.Load(), Connections: s.connections(), MaxStreams: s.advertised, CoolingOff: s.cooling(now),
 			Overloaded: s.overloaded.Load(), Backlog: s.backlogStatus()}
 		s.mu.Lock()
 		if s.lastErr != "" {

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -273,23 +272,13 @@ func (c *fastCall) send(s *shard, body []byte, placing bool) error {
 		return err
 	}
 	a := &attempt{c: c, s: s, placing: placing, sent: time.Now()}
-	fields := make([]hpack.HeaderField, 0, 8)
-	fields = append(fields,
-		hpack.HeaderField{Name: ":method", Value: "POST"},
-		hpack.HeaderField{Name: ":scheme", Value: s.frames.scheme},
-		hpack.HeaderField{Name: ":path", Value: c.path},
-		hpack.HeaderField{Name: ":authority", Value: s.Addr},
-		hpack.HeaderField{Name: "content-type", Value: "application/grpc"},
-		hpack.HeaderField{Name: "te", Value: "trailers"})
-	if !c.deadline.IsZero() {
-		fields = append(fields, hpack.HeaderField{Name: "grpc-timeout", Value: formatTimeout(time.Until(c.deadline))})
-	}
+	fields := upstreamHead(s.frames, s.Addr, c.path, c.deadline, 1)
 	if c.auth != "" {
 		fields = append(fields, hpack.HeaderField{Name: "authorization", Value: c.auth, Sensitive: true})
 	}
 	up, err := s.frames.open(fields, body, a)
 	if err != nil {
-		err = upstreamOpenError(s, err)
+		err = upstreamOpenError(s.ID, err)
 		p.leave(s, c.m.rpc, err, false)
 		return err
 	}
@@ -305,49 +294,26 @@ func (c *fastCall) send(s *shard, body []byte, placing bool) error {
 
 // upstreamOpenError is a call that could not be sent, worded so that
 // neverSent knows it.
-func upstreamOpenError(s *shard, err error) error {
+func upstreamOpenError(shardID string, err error) error {
 	if errors.Is(err, h2.ErrFull) {
-		return status.Errorf(codes.Unavailable, "connection error: every connection to shard %s carries as many calls as the shard allows", s.ID)
+		return status.Errorf(codes.Unavailable, "connection error: every connection to shard %s carries as many calls as the shard allows", shardID)
 	}
 	return status.Errorf(codes.Unavailable, "connection error: %v", err)
 }
 
-// upstreamHandler hears the shards' answers on the frame front's
-// connections.
-type upstreamHandler struct{}
-
-func (upstreamHandler) Headers(s *h2.Stream, fields []hpack.HeaderField, end, truncated bool) {
-	a := s.Value.(*attempt)
-	if !end {
-		for _, f := range fields {
-			if f.Name == ":status" {
-				a.status = f.Value
-			}
-		}
-		return
-	}
-	code, msg := codes.Unknown, ""
-	haveStatus := false
+func (a *attempt) head(_ *h2.Stream, fields []hpack.HeaderField, end bool) {
 	for _, f := range fields {
-		switch f.Name {
-		case ":status":
+		if f.Name == ":status" {
 			a.status = f.Value
-		case "grpc-status":
-			if n, err := strconv.Atoi(f.Value); err == nil {
-				code, haveStatus = codes.Code(n), true
-			}
-		case "grpc-message":
-			msg = decodeGrpcMessage(f.Value)
 		}
 	}
-	if !haveStatus {
-		code, msg = httpStatusCode(a.status), "the shard answered HTTP status "+a.status+" without a gRPC status"
+	if end {
+		st := callStatus(fields, a.status)
+		a.end(st.Code(), st.Message(), false)
 	}
-	a.end(code, msg, false)
 }
 
-func (upstreamHandler) Data(s *h2.Stream, data []byte, end bool) {
-	a := s.Value.(*attempt)
+func (a *attempt) data(s *h2.Stream, data []byte, end bool) {
 	if len(a.resp)+len(data) > maxRespMsgSize+5 {
 		s.Reset(http2.ErrCodeCancel)
 		return
@@ -358,8 +324,7 @@ func (upstreamHandler) Data(s *h2.Stream, data []byte, end bool) {
 	}
 }
 
-func (upstreamHandler) Closed(s *h2.Stream, err error) {
-	a := s.Value.(*attempt)
+func (a *attempt) closed(err error) {
 	var se http2.StreamError
 	switch {
 	case h2.Refused(err):
@@ -510,20 +475,12 @@ func (c *fastCall) reply(resp []byte, err error) {
 		c.timer.Stop()
 	}
 	if err == nil {
-		_ = c.s.WriteHeaders(okHead, false)
-		_ = c.s.WriteData(resp, false)
-		_ = c.s.WriteHeaders(okTrailers, true)
+		_ = c.s.Respond(okHead, resp, okTrailers)
 		c.p.metrics.observe(c.m.rpc, codes.OK, time.Since(c.start))
 		return
 	}
 	st := status.Convert(err)
-	fields := make([]hpack.HeaderField, 0, 4)
-	fields = append(fields, okHead...)
-	fields = append(fields, hpack.HeaderField{Name: "grpc-status", Value: strconv.Itoa(int(st.Code()))})
-	if m := st.Message(); m != "" {
-		fields = append(fields, hpack.HeaderField{Name: "grpc-message", Value: encodeGrpcMessage(m)})
-	}
-	_ = c.s.WriteHeaders(fields, true)
+	_ = c.s.WriteHeaders(statusFields(okHead, st), true)
 	c.p.metrics.observe(c.m.rpc, st.Code(), time.Since(c.start))
 }
 

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"io"
 	"reflect"
 	"strconv"
@@ -177,7 +178,9 @@ func (c *localCall) requestEnded() {
 		if err == nil {
 			err = c.run(msg)
 		}
-		c.finish(err)
+		if !errors.Is(err, errAnswered) {
+			c.finish(err)
+		}
 	}()
 }
 
@@ -194,16 +197,36 @@ func (c *localCall) run(msg []byte) error {
 	if err, _ := out[1].Interface().(error); err != nil {
 		return err
 	}
-	return c.send(out[0].Interface())
+	// A unary answer goes whole: nothing is left to do while it drains.
+	b, err := marshalFramed(out[0].Interface())
+	if err != nil {
+		return err
+	}
+	c.headSent = true
+	if c.s.Respond(okHead, b, okTrailers) != nil {
+		return c.gone()
+	}
+	return errAnswered
+}
+
+// errAnswered: the handler's answer went out with its status.
+var errAnswered = errors.New("answered")
+
+func marshalFramed(m any) ([]byte, error) {
+	msg := m.(proto.Message)
+	b, err := proto.MarshalOptions{}.MarshalAppend(framed(proto.Size(msg)), msg)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "grpc: error while marshaling: %v", err)
+	}
+	return setPrefix(b), nil
 }
 
 // send writes one response message, waiting while the client's window
 // is full: a slow reader holds its handler, not the proxy's memory.
 func (c *localCall) send(m any) error {
-	size := proto.Size(m.(proto.Message))
-	b, err := proto.MarshalOptions{}.MarshalAppend(framed(size), m.(proto.Message))
+	b, err := marshalFramed(m)
 	if err != nil {
-		return status.Errorf(codes.Internal, "grpc: error while marshaling: %v", err)
+		return err
 	}
 	if !c.headSent {
 		c.headSent = true
@@ -211,7 +234,7 @@ func (c *localCall) send(m any) error {
 			return c.gone()
 		}
 	}
-	if err := c.s.WriteData(setPrefix(b), false); err != nil {
+	if err := c.s.WriteData(b, false); err != nil {
 		return c.gone()
 	}
 	select {
@@ -240,21 +263,28 @@ func (c *localCall) gone() error {
 // finish ends the stream with the call's status: in the trailers, or a
 // trailers-only answer when nothing was sent.
 func (c *localCall) finish(err error) {
-	st := status.Convert(err)
-	var fields []hpack.HeaderField
+	var head []hpack.HeaderField
 	if !c.headSent {
-		fields = append(fields, okHead...)
+		head = okHead
 	}
+	_ = c.s.WriteHeaders(statusFields(head, status.Convert(err)), true)
+}
+
+// statusFields are trailers with a call's status, after head (the
+// response head of a trailers-only answer, or none).
+func statusFields(head []hpack.HeaderField, st *status.Status) []hpack.HeaderField {
+	fields := make([]hpack.HeaderField, 0, len(head)+3)
+	fields = append(fields, head...)
 	fields = append(fields, hpack.HeaderField{Name: "grpc-status", Value: strconv.Itoa(int(st.Code()))})
 	if m := st.Message(); m != "" {
 		fields = append(fields, hpack.HeaderField{Name: "grpc-message", Value: encodeGrpcMessage(m)})
 	}
-	if p := st.Proto(); p != nil && len(p.GetDetails()) > 0 {
+	if p := st.Proto(); len(p.GetDetails()) > 0 {
 		if b, err := proto.Marshal(p); err == nil {
 			fields = append(fields, hpack.HeaderField{Name: "grpc-status-details-bin", Value: base64.RawStdEncoding.EncodeToString(b)})
 		}
 	}
-	_ = c.s.WriteHeaders(fields, true)
+	return fields
 }
 
 // clientGone: the client reset the stream or its connection ended.

@@ -402,7 +402,7 @@ func (p *Proxy) AddShard(ctx context.Context, sc ShardConfig) error {
 		return fmt.Errorf("slot %d is taken by shard %q", sc.Slot, taken.ID)
 	}
 	conns, advertised := p.planConns(ctx, sc)
-	s, err := dialShard(sc, p.upstreamRoots, conns)
+	s, err := dialShard(sc, p.upstreamRoots, conns, p.cfg.Front == FrontFrames)
 	if err != nil {
 		return err
 	}

@@ -138,14 +138,32 @@ type shard struct {
 	upstream      sync.Map // rpc+code -> prometheus.Counter
 }
 
-// dialShard opens n connections to a shard (calls go round-robin
-// between them).
-func dialShard(cfg ShardConfig, roots *x509.CertPool, n int) (*shard, error) {
+// dialShard readies n connections to a shard (calls go round-robin
+// between them): the frame front's own (frames), else grpc-go's.
+func dialShard(cfg ShardConfig, roots *x509.CertPool, n int, frames bool) (*shard, error) {
 	mode, err := parseShardTLS(cfg.TLS)
 	if err != nil {
 		return nil, fmt.Errorf("shard %s: %w", cfg.ID, err)
 	}
 	s := &shard{ShardConfig: cfg}
+	if frames {
+		s.frames = newUpstreams(cfg.Addr, shardTLS(mode, roots), n)
+		s.clients = []pb.GatewayClient{pb.NewGatewayClient(&shardConn{u: s.frames, id: cfg.ID, authority: cfg.Addr})}
+	} else if err := s.dialGRPC(mode, roots, n); err != nil {
+		return nil, err
+	}
+	st := cfg.State
+	if st == "" {
+		st = Up
+	}
+	s.state.Store(st)
+	s.pool.Store(cfg.Pool)
+	return s, nil
+}
+
+// dialGRPC readies n grpc-go connections to the shard.
+func (s *shard) dialGRPC(mode string, roots *x509.CertPool, n int) error {
+	cfg := s.ShardConfig
 	for range max(n, 1) {
 		conn, err := grpc.NewClient(cfg.Addr,
 			grpc.WithTransportCredentials(transport(mode, roots)),
@@ -164,19 +182,12 @@ func dialShard(cfg ShardConfig, roots *x509.CertPool, n int) (*shard, error) {
 		)
 		if err != nil {
 			s.closeConns()
-			return nil, fmt.Errorf("shard %s (%s): %w", cfg.ID, cfg.Addr, err)
+			return fmt.Errorf("shard %s (%s): %w", cfg.ID, cfg.Addr, err)
 		}
 		s.conns = append(s.conns, conn)
 		s.clients = append(s.clients, pb.NewGatewayClient(conn))
 	}
-	s.frames = newUpstreams(cfg.Addr, shardTLS(mode, roots), n, upstreamHandler{})
-	st := cfg.State
-	if st == "" {
-		st = Up
-	}
-	s.state.Store(st)
-	s.pool.Store(cfg.Pool)
-	return s, nil
+	return nil
 }
 
 // client is the next connection's Gateway client, round-robin.
@@ -185,6 +196,14 @@ func (s *shard) client() pb.GatewayClient {
 		return s.clients[0]
 	}
 	return s.clients[s.nextConn.Add(1)%uint32(len(s.clients))]
+}
+
+// connections is how many connections the shard's calls share.
+func (s *shard) connections() int {
+	if s.frames != nil {
+		return s.frames.size
+	}
+	return len(s.conns)
 }
 
 func (s *shard) closeConns() {

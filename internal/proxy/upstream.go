@@ -29,14 +29,16 @@ type upstreams struct {
 	conns   []*h2.Conn
 	dialing int
 	closed  bool
+	freed   chan struct{} // made while someone waits for a stream to end
 }
 
 // upstreamDialTimeout bounds a connection attempt: a shard that does not
 // answer is found by the calls that wait for it.
 const upstreamDialTimeout = 5 * time.Second
 
-func newUpstreams(addr string, tc *tls.Config, size int, h h2.Handler) *upstreams {
-	u := &upstreams{addr: addr, tls: tc, size: max(size, 1), scheme: "http", h: h}
+func newUpstreams(addr string, tc *tls.Config, size int) *upstreams {
+	u := &upstreams{addr: addr, tls: tc, size: max(size, 1), scheme: "http"}
+	u.h = upstreamHandler{u}
 	if tc != nil {
 		u.tls = tc.Clone()
 		u.tls.NextProtos = []string{http2.NextProtoTLS}
@@ -54,23 +56,71 @@ type errDial struct{ err error }
 func (e *errDial) Error() string { return "connection error: " + e.err.Error() }
 func (e *errDial) Unwrap() error { return e.err }
 
-// open starts a call: the request head, then body with END_STREAM.
+// open starts a forwarded call: the request head, then body with
+// END_STREAM. It does not wait for a free stream: a placement tries
+// another shard instead.
 func (u *upstreams) open(fields []hpack.HeaderField, body []byte, value any) (*h2.Stream, error) {
 	for attempt := 0; ; attempt++ {
 		c, err := u.conn()
 		if err != nil {
 			return nil, err
 		}
-		s, err := c.Open(fields, false, value)
+		s, err := c.Request(fields, body, value, false)
 		if errors.Is(err, h2.ErrClosed) && attempt < 2 {
 			continue // it ended since: another
 		}
+		return s, err
+	}
+}
+
+// openOwn starts one of the proxy's own calls (paced: its answers are
+// kept until read). Such calls may be long polls and job
+// streams, so they leave a quarter of a connection's streams to
+// forwarded calls, and wait, up to ctx, for a stream to end when there
+// is no room.
+func (u *upstreams) openOwn(ctx context.Context, fields []hpack.HeaderField, body []byte, value any) (*h2.Stream, error) {
+	for {
+		freed := u.whenFreed()
+		c, err := u.conn()
 		if err != nil {
 			return nil, err
 		}
-		_ = s.WriteData(body, true)
-		return s, nil
+		if c.Room() > int(min(c.MaxStreams(), 1<<16)/4) {
+			s, err := c.Request(fields, body, value, true)
+			if err == nil {
+				return s, nil
+			}
+			if !errors.Is(err, h2.ErrClosed) && !errors.Is(err, h2.ErrFull) {
+				return nil, err
+			}
+		}
+		select {
+		case <-freed:
+		case <-c.Done():
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
+}
+
+// whenFreed is closed when one of the connections' streams ends next.
+func (u *upstreams) whenFreed() <-chan struct{} {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.freed == nil {
+		u.freed = make(chan struct{})
+	}
+	return u.freed
+}
+
+// streamEnded wakes the calls waiting for a stream.
+func (u *upstreams) streamEnded() {
+	u.mu.Lock()
+	if u.freed != nil {
+		close(u.freed)
+		u.freed = nil
+	}
+	u.mu.Unlock()
 }
 
 // conn is the open connection with the fewest streams, or a new one

@@ -1,0 +1,430 @@
+package proxy
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+	"google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	grpcstatus "google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/shardctl/shardctl/internal/h2"
+)
+
+// shardConn is the frame front's gRPC client of one shard: the proxy's
+// own calls to it (job polls and streams, fan-outs, health checks, jobs
+// handed back) go as streams on the connections forwarded calls use,
+// not through grpc-go's client transport, whose per-call machinery
+// costs more than the proxy's whole job path. Every gateway RPC takes
+// exactly one request message, so a call is sent whole with it.
+type shardConn struct {
+	u         *upstreams
+	id        string // the shard's, for errors
+	authority string
+}
+
+var _ grpc.ClientConnInterface = (*shardConn)(nil)
+
+// Invoke runs a unary call.
+func (sc *shardConn) Invoke(ctx context.Context, method string, args, reply any, _ ...grpc.CallOption) error {
+	st := sc.stream(ctx, method)
+	if err := st.SendMsg(args); err != nil {
+		return err
+	}
+	if err := st.RecvMsg(reply); err != nil {
+		if errors.Is(err, io.EOF) {
+			return grpcstatus.Error(codes.Internal, "the shard ended the call without a response")
+		}
+		return err
+	}
+	switch err := st.RecvMsg(nil); {
+	case errors.Is(err, io.EOF):
+		return nil
+	case err == nil:
+		st.cancel()
+		return grpcstatus.Error(codes.Internal, "the shard sent more than one response to a unary call")
+	default:
+		return err
+	}
+}
+
+// NewStream starts a streaming call; the request goes with SendMsg.
+func (sc *shardConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, _ ...grpc.CallOption) (grpc.ClientStream, error) {
+	if desc.ClientStreams {
+		return nil, grpcstatus.Errorf(codes.Unimplemented, "%s: the proxy sends one request per call", method)
+	}
+	return sc.stream(ctx, method), nil
+}
+
+func (sc *shardConn) stream(ctx context.Context, method string) *rpcStream {
+	return &rpcStream{sc: sc, ctx: ctx, method: method, notify: make(chan struct{}, 1)}
+}
+
+// upstreamHead is the request head of a call to a shard.
+func upstreamHead(u *upstreams, authority, path string, deadline time.Time, extra int) []hpack.HeaderField {
+	fields := make([]hpack.HeaderField, 0, 7+extra)
+	fields = append(fields,
+		hpack.HeaderField{Name: ":method", Value: "POST"},
+		hpack.HeaderField{Name: ":scheme", Value: u.scheme},
+		hpack.HeaderField{Name: ":path", Value: path},
+		hpack.HeaderField{Name: ":authority", Value: authority},
+		hpack.HeaderField{Name: "content-type", Value: "application/grpc"},
+		hpack.HeaderField{Name: "te", Value: "trailers"})
+	if !deadline.IsZero() {
+		fields = append(fields, hpack.HeaderField{Name: "grpc-timeout", Value: formatTimeout(time.Until(deadline))})
+	}
+	return fields
+}
+
+// upstreamCall is what hears a stream on the upstream connections: a
+// forwarded call's attempt or one of the proxy's own calls.
+type upstreamCall interface {
+	head(s *h2.Stream, fields []hpack.HeaderField, end bool)
+	data(s *h2.Stream, data []byte, end bool)
+	closed(err error)
+}
+
+// upstreamHandler hears the shards' answers on the frame front's
+// connections.
+type upstreamHandler struct{ u *upstreams }
+
+func (h upstreamHandler) Headers(s *h2.Stream, fields []hpack.HeaderField, end, _ bool) {
+	s.Value.(upstreamCall).head(s, fields, end)
+	if end {
+		h.u.streamEnded()
+	}
+}
+
+func (h upstreamHandler) Data(s *h2.Stream, data []byte, end bool) {
+	s.Value.(upstreamCall).data(s, data, end)
+	if end {
+		h.u.streamEnded()
+	}
+}
+
+func (h upstreamHandler) Closed(s *h2.Stream, err error) {
+	s.Value.(upstreamCall).closed(err)
+	h.u.streamEnded()
+}
+
+// callStatus is the status a response head or its trailers carry; for
+// one without grpc-status, what the HTTP status means to gRPC clients.
+func callStatus(fields []hpack.HeaderField, httpStatus string) *grpcstatus.Status {
+	code, msg, haveCode := codes.Unknown, "", false
+	var details string
+	for _, f := range fields {
+		switch f.Name {
+		case "grpc-status":
+			if n, err := strconv.Atoi(f.Value); err == nil {
+				code, haveCode = codes.Code(n), true
+			}
+		case "grpc-message":
+			msg = decodeGrpcMessage(f.Value)
+		case "grpc-status-details-bin":
+			details = f.Value
+		}
+	}
+	if !haveCode {
+		return grpcstatus.New(httpStatusCode(httpStatus), "the shard answered HTTP status "+httpStatus+" without a gRPC status")
+	}
+	if details != "" {
+		var sp status.Status
+		if b, err := decodeBinHeader(details); err == nil && proto.Unmarshal(b, &sp) == nil && sp.GetCode() == int32(code) {
+			return grpcstatus.FromProto(&sp)
+		}
+	}
+	return grpcstatus.New(code, msg)
+}
+
+func decodeBinHeader(v string) ([]byte, error) {
+	if len(v)%4 == 0 {
+		return base64.StdEncoding.DecodeString(v)
+	}
+	return base64.RawStdEncoding.DecodeString(v)
+}
+
+// rpcStream is one of the proxy's own calls to a shard. The response's
+// messages wait in buf until RecvMsg takes them, and the stream's window
+// is given back only then: a slow reader holds one window of the shard's
+// data, not all of it.
+type rpcStream struct {
+	sc     *shardConn
+	ctx    context.Context
+	method string
+	s      *h2.Stream
+	stop   func() bool // ends the watch on ctx
+
+	notify chan struct{} // one token: something changed
+
+	mu         sync.Mutex
+	httpStatus string
+	header     metadata.MD
+	trailer    metadata.MD
+	gotHeader  bool
+	buf        []byte
+	acked      int   // how much of buf's front the shard was given back already
+	err        error // the call's end: io.EOF when it succeeded
+}
+
+var _ grpc.ClientStream = (*rpcStream)(nil)
+
+// SendMsg sends the request and ends this side of the call.
+func (r *rpcStream) SendMsg(m any) error {
+	if r.s != nil {
+		return grpcstatus.Error(codes.Internal, "the proxy sends one request per call")
+	}
+	if err := r.ctx.Err(); err != nil {
+		return grpcstatus.FromContextError(err).Err()
+	}
+	body, err := marshalFramed(m)
+	if err != nil {
+		return err
+	}
+	deadline, _ := r.ctx.Deadline()
+	md, _ := metadata.FromOutgoingContext(r.ctx)
+	fields := upstreamHead(r.sc.u, r.sc.authority, r.method, deadline, len(md))
+	for k, vs := range md {
+		if strings.HasPrefix(k, ":") || reservedHeader(k) {
+			continue
+		}
+		for _, v := range vs {
+			if strings.HasSuffix(k, "-bin") {
+				v = base64.RawStdEncoding.EncodeToString([]byte(v))
+			}
+			fields = append(fields, hpack.HeaderField{Name: k, Value: v, Sensitive: k == "authorization"})
+		}
+	}
+	s, err := r.sc.u.openOwn(r.ctx, fields, body, r)
+	if err != nil {
+		if cerr := r.ctx.Err(); cerr != nil {
+			return grpcstatus.FromContextError(cerr).Err()
+		}
+		return upstreamOpenError(r.sc.id, err)
+	}
+	stop := context.AfterFunc(r.ctx, func() { s.Reset(http2.ErrCodeCancel) })
+	r.mu.Lock()
+	r.s, r.stop = s, stop
+	ended := r.err != nil
+	r.mu.Unlock()
+	if ended {
+		stop()
+	}
+	return nil
+}
+
+func (r *rpcStream) CloseSend() error { return nil }
+
+func (r *rpcStream) Context() context.Context { return r.ctx }
+
+// Header waits for the response head.
+func (r *rpcStream) Header() (metadata.MD, error) {
+	for {
+		r.mu.Lock()
+		h, got, err := r.header, r.gotHeader, r.err
+		r.mu.Unlock()
+		if got {
+			return h, nil
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil, nil
+			}
+			return nil, err
+		}
+		<-r.notify
+	}
+}
+
+// Trailer is the trailers, once the call has ended.
+func (r *rpcStream) Trailer() metadata.MD {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.trailer
+}
+
+// RecvMsg takes the next response message into m (nil: only wait for
+// one), io.EOF when the call ended well, its status when not.
+func (r *rpcStream) RecvMsg(m any) error {
+	for {
+		r.mu.Lock()
+		if msg, ok := r.nextLocked(); ok {
+			r.mu.Unlock()
+			if m == nil {
+				return nil
+			}
+			if err := proto.Unmarshal(msg, m.(proto.Message)); err != nil {
+				r.cancel()
+				return grpcstatus.Errorf(codes.Internal, "grpc: failed to unmarshal the received message: %v", err)
+			}
+			return nil
+		}
+		err := r.err
+		r.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		<-r.notify
+		// the token may be another event's: look again
+	}
+}
+
+// nextLocked takes the first whole message out of buf and gives its
+// window back to the shard.
+func (r *rpcStream) nextLocked() ([]byte, bool) {
+	n, ok := wholeMessage(r.buf)
+	if !ok {
+		return nil, false
+	}
+	msg := r.buf[5:n]
+	r.buf = r.buf[n:]
+	give := n - min(r.acked, n)
+	r.acked -= n - give
+	give += r.releasePartialLocked()
+	if give > 0 && r.s != nil {
+		r.s.Consumed(give)
+	}
+	return msg, true
+}
+
+// releasePartialLocked: the bytes of a message not yet whole are given
+// back at once (a message may be larger than the window); it reports how
+// many more to give back.
+func (r *rpcStream) releasePartialLocked() int {
+	if _, whole := wholeMessage(r.buf); whole || len(r.buf) <= r.acked {
+		return 0
+	}
+	give := len(r.buf) - r.acked
+	r.acked = len(r.buf)
+	return give
+}
+
+// wholeMessage reports the length of the length-prefixed message at the
+// front of b, prefix included, if all of it is there.
+func wholeMessage(b []byte) (int, bool) {
+	if len(b) < 5 {
+		return 0, false
+	}
+	n := 5 + int(binary.BigEndian.Uint32(b[1:5]))
+	return n, len(b) >= n
+}
+
+func (r *rpcStream) wake() {
+	select {
+	case r.notify <- struct{}{}:
+	default:
+	}
+}
+
+// cancel abandons the call.
+func (r *rpcStream) cancel() {
+	r.mu.Lock()
+	s := r.s
+	r.mu.Unlock()
+	if s != nil {
+		s.Reset(http2.ErrCodeCancel)
+	}
+}
+
+// end records how the call ended, once.
+func (r *rpcStream) end(err error) {
+	r.mu.Lock()
+	if r.err == nil {
+		r.err = err
+	}
+	stop := r.stop
+	r.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	r.wake()
+}
+
+func (r *rpcStream) head(_ *h2.Stream, fields []hpack.HeaderField, end bool) {
+	md := metadata.MD{}
+	for _, f := range fields {
+		if f.Name == ":status" {
+			r.mu.Lock()
+			r.httpStatus = f.Value
+			r.mu.Unlock()
+		} else if !strings.HasPrefix(f.Name, ":") {
+			md.Append(f.Name, f.Value)
+		}
+	}
+	r.mu.Lock()
+	if !r.gotHeader && !end {
+		r.header, r.gotHeader = md, true
+		r.mu.Unlock()
+		r.wake()
+		return
+	}
+	r.trailer = md
+	httpStatus := r.httpStatus
+	r.mu.Unlock()
+	if !end {
+		return // a second head without END_STREAM: the peer's mistake, the end will tell
+	}
+	st := callStatus(fields, httpStatus)
+	if st.Code() == codes.OK {
+		r.end(io.EOF)
+		return
+	}
+	r.end(st.Err())
+}
+
+func (r *rpcStream) data(s *h2.Stream, data []byte, end bool) {
+	r.mu.Lock()
+	if r.err != nil {
+		r.mu.Unlock()
+		return
+	}
+	if len(r.buf)+len(data) > maxRespMsgSize+5 {
+		r.mu.Unlock()
+		s.Reset(http2.ErrCodeCancel)
+		r.end(grpcstatus.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d)", maxRespMsgSize))
+		return
+	}
+	if len(r.buf) == 0 {
+		r.buf = append([]byte(nil), data...) // a fresh one: a message taken from the old one may still be read
+	} else {
+		r.buf = append(r.buf, data...)
+	}
+	give := r.releasePartialLocked()
+	r.mu.Unlock()
+	if give > 0 {
+		s.Consumed(give)
+	}
+	if end {
+		r.end(grpcstatus.Error(codes.Internal, "the shard ended the response without trailers"))
+		return
+	}
+	r.wake()
+}
+
+func (r *rpcStream) closed(err error) {
+	if cerr := r.ctx.Err(); cerr != nil {
+		r.end(grpcstatus.FromContextError(cerr).Err())
+		return
+	}
+	var se http2.StreamError
+	switch {
+	case h2.Refused(err):
+		r.end(grpcstatus.Error(codes.Unavailable, "connection error: the shard refused the stream"))
+	case errors.As(err, &se):
+		r.end(grpcstatus.Error(resetCode(se.Code), fmt.Sprintf("stream reset: %v", se.Code)))
+	default:
+		r.end(grpcstatus.Errorf(codes.Unavailable, "the connection to the shard ended: %v", err))
+	}
+}

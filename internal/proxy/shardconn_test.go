@@ -1,0 +1,119 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/shardctl/shardctl/internal/budget"
+	"github.com/shardctl/shardctl/internal/sim"
+	"github.com/shardctl/shardctl/probes/load"
+)
+
+// The proxy's own calls on the frame front's connections: answers,
+// statuses and ends as the Zeebe gateway API gives them through grpc-go.
+func TestShardConn(t *testing.T) {
+	shard := startShards(t, 1, sim.Config{Partitions: 2})[0]
+	u := newUpstreams(shard.Addr().String(), nil, 1)
+	t.Cleanup(u.close)
+	gw := pb.NewGatewayClient(&shardConn{u: u, id: "s1", authority: shard.Addr().String()})
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := ln.Addr().String()
+	ln.Close()
+	down := newUpstreams(gone, nil, 1)
+	t.Cleanup(down.close)
+	dead := pb.NewGatewayClient(&shardConn{u: down, id: "s2", authority: gone})
+
+	ctx := budget.Context(t, time.Minute)
+	if _, err := gw.DeployResource(ctx, &pb.DeployResourceRequest{Resources: []*pb.Resource{{Name: "sc.bpmn", Content: load.Process("sc", "sc-task")}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gw.CreateProcessInstance(ctx, &pb.CreateProcessInstanceRequest{BpmnProcessId: "sc", Version: -1}); err != nil {
+		t.Fatal(err)
+	}
+
+	// drain reads a job stream to its end: the jobs, then how it ended.
+	drain := func(stream pb.Gateway_ActivateJobsClient, err error) (int, error) {
+		if err != nil {
+			return 0, err
+		}
+		n := 0
+		for {
+			resp, err := stream.Recv()
+			if errors.Is(err, io.EOF) {
+				return n, nil
+			}
+			if err != nil {
+				return n, err
+			}
+			n += len(resp.GetJobs())
+		}
+	}
+	for _, tc := range []struct {
+		name     string
+		run      func(ctx context.Context) (int, error)
+		want     codes.Code
+		wantMsg  string
+		wantJobs int
+	}{
+		{"a unary call", func(ctx context.Context) (int, error) {
+			topo, err := gw.Topology(ctx, &pb.TopologyRequest{})
+			return int(topo.GetPartitionsCount()), err
+		}, codes.OK, "", 2},
+		{"a stream with a job", func(ctx context.Context) (int, error) {
+			return drain(gw.ActivateJobs(ctx, &pb.ActivateJobsRequest{Type: "sc-task", Worker: "w", MaxJobsToActivate: 5, Timeout: 60000, RequestTimeout: -1}))
+		}, codes.OK, "", 1},
+		{"a stream with none", func(ctx context.Context) (int, error) {
+			return drain(gw.ActivateJobs(ctx, &pb.ActivateJobsRequest{Type: "none", Worker: "w", MaxJobsToActivate: 5, Timeout: 60000, RequestTimeout: -1}))
+		}, codes.OK, "", 0},
+		{"the shard's refusal", func(ctx context.Context) (int, error) {
+			return drain(gw.ActivateJobs(ctx, &pb.ActivateJobsRequest{Type: "", Worker: "w", MaxJobsToActivate: 5}))
+		}, codes.InvalidArgument, "non-empty job type", 0},
+		{"a unary call the shard refuses", func(ctx context.Context) (int, error) {
+			_, err := gw.CompleteJob(ctx, &pb.CompleteJobRequest{JobKey: 1<<51 | 12345}) // partition 1, no such job
+			return 0, err
+		}, codes.NotFound, "", 0},
+		{"a deadline before the long poll ends", func(ctx context.Context) (int, error) {
+			ctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			defer cancel()
+			return drain(gw.ActivateJobs(ctx, &pb.ActivateJobsRequest{Type: "none", Worker: "w", MaxJobsToActivate: 5, Timeout: 60000, RequestTimeout: 30000}))
+		}, codes.DeadlineExceeded, "", 0},
+		{"a shard that is not there", func(ctx context.Context) (int, error) {
+			_, err := dead.Topology(ctx, &pb.TopologyRequest{})
+			return 0, err
+		}, codes.Unavailable, "connection error", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n, err := tc.run(ctx)
+			if st := status.Convert(err); st.Code() != tc.want || !strings.Contains(st.Message(), tc.wantMsg) {
+				t.Fatalf("got %v, want %v with %q", err, tc.want, tc.wantMsg)
+			}
+			if n != tc.wantJobs {
+				t.Errorf("got %d, want %d", n, tc.wantJobs)
+			}
+		})
+	}
+	// Every call's stream ended, the abandoned long poll's too.
+	budget.Eventually(t, 5*time.Second, "the streams to end", func() bool {
+		u.mu.Lock()
+		defer u.mu.Unlock()
+		for _, c := range u.conns {
+			if c.Streams() > 0 {
+				return false
+			}
+		}
+		return true
+	})
+}

@@ -18,6 +18,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -55,6 +56,12 @@ type Config struct {
 	// encoded bytes wait for the socket (default 1 MiB), so a peer that
 	// does not read cannot make the connection hold more.
 	OutputLimit int
+	// KeepAlive: after this long without a frame from the peer, a PING
+	// goes out, and the connection ends if nothing comes within
+	// KeepAliveTimeout (default 20 s): a peer that vanished without a
+	// word is found though no call is in flight. Zero: no pings.
+	KeepAlive        time.Duration
+	KeepAliveTimeout time.Duration
 }
 
 func (c *Config) withDefaults() Config {
@@ -73,6 +80,9 @@ func (c *Config) withDefaults() Config {
 	}
 	if out.OutputLimit == 0 {
 		out.OutputLimit = 1 << 20
+	}
+	if out.KeepAliveTimeout == 0 {
+		out.KeepAliveTimeout = 20 * time.Second
 	}
 	return out
 }
@@ -138,6 +148,13 @@ type Conn struct {
 	writerEnd chan struct{}
 	flushed   chan struct{}
 	closeOnce sync.Once
+
+	// lastRead is when the reader last got a frame (unix nanos);
+	// keepAlive checks it; pingedAt: when its PING went out, zero once
+	// the peer spoke after it.
+	lastRead  atomic.Int64
+	keepAlive *time.Timer
+	pingedAt  time.Time
 }
 
 // outBuf collects encoded frames; the writer swaps it out whole and
@@ -231,6 +248,10 @@ func (c *Conn) start(preface func() error) {
 	}
 	c.mu.Unlock()
 	c.signal()
+	c.lastRead.Store(time.Now().UnixNano())
+	if c.cfg.KeepAlive > 0 {
+		c.keepAlive = time.AfterFunc(c.cfg.KeepAlive, c.checkAlive)
+	}
 	go c.writeLoop()
 	go func() {
 		err := error(nil)
@@ -242,6 +263,9 @@ func (c *Conn) start(preface func() error) {
 		}
 		c.linger()
 		c.fail(err)
+		if c.keepAlive != nil {
+			c.keepAlive.Stop()
+		}
 		<-c.writerEnd
 		close(c.done)
 	}()
@@ -318,6 +342,40 @@ func (c *Conn) MaxStreams() uint32 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.peerMaxStreams
+}
+
+// checkAlive runs on the keep-alive timer: it pings a peer that has
+// been quiet for KeepAlive, and ends the connection when the peer stays
+// quiet for KeepAliveTimeout after the PING.
+func (c *Conn) checkAlive() {
+	now := time.Now()
+	last := time.Unix(0, c.lastRead.Load())
+	quiet := now.Sub(last)
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	if !last.Before(c.pingedAt) {
+		c.pingedAt = time.Time{} // the peer spoke since the PING
+	}
+	next := c.cfg.KeepAlive - quiet
+	switch {
+	case next > 0:
+	case c.pingedAt.IsZero():
+		c.pingedAt = now
+		_ = c.cfr.WritePing(false, [8]byte{'k', 'e', 'e', 'p'})
+		next = c.cfg.KeepAliveTimeout
+	case now.Sub(c.pingedAt) >= c.cfg.KeepAliveTimeout:
+		c.mu.Unlock()
+		c.fail(fmt.Errorf("h2: the peer answered nothing, not even a PING, for %v", quiet.Round(time.Millisecond)))
+		return
+	default:
+		next = c.cfg.KeepAliveTimeout - now.Sub(c.pingedAt)
+	}
+	c.keepAlive.Reset(next)
+	c.mu.Unlock()
+	c.signal()
 }
 
 // Usable reports whether new streams may be opened on a client

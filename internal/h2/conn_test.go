@@ -3,6 +3,7 @@ package h2
 import (
 	"bytes"
 	"errors"
+	"io"
 	"net"
 	"strings"
 	"sync"
@@ -349,5 +350,63 @@ func TestPacedStreamWaitsForItsReader(t *testing.T) {
 	}
 	if !bytes.Equal(cli.data[s.ID()].Bytes(), reply) {
 		t.Errorf("the client got %d bytes, not the reply", cli.data[s.ID()].Len())
+	}
+}
+
+// A peer that goes quiet, not even answering a PING, ends the
+// connection after KeepAlive and KeepAliveTimeout; one that answers
+// keeps it.
+func TestKeepAlive(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		answers bool
+	}{
+		{"a peer that answers", true},
+		{"a peer gone quiet", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			peerDone := make(chan struct{})
+			defer func() { <-peerDone }()
+			go func() {
+				defer close(peerDone)
+				nc, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				defer nc.Close()
+				if tc.answers {
+					s := Server(nc, Config{}, newRecorder())
+					<-s.Done()
+					return
+				}
+				// Reads the preface and whatever follows, answers nothing.
+				_, _ = io.Copy(io.Discard, nc)
+			}()
+			nc, err := net.Dial("tcp", ln.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := Config{KeepAlive: 50 * time.Millisecond, KeepAliveTimeout: 50 * time.Millisecond}
+			c := Client(nc, cfg, newRecorder())
+			defer c.Close()
+			select {
+			case <-c.Done():
+				if tc.answers {
+					t.Fatalf("the connection ended though the peer answers its PINGs: %v", c.Err())
+				}
+				if !strings.Contains(c.Err().Error(), "PING") {
+					t.Errorf("the connection ended with %v, want a word on the unanswered PING", c.Err())
+				}
+			case <-time.After(budget.Of(time.Second)):
+				if !tc.answers {
+					t.Fatal("the connection outlived a peer that answered nothing for a second")
+				}
+			}
+		})
 	}
 }

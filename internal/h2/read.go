@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"strconv"
+	"time"
 
 	"golang.org/x/net/http2"
 )
@@ -49,6 +50,7 @@ func (c *Conn) readLoop() error {
 			}
 			return err
 		}
+		c.lastRead.Store(time.Now().UnixNano())
 		if first {
 			first = false
 			if sf, ok := f.(*http2.SettingsFrame); !ok || sf.IsAck() {

@@ -32,6 +32,12 @@ type upstreams struct {
 	freed   chan struct{} // made while someone waits for a stream to end
 }
 
+// upstreamConfig: a shard connection that goes quiet is pinged, and
+// ended when the ping goes unanswered, as the grpc front's keepalive
+// does: a shard that vanished without closing its connections is found
+// though no call is in flight, and its connections dialled again.
+var upstreamConfig = h2.Config{KeepAlive: 30 * time.Second, KeepAliveTimeout: 10 * time.Second}
+
 // upstreamDialTimeout bounds a connection attempt: a shard that does not
 // answer is found by the calls that wait for it.
 const upstreamDialTimeout = 5 * time.Second
@@ -199,7 +205,7 @@ func (u *upstreams) dial() (*h2.Conn, error) {
 		}
 		nc = tc
 	}
-	return h2.Client(nc, h2.Config{}, u.h), nil
+	return h2.Client(nc, upstreamConfig, u.h), nil
 }
 
 // close ends every connection and waits for them.

@@ -467,48 +467,54 @@ const lingerTime = time.Second
 
 func (c *Conn) writeLoop() {
 	defer close(c.writerEnd)
-	var spare, spareCtrl []byte
+	var spare, ctrl []byte
 	var spareMarks []int
-	// write sends what the control lane holds; false: the connection
-	// failed.
-	writeCtrl := func() bool {
+	// write sends the control lane's frames and seg in one system call;
+	// false: the connection failed or is closed.
+	write := func(seg []byte) bool {
 		c.mu.Lock()
-		ctrl, _ := c.ctrl.take(spareCtrl, nil)
+		ctrl, _ = c.ctrl.take(ctrl, nil)
 		closed := c.closed
 		c.mu.Unlock()
-		if len(ctrl) > 0 && !closed {
-			if _, err := c.nc.Write(ctrl); err != nil {
-				c.fail(err)
-				return false
-			}
+		if closed {
+			return false
 		}
-		spareCtrl = ctrl[:0]
-		return !closed
+		var err error
+		switch {
+		case len(ctrl) > 0 && len(seg) > 0:
+			bufs := net.Buffers{ctrl, seg}
+			_, err = bufs.WriteTo(c.nc)
+		case len(ctrl) > 0:
+			_, err = c.nc.Write(ctrl)
+		case len(seg) > 0:
+			_, err = c.nc.Write(seg)
+		}
+		ctrl = ctrl[:0]
+		if err != nil {
+			c.fail(err)
+			return false
+		}
+		return true
 	}
 	for range c.wake {
 		for {
-			if !writeCtrl() {
-				return
-			}
 			c.mu.Lock()
 			buf, marks := c.out.take(spare, spareMarks)
 			flushing := c.flushing
 			c.writing = len(buf)
 			c.mu.Unlock()
+			// Segment by segment, each with the control frames queued
+			// meanwhile ahead of it.
 			from := 0
-			for i := 0; from < len(buf); i++ {
+			for i := 0; i == 0 || from < len(buf); i++ {
 				to := len(buf)
 				if i < len(marks) {
 					to = marks[i]
 				}
-				if _, err := c.nc.Write(buf[from:to]); err != nil {
-					c.fail(err)
+				if !write(buf[from:to]) {
 					return
 				}
 				from = to
-				if to < len(buf) && !writeCtrl() {
-					return
-				}
 			}
 			spare, spareMarks = buf[:0], marks[:0]
 			c.mu.Lock()

@@ -102,6 +102,16 @@ func (sv *server) activateJobs(req *pb.ActivateJobsRequest, stream pb.Gateway_Ac
 	if len(shards) == 0 {
 		return status.Error(codes.Unavailable, "Expected a shard that is UP or DRAINING to activate jobs on, but there is none")
 	}
+	wait := time.Duration(req.GetRequestTimeout()) * time.Millisecond
+	if req.GetRequestTimeout() == 0 {
+		wait = defaultLongPoll
+	}
+	wait = pollBudget(ctx, wait)
+	// A lone shard's own long poll answers at once when it has jobs: a
+	// sweep first would ask it twice for every poll.
+	if len(shards) == 1 && req.GetRequestTimeout() >= 0 && wait > 0 {
+		return sv.longPoll(ctx, shards, req, wait, stream, int(req.GetMaxJobsToActivate()))
+	}
 	first := int(p.rr.Add(1) % uint64(len(shards)))
 
 	remaining := int(req.GetMaxJobsToActivate())
@@ -128,20 +138,18 @@ func (sv *server) activateJobs(req *pb.ActivateJobsRequest, stream pb.Gateway_Ac
 	}
 	if remaining < int(req.GetMaxJobsToActivate()) || req.GetRequestTimeout() < 0 {
 		if remaining == int(req.GetMaxJobsToActivate()) && exhausted > 0 {
-			return status.Errorf(codes.ResourceExhausted, "Expected to activate jobs of type '%s', but no jobs available and at least one shard returned 'RESOURCE_EXHAUSTED'. Please try again later.", req.GetType())
+			return exhaustedShards(req)
 		}
 		return nil
 	}
-
-	wait := time.Duration(req.GetRequestTimeout()) * time.Millisecond
-	if req.GetRequestTimeout() == 0 {
-		wait = defaultLongPoll
-	}
-	wait = pollBudget(ctx, wait)
 	if wait <= 0 {
 		return nil
 	}
 	return sv.longPoll(ctx, shards, req, wait, stream, remaining)
+}
+
+func exhaustedShards(req *pb.ActivateJobsRequest) error {
+	return status.Errorf(codes.ResourceExhausted, "Expected to activate jobs of type '%s', but no jobs available and at least one shard returned 'RESOURCE_EXHAUSTED'. Please try again later.", req.GetType())
 }
 
 // sweepTimeout bounds one shard's non-blocking activation.
@@ -224,6 +232,7 @@ func (sv *server) longPoll(ctx context.Context, shards []*shard, req *pb.Activat
 	p := sv.p
 	var mu sync.Mutex // guards the fields below and the worker's stream
 	closed, winner, remaining := false, -1, want
+	exhausted := 0 // polls the shard refused with RESOURCE_EXHAUSTED
 	winnerDone := make(chan struct{})
 
 	deliver := func(i int, s *shard, jobs []*pb.ActivatedJob) {
@@ -271,6 +280,11 @@ func (sv *server) longPoll(ctx context.Context, shards []*shard, req *pb.Activat
 					if !errors.Is(err, io.EOF) {
 						s.noteError(err)
 					}
+					if status.Code(err) == codes.ResourceExhausted {
+						mu.Lock()
+						exhausted++
+						mu.Unlock()
+					}
 					return
 				}
 				if jobs := resp.GetJobs(); len(jobs) > 0 {
@@ -294,6 +308,11 @@ func (sv *server) longPoll(ctx context.Context, shards []*shard, req *pb.Activat
 	}
 	mu.Lock()
 	closed = true
+	// Every shard refused: the worker backs off, as a Zeebe gateway
+	// tells it, rather than poll again at once.
+	if err == nil && winner < 0 && exhausted == len(shards) {
+		err = exhaustedShards(req)
+	}
 	mu.Unlock()
 	return err
 }

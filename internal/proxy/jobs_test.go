@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"context"
+	"errors"
+	"io"
 	"os"
 	"runtime"
 	"slices"
@@ -279,4 +281,73 @@ func TestCloseWaitsForHandBacks(t *testing.T) {
 	if err := p.Close(ctx); err != closeErr {
 		t.Errorf("second Close: %v, want %v", err, closeErr)
 	}
+}
+
+// A lone shard gets one long poll per worker poll, no sweep before it;
+// when the shard refuses it with RESOURCE_EXHAUSTED the worker hears so
+// at once and backs off, rather than poll again at once.
+func TestLoneShardLongPoll(t *testing.T) {
+	shard := startShards(t, 1, sim.Config{Partitions: 1, BacklogLimit: 2})[0]
+	p := startProxy(t, Config{Shards: shardConfigs([]*sim.Sim{shard})})
+	gw := pb.NewGatewayClient(dial(t, p.Addr().String()))
+	ctx := budget.Context(t, time.Minute)
+	if _, err := gw.DeployResource(ctx, &pb.DeployResourceRequest{Resources: []*pb.Resource{{Name: "lone.bpmn", Content: load.Process("lone", "lone-task")}}}); err != nil {
+		t.Fatal(err)
+	}
+	poll := func(timeout time.Duration) (int, error) {
+		stream, err := gw.ActivateJobs(ctx, &pb.ActivateJobsRequest{Type: "lone-task", Worker: "w", MaxJobsToActivate: 5, Timeout: 60000, RequestTimeout: timeout.Milliseconds()})
+		if err != nil {
+			return 0, err
+		}
+		n := 0
+		for {
+			resp, err := stream.Recv()
+			if errors.Is(err, io.EOF) {
+				return n, nil
+			}
+			if err != nil {
+				return n, err
+			}
+			n += len(resp.GetJobs())
+		}
+	}
+	// A job created while the poll waits reaches it, through one call.
+	upstream := func() float64 {
+		return proxyMetric(t, p, "shardctl_proxy_shard_requests_total", `rpc="ActivateJobs"`, `code="OK"`)
+	}
+	before := upstream()
+	created := make(chan error, 1)
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		_, err := gw.CreateProcessInstance(ctx, &pb.CreateProcessInstanceRequest{BpmnProcessId: "lone", Version: -1})
+		created <- err
+	}()
+	if n, err := poll(budget.Of(10 * time.Second)); err != nil || n != 1 {
+		t.Fatalf("the long poll got %d jobs, %v; want the one created while it waited", n, err)
+	}
+	if err := <-created; err != nil {
+		t.Fatal(err)
+	}
+	if calls := upstream() - before; calls != 1 {
+		t.Errorf("the shard got %v activations for one poll, want 1", calls)
+	}
+	// A stalled shard with a full backlog refuses the poll.
+	direct := pb.NewGatewayClient(dial(t, shard.Addr().String()))
+	shard.Pause(budget.Of(5 * time.Second))
+	for range 4 {
+		go func() {
+			_, _ = direct.CreateProcessInstance(ctx, &pb.CreateProcessInstanceRequest{BpmnProcessId: "lone", Version: -1})
+		}()
+	}
+	budget.Eventually(t, 10*time.Second, "the shard to refuse a poll", func() bool {
+		start := time.Now()
+		_, err := poll(2 * time.Second)
+		if status.Code(err) != codes.ResourceExhausted {
+			return false
+		}
+		if took := time.Since(start); took > budget.Of(time.Second) {
+			t.Errorf("the refusal took %v, want it at once", took)
+		}
+		return true
+	})
 }

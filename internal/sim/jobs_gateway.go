@@ -58,7 +58,10 @@ func (g *gateway) ActivateJobs(req *pb.ActivateJobsRequest, stream pb.Gateway_Ac
 			notify = g.c.pollers.register(req.GetType())
 		}
 		sent, exhausted, err := g.sweep(ctx, req, &remaining, stream)
-		if err != nil || sent > 0 || !longPoll {
+		// A long poll that found a partition exhausted and no job is
+		// answered at once, as Zeebe's long-polling handler does, not
+		// parked: the worker backs off.
+		if err != nil || sent > 0 || !longPoll || exhausted {
 			if notify != nil {
 				g.c.pollers.unregister(req.GetType(), notify)
 			}

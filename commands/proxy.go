@@ -109,7 +109,7 @@ keeps the deployment ledger there, shared by every proxy replica.`,
 	f.StringVar(&o.configFile, "config", "", "YAML configuration file (listen, admin, front, legacyShard, maxInflightPerShard, overloadLimit, overloadExcess, maxBacklog, instanceLimit, backlogInterval, coolingOff, health, tls, upstreamCA, shards)")
 	f.StringVar(&o.cfg.Listen, "listen", "127.0.0.1:26500", "gateway address for clients, HOST:PORT")
 	f.StringVar(&o.cfg.AdminListen, "admin", "127.0.0.1:9700", "address of /metrics, /healthz, /readyz and /shards, HOST:PORT")
-	f.StringVar(&o.cfg.Front, "front", proxy.DefaultFront, "how clients are served: "+proxy.FrontFrames+" forwards calls for one shard as HTTP/2 frames and hands the rest to grpc-go; "+proxy.FrontGRPC+" serves every call with grpc-go")
+	f.StringVar(&o.cfg.Front, "front", proxy.DefaultFront, "how clients are served: "+proxy.FrontFrames+" speaks HTTP/2 itself, forwarding calls for one shard as frames and calling the shards on its own connections; "+proxy.FrontGRPC+" serves every call with grpc-go (the fallback)")
 	f.StringArrayVar(&o.shardFlags, "shard", nil, "a shard as ID=HOST:PORT[,slot=N][,state=S][,pool=P][,metrics=URL][,tls=true|insecure] (repeatable; slots default to the order given)")
 	f.StringVar(&o.cfg.LegacyShard, "legacy-shard", "", "shard that keys without a slot (from before the cutover) belong to")
 	f.Int64Var(&o.cfg.MaxInflightPerShard, "max-inflight-per-shard", proxy.DefaultMaxInflightPerShard, "the most requests in flight to one shard: past it a call gets RESOURCE_EXHAUSTED at once, never queued (0: no limit)")

@@ -2,11 +2,14 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"testing"
 	"time"
 
+	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
 	"github.com/camunda/zeebe/clients/go/v8/pkg/zbc"
 
 	"github.com/shardctl/shardctl/internal/budget"
@@ -70,3 +73,22 @@ func proxyMetric(t testing.TB, p *Proxy, name string, labels ...string) float64 
 
 // bpmnHead opens the tests' own BPMN documents.
 const bpmnHead = load.DefinitionsHead
+
+// countJobs reads a job poll to its end: the jobs it brought, then how
+// it ended (nil for io.EOF).
+func countJobs(stream pb.Gateway_ActivateJobsClient, err error) (int, error) {
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for {
+		resp, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+		n += len(resp.GetJobs())
+	}
+}

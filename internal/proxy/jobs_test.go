@@ -2,8 +2,6 @@ package proxy
 
 import (
 	"context"
-	"errors"
-	"io"
 	"os"
 	"runtime"
 	"slices"
@@ -295,21 +293,7 @@ func TestLoneShardLongPoll(t *testing.T) {
 		t.Fatal(err)
 	}
 	poll := func(timeout time.Duration) (int, error) {
-		stream, err := gw.ActivateJobs(ctx, &pb.ActivateJobsRequest{Type: "lone-task", Worker: "w", MaxJobsToActivate: 5, Timeout: 60000, RequestTimeout: timeout.Milliseconds()})
-		if err != nil {
-			return 0, err
-		}
-		n := 0
-		for {
-			resp, err := stream.Recv()
-			if errors.Is(err, io.EOF) {
-				return n, nil
-			}
-			if err != nil {
-				return n, err
-			}
-			n += len(resp.GetJobs())
-		}
+		return countJobs(gw.ActivateJobs(ctx, &pb.ActivateJobsRequest{Type: "lone-task", Worker: "w", MaxJobsToActivate: 5, Timeout: 60000, RequestTimeout: timeout.Milliseconds()}))
 	}
 	// A job created while the poll waits reaches it, through one call.
 	upstream := func() float64 {

@@ -2,8 +2,6 @@ package proxy
 
 import (
 	"context"
-	"errors"
-	"io"
 	"net"
 	"strings"
 	"testing"
@@ -44,23 +42,6 @@ func TestShardConn(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// drain reads a job stream to its end: the jobs, then how it ended.
-	drain := func(stream pb.Gateway_ActivateJobsClient, err error) (int, error) {
-		if err != nil {
-			return 0, err
-		}
-		n := 0
-		for {
-			resp, err := stream.Recv()
-			if errors.Is(err, io.EOF) {
-				return n, nil
-			}
-			if err != nil {
-				return n, err
-			}
-			n += len(resp.GetJobs())
-		}
-	}
 	for _, tc := range []struct {
 		name     string
 		run      func(ctx context.Context) (int, error)
@@ -73,13 +54,13 @@ func TestShardConn(t *testing.T) {
 			return int(topo.GetPartitionsCount()), err
 		}, codes.OK, "", 2},
 		{"a stream with a job", func(ctx context.Context) (int, error) {
-			return drain(gw.ActivateJobs(ctx, &pb.ActivateJobsRequest{Type: "sc-task", Worker: "w", MaxJobsToActivate: 5, Timeout: 60000, RequestTimeout: -1}))
+			return countJobs(gw.ActivateJobs(ctx, &pb.ActivateJobsRequest{Type: "sc-task", Worker: "w", MaxJobsToActivate: 5, Timeout: 60000, RequestTimeout: -1}))
 		}, codes.OK, "", 1},
 		{"a stream with none", func(ctx context.Context) (int, error) {
-			return drain(gw.ActivateJobs(ctx, &pb.ActivateJobsRequest{Type: "none", Worker: "w", MaxJobsToActivate: 5, Timeout: 60000, RequestTimeout: -1}))
+			return countJobs(gw.ActivateJobs(ctx, &pb.ActivateJobsRequest{Type: "none", Worker: "w", MaxJobsToActivate: 5, Timeout: 60000, RequestTimeout: -1}))
 		}, codes.OK, "", 0},
 		{"the shard's refusal", func(ctx context.Context) (int, error) {
-			return drain(gw.ActivateJobs(ctx, &pb.ActivateJobsRequest{Type: "", Worker: "w", MaxJobsToActivate: 5}))
+			return countJobs(gw.ActivateJobs(ctx, &pb.ActivateJobsRequest{Type: "", Worker: "w", MaxJobsToActivate: 5}))
 		}, codes.InvalidArgument, "non-empty job type", 0},
 		{"a unary call the shard refuses", func(ctx context.Context) (int, error) {
 			_, err := gw.CompleteJob(ctx, &pb.CompleteJobRequest{JobKey: 1<<51 | 12345}) // partition 1, no such job
@@ -88,7 +69,7 @@ func TestShardConn(t *testing.T) {
 		{"a deadline before the long poll ends", func(ctx context.Context) (int, error) {
 			ctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 			defer cancel()
-			return drain(gw.ActivateJobs(ctx, &pb.ActivateJobsRequest{Type: "none", Worker: "w", MaxJobsToActivate: 5, Timeout: 60000, RequestTimeout: 30000}))
+			return countJobs(gw.ActivateJobs(ctx, &pb.ActivateJobsRequest{Type: "none", Worker: "w", MaxJobsToActivate: 5, Timeout: 60000, RequestTimeout: 30000}))
 		}, codes.DeadlineExceeded, "", 0},
 		{"a shard that is not there", func(ctx context.Context) (int, error) {
 			_, err := dead.Topology(ctx, &pb.TopologyRequest{})

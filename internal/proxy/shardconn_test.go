@@ -2,8 +2,11 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -97,4 +100,46 @@ func TestShardConn(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// A shard whose connections fail is not dialled once per call: calls
+// fail fast with the last dial's error until the backoff ends, then one
+// dial tries again.
+func TestDialBackoff(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var accepts atomic.Int32
+	acceptDone := make(chan struct{})
+	defer func() { ln.Close(); <-acceptDone }()
+	go func() {
+		defer close(acceptDone)
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepts.Add(1)
+			nc.Close() // the TLS handshake fails: a failed dial
+		}
+	}()
+	u := newUpstreams(ln.Addr().String(), &tls.Config{InsecureSkipVerify: true}, 1)
+	defer u.close()
+	for i := range 5 {
+		_, err := u.conn()
+		var de *errDial
+		if !errors.As(err, &de) {
+			t.Fatalf("call %d: %v, want a dial error", i, err)
+		}
+	}
+	if n := accepts.Load(); n != 1 {
+		t.Errorf("5 calls in a row dialled %d times, want 1 until the backoff ends", n)
+	}
+	time.Sleep(dialBackoffBase * 3 / 2) // past the first backoff and its jitter
+	if _, err := u.conn(); err == nil {
+		t.Fatal("a dial to a peer that closes every connection succeeded")
+	}
+	budget.Eventually(t, 5*time.Second, "the second dial", func() bool { return accepts.Load() == 2 })
 }

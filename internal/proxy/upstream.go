@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"sync"
 	"time"
@@ -30,6 +31,23 @@ type upstreams struct {
 	dialing int
 	closed  bool
 	freed   chan struct{} // made while someone waits for a stream to end
+	// After a failed dial, calls fail with its error until retryAt; the
+	// wait grows from dialBackoffBase to dialBackoffMax.
+	dialErr error
+	retryAt time.Time
+	backoff time.Duration
+}
+
+// The frame front's dial backoff, as the grpc front's: a shard that came
+// back is reconnected within seconds.
+const (
+	dialBackoffBase = 200 * time.Millisecond
+	dialBackoffMax  = 5 * time.Second
+)
+
+// jitter is d ± 20%, so that shards' connections do not retry in step.
+func jitter(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
 }
 
 // upstreamConfig: a shard connection that goes quiet is pinged, and
@@ -160,6 +178,16 @@ func (u *upstreams) conn() (*h2.Conn, error) {
 		u.mu.Unlock()
 		return best, nil
 	}
+	if now := time.Now(); now.Before(u.retryAt) {
+		// The last dial failed a moment ago: fail fast with its error, as
+		// grpc-go does while it backs off, rather than dial per call.
+		err := u.dialErr
+		u.mu.Unlock()
+		if best != nil {
+			return best, nil
+		}
+		return nil, &errDial{err}
+	}
 	u.dialing++
 	u.mu.Unlock()
 	c, err := u.dial()
@@ -168,6 +196,12 @@ func (u *upstreams) conn() (*h2.Conn, error) {
 	closed := u.closed
 	if err == nil && !closed {
 		u.conns = append(u.conns, c)
+	}
+	if err != nil {
+		u.backoff = min(max(time.Duration(float64(u.backoff)*1.6), dialBackoffBase), dialBackoffMax)
+		u.dialErr, u.retryAt = err, time.Now().Add(jitter(u.backoff))
+	} else {
+		u.backoff, u.retryAt = 0, time.Time{}
 	}
 	u.mu.Unlock()
 	switch {

@@ -98,10 +98,9 @@ func (u *upstreams) open(fields []hpack.HeaderField, body []byte, value any) (*h
 }
 
 // openOwn starts one of the proxy's own calls (paced: its answers are
-// kept until read). Such calls may be long polls and job
-// streams, so they leave a quarter of a connection's streams to
-// forwarded calls, and wait, up to ctx, for a stream to end when there
-// is no room.
+// kept until read). Such calls may be long polls and job streams, so
+// they leave a quarter of a connection's streams to forwarded calls,
+// and wait, up to ctx, for a stream to end when there is no room.
 func (u *upstreams) openOwn(ctx context.Context, fields []hpack.HeaderField, body []byte, value any) (*h2.Stream, error) {
 	for {
 		freed := u.whenFreed()

@@ -330,19 +330,23 @@ func (a *attempt) closed(err error) {
 	case h2.Refused(err):
 		a.end(codes.Unavailable, "connection error: the shard refused the stream", true)
 	case errors.As(err, &se):
-		a.end(resetCode(se.Code), fmt.Sprintf("stream reset: %v", se.Code), false)
+		a.end(resetCode(se.Code, a.c.deadline), fmt.Sprintf("stream reset: %v", se.Code), false)
 	default:
 		a.end(codes.Unavailable, fmt.Sprintf("the connection to the shard ended: %v", err), false)
 	}
 }
 
 // resetCode is what a stream reset means to a gRPC client, as grpc-go
-// maps it.
-func resetCode(code http2.ErrCode) codes.Code {
+// maps it: a CANCEL once the call's deadline (zero: none) has passed is
+// the peer giving up at that deadline.
+func resetCode(code http2.ErrCode, deadline time.Time) codes.Code {
 	switch code {
 	case http2.ErrCodeRefusedStream:
 		return codes.Unavailable
 	case http2.ErrCodeCancel:
+		if !deadline.IsZero() && !deadline.After(time.Now()) {
+			return codes.DeadlineExceeded
+		}
 		return codes.Canceled
 	case http2.ErrCodeEnhanceYourCalm:
 		return codes.ResourceExhausted

@@ -423,7 +423,8 @@ func (r *rpcStream) closed(err error) {
 	case h2.Refused(err):
 		r.end(grpcstatus.Error(codes.Unavailable, "connection error: the shard refused the stream"))
 	case errors.As(err, &se):
-		r.end(grpcstatus.Error(resetCode(se.Code), fmt.Sprintf("stream reset: %v", se.Code)))
+		deadline, _ := r.ctx.Deadline()
+		r.end(grpcstatus.Error(resetCode(se.Code, deadline), fmt.Sprintf("stream reset: %v", se.Code)))
 	default:
 		r.end(grpcstatus.Errorf(codes.Unavailable, "the connection to the shard ended: %v", err))
 	}

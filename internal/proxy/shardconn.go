@@ -173,7 +173,6 @@ type rpcStream struct {
 	httpStatus string
 	header     metadata.MD
 	trailer    metadata.MD
-	gotHeader  bool
 	buf        []byte
 	acked      int   // how much of buf's front the shard was given back already
 	err        error // the call's end: io.EOF when it succeeded
@@ -233,9 +232,9 @@ func (r *rpcStream) Context() context.Context { return r.ctx }
 func (r *rpcStream) Header() (metadata.MD, error) {
 	for {
 		r.mu.Lock()
-		h, got, err := r.header, r.gotHeader, r.err
+		h, err := r.header, r.err
 		r.mu.Unlock()
-		if got {
+		if h != nil {
 			return h, nil
 		}
 		if err != nil {
@@ -354,24 +353,26 @@ func (r *rpcStream) end(err error) {
 
 func (r *rpcStream) head(_ *h2.Stream, fields []hpack.HeaderField, end bool) {
 	md := metadata.MD{}
+	httpStatus := ""
 	for _, f := range fields {
 		if f.Name == ":status" {
-			r.mu.Lock()
-			r.httpStatus = f.Value
-			r.mu.Unlock()
+			httpStatus = f.Value
 		} else if !strings.HasPrefix(f.Name, ":") {
 			md.Append(f.Name, f.Value)
 		}
 	}
 	r.mu.Lock()
-	if !r.gotHeader && !end {
-		r.header, r.gotHeader = md, true
+	if httpStatus != "" {
+		r.httpStatus = httpStatus
+	}
+	if r.header == nil && !end {
+		r.header = md
 		r.mu.Unlock()
 		r.wake()
 		return
 	}
 	r.trailer = md
-	httpStatus := r.httpStatus
+	httpStatus = r.httpStatus
 	r.mu.Unlock()
 	if !end {
 		return // a second head without END_STREAM: the peer's mistake, the end will tell

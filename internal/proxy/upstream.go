@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -26,11 +27,13 @@ type upstreams struct {
 	scheme string
 	h      h2.Handler
 
+	// freed is made while someone waits for a stream to end.
+	freed atomic.Pointer[chan struct{}]
+
 	mu      sync.Mutex
 	conns   []*h2.Conn
 	dialing int
 	closed  bool
-	freed   chan struct{} // made while someone waits for a stream to end
 	// After a failed dial, calls fail with its error until retryAt; the
 	// wait grows from dialBackoffBase to dialBackoffMax.
 	dialErr error
@@ -128,22 +131,26 @@ func (u *upstreams) openOwn(ctx context.Context, fields []hpack.HeaderField, bod
 
 // whenFreed is closed when one of the connections' streams ends next.
 func (u *upstreams) whenFreed() <-chan struct{} {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if u.freed == nil {
-		u.freed = make(chan struct{})
+	for {
+		if ch := u.freed.Load(); ch != nil {
+			return *ch
+		}
+		ch := make(chan struct{})
+		if u.freed.CompareAndSwap(nil, &ch) {
+			return ch
+		}
 	}
-	return u.freed
 }
 
-// streamEnded wakes the calls waiting for a stream.
+// streamEnded wakes the calls waiting for a stream. It runs at the end
+// of every call, so it takes no lock while nobody waits.
 func (u *upstreams) streamEnded() {
-	u.mu.Lock()
-	if u.freed != nil {
-		close(u.freed)
-		u.freed = nil
+	if u.freed.Load() == nil {
+		return
 	}
-	u.mu.Unlock()
+	if ch := u.freed.Swap(nil); ch != nil {
+		close(*ch)
+	}
 }
 
 // conn is the open connection with the fewest streams, or a new one

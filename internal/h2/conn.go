@@ -107,6 +107,7 @@ var (
 // Conn is one HTTP/2 connection.
 type Conn struct {
 	nc     net.Conn
+	sock   *rawSocket // nc's descriptor, when it is a plain TCP connection on Linux
 	server bool
 	cfg    Config
 	h      Handler
@@ -141,6 +142,14 @@ type Conn struct {
 	closed      bool
 	flushing    bool // the reader ended: the writer says when all is written
 	writing     int  // bytes the writer took and has not written yet
+	// busy: a goroutine writes to the socket, the writer or one that
+	// flushes inline; carry is what an inline flush could not write,
+	// which goes out before anything else. The buffers are the busy
+	// one's spares.
+	busy             bool
+	carry            []byte
+	spare, spareCtrl []byte
+	spareMarks       []int
 
 	wake      chan struct{} // the writer has something
 	outSpace  chan struct{} // the output buffer went under the limit
@@ -148,6 +157,10 @@ type Conn struct {
 	writerEnd chan struct{}
 	flushed   chan struct{}
 	closeOnce sync.Once
+
+	// deferred: c waits in the list of flushes for the end of the
+	// batches under way.
+	deferred atomic.Bool
 
 	// lastRead is when the reader last got a frame (unix nanos);
 	// keepAlive checks it; pingedAt: when its PING went out, zero once
@@ -209,7 +222,7 @@ func Server(nc net.Conn, cfg Config, h Handler) *Conn {
 func Client(nc net.Conn, cfg Config, h Handler) *Conn {
 	c := newConn(nc, false, cfg, h)
 	c.nextID = 1
-	c.out.b = append(c.out.b, http2.ClientPreface...)
+	c.ctrl.b = append(c.ctrl.b, http2.ClientPreface...) // the control lane goes out first
 	c.start(nil)
 	return c
 }
@@ -219,7 +232,11 @@ func newConn(nc net.Conn, server bool, cfg Config, h Handler) *Conn {
 		streams: map[uint32]*Stream{}, peerMaxStreams: ^uint32(0), peerInitWindow: defaultWindow,
 		peerMaxFrameSize: defaultFrameSize, sendWindow: defaultWindow, recvWindow: defaultWindow,
 		wake: make(chan struct{}, 1), outSpace: make(chan struct{}, 1), done: make(chan struct{}), writerEnd: make(chan struct{}), flushed: make(chan struct{})}
-	c.br = bufio.NewReaderSize(nc, 32<<10)
+	var src io.Reader = nc
+	if c.sock = newRawSocket(nc); c.sock != nil {
+		src = c.sock
+	}
+	c.br = bufio.NewReaderSize(src, 32<<10)
 	c.fr = http2.NewFramer(nil, c.br)
 	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	c.fr.MaxHeaderListSize = c.cfg.MaxHeaderListSize
@@ -241,13 +258,13 @@ func (c *Conn) start(preface func() error) {
 		settings = append(settings, http2.Setting{ID: http2.SettingEnablePush, Val: 0})
 	}
 	c.mu.Lock()
-	_ = c.wfr.WriteSettings(settings...)
+	_ = c.cfr.WriteSettings(settings...)
 	if more := int64(c.cfg.ConnWindow) - defaultWindow; more > 0 {
-		_ = c.wfr.WriteWindowUpdate(0, uint32(more))
+		_ = c.cfr.WriteWindowUpdate(0, uint32(more))
 		c.recvWindow += more
 	}
 	c.mu.Unlock()
-	c.signal()
+	c.wakeWriter()
 	c.lastRead.Store(time.Now().UnixNano())
 	if c.cfg.KeepAlive > 0 {
 		c.keepAlive = time.AfterFunc(c.cfg.KeepAlive, c.checkAlive)
@@ -311,7 +328,7 @@ func (c *Conn) GoAway() {
 	_ = c.wfr.WriteGoAway(c.lastPeer, http2.ErrCodeNo, nil)
 	idle := len(c.streams) == 0
 	c.mu.Unlock()
-	c.signal()
+	c.flush()
 	if idle {
 		c.stopReading()
 	}
@@ -375,7 +392,7 @@ func (c *Conn) checkAlive() {
 	}
 	c.keepAlive.Reset(next)
 	c.mu.Unlock()
-	c.signal()
+	c.flush()
 }
 
 // Usable reports whether new streams may be opened on a client
@@ -386,7 +403,7 @@ func (c *Conn) Usable() bool {
 	return !c.closed && !c.goingAway
 }
 
-func (c *Conn) signal() {
+func (c *Conn) wakeWriter() {
 	select {
 	case c.wake <- struct{}{}:
 	default:
@@ -409,6 +426,7 @@ func (c *Conn) fail(err error) {
 	streams := make([]*Stream, 0, len(c.streams))
 	for _, s := range c.streams {
 		s.closed = true
+		s.dropped = len(s.pending)
 		s.pending = nil
 		s.notifyDrained()
 		streams = append(streams, s)
@@ -417,7 +435,7 @@ func (c *Conn) fail(err error) {
 	c.blocked = nil
 	c.mu.Unlock()
 	c.closeOnce.Do(func() { _ = c.nc.Close() })
-	c.signal()
+	c.wakeWriter()
 	for _, s := range streams {
 		c.h.Closed(s, fmt.Errorf("%w: %v", ErrClosed, err))
 	}
@@ -432,7 +450,7 @@ func (c *Conn) connError(code http2.ErrCode, why string) error {
 		c.goingAway = true
 	}
 	c.mu.Unlock()
-	c.signal()
+	c.wakeWriter()
 	return fmt.Errorf("h2: connection error %v: %s", code, why)
 }
 
@@ -447,7 +465,7 @@ func (c *Conn) linger() {
 	}
 	c.flushing = true
 	c.mu.Unlock()
-	c.signal()
+	c.wakeWriter()
 	t := time.NewTimer(lingerTime)
 	defer t.Stop()
 	select {
@@ -465,15 +483,78 @@ func (c *Conn) linger() {
 
 const lingerTime = time.Second
 
+// flushNow writes what is queued from the calling goroutine, when no
+// other write is under way: one non-blocking system call, with no
+// goroutine woken. What the socket does not take, and what others queue
+// meanwhile, is left to the writer goroutine.
+func (c *Conn) flushNow() {
+	if c.sock == nil {
+		c.wakeWriter()
+		return
+	}
+	c.mu.Lock()
+	if c.busy || c.closed || c.flushing || c.queuedLocked() == 0 {
+		c.mu.Unlock()
+		return // whoever is writing looks again when done
+	}
+	c.busy = true
+	carry := c.carry
+	ctrl, _ := c.ctrl.take(c.spareCtrl, nil)
+	out, marks := c.out.take(c.spare, c.spareMarks)
+	c.carry = nil
+	c.writing = len(carry) + len(ctrl) + len(out)
+	c.mu.Unlock()
+	n, err := c.sock.tryWrite(carry, ctrl, out)
+	if err != nil {
+		c.mu.Lock()
+		c.busy = false
+		c.mu.Unlock()
+		c.fail(err)
+		return
+	}
+	c.mu.Lock()
+	if n < len(carry)+len(ctrl)+len(out) {
+		c.carry = appendUnwritten(nil, n, carry, ctrl, out)
+	}
+	c.spare, c.spareMarks, c.spareCtrl = out[:0], marks[:0], ctrl[:0]
+	c.writing = 0
+	c.busy = false
+	more := c.queuedLocked() > 0 || c.flushing
+	c.mu.Unlock()
+	c.outFreed()
+	if more {
+		c.wakeWriter()
+	}
+}
+
+// queuedLocked is how much waits for a writer.
+func (c *Conn) queuedLocked() int { return len(c.carry) + len(c.ctrl.b) + len(c.out.b) }
+
+// appendUnwritten appends to dst what is left of bufs, in order, after
+// their first n bytes went out.
+func appendUnwritten(dst []byte, n int, bufs ...[]byte) []byte {
+	for _, b := range bufs {
+		k := min(n, len(b))
+		n -= k
+		dst = append(dst, b[k:]...)
+	}
+	return dst
+}
+
+func (c *Conn) outFreed() {
+	select {
+	case c.outSpace <- struct{}{}:
+	default:
+	}
+}
+
 func (c *Conn) writeLoop() {
 	defer close(c.writerEnd)
-	var spare, ctrl []byte
-	var spareMarks []int
 	// write sends the control lane's frames and seg in one system call;
 	// false: the connection failed or is closed.
 	write := func(seg []byte) bool {
 		c.mu.Lock()
-		ctrl, _ = c.ctrl.take(ctrl, nil)
+		ctrl, _ := c.ctrl.take(c.spareCtrl, nil)
 		closed := c.closed
 		c.mu.Unlock()
 		if closed {
@@ -481,6 +562,8 @@ func (c *Conn) writeLoop() {
 		}
 		var err error
 		switch {
+		case c.sock != nil:
+			err = c.sock.write(ctrl, seg)
 		case len(ctrl) > 0 && len(seg) > 0:
 			bufs := net.Buffers{ctrl, seg}
 			_, err = bufs.WriteTo(c.nc)
@@ -489,7 +572,9 @@ func (c *Conn) writeLoop() {
 		case len(seg) > 0:
 			_, err = c.nc.Write(seg)
 		}
-		ctrl = ctrl[:0]
+		c.mu.Lock()
+		c.spareCtrl = ctrl[:0]
+		c.mu.Unlock()
 		if err != nil {
 			c.fail(err)
 			return false
@@ -499,12 +584,22 @@ func (c *Conn) writeLoop() {
 	for range c.wake {
 		for {
 			c.mu.Lock()
-			buf, marks := c.out.take(spare, spareMarks)
+			if c.busy {
+				c.mu.Unlock()
+				break // an inline flush is writing: it wakes this one if it leaves anything
+			}
+			c.busy = true
+			carry := c.carry
+			buf, marks := c.out.take(c.spare, c.spareMarks)
+			c.carry = nil
 			flushing := c.flushing
-			c.writing = len(buf)
+			c.writing = len(carry) + len(buf)
 			c.mu.Unlock()
-			// Segment by segment, each with the control frames queued
-			// meanwhile ahead of it.
+			// What an inline flush left first, then segment by segment,
+			// each with the control frames queued meanwhile ahead of it.
+			if len(carry) > 0 && !write(carry) {
+				return
+			}
 			from := 0
 			for i := 0; i == 0 || from < len(buf); i++ {
 				to := len(buf)
@@ -516,18 +611,14 @@ func (c *Conn) writeLoop() {
 				}
 				from = to
 			}
-			spare, spareMarks = buf[:0], marks[:0]
 			c.mu.Lock()
+			c.spare, c.spareMarks = buf[:0], marks[:0]
 			c.writing = 0
-			c.mu.Unlock()
-			select {
-			case c.outSpace <- struct{}{}:
-			default:
-			}
-			c.mu.Lock()
-			more := len(c.out.b) > 0 || len(c.ctrl.b) > 0
+			c.busy = false
+			more := c.queuedLocked() > 0
 			closed := c.closed
 			c.mu.Unlock()
+			c.outFreed()
 			if closed {
 				return
 			}
@@ -547,11 +638,12 @@ func (c *Conn) writeLoop() {
 func (c *Conn) waitOutput() {
 	for {
 		c.mu.Lock()
-		over := len(c.out.b)+c.writing > c.cfg.OutputLimit && !c.closed
+		over := c.queuedLocked()+c.writing > c.cfg.OutputLimit && !c.closed
 		c.mu.Unlock()
 		if !over {
 			return
 		}
+		c.wakeWriter()
 		select {
 		case <-c.outSpace:
 		case <-c.writerEnd:

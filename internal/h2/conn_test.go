@@ -231,7 +231,7 @@ func TestGoAwayRefusesLaterStreams(t *testing.T) {
 	server.mu.Lock()
 	_ = server.wfr.WriteGoAway(1, http2.ErrCodeNo, nil)
 	server.mu.Unlock()
-	server.signal()
+	server.flush()
 	cli.until(t, "the GOAWAY", func() bool { return !client.Usable() })
 	client.mu.Lock()
 	s3 := client.newStreamLocked(3) // opened just before the GOAWAY arrived

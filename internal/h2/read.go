@@ -23,9 +23,15 @@ func Refused(err error) bool {
 
 func (c *Conn) readLoop() error {
 	first := true
+	var b batch
+	defer b.end()
 	for {
-		c.waitOutput()
+		if c.wouldBlock() {
+			b.end()
+			c.waitOutput()
+		}
 		f, err := c.fr.ReadFrame()
+		b.begin()
 		if err != nil {
 			var se http2.StreamError
 			if errors.As(err, &se) {
@@ -73,7 +79,7 @@ func (c *Conn) readLoop() error {
 				c.mu.Lock()
 				_ = c.cfr.WritePing(true, f.Data)
 				c.mu.Unlock()
-				c.signal()
+				c.flush()
 			}
 		case *http2.GoAwayFrame:
 			c.onGoAway(f)
@@ -89,6 +95,23 @@ func (c *Conn) readLoop() error {
 		}
 	}
 }
+
+// wouldBlock reports whether reading the next frame would wait for the
+// peer: then the reader's batch ends first, or a peer waiting for a
+// window update or a PING's answer would never send it.
+func (c *Conn) wouldBlock() bool {
+	n := c.br.Buffered()
+	if n < frameHeaderLen {
+		return true
+	}
+	h, _ := c.br.Peek(frameHeaderLen)
+	if http2.FrameType(h[3]) == http2.FrameHeaders && http2.Flags(h[4])&http2.FlagHeadersEndHeaders == 0 {
+		return true // CONTINUATION frames follow, which the framer reads in the same call
+	}
+	return n < frameHeaderLen+(int(h[0])<<16|int(h[1])<<8|int(h[2]))
+}
+
+const frameHeaderLen = 9
 
 // contentLength is a request's content-length, -1 when it has none (or
 // one that does not parse: then nothing can be checked against it).
@@ -123,7 +146,7 @@ func (c *Conn) streamError(id uint32, code http2.ErrCode) {
 		c.closeStreamLocked(s)
 	}
 	c.mu.Unlock()
-	c.signal()
+	c.flush()
 	if s != nil {
 		c.h.Closed(s, http2.StreamError{StreamID: id, Code: code, Cause: errPeerFault})
 	}
@@ -151,7 +174,7 @@ func (c *Conn) onSettings(f *http2.SettingsFrame) error {
 		return c.connError(http2.ErrCodeProtocol, err.Error())
 	}
 	c.mu.Lock()
-	defer c.signal()
+	defer c.flush()
 	defer c.mu.Unlock()
 	var flowErr bool
 	_ = f.ForeachSetting(func(s http2.Setting) error {
@@ -260,7 +283,7 @@ func (c *Conn) onData(f *http2.DataFrame) error {
 	if s == nil {
 		idle := c.idleLocked(id)
 		c.mu.Unlock()
-		c.signal()
+		c.flush()
 		switch {
 		case idle:
 			return c.connError(http2.ErrCodeProtocol, "DATA on an idle stream")
@@ -298,7 +321,7 @@ func (c *Conn) onData(f *http2.DataFrame) error {
 		c.ackStreamLocked(s)
 	}
 	c.mu.Unlock()
-	c.signal()
+	c.flush()
 	c.h.Data(s, f.Data(), end)
 	return nil
 }
@@ -335,7 +358,7 @@ func (c *Conn) onWindowUpdate(f *http2.WindowUpdateFrame) error {
 		}
 		c.windowOpenedLocked()
 		c.mu.Unlock()
-		c.signal()
+		c.flush()
 		return nil
 	}
 	s := c.streams[f.StreamID]
@@ -355,7 +378,7 @@ func (c *Conn) onWindowUpdate(f *http2.WindowUpdateFrame) error {
 	}
 	c.sendPendingLocked(s)
 	c.mu.Unlock()
-	c.signal()
+	c.flush()
 	return nil
 }
 

@@ -35,6 +35,9 @@ type Stream struct {
 	wantLen, gotLen int64
 	peerEnded       bool
 	closed          bool
+	// dropped is how much of pending was never sent when the stream
+	// ended.
+	dropped int
 }
 
 // ID is the stream's id.
@@ -55,7 +58,7 @@ func (c *Conn) Open(fields []hpack.HeaderField, end bool, value any) (*Stream, e
 	s, err := c.openLocked(fields, end, value)
 	c.mu.Unlock()
 	if err == nil {
-		c.signal()
+		c.flush()
 	}
 	return s, err
 }
@@ -78,7 +81,7 @@ func (c *Conn) Request(fields []hpack.HeaderField, body []byte, value any, paced
 		c.sendPendingLocked(s)
 	}
 	c.mu.Unlock()
-	c.signal()
+	c.flush()
 	return s, nil
 }
 
@@ -147,7 +150,7 @@ func (s *Stream) WriteHeaders(fields []hpack.HeaderField, end bool) error {
 		c.endSentLocked(s)
 	}
 	c.mu.Unlock()
-	c.signal()
+	c.flush()
 	return nil
 }
 
@@ -164,7 +167,7 @@ func (s *Stream) Respond(head []hpack.HeaderField, data []byte, trailers []hpack
 	s.pending, s.endQueued, s.trailers = data, true, trailers
 	c.sendPendingLocked(s)
 	c.mu.Unlock()
-	c.signal()
+	c.flush()
 	return nil
 }
 
@@ -186,7 +189,7 @@ func (s *Stream) WriteData(data []byte, end bool) error {
 	s.endQueued = end
 	c.sendPendingLocked(s)
 	c.mu.Unlock()
-	c.signal()
+	c.flush()
 	return nil
 }
 
@@ -221,6 +224,19 @@ func (s *Stream) Withdraw(n int) bool {
 	return true
 }
 
+// Unsent is how much of what this side queued has not gone to the
+// connection's writer yet (waiting for the peer's window), and whether
+// the stream has ended; once ended, n is what it ended without sending.
+func (s *Stream) Unsent() (n int, ended bool) {
+	c := s.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s.closed {
+		return s.dropped, true
+	}
+	return len(s.pending), false
+}
+
 var closedChan = func() chan struct{} { ch := make(chan struct{}); close(ch); return ch }()
 
 // notifyDrained wakes whoever waits in Drained; under the lock.
@@ -243,7 +259,7 @@ func (s *Stream) Consumed(n int) {
 	sent := c.ackStreamLocked(s)
 	c.mu.Unlock()
 	if sent {
-		c.signal()
+		c.flush()
 	}
 }
 
@@ -259,7 +275,7 @@ func (s *Stream) Reset(code http2.ErrCode) {
 	_ = c.wfr.WriteRSTStream(s.id, code)
 	c.closeStreamLocked(s)
 	c.mu.Unlock()
-	c.signal()
+	c.flush()
 	c.h.Closed(s, http2.StreamError{StreamID: s.id, Code: code, Cause: errResetHere})
 }
 
@@ -313,6 +329,7 @@ func (c *Conn) closeStreamLocked(s *Stream) {
 		return
 	}
 	s.closed = true
+	s.dropped = len(s.pending)
 	s.pending = nil
 	s.notifyDrained()
 	delete(c.streams, s.id)

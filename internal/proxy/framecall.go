@@ -440,10 +440,19 @@ func (a *attempt) stamped() ([]byte, error) {
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "shard %s: %s", a.s.ID, status.Convert(err).Message())
 	}
-	slot := a.s.Slot
-	out, err := rewriteWire(framed(len(msg)), msg, a.c.m.out, func(_ protoreflect.FieldDescriptor, k int64) (int64, error) { return WithSlot(k, slot), nil })
+	out, err := stampWire(a.c.m.out, msg, a.s.Slot)
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "shard %s: the response does not parse: %v", a.s.ID, err)
+	}
+	return out, nil
+}
+
+// stampWire is message msg of type md, prefixed for the wire, with the
+// shard's slot in its keys.
+func stampWire(md protoreflect.MessageDescriptor, msg []byte, slot int) ([]byte, error) {
+	out, err := rewriteWire(framed(len(msg)), msg, md, func(_ protoreflect.FieldDescriptor, k int64) (int64, error) { return WithSlot(k, slot), nil })
+	if err != nil {
+		return nil, err
 	}
 	return setPrefix(out), nil
 }

@@ -193,6 +193,8 @@ func (fc *frontConn) Headers(s *h2.Stream, fields []hpack.HeaderField, end, trun
 		v.requestEnded()
 	case *localCall:
 		v.requestEnded()
+	case *jobCall:
+		v.requestEnded()
 	case *passCall:
 		v.body.close(nil)
 	}
@@ -203,6 +205,8 @@ func (fc *frontConn) Data(s *h2.Stream, data []byte, end bool) {
 	case *fastCall:
 		v.received(data, end)
 	case *localCall:
+		v.received(data, end)
+	case *jobCall:
 		v.received(data, end)
 	case *passCall:
 		if err := v.body.write(data, fc.f.p.maxRecv()); err != nil {
@@ -220,6 +224,8 @@ func (fc *frontConn) Closed(s *h2.Stream, err error) {
 	case *fastCall:
 		v.clientGone()
 	case *localCall:
+		v.clientGone()
+	case *jobCall:
 		v.clientGone()
 	case *passCall:
 		v.cancel()
@@ -243,6 +249,14 @@ func (fc *frontConn) open(s *h2.Stream, fields []hpack.HeaderField, end, truncat
 		s.Value = call
 		if end {
 			call.requestEnded()
+		}
+		return
+	}
+	if req.path == activateJobsPath && req.fast() {
+		jc := fc.f.newJobCall(s, &req, fields)
+		s.Value = jc
+		if end {
+			jc.requestEnded()
 		}
 		return
 	}

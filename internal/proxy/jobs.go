@@ -55,15 +55,39 @@ func (p *Proxy) detached(ctx context.Context, d time.Duration, until context.Con
 }
 
 // pollBudget is how long the proxy's own calls may take: they must end
-// before the client's deadline, with time left to answer.
-func pollBudget(ctx context.Context, requested time.Duration) time.Duration {
-	deadline, ok := ctx.Deadline()
-	if !ok {
+// before the client's deadline (zero: none), with time left to answer.
+func pollBudget(deadline time.Time, requested time.Duration) time.Duration {
+	if deadline.IsZero() {
 		return requested
 	}
 	left := time.Until(deadline)
 	margin := min(max(left/10, 50*time.Millisecond), time.Second)
 	return max(min(requested, left-margin), 0)
+}
+
+// validActivation is the gateway's own check of an activation.
+func validActivation(req *pb.ActivateJobsRequest) error {
+	if strings.TrimSpace(req.GetType()) == "" {
+		return status.Error(codes.InvalidArgument, "Expected to activate jobs with a non-empty job type, but it was empty")
+	}
+	if req.GetMaxJobsToActivate() < 1 {
+		return status.Errorf(codes.InvalidArgument, "Expected to activate jobs with maxJobsToActivate greater than zero, but it was %d", req.GetMaxJobsToActivate())
+	}
+	return nil
+}
+
+// pollWait is how long the shards may hold a poll: the long poll asked
+// for (Zeebe's default for 0, none when negative) within the client's
+// deadline; ≤ 0 for none.
+func pollWait(req *pb.ActivateJobsRequest, deadline time.Time) time.Duration {
+	if req.GetRequestTimeout() < 0 {
+		return 0
+	}
+	wait := time.Duration(req.GetRequestTimeout()) * time.Millisecond
+	if req.GetRequestTimeout() == 0 {
+		wait = defaultLongPoll
+	}
+	return pollBudget(deadline, wait)
 }
 
 func (p *Proxy) jobShards() []*shard {
@@ -91,25 +115,19 @@ func (sv *server) ActivateJobs(req *pb.ActivateJobsRequest, stream pb.Gateway_Ac
 
 func (sv *server) activateJobs(req *pb.ActivateJobsRequest, stream pb.Gateway_ActivateJobsServer) error {
 	p := sv.p
-	if strings.TrimSpace(req.GetType()) == "" {
-		return status.Error(codes.InvalidArgument, "Expected to activate jobs with a non-empty job type, but it was empty")
-	}
-	if req.GetMaxJobsToActivate() < 1 {
-		return status.Errorf(codes.InvalidArgument, "Expected to activate jobs with maxJobsToActivate greater than zero, but it was %d", req.GetMaxJobsToActivate())
+	if err := validActivation(req); err != nil {
+		return err
 	}
 	ctx := stream.Context()
 	shards := p.jobShards()
 	if len(shards) == 0 {
-		return status.Error(codes.Unavailable, "Expected a shard that is UP or DRAINING to activate jobs on, but there is none")
+		return noJobShard
 	}
-	wait := time.Duration(req.GetRequestTimeout()) * time.Millisecond
-	if req.GetRequestTimeout() == 0 {
-		wait = defaultLongPoll
-	}
-	wait = pollBudget(ctx, wait)
+	deadline, _ := ctx.Deadline()
+	wait := pollWait(req, deadline)
 	// A lone shard's own long poll answers at once when it has jobs: a
 	// sweep first would ask it twice for every poll.
-	if len(shards) == 1 && req.GetRequestTimeout() >= 0 && wait > 0 {
+	if len(shards) == 1 && wait > 0 {
 		return sv.longPoll(ctx, shards, req, wait, stream, int(req.GetMaxJobsToActivate()))
 	}
 	first := int(p.rr.Add(1) % uint64(len(shards)))
@@ -147,6 +165,8 @@ func (sv *server) activateJobs(req *pb.ActivateJobsRequest, stream pb.Gateway_Ac
 	}
 	return sv.longPoll(ctx, shards, req, wait, stream, remaining)
 }
+
+var noJobShard = status.Error(codes.Unavailable, "Expected a shard that is UP or DRAINING to activate jobs on, but there is none")
 
 func exhaustedShards(req *pb.ActivateJobsRequest) error {
 	return status.Errorf(codes.ResourceExhausted, "Expected to activate jobs of type '%s', but no jobs available and at least one shard returned 'RESOURCE_EXHAUSTED'. Please try again later.", req.GetType())

@@ -173,8 +173,7 @@ type rpcStream struct {
 	httpStatus string
 	header     metadata.MD
 	trailer    metadata.MD
-	buf        []byte
-	acked      int   // how much of buf's front the shard was given back already
+	buf        pacedMessages
 	err        error // the call's end: io.EOF when it succeeded
 }
 
@@ -283,30 +282,62 @@ func (r *rpcStream) RecvMsg(m any) error {
 // nextLocked takes the first whole message out of buf and gives its
 // window back to the shard.
 func (r *rpcStream) nextLocked() ([]byte, bool) {
-	n, ok := wholeMessage(r.buf)
+	msg, give, ok := r.buf.next()
 	if !ok {
 		return nil, false
 	}
-	msg := r.buf[5:n]
-	r.buf = r.buf[n:]
-	give := n - min(r.acked, n)
-	r.acked -= n - give
-	give += r.releasePartialLocked()
+	give += r.buf.partial()
 	if give > 0 && r.s != nil {
 		r.s.Consumed(give)
 	}
-	return msg, true
+	return msg[5:], true
 }
 
-// releasePartialLocked: the bytes of a message not yet whole are given
-// back at once (a message may be larger than the window); it reports how
-// many more to give back.
-func (r *rpcStream) releasePartialLocked() int {
-	if _, whole := wholeMessage(r.buf); whole || len(r.buf) <= r.acked {
+// pacedMessages are a paced stream's length-prefixed messages as their
+// bytes arrive, with what the stream's window owes for them: the bytes
+// of a message not yet whole are given back at once (a message may be
+// larger than the window), those of a whole one once the reader is done
+// with it.
+type pacedMessages struct {
+	buf   []byte
+	acked int // how much of buf's front was given back already
+}
+
+// add appends data, or reports that the message would be larger than
+// the proxy takes; give is the window to give back now.
+func (m *pacedMessages) add(data []byte) (give int, tooLarge bool) {
+	if len(m.buf)+len(data) > maxRespMsgSize+5 {
+		return 0, true
+	}
+	if len(m.buf) == 0 {
+		m.buf = append([]byte(nil), data...) // a fresh one: messages taken from the old one are still read
+	} else {
+		m.buf = append(m.buf, data...)
+	}
+	return m.partial(), false
+}
+
+// next takes the first whole message out, prefix included, and what
+// the window still owes for it.
+func (m *pacedMessages) next() (msg []byte, owe int, ok bool) {
+	n, ok := wholeMessage(m.buf)
+	if !ok {
+		return nil, 0, false
+	}
+	msg = m.buf[:n]
+	m.buf = m.buf[n:]
+	owe = n - min(m.acked, n)
+	m.acked -= n - owe
+	return msg, owe, true
+}
+
+// partial gives back the bytes of a message not yet whole at the front.
+func (m *pacedMessages) partial() int {
+	if _, whole := wholeMessage(m.buf); whole || len(m.buf) <= m.acked {
 		return 0
 	}
-	give := len(r.buf) - r.acked
-	r.acked = len(r.buf)
+	give := len(m.buf) - m.acked
+	m.acked = len(m.buf)
 	return give
 }
 
@@ -391,18 +422,13 @@ func (r *rpcStream) data(s *h2.Stream, data []byte, end bool) {
 		r.mu.Unlock()
 		return
 	}
-	if len(r.buf)+len(data) > maxRespMsgSize+5 {
+	give, tooLarge := r.buf.add(data)
+	if tooLarge {
 		r.mu.Unlock()
 		s.Reset(http2.ErrCodeCancel)
 		r.end(grpcstatus.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d)", maxRespMsgSize))
 		return
 	}
-	if len(r.buf) == 0 {
-		r.buf = append([]byte(nil), data...) // a fresh one: a message taken from the old one may still be read
-	} else {
-		r.buf = append(r.buf, data...)
-	}
-	give := r.releasePartialLocked()
 	r.mu.Unlock()
 	if give > 0 {
 		s.Consumed(give)

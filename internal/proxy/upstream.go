@@ -107,18 +107,14 @@ func (u *upstreams) open(fields []hpack.HeaderField, body []byte, value any) (*h
 func (u *upstreams) openOwn(ctx context.Context, fields []hpack.HeaderField, body []byte, value any) (*h2.Stream, error) {
 	for {
 		freed := u.whenFreed()
-		c, err := u.conn()
-		if err != nil {
-			return nil, err
-		}
-		if c.Room() > int(min(c.MaxStreams(), 1<<16)/4) {
+		c, err := u.ownConn()
+		if err == nil {
 			s, err := c.Request(fields, body, value, true)
-			if err == nil {
-				return s, nil
-			}
 			if !errors.Is(err, h2.ErrClosed) && !errors.Is(err, h2.ErrFull) {
-				return nil, err
+				return s, err
 			}
+		} else if !errors.Is(err, errNoRoom) {
+			return nil, err
 		}
 		select {
 		case <-freed:
@@ -127,6 +123,24 @@ func (u *upstreams) openOwn(ctx context.Context, fields []hpack.HeaderField, bod
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// errNoRoom: the shard's connections have no stream left for the
+// proxy's own calls just now.
+var errNoRoom = errors.New("no stream left for the proxy's own calls")
+
+// ownConn is a connection with room for one of the proxy's own calls:
+// a quarter of its streams stays free for forwarded calls. errNoRoom
+// comes with the connection that has none.
+func (u *upstreams) ownConn() (*h2.Conn, error) {
+	c, err := u.conn()
+	if err != nil {
+		return nil, err
+	}
+	if c.Room() <= int(min(c.MaxStreams(), 1<<16)/4) {
+		return c, errNoRoom
+	}
+	return c, nil
 }
 
 // whenFreed is closed when one of the connections' streams ends next.

@@ -1,0 +1,565 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/shardctl/shardctl/internal/h2"
+)
+
+const activateJobsPath = "/" + gatewayService + "/ActivateJobs"
+
+var activateJobsResponse = (&pb.ActivateJobsResponse{}).ProtoReflect().Descriptor()
+
+// jobCall is an ActivateJobs call on the frame front while one shard
+// serves jobs: there is nothing to merge, so the shard's poll is relayed
+// on frames, each batch with its keys stamped on the wire, and no
+// goroutine runs for it. It keeps the local handler's promises: the
+// worker gets no more than it asked for, and a job the worker did not
+// get (gone, or its window never opened) is handed back. With more
+// shards, or no room for a poll on the shard's connections, the call
+// goes to the local handler instead.
+type jobCall struct {
+	f      *frameFront
+	cs     *h2.Stream // the worker's
+	rh     requestHead
+	fields []hpack.HeaderField
+	start  time.Time
+	// deadline of the worker's grpc-timeout (zero: none); timer answers
+	// there.
+	deadline time.Time
+	timer    *time.Timer
+
+	mu        sync.Mutex
+	req       []byte // the request as received: prefix and message
+	started   bool
+	s         *shard
+	up        *h2.Stream
+	act       *pb.ActivateJobsRequest
+	remaining int  // jobs the worker may still get
+	gone      bool // the worker will take nothing more: jobs that come are handed back
+	buf       pacedMessages
+	// sent are the batches written to the worker that may still wait
+	// for its window, with owed, the shard's bytes they stand for: its
+	// window is given back once the worker has them.
+	sent    []sentBatch
+	written int // bytes of DATA written to the worker so far
+	owed    int
+	waiting bool // a goroutine waits for the worker's window
+	// upEnd: the shard's poll has ended; endLong unregisters it as a
+	// long call, stopWatch the watch on the proxy's stop.
+	upEnd     bool
+	reset     bool // the proxy reset the poll
+	endLong   func()
+	stopWatch func() bool
+
+	// wmu orders what is written to the worker: the head once, batches,
+	// then the status, nothing after it.
+	wmu      sync.Mutex
+	headSent bool
+	answered bool
+}
+
+// sentBatch is one batch written to the worker: where it ends in the
+// stream's data, and the shard's message, whose keys are the shard's.
+type sentBatch struct {
+	end int
+	raw []byte
+}
+
+func (f *frameFront) newJobCall(s *h2.Stream, head *requestHead, fields []hpack.HeaderField) *jobCall {
+	jc := &jobCall{f: f, cs: s, rh: *head, fields: fields, start: time.Now()}
+	if head.hasTimeout {
+		jc.deadline = jc.start.Add(head.timeout)
+		jc.timer = time.AfterFunc(head.timeout, jc.expire)
+	}
+	return jc
+}
+
+func (jc *jobCall) received(data []byte, end bool) {
+	jc.mu.Lock()
+	if jc.started {
+		jc.mu.Unlock()
+		return
+	}
+	if len(jc.req)+len(data) > jc.f.p.maxRecv() {
+		jc.started = true
+		jc.mu.Unlock()
+		jc.answer(status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", len(jc.req)+len(data)-5, maxRecvMsgSize))
+		return
+	}
+	jc.req = append(jc.req, data...)
+	jc.mu.Unlock()
+	if end {
+		jc.requestEnded()
+	}
+}
+
+// requestEnded: the worker's request is whole; relay it to the lone
+// shard that serves jobs, or hand it to the local handler.
+func (jc *jobCall) requestEnded() {
+	jc.mu.Lock()
+	if jc.started {
+		jc.mu.Unlock()
+		return
+	}
+	jc.started = true
+	raw := jc.req
+	jc.mu.Unlock()
+	p := jc.f.p
+	msg, err := oneMessage(raw)
+	if err != nil {
+		jc.answer(err)
+		return
+	}
+	req := &pb.ActivateJobsRequest{}
+	if err := proto.Unmarshal(msg, req); err != nil {
+		jc.answer(status.Errorf(codes.Internal, "grpc: failed to unmarshal the received message: %v", err))
+		return
+	}
+	if err := validActivation(req); err != nil {
+		jc.answer(err)
+		return
+	}
+	s, n := p.loneJobShard()
+	if n == 0 {
+		jc.answer(noJobShard)
+		return
+	}
+	if n > 1 || s.frames == nil {
+		jc.toLocal(raw)
+		return
+	}
+	// The shard's own long poll ends first; the margin only bounds a
+	// shard that does not answer. No long poll: one sweep.
+	up := proto.Clone(req).(*pb.ActivateJobsRequest)
+	budget := sweepTimeout
+	if wait := pollWait(req, jc.deadline); wait > 0 {
+		up.RequestTimeout, budget = wait.Milliseconds(), wait+time.Second
+	} else {
+		up.RequestTimeout = -1
+	}
+	body, err := marshalFramed(up)
+	if err != nil {
+		jc.answer(err)
+		return
+	}
+	c, err := s.frames.ownConn()
+	if errors.Is(err, errNoRoom) {
+		jc.toLocal(raw) // it may wait for room; a reader may not
+		return
+	}
+	if err != nil {
+		// The shard's trouble is not the worker's: no jobs, as the local
+		// handler answers.
+		s.noteError(upstreamOpenError(s.ID, err))
+		jc.answer(nil)
+		return
+	}
+	if err := p.enter(s, "ActivateJobs"); err != nil {
+		jc.answer(nil) // the proxy's limit: no jobs from this shard now
+		return
+	}
+	fields := upstreamHead(s.frames, s.Addr, activateJobsPath, time.Now().Add(budget), 1)
+	if jc.rh.auth != "" {
+		fields = append(fields, hpack.HeaderField{Name: "authorization", Value: jc.rh.auth, Sensitive: true})
+	}
+	// The call stays a long call until the shard's poll ends, not only
+	// until the worker is answered: a stopping proxy ends it.
+	long, done := p.long.add(p.stopping)
+	jc.mu.Lock()
+	jc.s, jc.act, jc.remaining, jc.endLong = s, req, int(req.GetMaxJobsToActivate()), done
+	jc.mu.Unlock()
+	us, err := c.Request(fields, body, jc, true)
+	if err != nil {
+		err = upstreamOpenError(s.ID, err)
+		jc.mu.Lock()
+		jc.endLong = nil
+		jc.mu.Unlock()
+		done()
+		p.leave(s, "ActivateJobs", err, false)
+		jc.answer(nil)
+		return
+	}
+	stop := context.AfterFunc(long, jc.proxyStopping)
+	jc.mu.Lock()
+	jc.up = us
+	ended := jc.upEnd
+	jc.stopWatch = stop
+	jc.mu.Unlock()
+	if ended {
+		stop()
+	}
+}
+
+// toLocal runs the call in the proxy's own handler, as one that is not
+// relayed would be.
+func (jc *jobCall) toLocal(raw []byte) {
+	f := jc.f
+	if jc.timer != nil {
+		jc.timer.Stop()
+	}
+	ctx, cancel := f.ctxFor(&jc.rh, jc.fields)
+	lc := &localCall{f: f, s: jc.cs, m: localMethods[activateJobsPath], ctx: ctx, cancel: cancel, req: raw}
+	jc.cs.Value = lc
+	lc.requestEnded()
+}
+
+// loneJobShard is the shard that serves jobs when there is one, and how
+// many there are.
+func (p *Proxy) loneJobShard() (*shard, int) {
+	var lone *shard
+	n := 0
+	for _, s := range p.snapshot() {
+		if s.servesJobs() {
+			lone, n = s, n+1
+		}
+	}
+	return lone, n
+}
+
+// The shard's side of the poll, heard on the upstream connection.
+
+func (jc *jobCall) head(_ *h2.Stream, fields []hpack.HeaderField, end bool) {
+	if !end {
+		return
+	}
+	jc.upstreamEnded(callStatus(fields, "200"))
+}
+
+func (jc *jobCall) data(us *h2.Stream, data []byte, end bool) {
+	jc.mu.Lock()
+	give, tooLarge := jc.buf.add(data)
+	if tooLarge {
+		jc.mu.Unlock()
+		jc.abort(us, status.Newf(codes.ResourceExhausted, "grpc: received message larger than max (%d)", maxRespMsgSize))
+		return
+	}
+	var batches []paced
+	for {
+		msg, owe, ok := jc.buf.next()
+		if !ok {
+			break
+		}
+		batches = append(batches, paced{msg, owe})
+	}
+	give += jc.buf.partial()
+	jc.mu.Unlock()
+	if give > 0 {
+		us.Consumed(give)
+	}
+	for _, b := range batches {
+		jc.relay(us, b.msg, b.owe)
+	}
+	if end {
+		jc.upstreamEnded(status.New(codes.Internal, "the shard ended the response without trailers"))
+	}
+}
+
+// paced is a message of the shard's and the window it owes.
+type paced struct {
+	msg []byte
+	owe int
+}
+
+func (jc *jobCall) closed(err error) {
+	var se http2.StreamError
+	switch {
+	case h2.Refused(err):
+		jc.upstreamEnded(status.New(codes.Unavailable, "connection error: the shard refused the stream"))
+	case errors.As(err, &se):
+		jc.upstreamEnded(status.New(resetCode(se.Code, time.Time{}), fmt.Sprintf("stream reset: %v", se.Code)))
+	default:
+		jc.upstreamEnded(status.Newf(codes.Unavailable, "the connection to the shard ended: %v", err))
+	}
+}
+
+// relay passes one of the shard's batches (prefixed) on to the worker
+// within the count it asked for, its keys stamped with the shard's slot;
+// what the worker will not get is handed back.
+func (jc *jobCall) relay(up *h2.Stream, framedMsg []byte, owe int) {
+	p := jc.f.p
+	raw := framedMsg[5:]
+	jc.mu.Lock()
+	s, gone := jc.s, jc.gone
+	n := jobsInBatch(raw)
+	keep := min(n, jc.remaining)
+	if !gone {
+		jc.remaining -= keep
+	}
+	jc.mu.Unlock()
+	if gone || keep == 0 {
+		reason := "surplus"
+		if gone {
+			reason = "worker gone"
+		}
+		if n > 0 {
+			p.handBack(s, batchJobs(raw), reason)
+		}
+		up.Consumed(owe)
+		return
+	}
+	if keep < n {
+		jobs := batchJobs(raw)
+		p.handBack(s, jobs[keep:], "surplus")
+		raw, _ = proto.Marshal(&pb.ActivateJobsResponse{Jobs: jobs[:keep]})
+	}
+	out, err := stampWire(activateJobsResponse, raw, s.Slot)
+	if err != nil {
+		jc.abort(up, status.Newf(codes.Internal, "shard %s: the response does not parse: %v", s.ID, err))
+		return
+	}
+	jc.wmu.Lock()
+	if jc.answered {
+		jc.wmu.Unlock()
+		p.handBack(s, batchJobs(raw), "worker gone")
+		up.Consumed(owe)
+		return
+	}
+	if !jc.headSent {
+		jc.headSent = true
+		err = jc.cs.WriteHeaders(okHead, false)
+	}
+	if err == nil {
+		err = jc.cs.WriteData(out, false)
+	}
+	jc.wmu.Unlock()
+	if err != nil {
+		p.handBack(s, batchJobs(raw), "worker gone")
+		up.Consumed(owe)
+		return
+	}
+	jc.mu.Lock()
+	jc.written += len(out)
+	jc.sent = append(jc.sent, sentBatch{end: jc.written, raw: raw})
+	jc.owed += owe
+	jc.mu.Unlock()
+	jc.settle(up)
+}
+
+// settle looks at what the worker's stream still holds: batches it got
+// whole are done and their window goes back to the shard; while some
+// wait for the worker's window, one goroutine waits with them; those
+// the stream ended without are handed back.
+func (jc *jobCall) settle(up *h2.Stream) {
+	for {
+		unsent, ended := jc.cs.Unsent()
+		jc.mu.Lock()
+		if jc.waiting && !ended && unsent > 0 {
+			jc.mu.Unlock()
+			return // the waiter settles
+		}
+		var lost [][]byte
+		delivered := jc.written - unsent
+		i := 0
+		for i < len(jc.sent) && jc.sent[i].end <= delivered {
+			i++
+		}
+		if ended {
+			for _, b := range jc.sent[i:] {
+				lost = append(lost, b.raw)
+			}
+			i = len(jc.sent)
+		}
+		jc.sent = jc.sent[i:]
+		if up == nil {
+			up = jc.up
+		}
+		give := 0
+		if len(jc.sent) == 0 && up != nil {
+			give, jc.owed = jc.owed, 0
+		}
+		wait := !ended && unsent > 0 && !jc.waiting
+		jc.waiting = wait
+		s := jc.s
+		jc.mu.Unlock()
+		for _, raw := range lost {
+			jc.f.p.handBack(s, batchJobs(raw), "worker gone")
+		}
+		if give > 0 {
+			up.Consumed(give)
+		}
+		if !wait {
+			return
+		}
+		jc.f.handlers.Go(func() {
+			<-jc.cs.Drained()
+			jc.mu.Lock()
+			jc.waiting = false
+			jc.mu.Unlock()
+			jc.settle(up)
+		})
+		return
+	}
+}
+
+// upstreamEnded: the shard's poll is over, with st. The worker hears
+// its status as the local handler would say it: the shard's refusal of
+// every poll as RESOURCE_EXHAUSTED, any other trouble of the shard's as
+// no jobs.
+func (jc *jobCall) upstreamEnded(st *status.Status) {
+	p := jc.f.p
+	jc.mu.Lock()
+	if jc.upEnd {
+		jc.mu.Unlock()
+		return
+	}
+	jc.upEnd = true
+	s, act, reset := jc.s, jc.act, jc.reset
+	delivered := act != nil && jc.remaining < int(act.GetMaxJobsToActivate())
+	endLong, stopWatch := jc.endLong, jc.stopWatch
+	jc.mu.Unlock()
+	if stopWatch != nil {
+		stopWatch()
+	}
+	var err error
+	if st.Code() != codes.OK {
+		err = st.Err()
+	}
+	p.leave(s, "ActivateJobs", err, reset)
+	if endLong != nil {
+		endLong()
+	}
+	switch {
+	case err == nil:
+		jc.answer(nil)
+	case st.Code() == codes.ResourceExhausted && !delivered:
+		jc.answer(exhaustedShards(act))
+	default:
+		s.noteError(err)
+		jc.answer(nil)
+	}
+}
+
+// abort ends the shard's poll with st, and resets it.
+func (jc *jobCall) abort(up *h2.Stream, st *status.Status) {
+	jc.mu.Lock()
+	jc.reset = true
+	jc.mu.Unlock()
+	jc.upstreamEnded(st)
+	up.Reset(http2.ErrCodeCancel)
+}
+
+// cancelled resets the shard's poll: what it ends with is the
+// proxy's doing, not the shard's.
+func (jc *jobCall) cancelled(up *h2.Stream) {
+	jc.mu.Lock()
+	jc.reset = true
+	if up == nil {
+		up = jc.up
+	}
+	jc.mu.Unlock()
+	if up != nil {
+		up.Reset(http2.ErrCodeCancel)
+	}
+}
+
+// answer ends the worker's stream with err's status, once: in the
+// trailers after the batches, or a trailers-only answer.
+func (jc *jobCall) answer(err error) {
+	if jc.timer != nil {
+		jc.timer.Stop()
+	}
+	jc.wmu.Lock()
+	if jc.answered {
+		jc.wmu.Unlock()
+		return
+	}
+	jc.answered = true
+	var head []hpack.HeaderField
+	if !jc.headSent {
+		head = okHead
+	}
+	st := status.Convert(err)
+	_ = jc.cs.WriteHeaders(statusFields(head, st), true)
+	jc.wmu.Unlock()
+	jc.f.p.metrics.observe("ActivateJobs", st.Code(), time.Since(jc.start))
+}
+
+// The worker's side.
+
+// clientGone: the worker reset its stream, or its connection ended.
+// The shard's poll runs on, and what it brings is handed back; so are
+// the batches the worker did not get.
+func (jc *jobCall) clientGone() {
+	jc.mu.Lock()
+	wasGone := jc.gone
+	jc.gone = true
+	jc.mu.Unlock()
+	if wasGone {
+		return
+	}
+	jc.wmu.Lock()
+	answered := jc.answered
+	jc.answered = true
+	jc.wmu.Unlock()
+	if jc.timer != nil {
+		jc.timer.Stop()
+	}
+	if !answered {
+		jc.f.p.metrics.observe("ActivateJobs", codes.Canceled, time.Since(jc.start))
+	}
+	jc.settle(nil)
+}
+
+// expire answers at the worker's deadline; the shard's poll, which was
+// given less time, runs on and hands back what it brings.
+func (jc *jobCall) expire() {
+	jc.mu.Lock()
+	jc.gone = true
+	jc.mu.Unlock()
+	jc.answer(status.Error(codes.DeadlineExceeded, "context deadline exceeded"))
+}
+
+// proxyStopping: the proxy is stopping and ends its long calls. The
+// worker gets its answer now (no jobs is a normal answer: it polls
+// again, elsewhere), and the shard's poll is cancelled.
+func (jc *jobCall) proxyStopping() {
+	jc.mu.Lock()
+	jc.gone = true
+	jc.mu.Unlock()
+	jc.answer(nil)
+	jc.cancelled(nil)
+}
+
+// jobsInBatch counts the batch's jobs (field 1 of ActivateJobsResponse)
+// without decoding them.
+func jobsInBatch(m []byte) int {
+	n := 0
+	for len(m) > 0 {
+		num, typ, tn := protowire.ConsumeTag(m)
+		if tn < 0 {
+			return n
+		}
+		m = m[tn:]
+		vn := protowire.ConsumeFieldValue(num, typ, m)
+		if vn < 0 {
+			return n
+		}
+		if num == 1 && typ == protowire.BytesType {
+			n++
+		}
+		m = m[vn:]
+	}
+	return n
+}
+
+// batchJobs decodes a batch's jobs, to hand them back.
+func batchJobs(raw []byte) []*pb.ActivatedJob {
+	var resp pb.ActivateJobsResponse
+	if err := proto.Unmarshal(raw, &resp); err != nil {
+		return nil
+	}
+	return resp.GetJobs()
+}

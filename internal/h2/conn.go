@@ -112,6 +112,7 @@ type Conn struct {
 	cfg    Config
 	h      Handler
 	fr     *http2.Framer // the reader's
+	hdec   *headerDecoder
 	br     *bufio.Reader
 
 	mu  sync.Mutex
@@ -238,8 +239,8 @@ func newConn(nc net.Conn, server bool, cfg Config, h Handler) *Conn {
 	}
 	c.br = bufio.NewReaderSize(src, 32<<10)
 	c.fr = http2.NewFramer(nil, c.br)
-	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	c.fr.MaxHeaderListSize = c.cfg.MaxHeaderListSize
+	c.fr.SetReuseFrames() // a DATA frame is the handler's only during its call
+	c.hdec = newHeaderDecoder(c.cfg.MaxHeaderListSize)
 	c.fr.SetMaxReadFrameSize(defaultFrameSize)
 	c.wfr = http2.NewFramer(&c.out, nil)
 	c.cfr = http2.NewFramer(&c.ctrl, nil)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 )
 
 // ErrRefused is how a stream ends that the peer's GOAWAY says it never
@@ -31,21 +32,21 @@ func (c *Conn) readLoop() error {
 			c.waitOutput()
 		}
 		f, err := c.fr.ReadFrame()
+		var block headerBlock
+		detail := ""
+		if hf, ok := f.(*http2.HeadersFrame); ok && err == nil {
+			block, detail, err = c.hdec.read(c.fr, hf)
+		}
 		b.begin()
 		if err != nil {
-			var se http2.StreamError
-			if errors.As(err, &se) {
-				c.mu.Lock()
-				if c.server && se.StreamID%2 == 1 && se.StreamID > c.lastPeer {
-					c.lastPeer = se.StreamID
-				}
-				c.mu.Unlock()
-				c.streamError(se.StreamID, se.Code)
-				continue
+			if detail == "" {
+				detail = errDetail(c.fr, err)
 			}
-			var ce http2.ConnectionError
-			if errors.As(err, &ce) {
-				return c.connError(http2.ErrCode(ce), errDetail(c.fr, err))
+			if err, ok := c.frameError(err, detail); ok {
+				if err != nil {
+					return err
+				}
+				continue
 			}
 			var ne net.Error
 			c.mu.Lock()
@@ -66,8 +67,8 @@ func (c *Conn) readLoop() error {
 		switch f := f.(type) {
 		case *http2.SettingsFrame:
 			err = c.onSettings(f)
-		case *http2.MetaHeadersFrame:
-			err = c.onHeaders(f)
+		case *http2.HeadersFrame:
+			err = c.onHeaders(&block)
 		case *http2.DataFrame:
 			err = c.onData(f)
 		case *http2.WindowUpdateFrame:
@@ -113,10 +114,30 @@ func (c *Conn) wouldBlock() bool {
 
 const frameHeaderLen = 9
 
+// frameError answers a stream or connection error the peer's frames
+// caused (ok), and returns what ends the connection (nil: it goes on).
+func (c *Conn) frameError(err error, detail string) (_ error, ok bool) {
+	var se http2.StreamError
+	if errors.As(err, &se) {
+		c.mu.Lock()
+		if c.server && se.StreamID%2 == 1 && se.StreamID > c.lastPeer {
+			c.lastPeer = se.StreamID
+		}
+		c.mu.Unlock()
+		c.streamError(se.StreamID, se.Code)
+		return nil, true
+	}
+	var ce http2.ConnectionError
+	if errors.As(err, &ce) {
+		return c.connError(http2.ErrCode(ce), detail), true
+	}
+	return err, false
+}
+
 // contentLength is a request's content-length, -1 when it has none (or
 // one that does not parse: then nothing can be checked against it).
-func contentLength(f *http2.MetaHeadersFrame) int64 {
-	for _, hf := range f.Fields {
+func contentLength(fields []hpack.HeaderField) int64 {
+	for _, hf := range fields {
 		if hf.Name == "content-length" {
 			if n, err := strconv.ParseInt(hf.Value, 10, 64); err == nil && n >= 0 {
 				return n
@@ -212,10 +233,10 @@ func (c *Conn) onSettings(f *http2.SettingsFrame) error {
 	return nil
 }
 
-func (c *Conn) onHeaders(f *http2.MetaHeadersFrame) error {
-	id := f.StreamID
-	end := f.StreamEnded()
-	if f.HasPriority() && f.Priority.StreamDep == id {
+func (c *Conn) onHeaders(f *headerBlock) error {
+	id := f.streamID
+	end := f.endStream
+	if f.selfPriority {
 		c.streamError(id, http2.ErrCodeProtocol)
 		return nil
 	}
@@ -243,7 +264,7 @@ func (c *Conn) onHeaders(f *http2.MetaHeadersFrame) error {
 			return nil
 		}
 		s = c.newStreamLocked(id)
-		s.wantLen = contentLength(f)
+		s.wantLen = contentLength(f.fields)
 	} else {
 		if s.peerEnded {
 			c.mu.Unlock()
@@ -263,7 +284,7 @@ func (c *Conn) onHeaders(f *http2.MetaHeadersFrame) error {
 		}
 	}
 	c.mu.Unlock()
-	c.h.Headers(s, f.Fields, end, f.Truncated)
+	c.h.Headers(s, f.fields, end, f.truncated)
 	return nil
 }
 

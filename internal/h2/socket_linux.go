@@ -18,9 +18,25 @@ import (
 // to the receiver on the way) runs long; at a few thousand small calls
 // a second those wake-ups cost the proxy more than its own work.
 // Neither call can block here: the descriptor is non-blocking.
+//
+// One goroutine reads at a time (the connection's reader), and one
+// writes (the one that is busy); the callbacks the poller calls are
+// made once, with their arguments and results in the socket, so that a
+// call allocates nothing.
 type rawSocket struct {
-	rc  syscall.RawConn
-	iov [3]syscall.Iovec
+	rc syscall.RawConn
+
+	rbuf   []byte
+	rn     int
+	rerrno syscall.Errno
+	readFn func(fd uintptr) bool
+
+	iov     [3]syscall.Iovec
+	wbufs   [3][]byte
+	wn      int
+	wwait   bool // write waits for room; tryWrite does not
+	werrno  syscall.Errno
+	writeFn func(fd uintptr) bool
 }
 
 func newRawSocket(nc net.Conn) *rawSocket {
@@ -32,7 +48,10 @@ func newRawSocket(nc net.Conn) *rawSocket {
 	if err != nil {
 		return nil
 	}
-	return &rawSocket{rc: rc}
+	r := &rawSocket{rc: rc}
+	r.readFn = r.read
+	r.writeFn = r.write1
+	return r
 }
 
 // Read is io.Reader's: it waits in the poller for data, and for a
@@ -41,20 +60,10 @@ func (r *rawSocket) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	var n int
-	var errno syscall.Errno
-	err := r.rc.Read(func(fd uintptr) bool {
-		for {
-			n, errno = sysRead(fd, p)
-			switch errno {
-			case syscall.EINTR:
-				continue
-			case syscall.EAGAIN:
-				return false
-			}
-			return true
-		}
-	})
+	r.rbuf = p
+	err := r.rc.Read(r.readFn)
+	n, errno := r.rn, r.rerrno
+	r.rbuf = nil
 	switch {
 	case err != nil:
 		return 0, err
@@ -66,72 +75,96 @@ func (r *rawSocket) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// tryWrite sends what the socket takes now of bufs, in order, in one
-// system call, and reports how much that was.
-func (r *rawSocket) tryWrite(bufs ...[]byte) (int, error) {
-	var n int
-	var errno syscall.Errno
-	err := r.rc.Write(func(fd uintptr) bool {
-		for {
-			n, errno = r.writev(fd, bufs...)
-			if errno != syscall.EINTR {
-				return true
-			}
+func (r *rawSocket) read(fd uintptr) bool {
+	for {
+		r.rn, r.rerrno = sysRead(fd, r.rbuf)
+		switch r.rerrno {
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false
 		}
-	})
-	switch {
-	case err != nil:
-		return 0, err
-	case errno == syscall.EAGAIN:
-		return 0, nil
-	case errno != 0:
-		return 0, os.NewSyscallError("writev", errno)
+		return true
 	}
-	return n, nil
+}
+
+// tryWrite sends what the socket takes now of bufs (at most three), in
+// order, in one system call, and reports how much that was.
+func (r *rawSocket) tryWrite(bufs ...[]byte) (int, error) {
+	return r.send(false, bufs...)
 }
 
 // write sends a and then b (either may be empty), waiting in the poller
 // while the socket's buffer is full.
 func (r *rawSocket) write(a, b []byte) error {
-	var errno syscall.Errno
-	err := r.rc.Write(func(fd uintptr) bool {
-		for len(a)+len(b) > 0 {
-			n, e := r.writev(fd, a, b)
-			switch e {
-			case 0:
-			case syscall.EINTR:
-				continue
-			case syscall.EAGAIN:
-				return false
-			default:
-				errno = e
-				return true
-			}
-			k := min(n, len(a))
-			a, b = a[k:], b[n-k:]
-		}
-		return true
-	})
-	if err != nil {
-		return err
-	}
-	if errno != 0 {
-		return os.NewSyscallError("writev", errno)
-	}
-	return nil
+	_, err := r.send(true, a, b)
+	return err
 }
 
-func (r *rawSocket) writev(fd uintptr, bufs ...[]byte) (int, syscall.Errno) {
+func (r *rawSocket) send(wait bool, bufs ...[]byte) (int, error) {
+	r.wbufs = [3][]byte{}
+	copy(r.wbufs[:], bufs)
+	r.wn, r.wwait, r.werrno = 0, wait, 0
+	err := r.rc.Write(r.writeFn)
+	n, errno := r.wn, r.werrno
+	r.wbufs, r.iov = [3][]byte{}, [3]syscall.Iovec{} // keep no buffer alive
+	switch {
+	case err != nil:
+		return n, err
+	case errno == syscall.EAGAIN:
+		return n, nil
+	case errno != 0:
+		return n, os.NewSyscallError("writev", errno)
+	}
+	return n, nil
+}
+
+// write1 writes what is left of wbufs: once, or (wwait) until all is
+// out, asking the poller to wait when the socket is full.
+func (r *rawSocket) write1(fd uintptr) bool {
+	for {
+		left := 0
+		for _, b := range r.wbufs {
+			left += len(b)
+		}
+		if left == 0 {
+			return true
+		}
+		n, e := r.writev(fd)
+		switch e {
+		case 0:
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			if r.wwait {
+				return false
+			}
+			r.werrno = e
+			return true
+		default:
+			r.werrno = e
+			return true
+		}
+		r.wn += n
+		for i := range r.wbufs {
+			k := min(n, len(r.wbufs[i]))
+			r.wbufs[i] = r.wbufs[i][k:]
+			n -= k
+		}
+		if !r.wwait {
+			return true
+		}
+	}
+}
+
+func (r *rawSocket) writev(fd uintptr) (int, syscall.Errno) {
 	iov := r.iov[:0]
-	for _, p := range bufs {
+	for _, p := range r.wbufs {
 		if len(p) > 0 {
 			v := syscall.Iovec{Base: &p[0]}
 			v.SetLen(len(p))
 			iov = append(iov, v)
 		}
 	}
-	if len(iov) == 0 {
-		return 0, 0
-	}
-	return sysWritev(fd, iov, bufs)
+	return sysWritev(fd, iov, r.wbufs[:])
 }

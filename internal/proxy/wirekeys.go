@@ -18,7 +18,67 @@ var errMalformed = errors.New("malformed protobuf message")
 // included, and every other byte copied as it is: the frame front's
 // rewriting, with no decoding of what holds no key.
 func rewriteWire(dst, m []byte, md protoreflect.MessageDescriptor, fn keyFunc) ([]byte, error) {
+	return wirePlanFor(md).rewrite(dst, m, fn)
+}
+
+// wirePlan is where a message type holds keys on the wire, by field
+// number: made once per type, so that rewriting asks the descriptors
+// nothing.
+type wirePlan struct {
+	fields []wireField // by field number; past its end, nothing
+}
+
+type wireField struct {
+	fd  protoreflect.FieldDescriptor // a key field (varint), or a message that holds keys
+	key bool
+	sub *wirePlan // the message's plan (not key)
+}
+
+var wirePlans sync.Map // protoreflect.FullName -> *wirePlan
+
+func wirePlanFor(md protoreflect.MessageDescriptor) *wirePlan {
+	if p, ok := wirePlans.Load(md.FullName()); ok {
+		return p.(*wirePlan)
+	}
+	building := map[protoreflect.FullName]*wirePlan{}
+	buildWirePlan(md, building)
+	for name, bp := range building {
+		wirePlans.LoadOrStore(name, bp)
+	}
+	v, _ := wirePlans.Load(md.FullName())
+	return v.(*wirePlan)
+}
+
+// buildWirePlan plans md and the types below it that hold keys; a type
+// that holds itself points at its own plan.
+func buildWirePlan(md protoreflect.MessageDescriptor, building map[protoreflect.FullName]*wirePlan) *wirePlan {
+	if p, ok := building[md.FullName()]; ok {
+		return p
+	}
+	p := &wirePlan{}
+	building[md.FullName()] = p
 	fields := md.Fields()
+	for i := 0; i < fields.Len(); i++ {
+		fd := fields.Get(i)
+		var f wireField
+		switch {
+		case isKeyField(fd):
+			f = wireField{fd: fd, key: true}
+		case fd.Kind() == protoreflect.MessageKind && !fd.IsMap() && holdsKeys(fd.Message()):
+			f = wireField{fd: fd, sub: buildWirePlan(fd.Message(), building)}
+		default:
+			continue
+		}
+		n := int(fd.Number())
+		if n >= len(p.fields) {
+			p.fields = append(p.fields, make([]wireField, n+1-len(p.fields))...)
+		}
+		p.fields[n] = f
+	}
+	return p
+}
+
+func (p *wirePlan) rewrite(dst, m []byte, fn keyFunc) ([]byte, error) {
 	for len(m) > 0 {
 		num, typ, n := protowire.ConsumeTag(m)
 		if n < 0 {
@@ -26,31 +86,41 @@ func rewriteWire(dst, m []byte, md protoreflect.MessageDescriptor, fn keyFunc) (
 		}
 		tag := m[:n]
 		m = m[n:]
-		fd := fields.ByNumber(num)
+		var f *wireField
+		if int(num) < len(p.fields) {
+			f = &p.fields[num]
+		}
 		switch {
-		case fd != nil && typ == protowire.VarintType && isKeyField(fd):
+		case f != nil && f.key && typ == protowire.VarintType:
 			v, vn := protowire.ConsumeVarint(m)
 			if vn < 0 {
 				return dst, errMalformed
 			}
-			k, err := fn(fd, int64(v))
+			k, err := fn(f.fd, int64(v))
 			if err != nil {
 				return dst, err
 			}
 			dst = append(dst, tag...)
 			dst = protowire.AppendVarint(dst, uint64(k))
 			m = m[vn:]
-		case fd != nil && typ == protowire.BytesType && fd.Kind() == protoreflect.MessageKind && !fd.IsMap() && holdsKeys(fd.Message()):
+		case f != nil && f.sub != nil && typ == protowire.BytesType:
 			b, bn := protowire.ConsumeBytes(m)
 			if bn < 0 {
 				return dst, errMalformed
 			}
-			inner, err := rewriteWire(nil, b, fd.Message(), fn)
-			if err != nil {
+			dst = append(dst, tag...)
+			// The rewritten message goes after the tag, then moves up by
+			// the size of its length, which only then is known.
+			at := len(dst)
+			var err error
+			if dst, err = f.sub.rewrite(dst, b, fn); err != nil {
 				return dst, err
 			}
-			dst = append(dst, tag...)
-			dst = protowire.AppendBytes(dst, inner)
+			size := len(dst) - at
+			k := protowire.SizeVarint(uint64(size))
+			dst = append(dst, make([]byte, k)...)
+			copy(dst[at+k:], dst[at:at+size])
+			protowire.AppendVarint(dst[:at], uint64(size))
 			m = m[bn:]
 		default:
 			vn := protowire.ConsumeFieldValue(num, typ, m)

@@ -1,11 +1,12 @@
 package proxy
 
 import (
-	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
 	"golang.org/x/net/http2"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/shardctl/shardctl/internal/h2"
 )
@@ -58,11 +60,10 @@ type jobCall struct {
 	owed    int
 	waiting bool // a goroutine waits for the worker's window
 	// upEnd: the shard's poll has ended; endLong unregisters it as a
-	// long call, stopWatch the watch on the proxy's stop.
-	upEnd     bool
-	reset     bool // the proxy reset the poll
-	endLong   func()
-	stopWatch func() bool
+	// long call.
+	upEnd   bool
+	reset   bool // the proxy reset the poll
+	endLong func()
 
 	// wmu orders what is written to the worker: the head once, batches,
 	// then the status, nothing after it.
@@ -79,7 +80,7 @@ type sentBatch struct {
 }
 
 func (f *frameFront) newJobCall(s *h2.Stream, head *requestHead, fields []hpack.HeaderField) *jobCall {
-	jc := &jobCall{f: f, cs: s, rh: *head, fields: fields, start: time.Now()}
+	jc := &jobCall{f: f, cs: s, rh: *head, fields: slices.Clone(fields), start: time.Now()} // the connection reuses fields
 	if head.hasTimeout {
 		jc.deadline = jc.start.Add(head.timeout)
 		jc.timer = time.AfterFunc(head.timeout, jc.expire)
@@ -123,8 +124,8 @@ func (jc *jobCall) requestEnded() {
 		jc.answer(err)
 		return
 	}
-	req := &pb.ActivateJobsRequest{}
-	if err := proto.Unmarshal(msg, req); err != nil {
+	req, err := readActivation(msg)
+	if err != nil {
 		jc.answer(status.Errorf(codes.Internal, "grpc: failed to unmarshal the received message: %v", err))
 		return
 	}
@@ -143,17 +144,17 @@ func (jc *jobCall) requestEnded() {
 	}
 	// The shard's own long poll ends first; the margin only bounds a
 	// shard that does not answer. No long poll: one sweep.
-	up := proto.Clone(req).(*pb.ActivateJobsRequest)
-	budget := sweepTimeout
+	timeout, budget := int64(-1), sweepTimeout
 	if wait := pollWait(req, jc.deadline); wait > 0 {
-		up.RequestTimeout, budget = wait.Milliseconds(), wait+time.Second
-	} else {
-		up.RequestTimeout = -1
+		timeout, budget = wait.Milliseconds(), wait+time.Second
 	}
-	body, err := marshalFramed(up)
-	if err != nil {
-		jc.answer(err)
-		return
+	body := raw // as the worker sent it, unless its long poll must be shorter
+	if timeout != req.GetRequestTimeout() {
+		// A field given twice takes its last value: the shorter poll goes
+		// after the worker's message, which stays as it came.
+		body = append(make([]byte, 0, len(raw)+protowire.SizeTag(activateTimeout)+protowire.SizeVarint(uint64(timeout))), raw...)
+		body = protowire.AppendTag(body, activateTimeout, protowire.VarintType)
+		body = setPrefix(protowire.AppendVarint(body, uint64(timeout)))
 	}
 	c, err := s.frames.ownConn()
 	if errors.Is(err, errNoRoom) {
@@ -175,31 +176,30 @@ func (jc *jobCall) requestEnded() {
 	if jc.rh.auth != "" {
 		fields = append(fields, hpack.HeaderField{Name: "authorization", Value: jc.rh.auth, Sensitive: true})
 	}
-	// The call stays a long call until the shard's poll ends, not only
-	// until the worker is answered: a stopping proxy ends it.
-	long, done := p.long.add(p.stopping)
 	jc.mu.Lock()
-	jc.s, jc.act, jc.remaining, jc.endLong = s, req, int(req.GetMaxJobsToActivate()), done
+	jc.s, jc.act, jc.remaining = s, req, int(req.GetMaxJobsToActivate())
 	jc.mu.Unlock()
 	us, err := c.Request(fields, body, jc, true)
 	if err != nil {
-		err = upstreamOpenError(s.ID, err)
-		jc.mu.Lock()
-		jc.endLong = nil
-		jc.mu.Unlock()
-		done()
-		p.leave(s, "ActivateJobs", err, false)
+		p.leave(s, "ActivateJobs", upstreamOpenError(s.ID, err), false)
 		jc.answer(nil)
 		return
 	}
-	stop := context.AfterFunc(long, jc.proxyStopping)
+	// The call stays a long call until the shard's poll ends, not only
+	// until the worker is answered: a stopping proxy ends it.
+	remove := p.long.addFunc(jc.proxyStopping)
 	jc.mu.Lock()
 	jc.up = us
 	ended := jc.upEnd
-	jc.stopWatch = stop
+	if !ended {
+		jc.endLong = remove
+	}
 	jc.mu.Unlock()
-	if ended {
-		stop()
+	switch {
+	case ended:
+		remove()
+	case p.stopping.Err() != nil:
+		jc.proxyStopping() // it stopped before the call was registered
 	}
 }
 
@@ -418,11 +418,8 @@ func (jc *jobCall) upstreamEnded(st *status.Status) {
 	jc.upEnd = true
 	s, act, reset := jc.s, jc.act, jc.reset
 	delivered := act != nil && jc.remaining < int(act.GetMaxJobsToActivate())
-	endLong, stopWatch := jc.endLong, jc.stopWatch
+	endLong := jc.endLong
 	jc.mu.Unlock()
-	if stopWatch != nil {
-		stopWatch()
-	}
 	var err error
 	if st.Code() != codes.OK {
 		err = st.Err()
@@ -531,6 +528,51 @@ func (jc *jobCall) proxyStopping() {
 	jc.mu.Unlock()
 	jc.answer(nil)
 	jc.cancelled(nil)
+}
+
+// The fields of a worker's poll the proxy reads.
+var (
+	activateType    = activateJobsField("type")
+	activateMax     = activateJobsField("maxJobsToActivate")
+	activateTimeout = activateJobsField("requestTimeout")
+)
+
+func activateJobsField(name string) protowire.Number {
+	return (&pb.ActivateJobsRequest{}).ProtoReflect().Descriptor().Fields().ByName(protoreflect.Name(name)).Number()
+}
+
+// readActivation reads what the proxy checks of a worker's poll off the
+// wire (as a parser would: the last value of each field); the shard
+// gets the message as it came.
+func readActivation(m []byte) (*pb.ActivateJobsRequest, error) {
+	req := &pb.ActivateJobsRequest{}
+	for len(m) > 0 {
+		num, typ, n := protowire.ConsumeTag(m)
+		if n < 0 {
+			return nil, errMalformed
+		}
+		m = m[n:]
+		vn := protowire.ConsumeFieldValue(num, typ, m)
+		if vn < 0 {
+			return nil, errMalformed
+		}
+		switch {
+		case num == activateType && typ == protowire.BytesType:
+			b, _ := protowire.ConsumeBytes(m)
+			if !utf8.Valid(b) {
+				return nil, errors.New("string field contains invalid UTF-8")
+			}
+			req.Type = string(b)
+		case num == activateMax && typ == protowire.VarintType:
+			v, _ := protowire.ConsumeVarint(m)
+			req.MaxJobsToActivate = int32(v)
+		case num == activateTimeout && typ == protowire.VarintType:
+			v, _ := protowire.ConsumeVarint(m)
+			req.RequestTimeout = int64(v)
+		}
+		m = m[vn:]
+	}
+	return req, nil
 }
 
 // jobsInBatch counts the batch's jobs (field 1 of ActivateJobsResponse)

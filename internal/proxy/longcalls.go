@@ -21,19 +21,28 @@ type longCalls struct {
 // (or parent ends). done unregisters it.
 func (l *longCalls) add(parent context.Context) (context.Context, func()) {
 	ctx, cancel := context.WithCancel(parent)
+	remove := l.addFunc(cancel)
+	return ctx, func() {
+		remove()
+		cancel()
+	}
+}
+
+// addFunc registers a long call that ends by calling end when the drain
+// reaches it; remove unregisters it.
+func (l *longCalls) addFunc(end func()) (remove func()) {
 	l.mu.Lock()
 	if l.open == nil {
 		l.open = map[uint64]context.CancelFunc{}
 	}
 	id := l.next
 	l.next++
-	l.open[id] = cancel
+	l.open[id] = end
 	l.mu.Unlock()
-	return ctx, func() {
+	return func() {
 		l.mu.Lock()
 		delete(l.open, id)
 		l.mu.Unlock()
-		cancel()
 	}
 }
 

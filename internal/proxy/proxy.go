@@ -651,6 +651,7 @@ func (p *Proxy) close(ctx context.Context) error {
 	}
 	p.drainLongCalls(ctx)
 	p.stop()
+	p.long.end(0) // those the drain had no time for
 	select {
 	case <-stopped:
 	case <-ctx.Done():

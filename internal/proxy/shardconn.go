@@ -84,7 +84,9 @@ func upstreamHead(u *upstreams, authority, path string, deadline time.Time, extr
 		hpack.HeaderField{Name: "content-type", Value: "application/grpc"},
 		hpack.HeaderField{Name: "te", Value: "trailers"})
 	if !deadline.IsZero() {
-		fields = append(fields, hpack.HeaderField{Name: "grpc-timeout", Value: formatTimeout(time.Until(deadline))})
+		// Never indexed: a value per call would churn the shard's header
+		// table and push out the fields every call repeats.
+		fields = append(fields, hpack.HeaderField{Name: "grpc-timeout", Value: formatTimeout(time.Until(deadline)), Sensitive: true})
 	}
 	return fields
 }
@@ -140,6 +142,9 @@ func callStatus(fields []hpack.HeaderField, httpStatus string) *grpcstatus.Statu
 	if !haveCode {
 		return grpcstatus.New(httpStatusCode(httpStatus), "the shard answered HTTP status "+httpStatus+" without a gRPC status")
 	}
+	if code == codes.OK && msg == "" && details == "" {
+		return statusOK
+	}
 	if details != "" {
 		var sp status.Status
 		if b, err := decodeBinHeader(details); err == nil && proto.Unmarshal(b, &sp) == nil && sp.GetCode() == int32(code) {
@@ -148,6 +153,9 @@ func callStatus(fields []hpack.HeaderField, httpStatus string) *grpcstatus.Statu
 	}
 	return grpcstatus.New(code, msg)
 }
+
+// statusOK is every plain OK's: a Status is never changed once made.
+var statusOK = grpcstatus.New(codes.OK, "")
 
 func decodeBinHeader(v string) ([]byte, error) {
 	if len(v)%4 == 0 {

@@ -353,55 +353,52 @@ func (jc *jobCall) relay(up *h2.Stream, framedMsg []byte, owe int) {
 // wait for the worker's window, one goroutine waits with them; those
 // the stream ended without are handed back.
 func (jc *jobCall) settle(up *h2.Stream) {
-	for {
-		unsent, ended := jc.cs.Unsent()
-		jc.mu.Lock()
-		if jc.waiting && !ended && unsent > 0 {
-			jc.mu.Unlock()
-			return // the waiter settles
-		}
-		var lost [][]byte
-		delivered := jc.written - unsent
-		i := 0
-		for i < len(jc.sent) && jc.sent[i].end <= delivered {
-			i++
-		}
-		if ended {
-			for _, b := range jc.sent[i:] {
-				lost = append(lost, b.raw)
-			}
-			i = len(jc.sent)
-		}
-		jc.sent = jc.sent[i:]
-		if up == nil {
-			up = jc.up
-		}
-		give := 0
-		if len(jc.sent) == 0 && up != nil {
-			give, jc.owed = jc.owed, 0
-		}
-		wait := !ended && unsent > 0 && !jc.waiting
-		jc.waiting = wait
-		s := jc.s
+	unsent, ended := jc.cs.Unsent()
+	jc.mu.Lock()
+	if jc.waiting && !ended && unsent > 0 {
 		jc.mu.Unlock()
-		for _, raw := range lost {
-			jc.f.p.handBack(s, batchJobs(raw), "worker gone")
+		return // the waiter settles
+	}
+	var lost [][]byte
+	delivered := jc.written - unsent
+	i := 0
+	for i < len(jc.sent) && jc.sent[i].end <= delivered {
+		i++
+	}
+	if ended {
+		for _, b := range jc.sent[i:] {
+			lost = append(lost, b.raw)
 		}
-		if give > 0 {
-			up.Consumed(give)
-		}
-		if !wait {
-			return
-		}
-		jc.f.handlers.Go(func() {
-			<-jc.cs.Drained()
-			jc.mu.Lock()
-			jc.waiting = false
-			jc.mu.Unlock()
-			jc.settle(up)
-		})
+		i = len(jc.sent)
+	}
+	jc.sent = jc.sent[i:]
+	if up == nil {
+		up = jc.up
+	}
+	give := 0
+	if len(jc.sent) == 0 && up != nil {
+		give, jc.owed = jc.owed, 0
+	}
+	wait := !ended && unsent > 0 && !jc.waiting
+	jc.waiting = wait
+	s := jc.s
+	jc.mu.Unlock()
+	for _, raw := range lost {
+		jc.f.p.handBack(s, batchJobs(raw), "worker gone")
+	}
+	if give > 0 {
+		up.Consumed(give)
+	}
+	if !wait {
 		return
 	}
+	jc.f.handlers.Go(func() {
+		<-jc.cs.Drained()
+		jc.mu.Lock()
+		jc.waiting = false
+		jc.mu.Unlock()
+		jc.settle(up)
+	})
 }
 
 // upstreamEnded: the shard's poll is over, with st. The worker hears

@@ -77,18 +77,24 @@ const bpmnHead = load.DefinitionsHead
 // countJobs reads a job poll to its end: the jobs it brought, then how
 // it ended (nil for io.EOF).
 func countJobs(stream pb.Gateway_ActivateJobsClient, err error) (int, error) {
+	jobs, err := readJobs(stream, err)
+	return len(jobs), err
+}
+
+// readJobs is countJobs with the jobs themselves.
+func readJobs(stream pb.Gateway_ActivateJobsClient, err error) ([]*pb.ActivatedJob, error) {
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	n := 0
+	var jobs []*pb.ActivatedJob
 	for {
 		resp, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
-			return n, nil
+			return jobs, nil
 		}
 		if err != nil {
-			return n, err
+			return jobs, err
 		}
-		n += len(resp.GetJobs())
+		jobs = append(jobs, resp.GetJobs()...)
 	}
 }

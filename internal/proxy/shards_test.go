@@ -41,16 +41,29 @@ func (f *fakeGateway) Topology(ctx context.Context, _ *pb.TopologyRequest) (*pb.
 
 func startFake(t *testing.T, partitions int32) (*fakeGateway, string) {
 	t.Helper()
+	f := &fakeGateway{partitions: partitions}
+	return f, serveGateway(t, f)
+}
+
+// serveGateway serves gw on a free loopback port until the test ends.
+func serveGateway(t *testing.T, gw pb.GatewayServer, opts ...grpc.ServerOption) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fakeGateway{partitions: partitions}
-	srv := grpc.NewServer()
-	pb.RegisterGatewayServer(srv, f)
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(srv.Stop)
-	return f, ln.Addr().String()
+	srv := grpc.NewServer(opts...)
+	pb.RegisterGatewayServer(srv, gw)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(ln)
+	}()
+	t.Cleanup(func() {
+		srv.Stop()
+		<-done
+	})
+	return ln.Addr().String()
 }
 
 func TestRefusesShardWithTooManyPartitions(t *testing.T) {

@@ -534,6 +534,9 @@ var (
 	activateTimeout = activateJobsField("requestTimeout")
 )
 
+// batchJobsField is where a batch (ActivateJobsResponse) holds its jobs.
+var batchJobsField = activateJobsResponse.Fields().ByName("jobs").Number()
+
 func activateJobsField(name string) protowire.Number {
 	return (&pb.ActivateJobsRequest{}).ProtoReflect().Descriptor().Fields().ByName(protoreflect.Name(name)).Number()
 }
@@ -572,8 +575,7 @@ func readActivation(m []byte) (*pb.ActivateJobsRequest, error) {
 	return req, nil
 }
 
-// jobsInBatch counts the batch's jobs (field 1 of ActivateJobsResponse)
-// without decoding them.
+// jobsInBatch counts the batch's jobs without decoding them.
 func jobsInBatch(m []byte) int {
 	n := 0
 	for len(m) > 0 {
@@ -586,7 +588,7 @@ func jobsInBatch(m []byte) int {
 		if vn < 0 {
 			return n
 		}
-		if num == 1 && typ == protowire.BytesType {
+		if num == batchJobsField && typ == protowire.BytesType {
 			n++
 		}
 		m = m[vn:]

@@ -14,7 +14,7 @@ import (
 type longCalls struct {
 	mu   sync.Mutex
 	next uint64
-	open map[uint64]context.CancelFunc
+	open map[uint64]func() // how each call ends
 }
 
 // add registers a long call; its context ends when the drain reaches it
@@ -33,7 +33,7 @@ func (l *longCalls) add(parent context.Context) (context.Context, func()) {
 func (l *longCalls) addFunc(end func()) (remove func()) {
 	l.mu.Lock()
 	if l.open == nil {
-		l.open = map[uint64]context.CancelFunc{}
+		l.open = map[uint64]func(){}
 	}
 	id := l.next
 	l.next++
@@ -60,7 +60,7 @@ func (l *longCalls) end(n int) int {
 	if n > 0 && n < len(ids) {
 		ids = ids[:n]
 	}
-	cancels := make([]context.CancelFunc, 0, len(ids))
+	cancels := make([]func(), 0, len(ids))
 	for _, id := range ids {
 		cancels = append(cancels, l.open[id])
 		delete(l.open, id)

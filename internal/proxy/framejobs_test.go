@@ -1,9 +1,7 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
-	"encoding/binary"
 	"fmt"
 	"net"
 	"slices"
@@ -14,11 +12,9 @@ import (
 
 	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/shardctl/shardctl/internal/budget"
 )
@@ -238,19 +234,11 @@ func TestRelayedPollUnreadBatchHandedBack(t *testing.T) {
 	if err := fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0}); err != nil {
 		t.Fatal(err)
 	}
-	var hb bytes.Buffer
-	enc := hpack.NewEncoder(&hb)
-	for _, f := range []hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"},
-		{Name: ":path", Value: activateJobsPath}, {Name: ":authority", Value: "proxy"},
-		{Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"}} {
-		_ = enc.WriteField(f)
-	}
-	msg, _ := proto.Marshal(&pb.ActivateJobsRequest{Type: "t", Worker: "w", MaxJobsToActivate: 2, Timeout: 60000, RequestTimeout: 5000})
-	body := binary.BigEndian.AppendUint32([]byte{0}, uint32(len(msg)))
-	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: true}); err != nil {
+	block, body := rawCall(t, activateJobsPath, &pb.ActivateJobsRequest{Type: "t", Worker: "w", MaxJobsToActivate: 2, Timeout: 60000, RequestTimeout: 5000})
+	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block, EndHeaders: true}); err != nil {
 		t.Fatal(err)
 	}
-	if err := fr.WriteData(1, true, append(body, msg...)); err != nil {
+	if err := fr.WriteData(1, true, body); err != nil {
 		t.Fatal(err)
 	}
 	// The response head comes with the first batch; its data cannot.

@@ -3,7 +3,6 @@ package proxy
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"net"
 	"runtime"
 	"testing"
@@ -46,16 +45,8 @@ func TestClientThatStopsReading(t *testing.T) {
 	}
 	defer nc.Close()
 	fr := http2.NewFramer(nc, nc)
-	var hb bytes.Buffer
-	enc := hpack.NewEncoder(&hb)
-	for _, f := range []hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"},
-		{Name: ":path", Value: "/gateway_protocol.Gateway/CreateProcessInstance"}, {Name: ":authority", Value: "proxy"},
-		{Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"}} {
-		_ = enc.WriteField(f)
-	}
-	msg, _ := proto.Marshal(&pb.CreateProcessInstanceRequest{BpmnProcessId: "p", Version: -1, Variables: `{"pad":"` + string(bytes.Repeat([]byte("x"), 512)) + `"}`})
-	body := binary.BigEndian.AppendUint32([]byte{0}, uint32(len(msg)))
-	body = append(body, msg...)
+	block, body := rawCall(t, "/gateway_protocol.Gateway/CreateProcessInstance",
+		&pb.CreateProcessInstanceRequest{BpmnProcessId: "p", Version: -1, Variables: `{"pad":"` + string(bytes.Repeat([]byte("x"), 512)) + `"}`})
 	if _, err := nc.Write([]byte(http2.ClientPreface)); err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +55,7 @@ func TestClientThatStopsReading(t *testing.T) {
 	_ = nc.SetWriteDeadline(time.Now().Add(budget.Of(3 * time.Second)))
 	sent := 0
 	for id := uint32(1); sent < attempts; id += 2 {
-		if fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hb.Bytes(), EndHeaders: true}) != nil ||
+		if fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block, EndHeaders: true}) != nil ||
 			fr.WriteData(id, true, body) != nil {
 			break
 		}
@@ -94,4 +85,22 @@ func TestClientThatStopsReading(t *testing.T) {
 	if _, err := c.NewCreateInstanceCommand().BPMNProcessId("p").LatestVersion().Send(cctx); err != nil {
 		t.Errorf("another client's call while one reads nothing: %v", err)
 	}
+}
+
+// rawCall is a gRPC call to path with message m as a client's HTTP/2
+// frames carry it: the header block, and the DATA (prefix and message).
+func rawCall(t *testing.T, path string, m proto.Message) (block, body []byte) {
+	t.Helper()
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for _, f := range []hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"},
+		{Name: ":path", Value: path}, {Name: ":authority", Value: "proxy"},
+		{Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"}} {
+		_ = enc.WriteField(f)
+	}
+	body, err := marshalFramed(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hb.Bytes(), body
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"strconv"
 	"strings"
@@ -328,11 +329,36 @@ func parseTimeout(v string) (time.Duration, error) {
 	if err != nil || n < 0 {
 		return 0, fmt.Errorf("grpc-timeout %q", v)
 	}
-	unit := map[byte]time.Duration{'H': time.Hour, 'M': time.Minute, 'S': time.Second, 'm': time.Millisecond, 'u': time.Microsecond, 'n': time.Nanosecond}[v[len(v)-1]]
-	if unit == 0 {
+	unit, ok := timeoutUnit(v[len(v)-1])
+	if !ok {
 		return 0, fmt.Errorf("grpc-timeout %q: unknown unit", v)
 	}
+	if n > math.MaxInt64/int64(unit) {
+		// As grpc-go reads it: a deadline past what a Duration holds is
+		// no deadline to speak of, not an overflow into the past.
+		return math.MaxInt64, nil
+	}
 	return time.Duration(n) * unit, nil
+}
+
+// timeoutUnit is a switch, not a map literal, because it runs on every
+// call that carries a deadline and a literal would be built each time.
+func timeoutUnit(c byte) (time.Duration, bool) {
+	switch c {
+	case 'H':
+		return time.Hour, true
+	case 'M':
+		return time.Minute, true
+	case 'S':
+		return time.Second, true
+	case 'm':
+		return time.Millisecond, true
+	case 'u':
+		return time.Microsecond, true
+	case 'n':
+		return time.Nanosecond, true
+	}
+	return 0, false
 }
 
 // formatTimeout writes d as a grpc-timeout value (rounded up, so a call

@@ -163,7 +163,7 @@ type Conn struct {
 	// batches under way.
 	deferred atomic.Bool
 
-	// lastRead is when the reader last got a frame (unix nanos);
+	// lastRead is when the reader last began a batch of frames (unix nanos);
 	// keepAlive checks it; pingedAt: when its PING went out, zero once
 	// the peer spoke after it.
 	lastRead  atomic.Int64

@@ -3,11 +3,12 @@ package proxy
 // BenchmarkJobPath is `make bench-jobs`: the job path, most of a real
 // workload's traffic, through the shardctl proxy and through HAProxy in
 // front of the same simulator (two partitions), taking turns for three
-// rounds. Each run creates jobPathInstances instances of a three-task
-// process at jobPathRate a second with the real Zeebe Go client, and job
-// workers with the client's defaults complete every job; the proxy's and
-// the simulator's CPU per completed job come from /proc. Then a CPU
-// profile of the proxy on the job path.
+// rounds (each round starting with the other: inTurn). Each run creates
+// jobPathInstances instances of a three-task process at jobPathRate a
+// second with the real Zeebe Go client, and job workers with the
+// client's defaults complete every job; the proxy's and the simulator's
+// CPU per completed job come from /proc. Then a CPU profile of the proxy
+// on the job path.
 
 import (
 	"context"
@@ -120,7 +121,7 @@ func BenchmarkJobPath(b *testing.B) {
 		jobPathInstances, len(jobPathTypes), jobPathRate)
 	fmt.Printf("%-6s %-9s %8s %8s %16s %14s\n", "ROUND", "TARGET", "JOBS", "SECONDS", "PROXY CPU/JOB", "SIM CPU/JOB")
 	for round := 1; round <= peerRounds; round++ {
-		for _, tg := range targets {
+		for _, tg := range inTurn(targets, round) {
 			r := jobPath(b, tg.addr, tg.pid, simPid)
 			results[tg.name] = append(results[tg.name], r)
 			fmt.Printf("%-6d %-9s %8d %8.1f %16v %14v\n", round, tg.name, r.jobs, r.elapsed.Seconds(), r.proxy.Round(time.Microsecond), r.sim.Round(time.Microsecond))

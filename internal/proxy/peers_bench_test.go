@@ -4,8 +4,9 @@ package proxy
 // flight against three simulated shards (--capacity 0), through the
 // shardctl proxy, nginx (grpc_pass, least_conn) and HAProxy (leastconn,
 // h2), and directly to the shards as the ceiling. Every component runs as
-// its own process; targets take turns (A B C D, three rounds) because
-// these machines are noisy; figures are per round and medians, with
+// its own process; targets take turns for three rounds because these
+// machines are noisy (direct first, then the proxies, each round starting
+// with the next one: inTurn); figures are per round and medians, with
 // ratios. Then the latency the proxy adds at half of the direct
 // saturation rate, and a CPU profile of the proxy under load.
 // Configuration of the peers follows ../shared/BENCH-PEERS.md.
@@ -20,6 +21,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -240,6 +242,23 @@ func openLoop(clients []pb.GatewayClient, rate float64, d time.Duration) peerRes
 	return summarize([][]time.Duration{lat}, time.Since(start), errs.Load())
 }
 
+// inTurn is the order of the proxies in a round: each round starts with
+// another, since one that always runs after the others would always meet
+// a machine they have just worn out (and a noisy neighbour's slow spell
+// would always land on the same position).
+func inTurn[T any](ts []T, round int) []T {
+	k := (round - 1) % len(ts)
+	return append(append([]T(nil), ts[k:]...), ts[:k]...)
+}
+
+// settle lets what one open-loop run left behind (a pile-up's backlog
+// in the shards, the load generator's garbage and goroutines) clear
+// before the next target is measured.
+func settle() {
+	runtime.GC()
+	time.Sleep(2 * time.Second)
+}
+
 func summarize(lat [][]time.Duration, elapsed time.Duration, errs int64) peerResult {
 	var all []time.Duration
 	for _, l := range lat {
@@ -356,7 +375,7 @@ http {
 	fmt.Printf("\nCreateProcessInstance, %d in flight, 3 simulated shards (--capacity 0), %v per run\n", peerConcurrency, peerRunTime)
 	fmt.Printf("%-6s %-9s %10s %10s %10s %8s %12s\n", "ROUND", "TARGET", "REQ/S", "P50", "P99", "ERRORS", "CPU/REQ")
 	for round := 1; round <= peerRounds; round++ {
-		for _, tg := range targets {
+		for _, tg := range append(targets[:1:1], inTurn(targets[1:], round)...) {
 			cpu0 := cpuTime(tg.pid)
 			if tg.pid == 0 {
 				cpu0 = 0
@@ -405,11 +424,14 @@ http {
 	half := med("direct", rps) / 2
 	added := map[string][]float64{}
 	fmt.Printf("\nopen loop at %.0f req/s (half of direct saturation), p50/p99 and calls not sent (no free slot of 4096):\n", half)
+	proxies := targets[1:]
 	for round := 1; round <= peerRounds; round++ {
 		d := openLoop(targets[0].clients, half, peerRunTime)
+		settle()
 		fmt.Printf("  round %d: direct %v/%v (%d)", round, d.p50.Round(time.Microsecond), d.p99.Round(time.Microsecond), d.errors)
-		for _, tg := range targets[1:] {
+		for _, tg := range inTurn(proxies, round) {
 			r := openLoop(tg.clients, half, peerRunTime)
+			settle()
 			added[tg.name] = append(added[tg.name], float64(r.p99-d.p99))
 			fmt.Printf(" | %s %v/%v (%d)", tg.name, r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), r.errors)
 		}

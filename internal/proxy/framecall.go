@@ -56,6 +56,9 @@ type fastCall struct {
 	triedOn   [4]*shard
 	lastErr   error
 	exhausted bool
+	// first is the first attempt's, allocated with the call.
+	first     attempt
+	firstUsed bool
 }
 
 type callState int
@@ -271,8 +274,10 @@ func (c *fastCall) send(s *shard, body []byte, placing bool) error {
 	if err := p.enter(s, c.m.rpc); err != nil {
 		return err
 	}
-	a := &attempt{c: c, s: s, placing: placing, sent: time.Now()}
-	fields := upstreamHead(s.frames, s.Addr, c.path, c.deadline, 1)
+	a := c.newAttempt()
+	*a = attempt{c: c, s: s, placing: placing, sent: time.Now()}
+	var head [upstreamHeadLen + 1]hpack.HeaderField
+	fields := upstreamHead(head[:0], s.frames, s.Addr, c.path, c.deadline)
 	if c.auth != "" {
 		fields = append(fields, hpack.HeaderField{Name: "authorization", Value: c.auth, Sensitive: true})
 	}
@@ -290,6 +295,19 @@ func (c *fastCall) send(s *shard, body []byte, placing bool) error {
 		up.Reset(http2.ErrCodeCancel)
 	}
 	return nil
+}
+
+// newAttempt is the call's first attempt, made with the call, or a new
+// one: most calls take one, and a retry must not reuse an attempt its
+// stream may still report to.
+func (c *fastCall) newAttempt() *attempt {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.firstUsed {
+		c.firstUsed = true
+		return &c.first
+	}
+	return new(attempt)
 }
 
 // upstreamOpenError is a call that could not be sent, worded so that

@@ -172,7 +172,8 @@ func (jc *jobCall) requestEnded() {
 		jc.answer(nil) // the proxy's limit: no jobs from this shard now
 		return
 	}
-	fields := upstreamHead(s.frames, s.Addr, activateJobsPath, time.Now().Add(budget), 1)
+	var head [upstreamHeadLen + 1]hpack.HeaderField
+	fields := upstreamHead(head[:0], s.frames, s.Addr, activateJobsPath, time.Now().Add(budget))
 	if jc.rh.auth != "" {
 		fields = append(fields, hpack.HeaderField{Name: "authorization", Value: jc.rh.auth, Sensitive: true})
 	}

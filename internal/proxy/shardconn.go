@@ -73,10 +73,14 @@ func (sc *shardConn) stream(ctx context.Context, method string) *rpcStream {
 	return &rpcStream{sc: sc, ctx: ctx, method: method, notify: make(chan struct{}, 1)}
 }
 
-// upstreamHead is the request head of a call to a shard.
-func upstreamHead(u *upstreams, authority, path string, deadline time.Time, extra int) []hpack.HeaderField {
-	fields := make([]hpack.HeaderField, 0, 7+extra)
-	fields = append(fields,
+// upstreamHeadLen is how many fields upstreamHead writes at most: a
+// caller's buffer of this many and one more for authorization takes a
+// forwarded call's head without an allocation.
+const upstreamHeadLen = 7
+
+// upstreamHead appends the request head of a call to a shard to dst.
+func upstreamHead(dst []hpack.HeaderField, u *upstreams, authority, path string, deadline time.Time) []hpack.HeaderField {
+	fields := append(dst,
 		hpack.HeaderField{Name: ":method", Value: "POST"},
 		hpack.HeaderField{Name: ":scheme", Value: u.scheme},
 		hpack.HeaderField{Name: ":path", Value: path},
@@ -201,7 +205,7 @@ func (r *rpcStream) SendMsg(m any) error {
 	}
 	deadline, _ := r.ctx.Deadline()
 	md, _ := metadata.FromOutgoingContext(r.ctx)
-	fields := upstreamHead(r.sc.u, r.sc.authority, r.method, deadline, len(md))
+	fields := upstreamHead(make([]hpack.HeaderField, 0, upstreamHeadLen+len(md)), r.sc.u, r.sc.authority, r.method, deadline)
 	for k, vs := range md {
 		if strings.HasPrefix(k, ":") || reservedHeader(k) {
 			continue

@@ -451,7 +451,11 @@ http {
 	fmt.Printf("  median p99: direct %v", time.Duration(directP99).Round(time.Microsecond))
 	for _, tg := range targets[1:] {
 		m := median(p99s[tg.name])
-		fmt.Printf(" | %s %v (%+v)", tg.name, time.Duration(m).Round(time.Microsecond), time.Duration(m-directP99).Round(time.Microsecond))
+		sign := ""
+		if m >= directP99 {
+			sign = "+"
+		}
+		fmt.Printf(" | %s %v (%s%v)", tg.name, time.Duration(m).Round(time.Microsecond), sign, time.Duration(m-directP99).Round(time.Microsecond))
 	}
 	fmt.Println()
 

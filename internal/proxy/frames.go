@@ -341,22 +341,19 @@ func parseTimeout(v string) (time.Duration, error) {
 	return time.Duration(n) * unit, nil
 }
 
-// timeoutUnit is a switch, not a map literal, because it runs on every
-// call that carries a deadline and a literal would be built each time.
+// timeoutUnits are grpc-timeout's units, smallest first; reading and
+// writing a value both go through them (a fixed array, not a literal
+// built per call).
+var timeoutUnits = [...]struct {
+	d time.Duration
+	c byte
+}{{time.Nanosecond, 'n'}, {time.Microsecond, 'u'}, {time.Millisecond, 'm'}, {time.Second, 'S'}, {time.Minute, 'M'}, {time.Hour, 'H'}}
+
 func timeoutUnit(c byte) (time.Duration, bool) {
-	switch c {
-	case 'H':
-		return time.Hour, true
-	case 'M':
-		return time.Minute, true
-	case 'S':
-		return time.Second, true
-	case 'm':
-		return time.Millisecond, true
-	case 'u':
-		return time.Microsecond, true
-	case 'n':
-		return time.Nanosecond, true
+	for _, u := range timeoutUnits {
+		if u.c == c {
+			return u.d, true
+		}
 	}
 	return 0, false
 }
@@ -367,13 +364,10 @@ func formatTimeout(d time.Duration) string {
 	if d <= 0 {
 		return "1n"
 	}
-	for _, u := range []struct {
-		d time.Duration
-		c string
-	}{{time.Nanosecond, "n"}, {time.Microsecond, "u"}, {time.Millisecond, "m"}, {time.Second, "S"}, {time.Minute, "M"}, {time.Hour, "H"}} {
+	for _, u := range timeoutUnits {
 		n := (d + u.d - 1) / u.d
 		if n < 1e8 {
-			return strconv.FormatInt(int64(n), 10) + u.c
+			return strconv.FormatInt(int64(n), 10) + string(u.c)
 		}
 	}
 	return "99999999H"

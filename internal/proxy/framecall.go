@@ -56,9 +56,9 @@ type fastCall struct {
 	triedOn   [4]*shard
 	lastErr   error
 	exhausted bool
-	// first is the first attempt's, allocated with the call.
-	first     attempt
-	firstUsed bool
+	// first is the first attempt, allocated with the call (unused while
+	// its c is nil).
+	first attempt
 }
 
 type callState int
@@ -274,13 +274,9 @@ func (c *fastCall) send(s *shard, body []byte, placing bool) error {
 	if err := p.enter(s, c.m.rpc); err != nil {
 		return err
 	}
-	a := c.newAttempt()
-	*a = attempt{c: c, s: s, placing: placing, sent: time.Now()}
-	var head [upstreamHeadLen + 1]hpack.HeaderField
-	fields := upstreamHead(head[:0], s.frames, s.Addr, c.path, c.deadline)
-	if c.auth != "" {
-		fields = append(fields, hpack.HeaderField{Name: "authorization", Value: c.auth, Sensitive: true})
-	}
+	a := c.newAttempt(s, placing)
+	var head [upstreamHeadLen]hpack.HeaderField
+	fields := upstreamHead(head[:0], s.frames, s.Addr, c.path, c.deadline, c.auth)
 	up, err := s.frames.open(fields, body, a)
 	if err != nil {
 		err = upstreamOpenError(s.ID, err)
@@ -300,14 +296,17 @@ func (c *fastCall) send(s *shard, body []byte, placing bool) error {
 // newAttempt is the call's first attempt, made with the call, or a new
 // one: most calls take one, and a retry must not reuse an attempt its
 // stream may still report to.
-func (c *fastCall) newAttempt() *attempt {
+func (c *fastCall) newAttempt(s *shard, placing bool) *attempt {
+	v := attempt{c: c, s: s, placing: placing, sent: time.Now()}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.firstUsed {
-		c.firstUsed = true
+	if c.first.c == nil {
+		c.first = v
 		return &c.first
 	}
-	return new(attempt)
+	a := new(attempt)
+	*a = v
+	return a
 }
 
 // upstreamOpenError is a call that could not be sent, worded so that

@@ -172,11 +172,8 @@ func (jc *jobCall) requestEnded() {
 		jc.answer(nil) // the proxy's limit: no jobs from this shard now
 		return
 	}
-	var head [upstreamHeadLen + 1]hpack.HeaderField
-	fields := upstreamHead(head[:0], s.frames, s.Addr, activateJobsPath, time.Now().Add(budget))
-	if jc.rh.auth != "" {
-		fields = append(fields, hpack.HeaderField{Name: "authorization", Value: jc.rh.auth, Sensitive: true})
-	}
+	var head [upstreamHeadLen]hpack.HeaderField
+	fields := upstreamHead(head[:0], s.frames, s.Addr, activateJobsPath, time.Now().Add(budget), jc.rh.auth)
 	jc.mu.Lock()
 	jc.s, jc.act, jc.remaining = s, req, int(req.GetMaxJobsToActivate())
 	jc.mu.Unlock()

@@ -74,12 +74,13 @@ func (sc *shardConn) stream(ctx context.Context, method string) *rpcStream {
 }
 
 // upstreamHeadLen is how many fields upstreamHead writes at most: a
-// caller's buffer of this many and one more for authorization takes a
-// forwarded call's head without an allocation.
-const upstreamHeadLen = 7
+// caller's buffer of this many takes a forwarded call's head without an
+// allocation.
+const upstreamHeadLen = 8
 
-// upstreamHead appends the request head of a call to a shard to dst.
-func upstreamHead(dst []hpack.HeaderField, u *upstreams, authority, path string, deadline time.Time) []hpack.HeaderField {
+// upstreamHead appends the request head of a call to a shard to dst,
+// with the client's authorization when it sent one (auth; "" for none).
+func upstreamHead(dst []hpack.HeaderField, u *upstreams, authority, path string, deadline time.Time, auth string) []hpack.HeaderField {
 	fields := append(dst,
 		hpack.HeaderField{Name: ":method", Value: "POST"},
 		hpack.HeaderField{Name: ":scheme", Value: u.scheme},
@@ -91,6 +92,9 @@ func upstreamHead(dst []hpack.HeaderField, u *upstreams, authority, path string,
 		// Never indexed: a value per call would churn the shard's header
 		// table and push out the fields every call repeats.
 		fields = append(fields, hpack.HeaderField{Name: "grpc-timeout", Value: formatTimeout(time.Until(deadline)), Sensitive: true})
+	}
+	if auth != "" {
+		fields = append(fields, hpack.HeaderField{Name: "authorization", Value: auth, Sensitive: true})
 	}
 	return fields
 }
@@ -205,7 +209,7 @@ func (r *rpcStream) SendMsg(m any) error {
 	}
 	deadline, _ := r.ctx.Deadline()
 	md, _ := metadata.FromOutgoingContext(r.ctx)
-	fields := upstreamHead(make([]hpack.HeaderField, 0, upstreamHeadLen+len(md)), r.sc.u, r.sc.authority, r.method, deadline)
+	fields := upstreamHead(make([]hpack.HeaderField, 0, upstreamHeadLen+len(md)), r.sc.u, r.sc.authority, r.method, deadline, "") // authorization, if any, is in md
 	for k, vs := range md {
 		if strings.HasPrefix(k, ":") || reservedHeader(k) {
 			continue

@@ -64,11 +64,14 @@ func flushDeferred() {
 // the next read that would wait.
 type batch struct{ on bool }
 
-func (b *batch) begin() {
-	if !b.on {
-		b.on = true
-		batches.Add(1)
+// begin reports whether it began one (false: one is under way).
+func (b *batch) begin() bool {
+	if b.on {
+		return false
 	}
+	b.on = true
+	batches.Add(1)
+	return true
 }
 
 func (b *batch) end() {

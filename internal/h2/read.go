@@ -37,12 +37,11 @@ func (c *Conn) readLoop() error {
 		if hf, ok := f.(*http2.HeadersFrame); ok && err == nil {
 			block, detail, err = c.hdec.read(c.fr, hf)
 		}
-		if !b.on {
+		if b.begin() {
 			// Once a read, not once a frame: the clock is read per batch,
 			// which is as fresh as keep-alive needs.
 			c.lastRead.Store(time.Now().UnixNano())
 		}
-		b.begin()
 		if err != nil {
 			if detail == "" {
 				detail = errDetail(c.fr, err)

@@ -422,7 +422,7 @@ http {
 	// Added latency at half of the direct saturation rate, for every proxy:
 	// the peers show what this machine allows.
 	half := med("direct", rps) / 2
-	added, p99s := map[string][]float64{}, map[string][]float64{}
+	p99s := map[string][]float64{} // per round; direct's too
 	fmt.Printf("\nopen loop at %.0f req/s (half of direct saturation), p50/p99 and calls not sent (no free slot of 4096):\n", half)
 	proxies := targets[1:]
 	for round := 1; round <= peerRounds; round++ {
@@ -433,15 +433,18 @@ http {
 		for _, tg := range inTurn(proxies, round) {
 			r := openLoop(tg.clients, half, peerRunTime)
 			settle()
-			added[tg.name] = append(added[tg.name], float64(r.p99-d.p99))
 			p99s[tg.name] = append(p99s[tg.name], float64(r.p99))
 			fmt.Printf(" | %s %v/%v (%d)", tg.name, r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), r.errors)
 		}
 		fmt.Println()
 	}
 	fmt.Print("  median added p99 over direct:")
-	for _, tg := range targets[1:] {
-		fmt.Printf(" %s %v", tg.name, time.Duration(median(added[tg.name])).Round(time.Microsecond))
+	for _, tg := range proxies {
+		added := make([]float64, peerRounds)
+		for i, p99 := range p99s[tg.name] {
+			added[i] = p99 - p99s["direct"][i]
+		}
+		fmt.Printf(" %s %v", tg.name, time.Duration(median(added)).Round(time.Microsecond))
 	}
 	fmt.Println(" (target for shardctl <= 1ms)")
 	// The direct run's own tail spikes on a busy machine, and a round's
@@ -449,7 +452,7 @@ http {
 	// medians of the p99s, and their differences, beside it.
 	directP99 := median(p99s["direct"])
 	fmt.Printf("  median p99: direct %v", time.Duration(directP99).Round(time.Microsecond))
-	for _, tg := range targets[1:] {
+	for _, tg := range proxies {
 		m := median(p99s[tg.name])
 		sign := ""
 		if m >= directP99 {

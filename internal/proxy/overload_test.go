@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,24 +27,31 @@ func TestOverloadHysteresis(t *testing.T) {
 	s := fakeShard("a", 1, "")
 	release := make(chan struct{})
 	var wg sync.WaitGroup
+	// entered and ended count calls past enter (in their body) and past
+	// leave (returned): enter counts a call in flight before it marks the
+	// shard overloaded, and leave before it clears the mark, so the count
+	// alone does not say the mark is set yet.
+	var entered, ended atomic.Int64
 	start := func(n int) {
-		want := s.inflight.Load() + int64(n)
+		want, wantEntered := s.inflight.Load()+int64(n), entered.Load()+int64(n)
 		for range n {
 			wg.Go(func() {
 				_, _ = call(context.Background(), p, s, "CreateProcessInstance", func(context.Context, pb.GatewayClient) (int, error) {
+					entered.Add(1)
 					<-release
 					return 0, nil
 				})
+				ended.Add(1)
 			})
 		}
-		budget.Eventually(t, 5*time.Second, "calls in flight", func() bool { return s.inflight.Load() == want })
+		budget.Eventually(t, 5*time.Second, "calls in flight", func() bool { return entered.Load() == wantEntered && s.inflight.Load() == want })
 	}
 	finish := func(n int) {
-		want := s.inflight.Load() - int64(n)
+		want, wantEnded := s.inflight.Load()-int64(n), ended.Load()+int64(n)
 		for range n {
 			release <- struct{}{}
 		}
-		budget.Eventually(t, 5*time.Second, "calls ended", func() bool { return s.inflight.Load() == want })
+		budget.Eventually(t, 5*time.Second, "calls ended", func() bool { return ended.Load() == wantEnded && s.inflight.Load() == want })
 	}
 	for _, step := range []struct {
 		do         func()

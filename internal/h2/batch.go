@@ -14,8 +14,8 @@ import (
 // read brought (a batch), flushes wait in a list that the reader
 // flushes when it is done, before it reads again; with no batch under
 // way, a flush writes at once. A reader never blocks inside a batch
-// (wouldBlock ends it first, and handlers must not block), so a flush
-// waits for microseconds at most.
+// (it ends the batch before it reads, and handlers must not block), so
+// a flush waits for microseconds at most.
 var (
 	batches     atomic.Int32 // readers inside a batch
 	deferredMu  sync.Mutex

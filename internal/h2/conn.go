@@ -9,10 +9,15 @@
 // what the streams queued. Frames are encoded into a buffer under the
 // lock and written without it; whatever was queued while the last write
 // ran goes out in one system call.
+//
+// On a plain TCP connection on Linux the reader handles frames inside
+// the raw read that brought them (readEach): then a handler runs while
+// the reader holds the socket, and may neither wait nor close a
+// connection (fail shuts the socket down instead; the reader closes it
+// when it leaves).
 package h2
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -111,9 +116,13 @@ type Conn struct {
 	server bool
 	cfg    Config
 	h      Handler
-	fr     *http2.Framer // the reader's
-	hdec   *headerDecoder
-	br     *bufio.Reader
+	// the reader's
+	fr       *http2.Framer
+	hdec     *headerDecoder
+	in       *input
+	batch    batch
+	sawFirst bool  // the peer's first frame came (and was SETTINGS)
+	readErr  error // what ended a raw read's frames
 
 	mu  sync.Mutex
 	out outBuf // encoded frames waiting for the writer, in order
@@ -158,6 +167,7 @@ type Conn struct {
 	writerEnd chan struct{}
 	flushed   chan struct{}
 	closeOnce sync.Once
+	ended     atomic.Bool // fail ran: the reader reads no more
 
 	// deferred: c waits in the list of flushes for the end of the
 	// batches under way.
@@ -207,7 +217,7 @@ func Server(nc net.Conn, cfg Config, h Handler) *Conn {
 	c := newConn(nc, true, cfg, h)
 	c.start(func() error {
 		preface := make([]byte, len(http2.ClientPreface))
-		if _, err := io.ReadFull(c.br, preface); err != nil {
+		if _, err := io.ReadFull(c.in, preface); err != nil {
 			return err
 		}
 		if string(preface) != http2.ClientPreface {
@@ -237,8 +247,11 @@ func newConn(nc net.Conn, server bool, cfg Config, h Handler) *Conn {
 	if c.sock = newRawSocket(nc); c.sock != nil {
 		src = c.sock
 	}
-	c.br = bufio.NewReaderSize(src, 32<<10)
-	c.fr = http2.NewFramer(nil, c.br)
+	c.in = newInput(src)
+	if c.sock != nil {
+		c.sock.readInto(c.in.space, c.gotInput)
+	}
+	c.fr = http2.NewFramer(nil, c.in)
 	c.fr.SetReuseFrames() // a DATA frame is the handler's only during its call
 	c.hdec = newHeaderDecoder(c.cfg.MaxHeaderListSize)
 	c.fr.SetMaxReadFrameSize(defaultFrameSize)
@@ -281,6 +294,10 @@ func (c *Conn) start(preface func() error) {
 		}
 		c.linger()
 		c.fail(err)
+		c.closeOnce.Do(func() { _ = c.nc.Close() })
+		if c.sock != nil {
+			c.sock.stop()
+		}
 		if c.keepAlive != nil {
 			c.keepAlive.Stop()
 		}
@@ -423,6 +440,7 @@ func (c *Conn) fail(err error) {
 		return
 	}
 	c.closed = true
+	c.ended.Store(true)
 	c.err = err
 	streams := make([]*Stream, 0, len(c.streams))
 	for _, s := range c.streams {
@@ -435,7 +453,13 @@ func (c *Conn) fail(err error) {
 	c.streams = map[uint32]*Stream{}
 	c.blocked = nil
 	c.mu.Unlock()
-	c.closeOnce.Do(func() { _ = c.nc.Close() })
+	if c.sock != nil {
+		// The reader may hold the socket in a raw read, and may be the
+		// caller: it closes the socket once it has left the read.
+		c.sock.shutdown()
+	} else {
+		c.closeOnce.Do(func() { _ = c.nc.Close() })
+	}
 	c.wakeWriter()
 	for _, s := range streams {
 		c.h.Closed(s, fmt.Errorf("%w: %v", ErrClosed, err))
@@ -634,16 +658,16 @@ func (c *Conn) writeLoop() {
 	}
 }
 
+func (c *Conn) outputOver() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.queuedLocked()+c.writing > c.cfg.OutputLimit && !c.closed
+}
+
 // waitOutput holds the reader while the output buffer is over the
 // limit: a peer that reads nothing then finds its requests unread.
 func (c *Conn) waitOutput() {
-	for {
-		c.mu.Lock()
-		over := c.queuedLocked()+c.writing > c.cfg.OutputLimit && !c.closed
-		c.mu.Unlock()
-		if !over {
-			return
-		}
+	for c.outputOver() {
 		c.wakeWriter()
 		select {
 		case <-c.outSpace:

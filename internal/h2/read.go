@@ -2,6 +2,7 @@ package h2
 
 import (
 	"errors"
+	"io"
 	"net"
 	"strconv"
 	"time"
@@ -23,99 +24,137 @@ func Refused(err error) bool {
 }
 
 func (c *Conn) readLoop() error {
-	first := true
-	var b batch
-	defer b.end()
+	defer c.batch.end()
+	err := c.readFrames()
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		c.mu.Lock()
+		away := c.goingAway
+		c.mu.Unlock()
+		if away {
+			return ErrClosed // went away, and the last stream ended
+		}
+	}
+	return err
+}
+
+// readFrames handles the frames the input holds, and reads more when
+// it holds no whole one. The batch ends before every read, or a peer
+// waiting for a window update or a PING's answer would never send it.
+func (c *Conn) readFrames() error {
 	for {
-		if c.wouldBlock() {
-			b.end()
-			c.waitOutput()
+		if c.ended.Load() {
+			return ErrClosed
 		}
-		f, err := c.fr.ReadFrame()
-		var block headerBlock
-		detail := ""
-		if hf, ok := f.(*http2.HeadersFrame); ok && err == nil {
-			block, detail, err = c.hdec.read(c.fr, hf)
+		if err := c.parseWhole(); err != nil {
+			return err
 		}
-		if b.begin() {
-			// Once a read, not once a frame: the clock is read per batch,
-			// which is as fresh as keep-alive needs.
-			c.lastRead.Store(time.Now().UnixNano())
+		c.batch.end()
+		c.waitOutput()
+		var err error
+		switch {
+		case c.in.next(defaultFrameSize) == frameLong:
+			err = c.parseFrame() // the framer reads the rest itself
+		case c.sock != nil:
+			c.in.inRaw = true
+			c.readErr = nil
+			err = c.sock.readEach()
+			c.in.inRaw = false
+			if c.readErr != nil {
+				err = c.readErr
+			}
+		default:
+			err = c.in.fill()
+		}
+		if errors.Is(err, io.EOF) && c.in.unparsed() > 0 {
+			err = io.ErrUnexpectedEOF // the peer left in a frame
 		}
 		if err != nil {
-			if detail == "" {
-				detail = errDetail(c.fr, err)
-			}
-			if err, ok := c.frameError(err, detail); ok {
-				if err != nil {
-					return err
-				}
-				continue
-			}
-			var ne net.Error
+			return err
+		}
+	}
+}
+
+// gotInput is the raw read's: it handles the frames that n more bytes
+// completed, and says whether to read on (false: the reader leaves the
+// read, to end, to wait for the output to drain, or to have the framer
+// read a long header block).
+func (c *Conn) gotInput(n int) bool {
+	c.in.got(n)
+	if err := c.parseWhole(); err != nil {
+		c.readErr = err
+		return false
+	}
+	c.batch.end()
+	return !c.ended.Load() && c.in.next(defaultFrameSize) == framePart && !c.outputOver()
+}
+
+// parseWhole handles every whole frame the input holds.
+func (c *Conn) parseWhole() error {
+	for c.in.next(defaultFrameSize) == frameWhole {
+		if err := c.parseFrame(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// parseFrame reads one frame (one header block) and handles it; an
+// error ends the connection.
+func (c *Conn) parseFrame() error {
+	f, err := c.fr.ReadFrame()
+	var block headerBlock
+	detail := ""
+	if hf, ok := f.(*http2.HeadersFrame); ok && err == nil {
+		block, detail, err = c.hdec.read(c.fr, hf)
+	}
+	if c.batch.begin() {
+		// Once a read, not once a frame: the clock is read per batch,
+		// which is as fresh as keep-alive needs.
+		c.lastRead.Store(time.Now().UnixNano())
+	}
+	if err != nil {
+		if detail == "" {
+			detail = errDetail(c.fr, err)
+		}
+		err, _ = c.frameError(err, detail) // a read error as it is
+		return err
+	}
+	if !c.sawFirst {
+		c.sawFirst = true
+		if sf, ok := f.(*http2.SettingsFrame); !ok || sf.IsAck() {
+			return c.connError(http2.ErrCodeProtocol, "the first frame must be SETTINGS")
+		}
+	}
+	switch f := f.(type) {
+	case *http2.SettingsFrame:
+		err = c.onSettings(f)
+	case *http2.HeadersFrame:
+		err = c.onHeaders(&block)
+	case *http2.DataFrame:
+		err = c.onData(f)
+	case *http2.WindowUpdateFrame:
+		err = c.onWindowUpdate(f)
+	case *http2.RSTStreamFrame:
+		err = c.onReset(f)
+	case *http2.PingFrame:
+		if !f.IsAck() {
 			c.mu.Lock()
-			away := c.goingAway
+			_ = c.cfr.WritePing(true, f.Data)
 			c.mu.Unlock()
-			if away && errors.As(err, &ne) && ne.Timeout() {
-				return ErrClosed // went away, and the last stream ended
-			}
-			return err
+			c.flush()
 		}
-		if first {
-			first = false
-			if sf, ok := f.(*http2.SettingsFrame); !ok || sf.IsAck() {
-				return c.connError(http2.ErrCodeProtocol, "the first frame must be SETTINGS")
-			}
+	case *http2.GoAwayFrame:
+		c.onGoAway(f)
+	case *http2.PriorityFrame:
+		if f.StreamDep == f.StreamID {
+			c.streamError(f.StreamID, http2.ErrCodeProtocol)
 		}
-		switch f := f.(type) {
-		case *http2.SettingsFrame:
-			err = c.onSettings(f)
-		case *http2.HeadersFrame:
-			err = c.onHeaders(&block)
-		case *http2.DataFrame:
-			err = c.onData(f)
-		case *http2.WindowUpdateFrame:
-			err = c.onWindowUpdate(f)
-		case *http2.RSTStreamFrame:
-			err = c.onReset(f)
-		case *http2.PingFrame:
-			if !f.IsAck() {
-				c.mu.Lock()
-				_ = c.cfr.WritePing(true, f.Data)
-				c.mu.Unlock()
-				c.flush()
-			}
-		case *http2.GoAwayFrame:
-			c.onGoAway(f)
-		case *http2.PriorityFrame:
-			if f.StreamDep == f.StreamID {
-				c.streamError(f.StreamID, http2.ErrCodeProtocol)
-			}
-		case *http2.PushPromiseFrame:
-			err = c.connError(http2.ErrCodeProtocol, "PUSH_PROMISE is not allowed")
-		}
-		if err != nil {
-			return err
-		}
+	case *http2.PushPromiseFrame:
+		err = c.connError(http2.ErrCodeProtocol, "PUSH_PROMISE is not allowed")
 	}
+	return err
 }
-
-// wouldBlock reports whether reading the next frame would wait for the
-// peer: then the reader's batch ends first, or a peer waiting for a
-// window update or a PING's answer would never send it.
-func (c *Conn) wouldBlock() bool {
-	n := c.br.Buffered()
-	if n < frameHeaderLen {
-		return true
-	}
-	h, _ := c.br.Peek(frameHeaderLen)
-	if http2.FrameType(h[3]) == http2.FrameHeaders && http2.Flags(h[4])&http2.FlagHeadersEndHeaders == 0 {
-		return true // CONTINUATION frames follow, which the framer reads in the same call
-	}
-	return n < frameHeaderLen+(int(h[0])<<16|int(h[1])<<8|int(h[2]))
-}
-
-const frameHeaderLen = 9
 
 // frameError answers a stream or connection error the peer's frames
 // caused (ok), and returns what ends the connection (nil: it goes on).

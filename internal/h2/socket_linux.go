@@ -6,7 +6,9 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync/atomic"
 	"syscall"
+	"time"
 )
 
 // rawSocket reads and writes a plain TCP connection with raw system
@@ -31,6 +33,32 @@ type rawSocket struct {
 	rerrno syscall.Errno
 	readFn func(fd uintptr) bool
 
+	// readEach's: where the bytes go and who hears of them, and whether
+	// the last read emptied the socket.
+	space      func() []byte
+	got        func(n int) bool
+	drained    bool
+	eof        bool
+	readEachFn func(fd uintptr) bool
+	// empty counts reads that found nothing: each is a system call
+	// spent to learn that the poller must wait, which readEach avoids
+	// where it can (a test watches it).
+	empty atomic.Int64
+
+	// The poller reports what comes after a read began, so a wait
+	// entered after a short read (not after the empty read) hears of
+	// new data, a new FIN or a new RST, but not of a FIN or RST that
+	// came with the data read: nothing would ever wake it. A timer
+	// therefore looks at a skipped wait that lasts a whole period (one
+	// peek at the socket, once per wait), and wakes the reader of a
+	// peer found gone. Under load waits are short and are not looked
+	// at; an idle connection costs one peek, the read it skipped.
+	waits    uint64        // skipped waits begun (the reader's)
+	waiting  atomic.Uint64 // the skipped wait under way (its number; 0: none)
+	check    *time.Timer
+	checking atomic.Bool   // check is set
+	seen     atomic.Uint64 // the wait the timer saw last (the timer's)
+
 	iov     [3]syscall.Iovec
 	wbufs   [3][]byte
 	wn      int
@@ -50,8 +78,130 @@ func newRawSocket(nc net.Conn) *rawSocket {
 	}
 	r := &rawSocket{rc: rc}
 	r.readFn = r.read
+	r.readEachFn = r.readMany
 	r.writeFn = r.write1
+	r.check = time.AfterFunc(time.Hour, r.lookAtWait)
+	r.check.Stop()
 	return r
+}
+
+// readInto sets where readEach reads to (space) and who hears of each
+// read's count (got), once: a method value made per call would be an
+// allocation per call.
+func (r *rawSocket) readInto(space func() []byte, got func(n int) bool) {
+	r.space, r.got = space, got
+}
+
+// readEach reads into the buffers space gives and hands each read's
+// count to got, until got returns false, all in one wait in the poller.
+// A read that leaves the socket empty (fewer bytes than asked) is
+// followed by a wait for more, not by a read that would find nothing:
+// Go's poller forgets what it saw each time a read starts, so only
+// inside one such read may the next system call be skipped. got must
+// not wait, and must not close the connection (closing waits for the
+// read to end): it runs while the read holds the socket.
+func (r *rawSocket) readEach() error {
+	r.drained, r.eof, r.rerrno = false, false, 0
+	err := r.rc.Read(r.readEachFn)
+	r.waiting.Store(0) // a wait a deadline or a close ended
+	switch {
+	case err != nil:
+		return err
+	case r.rerrno != 0:
+		return os.NewSyscallError("read", r.rerrno)
+	case r.eof:
+		return io.EOF
+	}
+	return nil
+}
+
+func (r *rawSocket) readMany(fd uintptr) bool {
+	if r.waiting.Load() != 0 {
+		r.waiting.Store(0)
+	}
+	for {
+		if r.drained {
+			r.drained = false
+			r.waits++
+			r.waiting.Store(r.waits)
+			if r.checking.CompareAndSwap(false, true) {
+				r.check.Reset(waitCheckPeriod)
+			}
+			return false // wait for more
+		}
+		p := r.space()
+		if len(p) == 0 {
+			return true
+		}
+		n, errno := sysRead(fd, p)
+		switch errno {
+		case 0:
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			r.empty.Add(1)
+			return false
+		default:
+			r.rerrno = errno
+			return true
+		}
+		if n == 0 {
+			r.eof = true
+			return true
+		}
+		r.drained = n < len(p)
+		if !r.got(n) {
+			return true
+		}
+	}
+}
+
+// waitCheckPeriod: how long a skipped wait lasts before its socket is
+// looked at; a peer that left right behind its last frames is noticed
+// within two.
+const waitCheckPeriod = 200 * time.Millisecond
+
+// lookAtWait is the timer's: it peeks at the socket of a skipped wait
+// it saw a period ago too, and sets itself again while waits go on.
+func (r *rawSocket) lookAtWait() {
+	w := r.waiting.Load()
+	switch {
+	case w != 0 && w == r.seen.Load():
+		r.peek() // this wait is looked at: only a later one needs the timer
+	case w != 0:
+		r.seen.Store(w)
+		r.check.Reset(waitCheckPeriod)
+		return
+	}
+	r.checking.Store(false)
+	// A wait begun just before the store found the timer set: set it
+	// for that one.
+	if now := r.waiting.Load(); now != 0 && now != w && r.checking.CompareAndSwap(false, true) {
+		r.check.Reset(waitCheckPeriod)
+	}
+}
+
+// peek wakes the reader when the socket holds an end (FIN) or an error
+// (RST) and nothing else: data would have woken it already. Shutting
+// the reading side down wakes it, and it reads what the peer left.
+func (r *rawSocket) peek() {
+	_ = r.rc.Control(func(fd uintptr) {
+		var b [1]byte
+		n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		if err == nil && n == 0 || err != nil && err != syscall.EAGAIN && err != syscall.EINTR {
+			_ = syscall.Shutdown(int(fd), syscall.SHUT_RD)
+		}
+	})
+}
+
+// stop ends the timer, once the connection has.
+func (r *rawSocket) stop() { r.check.Stop() }
+
+// shutdown ends both directions of the socket without closing it: a
+// read or write under way returns at once, where a close would wait
+// for a read that holds the socket (readEach) to end.
+func (r *rawSocket) shutdown() {
+	_ = r.rc.Control(func(fd uintptr) { _ = syscall.Shutdown(int(fd), syscall.SHUT_RDWR) })
 }
 
 // Read is io.Reader's: it waits in the poller for data, and for a
@@ -82,6 +232,7 @@ func (r *rawSocket) read(fd uintptr) bool {
 		case syscall.EINTR:
 			continue
 		case syscall.EAGAIN:
+			r.empty.Add(1)
 			return false
 		}
 		return true

@@ -15,3 +15,11 @@ func (*rawSocket) Read([]byte) (int, error) { panic("h2: no raw socket on this p
 func (*rawSocket) write(_, _ []byte) error { panic("h2: no raw socket on this platform") }
 
 func (*rawSocket) tryWrite(...[]byte) (int, error) { panic("h2: no raw socket on this platform") }
+
+func (*rawSocket) readInto(func() []byte, func(int) bool) {}
+
+func (*rawSocket) readEach() error { panic("h2: no raw socket on this platform") }
+
+func (*rawSocket) shutdown() { panic("h2: no raw socket on this platform") }
+
+func (*rawSocket) stop() {}

@@ -13,6 +13,7 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -105,6 +106,16 @@ func BenchmarkJobPath(b *testing.B) {
 		{"shardctl", px.Addr, px.Cmd.Process.Pid},
 		{"haproxy", haproxyAddr, haproxyCmd.Process.Pid},
 	}
+	if old := os.Getenv(envBaseline); old != "" {
+		// Another build of the proxy beside this one, in the same run:
+		// a change is measured against the noise of the same rounds.
+		base := proctest.Start(b, old, gomaxprocs, "proxy", "serve", "--listen", "127.0.0.1:0", "--admin", fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(b)),
+			"--shard", "s1="+sim.Addr)
+		targets = append(targets, struct {
+			name, addr string
+			pid        int
+		}{"baseline", base.Addr, base.Cmd.Process.Pid})
+	}
 	for _, tg := range targets {
 		c, err := zbc.NewClient(&zbc.ClientConfig{GatewayAddress: tg.addr, UsePlaintextConnection: true})
 		if err != nil {
@@ -140,5 +151,9 @@ func BenchmarkJobPath(b *testing.B) {
 		peerRounds, med("shardctl", proxyCPU).Round(time.Microsecond), med("haproxy", proxyCPU).Round(time.Microsecond),
 		float64(med("shardctl", proxyCPU))/float64(med("haproxy", proxyCPU)),
 		med("shardctl", simCPU).Round(time.Microsecond), med("haproxy", simCPU).Round(time.Microsecond))
+	if len(results["baseline"]) > 0 {
+		fmt.Printf("baseline ($%s) %v: shardctl/baseline %.2f\n", envBaseline, med("baseline", proxyCPU).Round(time.Microsecond),
+			float64(med("shardctl", proxyCPU))/float64(med("baseline", proxyCPU)))
+	}
 	printProfile(b, bin, adminPort, "on the job path", func() { jobPath(b, px.Addr, px.Cmd.Process.Pid, simPid) })
 }

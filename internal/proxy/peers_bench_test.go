@@ -46,6 +46,10 @@ const (
 	peerRunTime     = 5 * time.Second
 )
 
+// envBaseline names another build of shardctl that the benchmarks run
+// beside this one (target "baseline"), to measure a change in one run.
+const envBaseline = "BENCH_BASELINE"
+
 type peerResult struct {
 	rps      float64
 	p50, p99 time.Duration
@@ -367,6 +371,15 @@ http {
 		{"haproxy", dialAll(b, []string{haproxyAddr}, peerConns), haproxyCmd.Process.Pid},
 		{"grpc-front", dialAll(b, []string{grpcFront.Addr}, peerConns), grpcFront.Cmd.Process.Pid},
 	}
+	if old := os.Getenv(envBaseline); old != "" {
+		baseArgs := append([]string{}, args...)
+		baseArgs[5] = fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(b))
+		base := proctest.Start(b, old, gomaxprocs, baseArgs...)
+		if _, err := dialAll(b, []string{base.Addr}, 1)[0].DeployResource(context.Background(), &pb.DeployResourceRequest{Resources: []*pb.Resource{{Name: "bench.bpmn", Content: process}}}); err != nil {
+			b.Fatal(err)
+		}
+		targets = append(targets, target{"baseline", dialAll(b, []string{base.Addr}, peerConns), base.Cmd.Process.Pid})
+	}
 	for _, tg := range targets {
 		closedLoop(tg.clients, time.Second) // warm up connections and pools
 	}
@@ -418,6 +431,11 @@ http {
 	fmt.Printf("proxy CPU per call (medians): shardctl %v, haproxy %v: shardctl/haproxy %.2f (target <= 1.0); grpc front %v\n",
 		time.Duration(med("shardctl", cpu)).Round(100*time.Nanosecond), time.Duration(med("haproxy", cpu)).Round(100*time.Nanosecond),
 		med("shardctl", cpu)/med("haproxy", cpu), time.Duration(med("grpc-front", cpu)).Round(100*time.Nanosecond))
+	if len(results["baseline"]) > 0 {
+		fmt.Printf("baseline ($%s): %.0f req/s, CPU per call %v: shardctl/baseline throughput %.2f, CPU %.2f\n", envBaseline,
+			med("baseline", rps), time.Duration(med("baseline", cpu)).Round(100*time.Nanosecond),
+			med("shardctl", rps)/med("baseline", rps), med("shardctl", cpu)/med("baseline", cpu))
+	}
 
 	// Added latency at half of the direct saturation rate, for every proxy:
 	// the peers show what this machine allows.

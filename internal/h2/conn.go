@@ -132,8 +132,7 @@ type Conn struct {
 	// window sizing) or waiting for window expects.
 	ctrl     outBuf
 	cfr      *http2.Framer
-	henc     *hpack.Encoder
-	hbuf     outBuf
+	henc     *headerEncoder
 	streams  map[uint32]*Stream
 	nextID   uint32 // the next stream id this side opens (client)
 	lastPeer uint32 // the highest stream id the peer opened (server)
@@ -257,7 +256,7 @@ func newConn(nc net.Conn, server bool, cfg Config, h Handler) *Conn {
 	c.fr.SetMaxReadFrameSize(defaultFrameSize)
 	c.wfr = http2.NewFramer(&c.out, nil)
 	c.cfr = http2.NewFramer(&c.ctrl, nil)
-	c.henc = hpack.NewEncoder(&c.hbuf)
+	c.henc = newHeaderEncoder()
 	return c
 }
 

@@ -243,7 +243,7 @@ func (c *Conn) onSettings(f *http2.SettingsFrame) error {
 	_ = f.ForeachSetting(func(s http2.Setting) error {
 		switch s.ID {
 		case http2.SettingHeaderTableSize:
-			c.henc.SetMaxDynamicTableSizeLimit(s.Val)
+			c.henc.enc.SetMaxDynamicTableSizeLimit(s.Val)
 		case http2.SettingMaxFrameSize:
 			c.peerMaxFrameSize = s.Val
 		case http2.SettingMaxConcurrentStreams:

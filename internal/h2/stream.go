@@ -110,11 +110,7 @@ const maxStreamID = 1<<31 - 1
 // writeHeadersLocked encodes a header block into HEADERS and, past the
 // peer's frame size, CONTINUATION frames.
 func (c *Conn) writeHeadersLocked(s *Stream, fields []hpack.HeaderField, end bool) {
-	c.hbuf.b = c.hbuf.b[:0]
-	for _, f := range fields {
-		_ = c.henc.WriteField(f)
-	}
-	block := c.hbuf.b
+	block := c.henc.encode(fields)
 	c.out.inBlock = true
 	defer func() { c.out.inBlock = false }()
 	max := int(c.peerMaxFrameSize)

@@ -657,6 +657,7 @@ func (c *Conn) writeLoop() {
 	}
 }
 
+// outputOver: more is queued for the socket than OutputLimit allows.
 func (c *Conn) outputOver() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -293,7 +293,7 @@ func (c *Conn) start(preface func() error) {
 		}
 		c.linger()
 		c.fail(err)
-		c.closeOnce.Do(func() { _ = c.nc.Close() })
+		c.closeSocket()
 		if c.sock != nil {
 			c.sock.stop()
 		}
@@ -457,13 +457,15 @@ func (c *Conn) fail(err error) {
 		// caller: it closes the socket once it has left the read.
 		c.sock.shutdown()
 	} else {
-		c.closeOnce.Do(func() { _ = c.nc.Close() })
+		c.closeSocket()
 	}
 	c.wakeWriter()
 	for _, s := range streams {
 		c.h.Closed(s, fmt.Errorf("%w: %v", ErrClosed, err))
 	}
 }
+
+func (c *Conn) closeSocket() { c.closeOnce.Do(func() { _ = c.nc.Close() }) }
 
 // connError queues GOAWAY with code; the reader returns what this
 // returns, and the connection ends once the GOAWAY is written.

@@ -10,7 +10,7 @@ import (
 // input is what the reader read and the framer has not parsed yet. The
 // reader looks into it to know whether the framer can parse the next
 // frame without waiting for the socket: only then is it called while a
-// raw read holds the socket (readRaw), where waiting would deadlock.
+// raw read holds the socket (readEach), where waiting would deadlock.
 type input struct {
 	buf  []byte
 	r, w int       // the unparsed bytes are buf[r:w]
@@ -46,7 +46,7 @@ var errReadInRaw = errors.New("h2: the framer read past what was buffered while 
 // fill reads once from src into the free space.
 func (in *input) fill() error {
 	n, err := in.src.Read(in.space())
-	in.w += n
+	in.got(n)
 	switch {
 	case n > 0:
 		return nil

@@ -46,14 +46,14 @@ func (c *Conn) readFrames() error {
 		if c.ended.Load() {
 			return ErrClosed
 		}
-		if err := c.parseWhole(); err != nil {
+		next, err := c.parseWhole()
+		if err != nil {
 			return err
 		}
 		c.batch.end()
 		c.waitOutput()
-		var err error
 		switch {
-		case c.in.next(defaultFrameSize) == frameLong:
+		case next == frameLong:
 			err = c.parseFrame() // the framer reads the rest itself
 		case c.sock != nil:
 			c.in.inRaw = true
@@ -81,22 +81,27 @@ func (c *Conn) readFrames() error {
 // read a long header block).
 func (c *Conn) gotInput(n int) bool {
 	c.in.got(n)
-	if err := c.parseWhole(); err != nil {
+	next, err := c.parseWhole()
+	if err != nil {
 		c.readErr = err
 		return false
 	}
 	c.batch.end()
-	return !c.ended.Load() && c.in.next(defaultFrameSize) == framePart && !c.outputOver()
+	return !c.ended.Load() && next == framePart && !c.outputOver()
 }
 
-// parseWhole handles every whole frame the input holds.
-func (c *Conn) parseWhole() error {
-	for c.in.next(defaultFrameSize) == frameWhole {
+// parseWhole handles every whole frame the input holds, and says what
+// is left at its front.
+func (c *Conn) parseWhole() (frameState, error) {
+	for {
+		next := c.in.next(defaultFrameSize)
+		if next != frameWhole {
+			return next, nil
+		}
 		if err := c.parseFrame(); err != nil {
-			return err
+			return next, err
 		}
 	}
-	return nil
 }
 
 // parseFrame reads one frame (one header block) and handles it; an

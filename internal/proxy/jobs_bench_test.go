@@ -99,10 +99,11 @@ func BenchmarkJobPath(b *testing.B) {
 	px := proctest.Start(b, bin, gomaxprocs, "proxy", "serve", "--listen", "127.0.0.1:0", "--admin", fmt.Sprintf("127.0.0.1:%d", adminPort),
 		"--profiling", "--shard", "s1="+sim.Addr)
 	haproxyCmd, haproxyAddr := startHAProxy(b, dir, haproxy, []string{sim.Addr})
-	targets := []struct {
+	type target struct {
 		name, addr string
 		pid        int
-	}{
+	}
+	targets := []target{
 		{"shardctl", px.Addr, px.Cmd.Process.Pid},
 		{"haproxy", haproxyAddr, haproxyCmd.Process.Pid},
 	}
@@ -111,10 +112,7 @@ func BenchmarkJobPath(b *testing.B) {
 		// a change is measured against the noise of the same rounds.
 		base := proctest.Start(b, old, gomaxprocs, "proxy", "serve", "--listen", "127.0.0.1:0", "--admin", fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(b)),
 			"--shard", "s1="+sim.Addr)
-		targets = append(targets, struct {
-			name, addr string
-			pid        int
-		}{"baseline", base.Addr, base.Cmd.Process.Pid})
+		targets = append(targets, target{"baseline", base.Addr, base.Cmd.Process.Pid})
 	}
 	for _, tg := range targets {
 		c, err := zbc.NewClient(&zbc.ClientConfig{GatewayAddress: tg.addr, UsePlaintextConnection: true})

@@ -314,11 +314,21 @@ func BenchmarkPeers(b *testing.B) {
 	}
 	px := proctest.Start(b, bin, gomaxprocs, args...)
 	proxyCmd, proxyAddr := px.Cmd, px.Addr
+	// Another proxy with the same shards, on its own admin port.
+	another := func(bin string, more ...string) *proctest.Process {
+		a := append([]string{}, args...)
+		a[5] = fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(b))
+		return proctest.Start(b, bin, gomaxprocs, append(a, more...)...)
+	}
 	// The same proxy on its fallback front, for comparison.
-	grpcArgs := append([]string{}, args...)
-	grpcArgs[5] = fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(b)) // its own admin port
-	grpcFront := proctest.Start(b, bin, gomaxprocs, append(grpcArgs, "--front", FrontGRPC)...)
-	for _, addr := range []string{proxyAddr, grpcFront.Addr} {
+	grpcFront := another(bin, "--front", FrontGRPC)
+	deployTo := []string{proxyAddr, grpcFront.Addr}
+	var base *proctest.Process
+	if old := os.Getenv(envBaseline); old != "" {
+		base = another(old)
+		deployTo = append(deployTo, base.Addr)
+	}
+	for _, addr := range deployTo {
 		if _, err := dialAll(b, []string{addr}, 1)[0].DeployResource(context.Background(), &pb.DeployResourceRequest{Resources: []*pb.Resource{{Name: "bench.bpmn", Content: process}}}); err != nil {
 			b.Fatal(err)
 		}
@@ -371,13 +381,7 @@ http {
 		{"haproxy", dialAll(b, []string{haproxyAddr}, peerConns), haproxyCmd.Process.Pid},
 		{"grpc-front", dialAll(b, []string{grpcFront.Addr}, peerConns), grpcFront.Cmd.Process.Pid},
 	}
-	if old := os.Getenv(envBaseline); old != "" {
-		baseArgs := append([]string{}, args...)
-		baseArgs[5] = fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(b))
-		base := proctest.Start(b, old, gomaxprocs, baseArgs...)
-		if _, err := dialAll(b, []string{base.Addr}, 1)[0].DeployResource(context.Background(), &pb.DeployResourceRequest{Resources: []*pb.Resource{{Name: "bench.bpmn", Content: process}}}); err != nil {
-			b.Fatal(err)
-		}
+	if base != nil {
 		targets = append(targets, target{"baseline", dialAll(b, []string{base.Addr}, peerConns), base.Cmd.Process.Pid})
 	}
 	for _, tg := range targets {

@@ -530,6 +530,9 @@ func (c *Conn) flushNow() {
 	c.carry = nil
 	c.writing = len(carry) + len(ctrl) + len(out)
 	c.mu.Unlock()
+	if testHookInlineFlush != nil {
+		testHookInlineFlush(c)
+	}
 	n, err := c.sock.tryWrite(carry, ctrl, out)
 	if err != nil {
 		c.mu.Lock()
@@ -552,6 +555,10 @@ func (c *Conn) flushNow() {
 		c.wakeWriter()
 	}
 }
+
+// testHookInlineFlush, when set by a test, runs while an inline flush
+// holds the output (busy) and before it writes.
+var testHookInlineFlush func(*Conn)
 
 // queuedLocked is how much waits for a writer.
 func (c *Conn) queuedLocked() int { return len(c.carry) + len(c.ctrl.b) + len(c.out.b) }
@@ -610,6 +617,12 @@ func (c *Conn) writeLoop() {
 	for range c.wake {
 		for {
 			c.mu.Lock()
+			if c.closed {
+				// Before busy: an inline flush that ends after the
+				// connection failed wakes nobody.
+				c.mu.Unlock()
+				return
+			}
 			if c.busy {
 				c.mu.Unlock()
 				break // an inline flush is writing: it wakes this one if it leaves anything

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -117,5 +119,42 @@ func TestPeerLeavesRightAfterItsLastFrames(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A connection that fails while a goroutine flushes inline (the writer
+// goroutine finds the output busy and waits to be woken) still ends:
+// the inline flush that finds the socket gone wakes nobody, so the
+// writer must not wait for it.
+func TestFailDuringAnInlineFlush(t *testing.T) {
+	srv := newRecorder()
+	srv.onHead = func(s *Stream, _ []hpack.HeaderField, end bool) {
+		if end {
+			_ = s.Respond([]hpack.HeaderField{{Name: ":status", Value: "200"}}, nil, []hpack.HeaderField{{Name: "grpc-status", Value: "0"}})
+		}
+	}
+	var target atomic.Pointer[Conn]
+	var once sync.Once
+	testHookInlineFlush = func(c *Conn) {
+		if c != target.Load() {
+			return
+		}
+		once.Do(func() {
+			c.fail(errors.New("failed during an inline flush"))
+			// Give the woken writer time to find the output busy.
+			time.Sleep(50 * time.Millisecond)
+		})
+	}
+	// Registered before pair's: runs after both connections are closed.
+	t.Cleanup(func() { testHookInlineFlush = nil })
+	client, server := pair(t, Config{}, Config{}, newRecorder(), srv)
+	target.Store(server)
+	if _, err := client.Open(request, true, nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-server.Done():
+	case <-time.After(budget.Of(10 * time.Second)):
+		t.Fatal("a connection that failed during an inline flush did not end: its writer waits")
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/kubetest"
@@ -26,22 +27,32 @@ func TestMain(m *testing.M) { os.Exit(kubetest.Main(m)) }
 
 // env is a namespace of the test cluster and a Cluster for user in it.
 type env struct {
-	ns    string
-	admin kubernetes.Interface
-	c     *Cluster
+	ns         string
+	admin      kubernetes.Interface
+	kubeconfig string
+	c          *Cluster
 }
 
 func newEnv(t *testing.T, user string) *env {
 	t.Helper()
 	kc := kubetest.Start(t)
 	ns := kc.Namespace(t)
-	return &env{ns: ns, admin: kc.Client, c: clusterFor(t, kc.Kubeconfig(t, user, ns))}
+	kubeconfig := kc.Kubeconfig(t, user, ns)
+	return &env{ns: ns, admin: kc.Client, kubeconfig: kubeconfig, c: clusterFor(t, kubeconfig)}
 }
 
 func clusterFor(t *testing.T, kubeconfig string) *Cluster {
 	t.Helper()
+	return clusterWith(t, kubeconfig, nil)
+}
+
+// clusterWith is a Cluster whose client config wrap changes (nil: as
+// the kubeconfig says).
+func clusterWith(t *testing.T, kubeconfig string, wrap func(*rest.Config) *rest.Config) *Cluster {
+	t.Helper()
 	flags := genericclioptions.NewConfigFlags(false)
 	flags.KubeConfig = &kubeconfig
+	flags.WrapConfigFn = wrap
 	c, err := New(flags)
 	if err != nil {
 		t.Fatal(err)
@@ -281,6 +292,16 @@ func TestRewriteRestartAndRollout(t *testing.T) {
 	err = e.c.WaitRollout(ctx, e.ns, ws[0], 2*time.Second, 200*time.Millisecond, nil)
 	if !errors.Is(err, ErrRolloutTimeout) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "spec update to be observed") {
 		t.Fatalf("an unobserved rollout: %v", err)
+	}
+	// A client whose rate limiter turns a poll away just before the
+	// deadline (its turn would come after it) still times out.
+	throttled := clusterWith(t, e.kubeconfig, func(c *rest.Config) *rest.Config {
+		c.QPS, c.Burst = 2, 1
+		return c
+	})
+	err = throttled.WaitRollout(ctx, e.ns, ws[0], 1200*time.Millisecond, 100*time.Millisecond, nil)
+	if !errors.Is(err, ErrRolloutTimeout) {
+		t.Fatalf("an unobserved rollout polled through a rate limiter: %v", err)
 	}
 	done := make(chan error, 1)
 	var heard []string

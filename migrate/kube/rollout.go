@@ -157,7 +157,7 @@ func (c *Cluster) WaitRollout(ctx context.Context, namespace string, w Workload,
 	for {
 		msg, done, err := c.RolloutStatus(ctx, namespace, w)
 		switch {
-		case err != nil && ctx.Err() == nil:
+		case err != nil && ctx.Err() == nil && !nearDeadline(ctx):
 			return fmt.Errorf("rollout of %s: %w", w, err)
 		case done:
 			if status != nil {
@@ -179,4 +179,13 @@ func (c *Cluster) WaitRollout(ctx context.Context, namespace string, w Workload,
 		case <-time.After(poll):
 		}
 	}
+}
+
+// nearDeadline: ctx's deadline is under a second away. client-go's rate
+// limiter refuses a request whose turn would come after the deadline,
+// before the deadline passes, and its error is not DeadlineExceeded: a
+// status poll that fails that close to the timeout is the timeout.
+func nearDeadline(ctx context.Context) bool {
+	d, ok := ctx.Deadline()
+	return ok && time.Until(d) < time.Second
 }

@@ -158,3 +158,61 @@ func TestFailDuringAnInlineFlush(t *testing.T) {
 		t.Fatal("a connection that failed during an inline flush did not end: its writer waits")
 	}
 }
+
+// The checker's goroutine runs while a connection does, and the last
+// connection to end stops it and waits for it.
+func TestCheckerRunsWhileConnectionsDo(t *testing.T) {
+	running := func() bool {
+		checker.mu.Lock()
+		defer checker.mu.Unlock()
+		return checker.stop != nil
+	}
+	if running() {
+		t.Skip("connections of another test still run")
+	}
+	// Servers whose peers are plain sockets that stay: a connection
+	// ends only when the test closes it.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var servers []*Conn
+	for range 2 {
+		peer, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer peer.Close()
+		nc, err := ln.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := Server(nc, Config{}, newRecorder())
+		defer s.Close()
+		servers = append(servers, s)
+	}
+	if !running() {
+		t.Fatal("no checker with two connections")
+	}
+	checker.mu.Lock()
+	done := checker.done
+	checker.mu.Unlock()
+	servers[0].Close()
+	if !running() {
+		t.Fatal("the checker stopped with a connection left")
+	}
+	servers[1].Close()
+	if running() {
+		t.Fatal("the checker runs with no connection")
+	}
+	select {
+	case <-done:
+	default:
+		t.Fatal("the last connection's end did not wait for the checker")
+	}
+	servers[1].Close() // twice is safe, and starts nothing
+	if running() {
+		t.Fatal("a second close started the checker")
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -49,17 +48,16 @@ type rawSocket struct {
 	// The poller reports what comes after a read began, so a wait
 	// entered after a short read (not after the empty read) hears of
 	// new data, a new FIN or a new RST, but not of a FIN or RST that
-	// came with the data read: nothing would ever wake it. The checker
-	// therefore looks at a skipped wait it finds under way two periods
-	// running (one peek at the socket, once per wait), and wakes the
-	// reader of a peer found gone. Under load waits are short and are
-	// not looked at; an idle connection costs one peek, the read it
-	// skipped.
-	waits   uint64        // skipped waits begun (the reader's)
-	waiting atomic.Uint64 // the skipped wait under way (its number; 0: none)
-	seen    uint64        // the wait the checker saw last (the checker's)
-	peeked  uint64        // the wait the checker peeked at (the checker's)
-	slot    int           // where the checker keeps it (the checker's mu)
+	// came with the data read: nothing would ever wake it. A timer
+	// therefore looks at a skipped wait that lasts a whole period (one
+	// peek at the socket, once per wait), and wakes the reader of a
+	// peer found gone. Under load waits are short and are not looked
+	// at; an idle connection costs one peek, the read it skipped.
+	waits    uint64        // skipped waits begun (the reader's)
+	waiting  atomic.Uint64 // the skipped wait under way (its number; 0: none)
+	check    *time.Timer
+	checking atomic.Bool   // check is set
+	seen     atomic.Uint64 // the wait the timer saw last (the timer's)
 
 	iov     [3]syscall.Iovec
 	wbufs   [3][]byte
@@ -82,7 +80,8 @@ func newRawSocket(nc net.Conn) *rawSocket {
 	r.readFn = r.read
 	r.readEachFn = r.readMany
 	r.writeFn = r.write1
-	checker.add(r)
+	r.check = time.AfterFunc(time.Hour, r.lookAtWait)
+	r.check.Stop()
 	return r
 }
 
@@ -125,6 +124,9 @@ func (r *rawSocket) readMany(fd uintptr) bool {
 			r.drained = false
 			r.waits++
 			r.waiting.Store(r.waits)
+			if r.checking.CompareAndSwap(false, true) {
+				r.check.Reset(waitCheckPeriod)
+			}
 			return false // wait for more
 		}
 		p := r.space()
@@ -154,92 +156,28 @@ func (r *rawSocket) readMany(fd uintptr) bool {
 	}
 }
 
-// waitCheckPeriod: how often the checker looks at the sockets; a peer
-// that left right behind its last frames is noticed within two.
+// waitCheckPeriod: how long a skipped wait lasts before its socket is
+// looked at; a peer that left right behind its last frames is noticed
+// within two.
 const waitCheckPeriod = 200 * time.Millisecond
 
-// checker looks at the skipped waits of every raw socket in one
-// goroutine, which runs while there is a socket: a timer per socket
-// would wake a thread five times a second for each busy connection.
-var checker waitChecker
-
-type waitChecker struct {
-	mu    sync.Mutex
-	socks []*rawSocket
-	stop  chan struct{} // closed to stop the goroutine (nil: none runs)
-	done  chan struct{} // closed when it has stopped
-}
-
-// add has r looked at, and starts the goroutine for the first socket.
-func (w *waitChecker) add(r *rawSocket) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	r.slot = len(w.socks)
-	w.socks = append(w.socks, r)
-	if w.stop == nil {
-		w.stop, w.done = make(chan struct{}), make(chan struct{})
-		go w.run(w.stop, w.done)
-	}
-}
-
-// remove stops looking at r; the last socket's remove stops the
-// goroutine and waits for it.
-func (w *waitChecker) remove(r *rawSocket) {
-	w.mu.Lock()
-	if r.slot < 0 {
-		w.mu.Unlock()
-		return
-	}
-	last := w.socks[len(w.socks)-1]
-	w.socks[r.slot], last.slot = last, r.slot
-	w.socks[len(w.socks)-1] = nil
-	w.socks = w.socks[:len(w.socks)-1]
-	r.slot = -1
-	var stop, done chan struct{}
-	if len(w.socks) == 0 {
-		stop, done = w.stop, w.done
-		w.stop, w.done = nil, nil
-	}
-	w.mu.Unlock()
-	if stop != nil {
-		close(stop)
-		<-done
-	}
-}
-
-func (w *waitChecker) run(stop <-chan struct{}, done chan<- struct{}) {
-	defer close(done)
-	tick := time.NewTicker(waitCheckPeriod)
-	defer tick.Stop()
-	var socks []*rawSocket // a copy: peeks are system calls, made without the lock
-	for {
-		select {
-		case <-stop:
-			return
-		case <-tick.C:
-		}
-		w.mu.Lock()
-		socks = append(socks[:0], w.socks...)
-		w.mu.Unlock()
-		for i, r := range socks {
-			r.lookAtWait()
-			socks[i] = nil
-		}
-	}
-}
-
-// lookAtWait is the checker's: it peeks, once, at the socket of a
-// skipped wait it saw a period ago too. A socket removed meanwhile
-// refuses the peek (its descriptor is closed, never reused under it).
+// lookAtWait is the timer's: it peeks at the socket of a skipped wait
+// it saw a period ago too, and sets itself again while waits go on.
 func (r *rawSocket) lookAtWait() {
 	w := r.waiting.Load()
 	switch {
-	case w == 0 || w == r.peeked:
-	case w != r.seen:
-		r.seen = w
-	default:
-		r.peeked = w
-		r.peek()
+	case w != 0 && w == r.seen.Load():
+		r.peek() // this wait is looked at: only a later one needs the timer
+	case w != 0:
+		r.seen.Store(w)
+		r.check.Reset(waitCheckPeriod)
+		return
+	}
+	r.checking.Store(false)
+	// A wait begun just before the store found the timer set: set it
+	// for that one.
+	if now := r.waiting.Load(); now != 0 && now != w && r.checking.CompareAndSwap(false, true) {
+		r.check.Reset(waitCheckPeriod)
 	}
 }
 
@@ -256,8 +194,8 @@ func (r *rawSocket) peek() {
 	})
 }
 
-// stop has the checker forget r, once the connection has ended.
-func (r *rawSocket) stop() { checker.remove(r) }
+// stop ends the timer, once the connection has.
+func (r *rawSocket) stop() { r.check.Stop() }
 
 // shutdown ends both directions of the socket without closing it: a
 // read or write under way returns at once, where a close would wait

@@ -126,6 +126,16 @@ func pair(t *testing.T, ccfg, scfg Config, ch, sh Handler) (*Conn, *Conn) {
 	return client, server
 }
 
+// ends waits for c to end; why is the failure if it does not.
+func ends(t *testing.T, c *Conn, why string) {
+	t.Helper()
+	select {
+	case <-c.Done():
+	case <-time.After(budget.Of(10 * time.Second)):
+		t.Fatal(why)
+	}
+}
+
 var request = []hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"}, {Name: ":path", Value: "/x"}, {Name: ":authority", Value: "a"}}
 
 // A request and a response with data bigger than every window and
@@ -213,11 +223,7 @@ func TestResetAndGoAway(t *testing.T) {
 	}
 	_ = srvStream.WriteHeaders([]hpack.HeaderField{{Name: ":status", Value: "200"}}, true)
 	cli.until(t, "the answer to stream 3", func() bool { return cli.ended[s3.ID()] })
-	select {
-	case <-client.Done():
-	case <-time.After(budget.Of(5 * time.Second)):
-		t.Error("the client connection did not end after the last stream of a GOAWAY")
-	}
+	ends(t, client, "the client connection did not end after the last stream of a GOAWAY")
 }
 
 // Streams the peer's GOAWAY says it did not process end as refused.

@@ -57,16 +57,8 @@ func TestFailFromInsideARead(t *testing.T) {
 	if _, err := client.Open(request, true, nil); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-server.Done():
-	case <-time.After(budget.Of(10 * time.Second)):
-		t.Fatal("the connection a handler failed from inside its read did not end")
-	}
-	select {
-	case <-client.Done():
-	case <-time.After(budget.Of(10 * time.Second)):
-		t.Fatal("the peer of a failed connection did not hear it end")
-	}
+	ends(t, server, "the connection a handler failed from inside its read did not end")
+	ends(t, client, "the peer of a failed connection did not hear it end")
 }
 
 // A peer that sends its last frames and leaves at once (FIN or RST
@@ -152,9 +144,5 @@ func TestFailDuringAnInlineFlush(t *testing.T) {
 	if _, err := client.Open(request, true, nil); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-server.Done():
-	case <-time.After(budget.Of(10 * time.Second)):
-		t.Fatal("a connection that failed during an inline flush did not end: its writer waits")
-	}
+	ends(t, server, "a connection that failed during an inline flush did not end: its writer waits")
 }

@@ -300,7 +300,7 @@ func TestRewriteRestartAndRollout(t *testing.T) {
 		return c
 	})
 	err = throttled.WaitRollout(ctx, e.ns, ws[0], 1200*time.Millisecond, 100*time.Millisecond, nil)
-	if !errors.Is(err, ErrRolloutTimeout) {
+	if !errors.Is(err, ErrRolloutTimeout) || !strings.Contains(err.Error(), "spec update to be observed") || !strings.Contains(err.Error(), "; the last status poll failed: ") {
 		t.Fatalf("an unobserved rollout polled through a rate limiter: %v", err)
 	}
 	done := make(chan error, 1)

@@ -154,11 +154,14 @@ func (c *Cluster) WaitRollout(ctx context.Context, namespace string, w Workload,
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var last string
+	var pollErr error // a poll's that failed with the deadline at hand
 	for {
 		msg, done, err := c.RolloutStatus(ctx, namespace, w)
 		switch {
 		case err != nil && ctx.Err() == nil && !nearDeadline(ctx):
 			return fmt.Errorf("rollout of %s: %w", w, err)
+		case err != nil && ctx.Err() == nil:
+			pollErr = err
 		case done:
 			if status != nil {
 				status(msg)
@@ -173,7 +176,11 @@ func (c *Cluster) WaitRollout(ctx context.Context, namespace string, w Workload,
 		select {
 		case <-ctx.Done():
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return fmt.Errorf("%w: %s within %v: %s (%w)", ErrRolloutTimeout, w, timeout, last, context.DeadlineExceeded)
+				where := last
+				if pollErr != nil {
+					where += fmt.Sprintf("; the last status poll failed: %v", pollErr)
+				}
+				return fmt.Errorf("%w: %s within %v: %s (%w)", ErrRolloutTimeout, w, timeout, where, context.DeadlineExceeded)
 			}
 			return ctx.Err()
 		case <-time.After(poll):

@@ -154,9 +154,12 @@ func (c *Cluster) WaitRollout(ctx context.Context, namespace string, w Workload,
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var last string
-	var pollErr error // a poll's that failed with the deadline at hand
+	var pollErr error // the last poll's, failed with the deadline at hand
 	for {
 		msg, done, err := c.RolloutStatus(ctx, namespace, w)
+		if err == nil {
+			pollErr = nil
+		}
 		switch {
 		case err != nil && ctx.Err() == nil && !nearDeadline(ctx):
 			return fmt.Errorf("rollout of %s: %w", w, err)

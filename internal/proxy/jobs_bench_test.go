@@ -96,8 +96,7 @@ func BenchmarkJobPath(b *testing.B) {
 	gomaxprocs := []string{"GOMAXPROCS=2"}
 	sim := proctest.Start(b, bin, gomaxprocs, "sim", "serve", "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--partitions", "2", "--backlog-limit", "-1")
 	adminPort := proctest.FreePort(b)
-	px := proctest.Start(b, bin, gomaxprocs, "proxy", "serve", "--listen", "127.0.0.1:0", "--admin", fmt.Sprintf("127.0.0.1:%d", adminPort),
-		"--profiling", "--shard", "s1="+sim.Addr)
+	px := proctest.Start(b, bin, gomaxprocs, benchProxyArgs(adminPort, []string{sim.Addr}, "--profiling")...)
 	haproxyCmd, haproxyAddr := startHAProxy(b, dir, haproxy, []string{sim.Addr})
 	type target struct {
 		name, addr string
@@ -110,8 +109,7 @@ func BenchmarkJobPath(b *testing.B) {
 	if old := os.Getenv(envBaseline); old != "" {
 		// Another build of the proxy beside this one, in the same run:
 		// a change is measured against the noise of the same rounds.
-		base := proctest.Start(b, old, gomaxprocs, "proxy", "serve", "--listen", "127.0.0.1:0", "--admin", fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(b)),
-			"--shard", "s1="+sim.Addr)
+		base := proctest.Start(b, old, gomaxprocs, benchProxyArgs(proctest.FreePort(b), []string{sim.Addr})...)
 		targets = append(targets, target{"baseline", base.Addr, base.Cmd.Process.Pid})
 	}
 	for _, tg := range targets {

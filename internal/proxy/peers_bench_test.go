@@ -22,6 +22,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -308,17 +309,12 @@ func BenchmarkPeers(b *testing.B) {
 	}
 
 	adminPort := proctest.FreePort(b)
-	args := []string{"proxy", "serve", "--listen", "127.0.0.1:0", "--admin", fmt.Sprintf("127.0.0.1:%d", adminPort), "--profiling", "--max-inflight-per-shard", "0"}
-	for i, a := range shardAddrs {
-		args = append(args, "--shard", fmt.Sprintf("s%d=%s", i+1, a))
-	}
-	px := proctest.Start(b, bin, gomaxprocs, args...)
+	flags := []string{"--profiling", "--max-inflight-per-shard", "0"}
+	px := proctest.Start(b, bin, gomaxprocs, benchProxyArgs(adminPort, shardAddrs, flags...)...)
 	proxyCmd, proxyAddr := px.Cmd, px.Addr
-	// Another proxy with the same shards, on its own admin port.
+	// Another proxy with the same shards and flags, on its own admin port.
 	another := func(bin string, more ...string) *proctest.Process {
-		a := append([]string{}, args...)
-		a[5] = fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(b))
-		return proctest.Start(b, bin, gomaxprocs, append(a, more...)...)
+		return proctest.Start(b, bin, gomaxprocs, benchProxyArgs(proctest.FreePort(b), shardAddrs, append(slices.Clone(flags), more...)...)...)
 	}
 	// The same proxy on its fallback front, for comparison.
 	grpcFront := another(bin, "--front", FrontGRPC)
@@ -486,6 +482,17 @@ http {
 
 	// Where the proxy's CPU goes under the closed-loop load.
 	printProfile(b, bin, adminPort, "under load", func() { closedLoop(targets[1].clients, 5*time.Second) })
+}
+
+// benchProxyArgs is `shardctl proxy serve` on a free listen port with
+// its admin endpoint on adminPort, shards s1, s2, ... at shardAddrs, and
+// more flags.
+func benchProxyArgs(adminPort int, shardAddrs []string, more ...string) []string {
+	args := []string{"proxy", "serve", "--listen", "127.0.0.1:0", "--admin", fmt.Sprintf("127.0.0.1:%d", adminPort)}
+	for i, a := range shardAddrs {
+		args = append(args, "--shard", fmt.Sprintf("s%d=%s", i+1, a))
+	}
+	return append(args, more...)
 }
 
 // printProfile prints the top of a 4 s CPU profile of the proxy on

@@ -154,17 +154,14 @@ func (c *Cluster) WaitRollout(ctx context.Context, namespace string, w Workload,
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var last string
-	var pollErr error // the last poll's, failed with the deadline at hand
 	for {
 		msg, done, err := c.RolloutStatus(ctx, namespace, w)
-		if err == nil {
-			pollErr = nil
+		if ctx.Err() != nil {
+			err = nil // the deadline's own: the timeout below says it
 		}
 		switch {
-		case err != nil && ctx.Err() == nil && !nearDeadline(ctx):
+		case err != nil && !nearDeadline(ctx):
 			return fmt.Errorf("rollout of %s: %w", w, err)
-		case err != nil && ctx.Err() == nil:
-			pollErr = err
 		case done:
 			if status != nil {
 				status(msg)
@@ -180,8 +177,8 @@ func (c *Cluster) WaitRollout(ctx context.Context, namespace string, w Workload,
 		case <-ctx.Done():
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				where := last
-				if pollErr != nil {
-					where += fmt.Sprintf("; the last status poll failed: %v", pollErr)
+				if err != nil {
+					where += fmt.Sprintf("; the last status poll failed: %v", err)
 				}
 				return fmt.Errorf("%w: %s within %v: %s (%w)", ErrRolloutTimeout, w, timeout, where, context.DeadlineExceeded)
 			}

@@ -294,12 +294,15 @@ func TestRewriteRestartAndRollout(t *testing.T) {
 		t.Fatalf("an unobserved rollout: %v", err)
 	}
 	// A client whose rate limiter turns a poll away just before the
-	// deadline (its turn would come after it) still times out.
+	// deadline (its turn would come after it) still times out. Its one
+	// token goes to the first poll; every later one is turned away
+	// without a request, so no slow API server can put one in flight at
+	// the deadline.
 	throttled := clusterWith(t, e.kubeconfig, func(c *rest.Config) *rest.Config {
-		c.QPS, c.Burst = 2, 1
+		c.QPS, c.Burst = 0.2, 1
 		return c
 	})
-	err = throttled.WaitRollout(ctx, e.ns, ws[0], 1200*time.Millisecond, 100*time.Millisecond, nil)
+	err = throttled.WaitRollout(ctx, e.ns, ws[0], 900*time.Millisecond, 100*time.Millisecond, nil)
 	if !errors.Is(err, ErrRolloutTimeout) || !strings.Contains(err.Error(), "spec update to be observed") || !strings.Contains(err.Error(), "; the last status poll failed: ") {
 		t.Fatalf("an unobserved rollout polled through a rate limiter: %v", err)
 	}

@@ -178,7 +178,10 @@ func (c *Cluster) WaitRollout(ctx context.Context, namespace string, w Workload,
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				where := last
 				if err != nil {
-					where += fmt.Sprintf("; the last status poll failed: %v", err)
+					if where != "" {
+						where += "; "
+					}
+					where += "the last status poll failed: " + err.Error()
 				}
 				return fmt.Errorf("%w: %s within %v: %s (%w)", ErrRolloutTimeout, w, timeout, where, context.DeadlineExceeded)
 			}

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/shardctl/shardctl/internal/procs"
 	"github.com/shardctl/shardctl/internal/proxy"
 	"github.com/shardctl/shardctl/internal/registry"
 )
@@ -30,6 +31,7 @@ type ProxyServeOptions struct {
 	coolingOff      time.Duration
 	shutdownTimeout time.Duration
 	tls             tlsFiles
+	sizeProcs       bool
 	// registry mode: shards, states and the ledger come from the registry
 	app, tokenFile string
 	registry       *registry.Client
@@ -132,6 +134,7 @@ keeps the deployment ledger there, shared by every proxy replica.`,
 	f.IntVar(&o.cfg.ConnsPerShard, "conns-per-shard", 0, "HTTP/2 connections to each shard (0: enough for --max-inflight-per-shard calls at the concurrent streams the shard advertises, at most 16)")
 	f.DurationVar(&o.cfg.StreamStallTimeout, "stream-stall-timeout", proxy.DefaultStreamStallTimeout, "how long a job stream's worker may read nothing while a job waits for it: then the stream ends with RESOURCE_EXHAUSTED and its jobs go back to other workers")
 	f.BoolVar(&o.cfg.Profiling, "profiling", false, "serve Go's /debug/pprof on the admin address")
+	f.BoolVar(&o.sizeProcs, "size-procs", true, "run Go code on as few threads as the load needs: one while the proxy uses little CPU, all GOMAXPROCS (the environment's, else the CPUs it may use) once those it has are over 60% busy, one fewer after 2 s under 30% of one fewer; on a lightly loaded proxy idle threads waking each other cost more CPU than they serve (false: always GOMAXPROCS)")
 	f.StringVar(&o.app, "app", registry.DefaultShardsApp, "registry application of the shards (registry mode)")
 	f.StringVar(&o.cfg.ID, "proxy-id", "", "the id this proxy registers as in "+registry.ProxiesApp+" (registry mode; default HOSTNAME-PORT)")
 	f.StringVar(&o.tokenFile, "registry-token-file", "", "file with the bearer token the registry wants for writes (env "+EnvRegistryToken+")")
@@ -240,6 +243,9 @@ func (o *ProxyServeOptions) Validate() error {
 
 func (o *ProxyServeOptions) Run(ctx context.Context) error {
 	collectLessOften()
+	if o.sizeProcs {
+		defer procs.Start(procs.Config{}).Close()
+	}
 	errOut := o.g.Streams.ErrOut
 	if o.registry != nil {
 		o.cfg.OnSync = func(err error) {

@@ -10,6 +10,7 @@ import (
 	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/proctest"
 	"github.com/shardctl/shardctl/internal/sim/simtest"
+	"github.com/shardctl/shardctl/probes/source"
 )
 
 // startProxyServe runs `shardctl proxy serve` and returns it with its
@@ -70,5 +71,46 @@ func TestProxyServeErrors(t *testing.T) {
 		if r.code != tt.code || !strings.Contains(r.stderr, tt.want) {
 			t.Errorf("proxy serve %v: exit %d, stderr %q; want %d and %q", tt.args, r.code, r.stderr, tt.code, tt.want)
 		}
+	}
+}
+
+// The proxy runs one P while it is idle (once its start, which may be
+// busy, is 2 s behind it), and every P with --size-procs=false, as
+// go_sched_gomaxprocs_threads on /metrics says.
+func TestProxyServeSizesProcs(t *testing.T) {
+	_, shard := startServe(t, "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0")
+	for _, tt := range []struct {
+		args []string
+		want float64
+	}{
+		{nil, 1},
+		{[]string{"--size-procs=false"}, 2},
+	} {
+		args := append([]string{"proxy", "serve", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--shard", "a=" + shard}, tt.args...)
+		p := proctest.Start(t, bin, []string{"GOMAXPROCS=2"}, args...)
+		admin := strings.TrimSuffix(p.Line(t, "admin on http://"), "/shards")
+		ctx := budget.Context(t, 20*time.Second)
+		got := -1.0
+		for ctx.Err() == nil {
+			families, err := source.ReadMetrics(ctx, http.DefaultClient, "http://"+admin+"/metrics")
+			if ctx.Err() != nil {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := families["go_sched_gomaxprocs_threads"]
+			if f == nil || len(f.GetMetric()) != 1 {
+				t.Fatalf("%v: no go_sched_gomaxprocs_threads on /metrics", tt.args)
+			}
+			if got = f.GetMetric()[0].GetGauge().GetValue(); got == tt.want {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if got != tt.want {
+			t.Errorf("%v with GOMAXPROCS=2: %v Ps, want %v", tt.args, got, tt.want)
+		}
+		p.Terminate(t)
 	}
 }

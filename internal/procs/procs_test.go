@@ -1,10 +1,13 @@
 package procs
 
 import (
+	"fmt"
 	"runtime"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/shardctl/shardctl/internal/budget"
 )
 
 func TestNext(t *testing.T) {
@@ -55,7 +58,7 @@ type fakeProcess struct {
 	cpu   time.Duration
 	rate  float64 // cores used from now on
 	since time.Time
-	sets  []int
+	procs int // the P count set last
 }
 
 func (p *fakeProcess) use(cores float64) {
@@ -74,19 +77,13 @@ func (p *fakeProcess) cpuTime() time.Duration {
 func (p *fakeProcess) set(n int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.sets = append(p.sets, n)
+	p.procs = n
 }
 
 func (p *fakeProcess) last() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.sets[len(p.sets)-1]
-}
-
-func (p *fakeProcess) history() []int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return append([]int(nil), p.sets...)
+	return p.procs
 }
 
 func TestSizer(t *testing.T) {
@@ -101,13 +98,9 @@ func TestSizer(t *testing.T) {
 	}
 	waitFor := func(want int, why string) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for s.Procs() != want || p.last() != want {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: %d Ps after 10 s, want %d (set: %v)", why, s.Procs(), want, p.history())
-			}
-			time.Sleep(time.Millisecond)
-		}
+		budget.Eventually(t, 10*time.Second, fmt.Sprintf("%d Ps when %s", want, why), func() bool {
+			return s.Procs() == want && p.last() == want
+		})
 	}
 	p.use(0.9)
 	waitFor(2, "busy")

@@ -51,6 +51,9 @@ scripts/install-debs.sh "${DEBIAN_PACKAGES[@]}"
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   scripts/install-debs.sh nodejs npm
 fi
+# `kubectl shard` is tested through a real kubectl. Debian's only when
+# there is none: another kubectl package may own /usr/bin/kubectl already.
+command -v kubectl >/dev/null || scripts/install-debs.sh kubernetes-client
 
 phase tools "pinned Go tools, built once per machine"
 staticcheck=$(scripts/tools.sh staticcheck)

@@ -279,6 +279,7 @@ func eurekaJSModules(t *testing.T) string {
 	}
 	ctx := budget.Context(t, 3*time.Minute)
 	cmd := exec.CommandContext(ctx, "npm", "install", "--no-audit", "--no-fund", "--prefix", dir, eurekaJSPackage+"@"+eurekaJSVersion)
+	cmd.Env = npmEnv()
 	cmd.WaitDelay = 5 * time.Second
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
@@ -290,6 +291,26 @@ func eurekaJSModules(t *testing.T) string {
 	}
 	t.Logf("installed %s@%s into %s in %v", eurekaJSPackage, eurekaJSVersion, dir, time.Since(start).Round(time.Millisecond))
 	return modules
+}
+
+// systemCAs is Debian's bundle of the CAs the system trusts.
+const systemCAs = "/etc/ssl/certs/ca-certificates.crt"
+
+// npmEnv is the environment npm runs in. Node trusts only the CA list it
+// was built with, not the system's that apt, curl and Go trust; behind a
+// network whose TLS is signed by a CA only the system's bundle holds, npm
+// fails with SELF_SIGNED_CERT_IN_CHAIN (npm's own cafile setting did not
+// help on Node 20). So the system's bundle is added, unless the caller
+// chose extra CAs of its own.
+func npmEnv() []string {
+	env := os.Environ()
+	if _, set := os.LookupEnv("NODE_EXTRA_CA_CERTS"); set {
+		return env
+	}
+	if _, err := os.Stat(systemCAs); err != nil {
+		return env
+	}
+	return append(env, "NODE_EXTRA_CA_CERTS="+systemCAs)
 }
 
 // ejsEvent is one line client.js prints.

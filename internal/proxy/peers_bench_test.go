@@ -175,6 +175,29 @@ func dialAll(t testing.TB, addrs []string, n int) []pb.GatewayClient {
 
 var benchCreate = &pb.CreateProcessInstanceRequest{BpmnProcessId: "bench", Version: -1}
 
+// benchShards is how many simulated shards the CreateProcessInstance
+// benchmarks run behind the proxies.
+const benchShards = 3
+
+// startBenchShards starts the simulated shards (--capacity 0, no backlog
+// limit) with process, whose id is "bench", deployed on each.
+func startBenchShards(t testing.TB, bin string, env []string, process []byte) []*proctest.Process {
+	var shards []*proctest.Process
+	for range benchShards {
+		p := proctest.Start(t, bin, env, "sim", "serve", "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--partitions", "3", "--backlog-limit", "-1")
+		deployBench(t, p.Addr, process)
+		shards = append(shards, p)
+	}
+	return shards
+}
+
+func deployBench(t testing.TB, addr string, process []byte) {
+	req := &pb.DeployResourceRequest{Resources: []*pb.Resource{{Name: "bench.bpmn", Content: process}}}
+	if _, err := dialAll(t, []string{addr}, 1)[0].DeployResource(context.Background(), req); err != nil {
+		t.Fatalf("deploy to %s: %v", addr, err)
+	}
+}
+
 // closedLoop keeps peerConcurrency calls in flight for d.
 func closedLoop(clients []pb.GatewayClient, d time.Duration) peerResult {
 	var wg sync.WaitGroup
@@ -296,22 +319,16 @@ func BenchmarkPeers(b *testing.B) {
 	// Every shardctl process gets the same CPU share as the peers.
 	gomaxprocs := []string{"GOMAXPROCS=2"}
 
-	var shardAddrs []string
-	for range 3 {
-		addr := proctest.Start(b, bin, gomaxprocs, "sim", "serve", "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--partitions", "3", "--backlog-limit", "-1").Addr
-		shardAddrs = append(shardAddrs, addr)
-	}
 	// A process that ends as it starts: each instance is done and dropped
 	// when CreateProcessInstance answers. One that waits on a task nobody
 	// works keeps every instance in the simulators' memory, and over the
 	// run's millions of calls their heaps grew tenfold: the later a target
-	// ran, the slower the machine it met (direct's own p99 at half load went
-	// from 17 ms to 250 ms in one run).
+	// ran, the slower the machine it met (BenchmarkStateDrift,
+	// `make bench-drift`, measures it).
 	process := load.Process("bench")
-	for _, c := range dialAll(b, shardAddrs, 3) {
-		if _, err := c.DeployResource(context.Background(), &pb.DeployResourceRequest{Resources: []*pb.Resource{{Name: "bench.bpmn", Content: process}}}); err != nil {
-			b.Fatal(err)
-		}
+	var shardAddrs []string
+	for _, p := range startBenchShards(b, bin, gomaxprocs, process) {
+		shardAddrs = append(shardAddrs, p.Addr)
 	}
 
 	adminPort := proctest.FreePort(b)
@@ -331,9 +348,7 @@ func BenchmarkPeers(b *testing.B) {
 		deployTo = append(deployTo, base.Addr)
 	}
 	for _, addr := range deployTo {
-		if _, err := dialAll(b, []string{addr}, 1)[0].DeployResource(context.Background(), &pb.DeployResourceRequest{Resources: []*pb.Resource{{Name: "bench.bpmn", Content: process}}}); err != nil {
-			b.Fatal(err)
-		}
+		deployBench(b, addr, process)
 	}
 
 	nginxPort := proctest.FreePort(b)
@@ -391,7 +406,7 @@ http {
 	}
 
 	results := map[string][]peerResult{}
-	fmt.Printf("\nCreateProcessInstance, %d in flight, 3 simulated shards (--capacity 0), %v per run\n", peerConcurrency, peerRunTime)
+	fmt.Printf("\nCreateProcessInstance, %d in flight, %d simulated shards (--capacity 0), %v per run\n", peerConcurrency, benchShards, peerRunTime)
 	fmt.Printf("%-6s %-9s %10s %10s %10s %8s %12s\n", "ROUND", "TARGET", "REQ/S", "P50", "P99", "ERRORS", "CPU/REQ")
 	for round := 1; round <= peerRounds; round++ {
 		for _, tg := range append(targets[:1:1], inTurn(targets[1:], round)...) {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -14,7 +13,7 @@ import (
 
 	"github.com/expr-lang/expr"
 	"github.com/expr-lang/expr/vm"
-	"sigs.k8s.io/yaml"
+	"github.com/shardctl/shardctl/internal/yamlfile"
 
 	"github.com/shardctl/shardctl/probes/signals"
 )
@@ -104,13 +103,9 @@ func DefaultGates() []Gate {
 // LoadGates reads a gates file and checks every gate; a typo (an unknown
 // field, a bad condition, a bad template) is an error naming the gate.
 func LoadGates(path string) ([]Gate, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("gates file: %w", err)
-	}
 	var f GatesFile
-	if err := yaml.UnmarshalStrict(b, &f); err != nil {
-		return nil, fmt.Errorf("gates file %s: %w", path, err)
+	if err := yamlfile.Read(path, &f); err != nil {
+		return nil, fmt.Errorf("gates file: %w", err)
 	}
 	if len(f.Gates) == 0 {
 		return nil, fmt.Errorf("gates file %s: no gates (want gates: [{name, query or signal, conditions}])", path)

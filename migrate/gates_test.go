@@ -81,7 +81,7 @@ func TestDefaultGates(t *testing.T) {
 
 func TestLoadGatesErrors(t *testing.T) {
 	for _, tc := range []struct{ body, want string }{
-		{"gates:\n- name: x\n  signall: level\n", "unknown field"},
+		{"gates:\n- name: x\n  signall: level\n", `g.yaml:3:3: unknown field "signall"`},
 		{"gates:\n- name: x\n  signal: level\n  query: up\n", "one of them"},
 		{"gates:\n- name: x\n  signal: nope\n", "unknown signal"},
 		{"gates:\n- name: x\n  signal: level\n  noData: maybe\n", "noData"},

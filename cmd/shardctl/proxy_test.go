@@ -63,7 +63,7 @@ func TestProxyServeErrors(t *testing.T) {
 		{nil, 2, "no shards"},
 		{[]string{"--shard", "nope"}, 2, "ID=HOST:PORT"},
 		{[]string{"--shard", "a=127.0.0.1:1,slot=40"}, 2, "slot 40"},
-		{[]string{"--config", "/nonexistent/proxy.yaml"}, 1, "read proxy config"},
+		{[]string{"--config", "/nonexistent/proxy.yaml"}, 1, "proxy config: open /nonexistent/proxy.yaml"},
 		// Nothing listens there: the proxy cannot read the shard's topology.
 		{[]string{"--shard", "a=127.0.0.1:1"}, 1, "read its topology"},
 	} {

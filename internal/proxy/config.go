@@ -2,12 +2,11 @@ package proxy
 
 import (
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"time"
 
-	"sigs.k8s.io/yaml"
+	"github.com/shardctl/shardctl/internal/yamlfile"
 )
 
 // FileConfig is the proxy's YAML configuration file:
@@ -71,12 +70,8 @@ type FileHealth struct {
 // typo does not silently fall back to a default.
 func LoadFile(path string) (FileConfig, error) {
 	var fc FileConfig
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return fc, fmt.Errorf("read proxy config: %w", err)
-	}
-	if err := yaml.UnmarshalStrict(data, &fc); err != nil {
-		return fc, fmt.Errorf("proxy config %s: %w", path, err)
+	if err := yamlfile.Read(path, &fc); err != nil {
+		return fc, fmt.Errorf("proxy config: %w", err)
 	}
 	for field, v := range map[string]string{"coolingOff": fc.CoolingOff, "health.interval": fc.Health.Interval,
 		"health.timeout": fc.Health.Timeout, "health.ejectionTime": fc.Health.EjectionTime, "backlogInterval": fc.BacklogInterval} {

@@ -18,7 +18,7 @@ func TestLoadFile(t *testing.T) {
 				return fc.Health.Interval == "500ms" && *fc.Health.UnhealthyAfter == 3 && *fc.Health.MaxEjectionPercent == 25 &&
 					fc.Health.HealthyAfter == nil && len(fc.Shards) == 1
 			}},
-		{"a typo", "helth: {interval: 1s}\n", `unknown field "helth"`, nil},
+		{"a typo", "helth: {interval: 1s}\n", `proxy.yaml:1:1: unknown field "helth"`, nil},
 		{"an unknown health field", "health: {intervall: 1s}\n", `unknown field "intervall"`, nil},
 		{"a bad duration", "health: {timeout: soon}\n", `health.timeout "soon"`, nil},
 		{"a bad cooling-off", "coolingOff: 5\n", `coolingOff "5"`, nil},

@@ -6,11 +6,10 @@ package source
 import (
 	"bytes"
 	"fmt"
-	"os"
 	"text/template"
 	"time"
 
-	"sigs.k8s.io/yaml"
+	"github.com/shardctl/shardctl/internal/yamlfile"
 )
 
 // Preset is the PromQL a Prometheus source runs, one query per signal.
@@ -67,13 +66,9 @@ func LoadPreset(name, file string) (Preset, error) {
 	if file == "" {
 		return p, nil
 	}
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return Preset{}, fmt.Errorf("queries file: %w", err)
-	}
 	var o Preset
-	if err := yaml.UnmarshalStrict(b, &o); err != nil {
-		return Preset{}, fmt.Errorf("queries file %s: %w", file, err)
+	if err := yamlfile.Read(file, &o); err != nil {
+		return Preset{}, fmt.Errorf("queries file: %w", err)
 	}
 	for _, f := range []struct{ dst, src *string }{
 		{&p.GroupBy, &o.GroupBy}, {&p.Created, &o.Created}, {&p.Completed, &o.Completed}, {&p.Queue, &o.Queue},

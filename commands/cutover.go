@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/shardctl/shardctl/commands/output"
 	"github.com/shardctl/shardctl/completions"
@@ -88,10 +89,16 @@ type planFlags struct {
 	selector  string
 	restart   []string
 	timeout   time.Duration
+	// names are the flags' names, to tell which a command line gave.
+	names []string
 }
 
 func (pf *planFlags) add(cmd *cobra.Command) {
-	f := cmd.Flags()
+	f := pflag.NewFlagSet("plan", pflag.ContinueOnError)
+	defer func() {
+		f.VisitAll(func(fl *pflag.Flag) { pf.names = append(pf.names, fl.Name) })
+		cmd.Flags().AddFlagSet(f)
+	}()
 	f.StringVar(&pf.opts.From, "from", "", "the pool new work leaves (blue)")
 	f.StringVar(&pf.opts.To, "to", "", "the pool new work moves to (green)")
 	f.StringVar(&pf.opts.Name, "name", "", "name of the cutover (default FROM-to-TO)")
@@ -101,7 +108,6 @@ func (pf *planFlags) add(cmd *cobra.Command) {
 	f.DurationVar(&pf.opts.GateWindow, "gate-window", migrate.DefaultGateWindow, "how far back the preflight and signal gates read")
 	f.DurationVar(&pf.opts.DrainTimeout, "drain-timeout", migrate.DefaultDrainTimeout, "how long the old pool may take to empty (exit 4 after; apply resumes)")
 	f.StringVar(&pf.opts.PauseBefore, "pause-before", "", "pause for cutover promote before: promote (the last weight step) or drain")
-	_ = cmd.RegisterFlagCompletionFunc("pause-before", completions.Values(migrate.PausePromote, migrate.PauseDrain))
 	f.StringVar(&pf.mode, "mode", modeRegistry, "registry: the pools' weights in the registry; k8s: also move the clients in Kubernetes once green is ready (the kubectl flags say where)")
 	f.StringVar(&pf.kube.Service, "service", "", "k8s: the Service clients use; its selector is switched to --selector")
 	f.StringVar(&pf.selector, "selector", "", "k8s: the labels of the pods --service selects once switched (the proxy's), key=value[,key=value]")
@@ -111,8 +117,49 @@ func (pf *planFlags) add(cmd *cobra.Command) {
 	f.StringVar(&pf.kube.Value, "value", "", "k8s: the endpoint --key is set to, e.g. shardctl-proxy:26500")
 	f.StringSliceVar(&pf.restart, "restart", nil, "k8s: workloads restarted after the rewrite, as kubectl rollout restart does, e.g. deploy/workers,sts/starter")
 	f.DurationVar(&pf.timeout, "rollout-timeout", migrate.DefaultRolloutTimeout, "k8s: how long each restarted workload may take to roll out (exit 4 after; apply resumes)")
+}
+
+// completions of the plan flags; registered once the flags are on cmd.
+func (pf *planFlags) completions(cmd *cobra.Command) {
+	_ = cmd.RegisterFlagCompletionFunc("pause-before", completions.Values(migrate.PausePromote, migrate.PauseDrain))
 	_ = cmd.RegisterFlagCompletionFunc("mode", completions.Values(modeRegistry, modeK8s))
 }
+
+// given are the plan flags the command line set.
+func (pf *planFlags) given(flags *pflag.FlagSet) []string {
+	var out []string
+	for _, name := range pf.names {
+		if flags.Changed(name) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// planOptionFlags are the flags that set each option of a plan, by the
+// name migrate.Plan.Differences gives the option.
+var planOptionFlags = map[string][]string{
+	"steps":               {"steps"},
+	"stepPause":           {"step-pause"},
+	"gateWindow":          {"gate-window"},
+	"drainTimeout":        {"drain-timeout"},
+	"pauseBefore":         {"pause-before"},
+	"gates":               {"gates"},
+	"kube":                {"mode"},
+	"kube.service":        {"service"},
+	"kube.selector":       {"selector"},
+	"kube.configMap":      {"configmap"},
+	"kube.secret":         {"secret"},
+	"kube.key":            {"key"},
+	"kube.value":          {"value"},
+	"kube.restart":        {"restart"},
+	"kube.rolloutTimeout": {"rollout-timeout"},
+}
+
+// overridesOfAPlan are the flags apply --plan takes: they change how the
+// saved plan runs (where it pauses, how long the drain may take), not
+// what was reviewed (its pools, steps, gates and clients step).
+var overridesOfAPlan = []string{"pause-before", "drain-timeout"}
 
 // Cutover modes.
 const (
@@ -160,6 +207,26 @@ func (pf *planFlags) complete(g *Globals, app string) error {
 			return err
 		}
 		pf.opts.Gates = gates
+	}
+	return nil
+}
+
+// validate checks the options as apply will: a plan that apply would
+// refuse for its command line is refused when it is made.
+func (pf *planFlags) validate(g *Globals) error {
+	if err := pf.opts.Validate(); err != nil {
+		return UsageError(err)
+	}
+	src, err := cutoverSources(g)
+	if err != nil {
+		return err
+	}
+	gates := pf.opts.Gates
+	if len(gates) == 0 {
+		gates = migrate.DefaultGates()
+	}
+	if err := migrate.CheckSources(gates, src); err != nil {
+		return UsageError(err)
 	}
 	return nil
 }
@@ -235,7 +302,8 @@ func (ep *eventPrinter) print(e migrate.CutoverEvent) {
 		ep.err = ep.stream.Emit(e)
 		return
 	}
-	line := e.Line()
+	// A person follows a cutover by the clock: every line says when.
+	line := e.At.Local().Format(time.TimeOnly) + " " + e.Line()
 	switch e.Event {
 	case migrate.CutoverRolledBack, migrate.CutoverFailed:
 		line = ep.p.Colors.Bad(line)
@@ -277,6 +345,7 @@ func newCmdCutoverPlan(f *shardsFlags) *cobra.Command {
 		RunE: runOptions(o),
 	}
 	o.pf.add(cmd)
+	o.pf.completions(cmd)
 	cmd.Flags().StringVar(&o.out, "out", "", "save the plan (JSON, with a fingerprint of the registry) for cutover apply --plan")
 	return cmd
 }
@@ -295,7 +364,7 @@ func (o *CutoverPlanOptions) Validate() error {
 	if o.pf.opts.From == "" || o.pf.opts.To == "" {
 		return fmt.Errorf("--from and --to are required")
 	}
-	return nil
+	return o.pf.validate(o.f.g)
 }
 
 func (o *CutoverPlanOptions) Run(ctx context.Context) error {
@@ -452,6 +521,8 @@ type CutoverApplyOptions struct {
 	dry      kube.DryRun
 	printer  *output.Printer
 	c        *registry.Client
+	// given are the plan flags the command line set.
+	given []string
 }
 
 func newCmdCutoverApply(f *shardsFlags) *cobra.Command {
@@ -466,8 +537,9 @@ func newCmdCutoverApply(f *shardsFlags) *cobra.Command {
 		RunE: runOptions(o),
 	}
 	o.pf.add(cmd)
+	o.pf.completions(cmd)
 	o.rf.add(cmd)
-	cmd.Flags().StringVar(&o.planFile, "plan", "", "run a plan saved by cutover plan --out (refused if the registry moved on since)")
+	cmd.Flags().StringVar(&o.planFile, "plan", "", "run a plan saved by cutover plan --out (refused if the registry moved on since); only --pause-before and --drain-timeout may change how it runs")
 	cmd.Flags().BoolVar(&o.yes, "yes", false, "do not ask; required without a terminal")
 	addDryRunFlag(cmd, &o.dryRun)
 	return cmd
@@ -479,7 +551,18 @@ func addDryRunFlag(cmd *cobra.Command, v *string) {
 	_ = cmd.RegisterFlagCompletionFunc("dry-run", completions.Values("none", "client", "server"))
 }
 
-func (o *CutoverApplyOptions) Complete(*cobra.Command, []string) (err error) {
+func (o *CutoverApplyOptions) Complete(cmd *cobra.Command, _ []string) (err error) {
+	o.given = o.pf.given(cmd.Flags())
+	if o.planFile != "" {
+		// A saved plan is what was reviewed: a flag that would change it
+		// is refused, never ignored.
+		for _, name := range o.given {
+			if !slices.Contains(overridesOfAPlan, name) {
+				return Usagef("--%s with --plan: the plan in %s fixes it; make a new plan (cutover plan --%s … --out FILE), or drop --%s (with --plan only --%s apply)",
+					name, o.planFile, name, name, strings.Join(overridesOfAPlan, " and --"))
+			}
+		}
+	}
 	if o.dry, err = kube.ParseDryRun(o.dryRun); err != nil {
 		return UsageError(err)
 	}
@@ -493,30 +576,102 @@ func (o *CutoverApplyOptions) Complete(*cobra.Command, []string) (err error) {
 }
 
 func (o *CutoverApplyOptions) Validate() error {
-	switch {
-	case o.planFile != "" && (o.pf.opts.From != "" || o.pf.opts.To != ""):
-		return fmt.Errorf("--plan and --from/--to both given: the plan names its pools")
-	case o.planFile == "" && (o.pf.opts.From == "" || o.pf.opts.To == ""):
-		return fmt.Errorf("give --from and --to, or --plan FILE")
+	if o.planFile == "" {
+		if o.pf.opts.From == "" || o.pf.opts.To == "" {
+			return fmt.Errorf("give --from and --to, or --plan FILE")
+		}
+		return o.pf.validate(o.f.g)
+	}
+	// The overrides of a saved plan, checked as a plan's own options are.
+	check := migrate.PlanOptions{From: "-", To: "+", PauseBefore: o.pf.opts.PauseBefore, DrainTimeout: o.pf.opts.DrainTimeout}
+	if err := check.Validate(); err != nil {
+		return UsageError(err)
 	}
 	return nil
+}
+
+// savedPlan reads --plan, with --pause-before and --drain-timeout applied
+// (each said on stderr when it changes the plan), made again from the
+// registry as it is now: a registry that moved on refuses it.
+func (o *CutoverApplyOptions) savedPlan(ctx context.Context) (migrate.Plan, error) {
+	saved, err := migrate.ReadPlan(o.planFile)
+	if err != nil {
+		return migrate.Plan{}, err
+	}
+	opts := saved.Options()
+	flags := map[string]string{}
+	if slices.Contains(o.given, "pause-before") {
+		opts.PauseBefore = o.pf.opts.PauseBefore
+		flags["pause-before"] = fmt.Sprintf("%q (the plan says %q)", opts.PauseBefore, saved.PauseBefore)
+	}
+	if slices.Contains(o.given, "drain-timeout") {
+		opts.DrainTimeout = o.pf.opts.DrainTimeout
+		flags["drain-timeout"] = fmt.Sprintf("%v (the plan says %v)", opts.DrainTimeout, time.Duration(saved.DrainTimeout))
+	}
+	plan, err := migrate.MakePlan(ctx, o.c, opts)
+	if err != nil {
+		return plan, err
+	}
+	if drift := migrate.Drift(saved, plan); drift != "" {
+		return plan, Refused(fmt.Errorf("plan %s was made from another registry state (fingerprint %s, now %s): %s; make a new plan", o.planFile, saved.Fingerprint, plan.Fingerprint, drift))
+	}
+	for _, name := range slices.Sorted(maps.Keys(flags)) {
+		fmt.Fprintf(o.f.g.Streams.ErrOut, "plan %s: --%s %s\n", o.planFile, name, flags[name])
+	}
+	return plan, nil
+}
+
+// resumable refuses to resume a cutover in progress under a plan other
+// than the one it began with: a flag (or a plan file) that would change
+// it must not be dropped in silence.
+func (o *CutoverApplyOptions) resumable(ctx context.Context, plan migrate.Plan) error {
+	rec, err := o.c.Cutover(ctx, plan.Name)
+	if registry.IsNotFound(err) || err == nil && registry.Final(rec.Phase) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	running, err := migrate.PlanOf(rec)
+	if err != nil {
+		return err
+	}
+	var conflicts []string
+	for _, option := range running.Differences(plan) {
+		for _, name := range planOptionFlags[option] {
+			if o.planFile != "" || slices.Contains(o.given, name) {
+				conflicts = append(conflicts, "--"+name)
+			}
+		}
+	}
+	if o.planFile != "" && len(conflicts) == 0 && len(running.Differences(plan)) > 0 {
+		conflicts = append(conflicts, "--plan "+o.planFile)
+	}
+	if len(conflicts) == 0 {
+		return nil
+	}
+	return Refused(fmt.Errorf("cutover %s is in progress (step %d of %d: %s) with the plan it began with, which %s would change: run cutover apply without them to resume it, or cutover rollback %s and apply again",
+		rec.Name, min(rec.Step+1, running.Total()), running.Total(), running.StepName(min(rec.Step, running.Total()-1)), strings.Join(conflicts, ", "), rec.Name))
 }
 
 func (o *CutoverApplyOptions) Run(ctx context.Context) error {
 	var plan migrate.Plan
 	var err error
 	if o.planFile != "" {
-		saved, err := migrate.ReadPlan(o.planFile)
+		if plan, err = o.savedPlan(ctx); err != nil {
+			return err
+		}
+		src, err := cutoverSources(o.f.g)
 		if err != nil {
 			return err
 		}
-		if plan, err = migrate.MakePlan(ctx, o.c, saved.Options()); err != nil {
-			return err
-		}
-		if drift := migrate.Drift(saved, plan); drift != "" {
-			return Refused(fmt.Errorf("plan %s was made from another registry state (fingerprint %s, now %s): %s; make a new plan", o.planFile, saved.Fingerprint, plan.Fingerprint, drift))
+		if err := migrate.CheckSources(plan.Gates, src); err != nil {
+			return UsageError(err)
 		}
 	} else if plan, err = migrate.MakePlan(ctx, o.c, o.pf.opts); err != nil {
+		return err
+	}
+	if err := o.resumable(ctx, plan); err != nil {
 		return err
 	}
 	if o.dry != kube.DryRunNone {
@@ -527,7 +682,10 @@ func (o *CutoverApplyOptions) Run(ctx context.Context) error {
 		return nil
 	}
 	if !o.yes {
-		if err := confirm(o.f.g, plan); err != nil {
+		if !isTerminal(o.f.g.Streams.In) {
+			return Usagef("cutover apply changes where new work goes: give --yes to run it without a terminal")
+		}
+		if err := confirm(o.f.g, "cutover "+plan.Name+" will:", plan.Actions); err != nil {
 			return err
 		}
 	}
@@ -559,19 +717,16 @@ func (o *CutoverApplyOptions) dryRunPlan(ctx context.Context, plan migrate.Plan)
 	return nil
 }
 
-// confirm asks at a terminal; without one, --yes is required.
-func confirm(g *Globals, plan migrate.Plan) error {
-	if !isTerminal(g.Streams.In) {
-		return Usagef("cutover apply changes where new work goes: give --yes to run it without a terminal")
-	}
-	fmt.Fprintf(g.Streams.Out, "cutover %s will:\n", plan.Name)
-	for i, a := range plan.Actions {
+// confirm lists what is about to happen and asks at the terminal.
+func confirm(g *Globals, title string, actions []string) error {
+	fmt.Fprintln(g.Streams.Out, title)
+	for i, a := range actions {
 		fmt.Fprintf(g.Streams.Out, "  %d. %s\n", i+1, a)
 	}
-	fmt.Fprint(g.Streams.Out, "apply it? [y/N] ")
+	fmt.Fprint(g.Streams.Out, "go on? [y/N] ")
 	answer, _ := bufio.NewReader(g.Streams.In).ReadString('\n')
 	if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
-		return errors.New("not applied")
+		return errors.New("nothing done")
 	}
 	return nil
 }
@@ -646,6 +801,14 @@ type cutoverStatus struct {
 	Progress migrate.Progress `json:"progress"`
 	// Kubernetes is where the clients step stands (--mode k8s).
 	Kubernetes *migrate.KubeStatus `json:"kubernetes,omitempty"`
+}
+
+// shown is what a watch prints again when it changes: the record without
+// what every lease renewal rewrites (its version, the lease's end).
+func (st cutoverStatus) shown() string {
+	st.Version, st.LeaseExpires, st.UpdatedAt = 0, nil, time.Time{}
+	b, _ := json.Marshal(st)
+	return string(b)
 }
 
 func (o *CutoverStatusOptions) read(ctx context.Context) (cutoverStatus, error) {
@@ -733,7 +896,7 @@ func (o *CutoverStatusOptions) Run(ctx context.Context) error {
 	deadline := time.After(o.timeout)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	last := st.Version
+	last := st.shown()
 	for {
 		if o.waitFor != "" {
 			ok, err := o.reached(st)
@@ -754,8 +917,8 @@ func (o *CutoverStatusOptions) Run(ctx context.Context) error {
 		if st, err = o.read(ctx); err != nil {
 			return err
 		}
-		if o.watch && st.Version != last {
-			last = st.Version
+		if o.watch && st.shown() != last {
+			last = st.shown()
 			if err := show(st); err != nil {
 				return err
 			}
@@ -775,7 +938,14 @@ func (o *CutoverStatusOptions) describe(st cutoverStatus) {
 	case registry.PhaseDone:
 		phase = c.Good(phase)
 	}
-	fmt.Fprintf(w, "cutover %s (%s): %s → %s, %s, step %d of %d: %s\n", st.Name, st.App, st.From, st.To, phase, min(st.Step+1, st.Steps), st.Steps, st.StepName)
+	where := fmt.Sprintf("step %d of %d: %s", min(st.Step+1, st.Steps), st.Steps, st.StepName)
+	switch {
+	case st.Phase == registry.PhaseRolledBack && st.Step >= st.Steps:
+		where = "after it was done"
+	case registry.Final(st.Phase) && st.Phase != registry.PhaseDone:
+		where = "at " + where // where it stopped, not where it is
+	}
+	fmt.Fprintf(w, "cutover %s (%s): %s → %s, %s, %s\n", st.Name, st.App, st.From, st.To, phase, where)
 	fmt.Fprintf(w, "  weights: %s\n", human.Weights(st.Weights))
 	if st.Message != "" {
 		fmt.Fprintf(w, "  %s\n", st.Message)
@@ -787,9 +957,13 @@ func (o *CutoverStatusOptions) describe(st cutoverStatus) {
 		m := st.Progress.Gates[name]
 		fmt.Fprintf(w, "  gate %s: %s = %v: %s %s\n", name, m.Query, m.Result, m.Phase, m.Message)
 	}
-	for _, id := range slices.Sorted(maps.Keys(st.Progress.Drain)) {
-		e := st.Progress.Drain[id]
-		fmt.Fprintf(w, "  %s\n", e.Line())
+	// A rolled-back cutover undrained its old pool: what the drain last
+	// said of it is no longer so.
+	if st.Phase != registry.PhaseRolledBack {
+		for _, id := range slices.Sorted(maps.Keys(st.Progress.Drain)) {
+			e := st.Progress.Drain[id]
+			fmt.Fprintf(w, "  %s\n", e.Line())
+		}
 	}
 	if st.Kubernetes != nil {
 		for _, line := range st.Kubernetes.Lines(time.Now()) {
@@ -804,8 +978,23 @@ type namedCutover struct {
 	f       *shardsFlags
 	rf      runnerFlags
 	name    string
+	yes     bool
 	printer *output.Printer
 	c       *registry.Client
+}
+
+// addYes adds --yes: at a terminal promote and rollback say what they
+// will do and ask first; a script (no terminal) is not asked, as before.
+func (n *namedCutover) addYes(cmd *cobra.Command) {
+	cmd.Flags().BoolVar(&n.yes, "yes", false, "do not ask at a terminal")
+}
+
+// confirm asks at a terminal unless --yes.
+func (n *namedCutover) confirm(title string, actions ...string) error {
+	if n.yes || !isTerminal(n.f.g.Streams.In) {
+		return nil
+	}
+	return confirm(n.f.g, title, actions)
 }
 
 func (n *namedCutover) Complete(_ *cobra.Command, args []string) (err error) {
@@ -842,13 +1031,15 @@ type CutoverPromoteOptions struct{ namedCutover }
 func newCmdCutoverPromote(f *shardsFlags) *cobra.Command {
 	o := &CutoverPromoteOptions{namedCutover{f: f}}
 	cmd := &cobra.Command{
-		Use:     "promote [NAME]",
-		Short:   "Let a paused cutover go on, and run it to its end (a done one: nothing to do)",
-		Example: `  shardctl cutover promote blue-to-green`,
-		Args:    cobra.MaximumNArgs(1),
-		RunE:    runOptions(o),
+		Use:   "promote [NAME]",
+		Short: "Let a paused cutover go on, and run it to its end (a done one: nothing to do)",
+		Example: `  shardctl cutover promote blue-to-green
+  shardctl cutover promote --yes -o json`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: runOptions(o),
 	}
 	o.rf.add(cmd)
+	o.addYes(cmd)
 	return cmd
 }
 
@@ -858,6 +1049,9 @@ func (o *CutoverPromoteOptions) Run(ctx context.Context) error {
 		return err
 	}
 	defer ep.close()
+	if err := o.confirm("cutover "+name+" will:", "go on from where it paused, and run to its end"); err != nil {
+		return err
+	}
 	_, err = r.Promote(ctx, name)
 	return cutoverError(err)
 }
@@ -884,11 +1078,12 @@ again (--keep-clients leaves them on the proxy; --dry-run prints the patches). T
 --drain-target it is drained as drain --wait does. Running it twice changes
 nothing more.`,
 		Example: `  shardctl cutover rollback
-  shardctl cutover rollback blue-to-green --drain-target`,
+  shardctl cutover rollback blue-to-green --drain-target --yes`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: runOptions(o),
 	}
 	o.rf.add(cmd)
+	o.addYes(cmd)
 	cmd.Flags().BoolVar(&o.drainTarget, "drain-target", false, "drain the new pool too, until it holds nothing")
 	cmd.Flags().DurationVar(&o.drainTimeout, "drain-timeout", migrate.DefaultDrainTimeout, "with --drain-target: how long the new pool may take to empty (exit 4)")
 	cmd.Flags().BoolVar(&o.keepClients, "keep-clients", false, "--mode k8s: leave the Service, the endpoint and the workloads as the cutover set them (clients keep reaching the proxy); roll back the weights only")
@@ -908,6 +1103,13 @@ func (o *CutoverRollbackOptions) Run(ctx context.Context) error {
 	defer ep.close()
 	if dry != kube.DryRunNone {
 		return o.dryRunRollback(ctx, name, dry)
+	}
+	what := []string{"send new instances back to the old pool at once, and set its drained shards UP"}
+	if o.drainTarget {
+		what = append(what, "drain the new pool until it holds nothing")
+	}
+	if err := o.confirm("cutover rollback of "+name+" will:", what...); err != nil {
+		return err
 	}
 	_, err = r.Rollback(ctx, name, migrate.RollbackOptions{DrainTarget: o.drainTarget, DrainTimeout: o.drainTimeout, KeepClients: o.keepClients})
 	if errors.Is(err, kube.ErrRolloutTimeout) {

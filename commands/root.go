@@ -167,7 +167,14 @@ func Main(args []string, streams genericiooptions.IOStreams) int {
 		return ExitOK
 	}
 	code := CodeOf(err)
-	fmt.Fprintf(streams.ErrOut, "error: %s\n", err)
+	switch code {
+	case ExitPaused, ExitUnknown:
+		// A cutover that waits for an operator did what it was told:
+		// its state, not an error.
+		fmt.Fprintf(streams.ErrOut, "%s\n", err)
+	default:
+		fmt.Fprintf(streams.ErrOut, "error: %s\n", err)
+	}
 	if code == ExitUsage && cmd != nil {
 		fmt.Fprintf(streams.ErrOut, "See '%s --help' for usage.\n", cmd.CommandPath())
 	}

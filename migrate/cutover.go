@@ -122,8 +122,12 @@ type CutoverEvent struct {
 	Gate     *Measurement   `json:"gate,omitempty"`
 	Drain    *DrainEvent    `json:"drain,omitempty"`
 	// Change is a write to Kubernetes (clients events).
-	Change  *kube.Change `json:"change,omitempty"`
-	Message string       `json:"message,omitempty"`
+	Change *kube.Change `json:"change,omitempty"`
+	// Until is when a weight step's hold ends (weights and gate events of
+	// a weight step), Next the step that follows it.
+	Until   *time.Time `json:"until,omitempty"`
+	Next    string     `json:"next,omitempty"`
+	Message string     `json:"message,omitempty"`
 }
 
 // Line is the event for a person.
@@ -131,14 +135,14 @@ func (e CutoverEvent) Line() string {
 	head := fmt.Sprintf("cutover %s [%d/%d %s]", e.Cutover, e.Step+1, e.Of, e.StepName)
 	switch e.Event {
 	case CutoverWeights:
-		return fmt.Sprintf("%s weights %s", head, human.Weights(e.Weights))
+		return fmt.Sprintf("%s weights %s%s", head, human.Weights(e.Weights), e.holding())
 	case CutoverGate:
 		g := e.Gate
 		line := fmt.Sprintf("%s gate %s: %s = %s: %s", head, g.Gate, g.Query, formatResult(g.Result), g.Phase)
 		if g.Message != "" {
 			line += " (" + g.Message + ")"
 		}
-		return line
+		return line + e.holding()
 	case CutoverDrain:
 		return head + " " + e.Drain.Line()
 	case CutoverClients:
@@ -147,6 +151,18 @@ func (e CutoverEvent) Line() string {
 		}
 	}
 	return fmt.Sprintf("%s %s: %s", head, e.Event, e.Message)
+}
+
+// holding says how long a weight step holds and what follows it.
+func (e CutoverEvent) holding() string {
+	if e.Until == nil {
+		return ""
+	}
+	s := "; holding until " + e.Until.Local().Format(time.TimeOnly)
+	if e.Next != "" {
+		s += ", next " + e.Next
+	}
+	return s
 }
 
 // Runner runs cutovers: apply, promote, rollback.
@@ -618,7 +634,7 @@ func (s *session) pause(ctx context.Context, k int) error {
 	if err := s.save(ctx, func(c *registry.Cutover, _ *Progress) { c.Phase, c.Message = registry.PhasePaused, msg }); err != nil {
 		return err
 	}
-	s.emit(k, CutoverPaused, msg, nil)
+	s.emit(k, CutoverPaused, strings.TrimPrefix(msg, "paused "), nil)
 	return fmt.Errorf("%w %s", ErrPaused, strings.TrimPrefix(msg, "paused "))
 }
 
@@ -636,7 +652,10 @@ func (s *session) weightStep(ctx context.Context, k, j int) error {
 	}); err != nil {
 		return err
 	}
-	s.emit(k, CutoverWeights, "", func(e *CutoverEvent) { e.Weights = w })
+	hold := time.Duration(s.plan.StepPause)
+	end := now.Add(hold)
+	holding := func(e *CutoverEvent) { e.Until, e.Next = &end, s.plan.StepName(k+1) }
+	s.emit(k, CutoverWeights, "", func(e *CutoverEvent) { e.Weights = w; holding(e) })
 	// Target shards held OUT_OF_SERVICE come in now, behind the weights.
 	shards, err := s.r.poolShards(ctx, s.plan)
 	if err != nil {
@@ -650,8 +669,6 @@ func (s *session) weightStep(ctx context.Context, k, j int) error {
 			s.emit(k, CutoverCheck, sh.ID+" UP: it takes its share of the new instances from now", nil)
 		}
 	}
-	hold := time.Duration(s.plan.StepPause)
-	end := now.Add(hold)
 	tallies := make([]tally, len(s.plan.Gates))
 	next := make([]time.Time, len(s.plan.Gates))
 	for i := range next {
@@ -676,7 +693,7 @@ func (s *session) weightStep(ctx context.Context, k, j int) error {
 			}
 			next[i] = time.Now().Add(time.Duration(g.Interval))
 			m := s.m.measure(ctx, g, s.plan.pools(), time.Duration(s.plan.GateWindow))
-			s.emit(k, CutoverGate, "", func(e *CutoverEvent) { e.Gate = &m })
+			s.emit(k, CutoverGate, "", func(e *CutoverEvent) { e.Gate = &m; holding(e) })
 			if err := s.save(ctx, func(_ *registry.Cutover, p *Progress) {
 				if p.Gates == nil {
 					p.Gates = map[string]Measurement{}

@@ -39,6 +39,18 @@ type measurer struct {
 // errNoPrometheus is a PromQL gate without a server to ask.
 var errNoPrometheus = errors.New("a query gate needs --prometheus (with --scrape, use signal gates)")
 
+// CheckSources says whether the sources can answer every gate: a query
+// gate needs a Prometheus server. plan and apply ask the same question,
+// so that a plan apply would refuse is refused when it is made.
+func CheckSources(gates []Gate, src Sources) error {
+	for _, g := range gates {
+		if g.Query != "" && src.Prometheus == "" {
+			return fmt.Errorf("%w: gate %s: %v", ErrBadInput, g.Name, errNoPrometheus)
+		}
+	}
+	return nil
+}
+
 func newMeasurer(src Sources, shards []registry.Shard, window time.Duration) (*measurer, error) {
 	m := &measurer{stop: func() {}}
 	if src.Prometheus != "" {

@@ -163,25 +163,42 @@ func (p Plan) weightsAt(j int) map[string]int {
 // ErrBadInput is a plan that cannot be made from what was asked.
 var ErrBadInput = errors.New("bad input")
 
+// Validate checks what can be checked of the options without the
+// registry: the command line's own mistakes.
+func (o PlanOptions) Validate() error {
+	if o.From == "" || o.To == "" || o.From == o.To {
+		return fmt.Errorf("%w: --from and --to name two different pools", ErrBadInput)
+	}
+	for i, s := range o.Steps {
+		if s < 1 || s > 100 || (i > 0 && s <= o.Steps[i-1]) {
+			return fmt.Errorf("%w: --steps %v: percentages from 1 to 100, rising", ErrBadInput, o.Steps)
+		}
+	}
+	if o.PauseBefore != "" && o.PauseBefore != PausePromote && o.PauseBefore != PauseDrain {
+		return fmt.Errorf("%w: --pause-before %q: want promote or drain", ErrBadInput, o.PauseBefore)
+	}
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"--step-pause", o.StepPause}, {"--gate-window", o.GateWindow}, {"--drain-timeout", o.DrainTimeout}} {
+		if d.v < 0 {
+			return fmt.Errorf("%w: %s %v: want a positive duration", ErrBadInput, d.flag, d.v)
+		}
+	}
+	return nil
+}
+
 // MakePlan reads the registry and plans a cutover; nothing changes.
 func MakePlan(ctx context.Context, r CutoverRegistry, o PlanOptions) (Plan, error) {
-	if o.From == "" || o.To == "" || o.From == o.To {
-		return Plan{}, fmt.Errorf("%w: --from and --to name two different pools", ErrBadInput)
+	if err := o.Validate(); err != nil {
+		return Plan{}, err
 	}
 	steps := o.Steps
 	if len(steps) == 0 {
 		steps = DefaultSteps
 	}
-	for i, s := range steps {
-		if s < 1 || s > 100 || (i > 0 && s <= steps[i-1]) {
-			return Plan{}, fmt.Errorf("%w: --steps %v: percentages from 1 to 100, rising", ErrBadInput, steps)
-		}
-	}
 	if steps[len(steps)-1] != 100 {
 		steps = append(slices.Clone(steps), 100)
-	}
-	if o.PauseBefore != "" && o.PauseBefore != PausePromote && o.PauseBefore != PauseDrain {
-		return Plan{}, fmt.Errorf("%w: --pause-before %q: want promote or drain", ErrBadInput, o.PauseBefore)
 	}
 	p := Plan{Name: o.Name, App: strings.ToUpper(o.App), From: o.From, To: o.To, Steps: steps,
 		StepPause: signals.Duration(or(o.StepPause, DefaultStepPause)), GateWindow: signals.Duration(or(o.GateWindow, DefaultGateWindow)),
@@ -388,6 +405,49 @@ func ReadPlan(path string) (Plan, error) {
 func (p Plan) Options() PlanOptions {
 	return PlanOptions{Name: p.Name, App: p.App, From: p.From, To: p.To, Steps: p.Steps, StepPause: time.Duration(p.StepPause),
 		GateWindow: time.Duration(p.GateWindow), DrainTimeout: time.Duration(p.DrainTimeout), PauseBefore: p.PauseBefore, Gates: p.Gates, Kube: p.Kube}
+}
+
+// Differences names, as the plan's JSON does, the options in which p and
+// q differ: what a cutover in progress would not take from a new command.
+func (p Plan) Differences(q Plan) []string {
+	var out []string
+	for _, o := range []struct {
+		name string
+		a, b any
+	}{
+		{"steps", p.Steps, q.Steps},
+		{"stepPause", p.StepPause, q.StepPause},
+		{"gateWindow", p.GateWindow, q.GateWindow},
+		{"drainTimeout", p.DrainTimeout, q.DrainTimeout},
+		{"pauseBefore", p.PauseBefore, q.PauseBefore},
+		{"gates", p.Gates, q.Gates},
+		{"kube", p.Kube == nil, q.Kube == nil},
+	} {
+		a, _ := json.Marshal(o.a)
+		b, _ := json.Marshal(o.b)
+		if string(a) != string(b) {
+			out = append(out, o.name)
+		}
+	}
+	if p.Kube != nil && q.Kube != nil {
+		// Field by field, as the flags set them: kube.service, …
+		var a, b map[string]any
+		x, _ := json.Marshal(p.Kube)
+		y, _ := json.Marshal(q.Kube)
+		_ = json.Unmarshal(x, &a)
+		_ = json.Unmarshal(y, &b)
+		for _, k := range slices.Sorted(maps.Keys(a)) {
+			if fmt.Sprint(a[k]) != fmt.Sprint(b[k]) {
+				out = append(out, "kube."+k)
+			}
+		}
+		for _, k := range slices.Sorted(maps.Keys(b)) {
+			if _, ok := a[k]; !ok {
+				out = append(out, "kube."+k)
+			}
+		}
+	}
+	return out
 }
 
 // Current is the cutover a command without a name means: the app's in

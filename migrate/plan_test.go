@@ -68,3 +68,40 @@ func TestKubeSpecValidate(t *testing.T) {
 		t.Error("a cutover name no Lease can carry was accepted")
 	}
 }
+
+// What a resumed cutover would not take from a new command line, by
+// option; a Kubernetes step field by field, as the flags set it.
+func TestPlanDifferences(t *testing.T) {
+	k8s := func(change func(*kube.Spec)) *kube.Spec {
+		s := &kube.Spec{Namespace: "zeebe", Service: "zeebe-gateway", Selector: map[string]string{"app": "proxy"}, Restart: []string{"deploy/w"}}
+		if change != nil {
+			change(s)
+		}
+		return s
+	}
+	base := Plan{From: "blue", To: "green", Steps: []int{10, 100}, StepPause: 60, PauseBefore: "", Gates: DefaultGates()}
+	for _, tt := range []struct {
+		name   string
+		change func(*Plan)
+		want   []string
+	}{
+		{"the same", func(*Plan) {}, nil},
+		{"steps and pause", func(p *Plan) { p.Steps = []int{50, 100}; p.PauseBefore = PausePromote }, []string{"steps", "pauseBefore"}},
+		{"drain timeout", func(p *Plan) { p.DrainTimeout = 5 }, []string{"drainTimeout"}},
+		{"gates", func(p *Plan) { p.Gates = nil }, []string{"gates"}},
+		{"a Kubernetes step added", func(p *Plan) { p.Kube = k8s(nil) }, []string{"kube"}},
+		{"the restarts of a Kubernetes step", func(p *Plan) { p.Kube = k8s(func(s *kube.Spec) { s.Restart = []string{"deploy/x"} }) }, []string{"kube.restart"}},
+		{"a Kubernetes step's rollout timeout", func(p *Plan) { p.Kube = k8s(func(s *kube.Spec) { s.RolloutTimeout = 5 }) }, []string{"kube.rolloutTimeout"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p, q := base, base
+			if strings.HasPrefix(tt.name, "the restarts") || strings.HasPrefix(tt.name, "a Kubernetes step's") {
+				p.Kube = k8s(nil)
+			}
+			tt.change(&q)
+			if got := p.Differences(q); strings.Join(got, ",") != strings.Join(tt.want, ",") {
+				t.Errorf("Differences = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

@@ -696,6 +696,7 @@ func TestCutoverBadInput(t *testing.T) {
 	}
 	typo := writeGates(t, "gates:\n- name: x\n  signall: level\n")
 	badExpr := writeGates(t, "gates:\n- name: x\n  signal: level\n  failureCondition: result[0] >>> 2\n")
+	queryGate := writeGates(t, "gates:\n- name: q\n  query: up\n  successCondition: result[0] > 0\n")
 	planFile := filepath.Join(t.TempDir(), "plan.json")
 	if r := runBin(t, bin, f.env, "", "cutover", "plan", "--from", "blue", "--to", "green", "--out", planFile); r.code != 0 || !strings.Contains(r.stdout, "fingerprint") {
 		t.Fatalf("plan: exit %d: %s%s", r.code, r.stdout, r.stderr)
@@ -707,10 +708,22 @@ func TestCutoverBadInput(t *testing.T) {
 	}{
 		{[]string{"cutover", "plan", "--from", "blue", "--to", "orange"}, 1, `no shard in pool "orange"`},
 		{[]string{"cutover", "apply", "--from", "blue", "--to", "purple", "--yes"}, 1, "pool purple has no UP shard"},
-		{[]string{"cutover", "apply", "--from", "blue", "--to", "green", "--gates", typo, "--yes"}, 1, "unknown field"},
+		{[]string{"cutover", "apply", "--from", "blue", "--to", "green", "--gates", typo, "--yes"}, 1, typo + `:3:3: unknown field "signall"`},
+		{[]string{"cutover", "plan", "--from", "blue", "--to", "green", "--gates", typo}, 1, typo + `:3:3: unknown field "signall"`},
+		{[]string{"cutover", "plan", "--from", "blue", "--to", "blue"}, 2, "two different pools"},
+		{[]string{"cutover", "plan", "--from", "blue", "--to", "green", "--gates", queryGate}, 2, "needs --prometheus"},
+		{[]string{"cutover", "apply", "--from", "blue", "--to", "green", "--gates", queryGate, "--yes"}, 2, "needs --prometheus"},
+		{[]string{"cutover", "plan", "--from", "blue", "--to", "green", "--pause-before", "lunch"}, 2, "--pause-before"},
+		{[]string{"cutover", "apply", "--plan", planFile, "--steps", "10,100", "--yes"}, 2, "--steps with --plan"},
+		{[]string{"cutover", "apply", "--plan", planFile, "--from", "blue", "--yes"}, 2, "--from with --plan"},
+		{[]string{"cutover", "apply", "--plan", planFile, "--gates", badExpr, "--yes"}, 2, "--gates with --plan"},
+		{[]string{"cutover", "apply", "--plan", planFile, "--pause-before", "lunch", "--yes"}, 2, "--pause-before"},
+		{[]string{"cutover", "apply", "--plan", planFile, "--prometheus", "http://127.0.0.1:1", "--scrape", "x=http://127.0.0.1:1/metrics", "--yes"}, 2, "pick one"},
+		{[]string{"cutover", "rollback", "--yes"}, 1, "no cutover"},
+		{[]string{"cutover", "promote", "--yes"}, 1, "no cutover"},
 		{[]string{"cutover", "apply", "--from", "blue", "--to", "green", "--gates", badExpr, "--yes"}, 1, "failureCondition"},
 		{[]string{"cutover", "apply", "--from", "blue", "--to", "green", "--steps", "10,x", "--yes"}, 2, "--steps"},
-		{[]string{"cutover", "apply", "--from", "blue", "--to", "green", "--steps", "50,10", "--yes"}, 1, "rising"},
+		{[]string{"cutover", "apply", "--from", "blue", "--to", "green", "--steps", "50,10", "--yes"}, 2, "rising"},
 		{[]string{"cutover", "apply", "--to", "green", "--yes"}, 2, "--from and --to"},
 		{[]string{"cutover", "apply", "--from", "blue", "--to", "green"}, 2, "--yes"},
 		{[]string{"cutover", "apply", "--from", "blue", "--to", "green", "--yes", "--registry", "http://127.0.0.1:1/eureka"}, 1, "unreachable"},
@@ -762,6 +775,12 @@ func TestCutoverRollbackPreemptsApply(t *testing.T) {
 	})
 	if v := f.view(t); v.Weights["green"] != 50 {
 		t.Fatalf("weights during the step: %v", v.Weights)
+	}
+	// The lease is renewed every second; a watch prints what changed, not
+	// each renewal (gates measure every 10 s: one change at most).
+	watch := runBinFor(t, budget.Of(time.Minute), bin, f.env, "", "cutover", "status", "--watch", "-o", "json", "--timeout", "4s")
+	if n := strings.Count(strings.TrimSpace(watch.stdout), "\n") + 1; watch.code != 4 || n > 2 {
+		t.Errorf("status --watch over 4 s of a holding step: exit %d, %d lines, want 4 and at most 2:\n%s%s", watch.code, n, watch.stdout, watch.stderr)
 	}
 	rolled := time.Now()
 	if r := runBin(t, bin, f.env, "", "cutover", "rollback"); r.code != 0 || !strings.Contains(r.stdout, "new instances go to blue again") {
@@ -823,4 +842,68 @@ func TestCutoverPausesForPromote(t *testing.T) {
 	if st := shardState(t, f.env, "blue-1"); st != "OUT_OF_SERVICE" {
 		t.Errorf("blue-1 is %s after the promoted cutover", st)
 	}
+}
+
+// The runbook's cutover: a plan saved with --out, then applied with
+// --pause-before promote. The pause applies (said on stderr, listed in
+// what apply will do), apply stops before the last step with exit 5
+// printed as a pause, not an error, every line saying when; an apply
+// that would change the paused cutover's plan is refused; promote runs
+// it to its end; a rollback after that leaves a status that says so.
+func TestCutoverSavedPlanKeepsItsPause(t *testing.T) {
+	t.Parallel()
+	f := newBlueGreen(t)
+	f.startProxy(t)
+	run := func(args ...string) result {
+		return runBinFor(t, budget.Of(2*time.Minute), bin, f.env, "", args...)
+	}
+	planFile := filepath.Join(t.TempDir(), "plan.json")
+	if r := run("cutover", "plan", "--from", "blue", "--to", "green", "--steps", "20,100", "--step-pause", "1s", "--gate-window", "30s", "--out", planFile); r.code != 0 {
+		t.Fatalf("plan: exit %d: %s%s", r.code, r.stdout, r.stderr)
+	}
+	dry := run("cutover", "apply", "--plan", planFile, "--pause-before", "promote", "--dry-run=client")
+	if dry.code != 0 || !strings.Contains(dry.stdout, "pause for cutover promote, then set weights blue 0 / green 100") {
+		t.Errorf("apply --plan --pause-before --dry-run: exit %d, want the pause among what it does:\n%s%s", dry.code, dry.stdout, dry.stderr)
+	}
+	r := run("cutover", "apply", "--plan", planFile, "--pause-before", "promote", "--poll", "100ms", "--yes")
+	if r.code != 5 {
+		t.Fatalf("apply --plan --pause-before promote: exit %d, want 5 (paused)\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if v := f.view(t); v.Weights["green"] != 20 {
+		t.Errorf("weights while paused: %v, want green 20", v.Weights)
+	}
+	if !strings.Contains(r.stderr, `--pause-before "promote" (the plan says "")`) {
+		t.Errorf("apply did not say the pause overrides the plan: %s", r.stderr)
+	}
+	if last := lastLine(r.stderr); strings.HasPrefix(last, "error:") || !strings.Contains(last, "cutover promote") {
+		t.Errorf("the pause's last line %q: want it said as a pause, naming cutover promote", last)
+	}
+	var held bool
+	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		if _, err := time.Parse(time.TimeOnly, strings.Fields(line)[0]); err != nil {
+			t.Errorf("a line without its time: %q", line)
+		}
+		held = held || strings.Contains(line, "weights blue 80% / green 20%; holding until ") && strings.Contains(line, "next promote: green 100%")
+	}
+	if !held {
+		t.Errorf("no line says how long 20%% holds and what comes next:\n%s", r.stdout)
+	}
+	if r := run("cutover", "apply", "--from", "blue", "--to", "green", "--pause-before", "drain", "--yes"); r.code != 3 || !strings.Contains(r.stderr, "--pause-before") {
+		t.Errorf("an apply that would change the paused cutover: exit %d, want 3 naming --pause-before: %s", r.code, r.stderr)
+	}
+	if r := run("cutover", "promote", "--poll", "100ms", "--yes"); r.code != 0 || !strings.Contains(r.stdout, "done") {
+		t.Fatalf("promote: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := run("cutover", "rollback", "--yes"); r.code != 0 {
+		t.Fatalf("rollback: exit %d: %s%s", r.code, r.stdout, r.stderr)
+	}
+	st := run("cutover", "status")
+	if !strings.Contains(st.stdout, "RolledBack, after it was done") || strings.Contains(st.stdout, "OUT_OF_SERVICE") || strings.Contains(st.stdout, "of 5: done") {
+		t.Errorf("status after the rollback of a done cutover:\n%s", st.stdout)
+	}
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/shardctl/shardctl/commands/output"
 	"github.com/shardctl/shardctl/completions"
+	"github.com/shardctl/shardctl/internal/proxy"
 	"github.com/shardctl/shardctl/internal/registry"
 	"github.com/shardctl/shardctl/probes/proxies"
 )
@@ -106,9 +107,11 @@ reported down. Eureka clients see DRAINING as OUT_OF_SERVICE.`,
 type shardList struct {
 	Registry registry.Health  `json:"registry"`
 	Shards   []registry.Shard `json:"shards"`
-	// Proxies are what each registered proxy sees of the shards (-o wide
-	// and the machine formats).
+	// Proxies are what each registered proxy sees of the shards.
 	Proxies []proxies.View `json:"proxies,omitempty"`
+	// Unregistered are the shards the proxies still route to that the
+	// registry no longer lists (evicted, their keys outstanding).
+	Unregistered []proxy.ShardStatus `json:"unregistered,omitempty"`
 }
 
 var shardHeader = []string{"ID", "SLOT", "POOL", "STATE", "ADDRESS", "RENEWED"}
@@ -130,16 +133,33 @@ func shardColumns(wide bool) []string {
 }
 
 func (l shardList) Rows(wide bool, c output.Colors) [][]string {
-	rows := make([][]string, 0, len(l.Shards))
+	rows := make([][]string, 0, len(l.Shards)+len(l.Unregistered))
+	proxiesCell := func(id string) (string, bool) {
+		h := proxies.Of(l.Proxies, id)
+		cell := h.String()
+		if h.Down > 0 {
+			cell = c.State(registry.StateDown) + cell[len("DOWN"):]
+		}
+		return cell, h.Down > 0
+	}
 	for _, s := range l.Shards {
+		cell, down := proxiesCell(s.ID)
+		if down {
+			// DOWN wherever shardctl shows it: the registry's state is
+			// in -o wide's STATUS and OVERRIDE, and in the JSON.
+			s.State = registry.StateDown
+		}
 		row := shardRow(s, wide, c)
 		if wide {
-			h := proxies.Of(l.Proxies, s.ID)
-			cell := h.String()
-			if h.Down > 0 {
-				cell = c.State(registry.StateDown) + cell[len("DOWN"):]
-			}
 			row = append(row, cell)
+		}
+		rows = append(rows, row)
+	}
+	for _, s := range l.Unregistered {
+		cell, _ := proxiesCell(s.ID)
+		row := []string{s.ID, strconv.Itoa(s.Slot), dash(s.Pool), c.State(string(s.State)), s.Address, "not registered"}
+		if wide {
+			row = append(row, "-", "-", "-", "-", cell)
 		}
 		rows = append(rows, row)
 	}
@@ -242,21 +262,38 @@ func (o *ShardsListOptions) Run(ctx context.Context) error {
 		return err
 	}
 	l := shardList{Registry: health, Shards: []registry.Shard{}}
+	// What the proxies see: a shard the registry calls UP may not
+	// answer, and one it dropped may still hold keys. A proxy that does
+	// not answer is said, not fatal.
+	views, err := proxies.Read(ctx, o.c)
+	l.Proxies = views
+	// --state filters by the state shown: DOWN when a proxy holds it so.
+	wanted := func(pool, state, id string) bool {
+		if proxies.Of(views, id).Down > 0 {
+			state = registry.StateDown
+		}
+		return (o.pool == "" || pool == o.pool) && (o.state == "" || strings.EqualFold(state, o.state))
+	}
 	for _, s := range shards {
-		if (o.pool == "" || s.Pool == o.pool) && (o.state == "" || strings.EqualFold(s.State, o.state)) {
+		if wanted(s.Pool, s.State, s.ID) {
 			l.Shards = append(l.Shards, s)
 		}
 	}
-	if o.printer.Format == output.Wide || o.printer.Format.Machine() {
-		// What the proxies see: a shard the registry calls UP may not
-		// answer. A proxy that does not answer is shown, not fatal.
-		if l.Proxies, err = proxies.Read(ctx, o.c); err != nil {
-			fmt.Fprintf(o.f.g.Streams.ErrOut, "warning: %v\n", err)
+	if err != nil {
+		fmt.Fprintf(o.f.g.Streams.ErrOut, "warning: %v\n", err)
+	}
+	for _, v := range l.Proxies {
+		if v.Error != "" && !o.printer.Format.Machine() {
+			fmt.Fprintf(o.f.g.Streams.ErrOut, "warning: proxy %s (%s): %s\n", v.Proxy, v.Admin, v.Error)
 		}
-		for _, v := range l.Proxies {
-			if v.Error != "" && !o.printer.Format.Machine() {
-				fmt.Fprintf(o.f.g.Streams.ErrOut, "warning: proxy %s (%s): %s\n", v.Proxy, v.Admin, v.Error)
-			}
+	}
+	var listed []string
+	for _, s := range shards {
+		listed = append(listed, s.ID)
+	}
+	for _, s := range proxies.Unlisted(l.Proxies, listed) {
+		if wanted(s.Pool, string(s.State), s.ID) {
+			l.Unregistered = append(l.Unregistered, s)
 		}
 	}
 	if !o.printer.Format.Machine() {
@@ -272,7 +309,7 @@ func (o *ShardsListOptions) Run(ctx context.Context) error {
 		if rs := health.Replica; rs != nil && o.printer.Format == output.Wide {
 			fmt.Fprintf(o.f.g.Streams.ErrOut, "%s\n", replicaLine(rs, o.printer.Colors))
 		}
-		if len(l.Shards) == 0 {
+		if len(l.Shards) == 0 && len(l.Unregistered) == 0 {
 			fmt.Fprintf(o.f.g.Streams.ErrOut, "no shards in %s\n", o.f.app)
 			return nil
 		}

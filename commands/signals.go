@@ -12,6 +12,10 @@ import (
 	"github.com/shardctl/shardctl/commands/output"
 	"github.com/shardctl/shardctl/completions"
 	"github.com/shardctl/shardctl/internal/human"
+	"github.com/shardctl/shardctl/internal/registry"
+	"github.com/shardctl/shardctl/migrate"
+	"github.com/shardctl/shardctl/probes/discover"
+	"github.com/shardctl/shardctl/probes/proxies"
 	"github.com/shardctl/shardctl/probes/signals"
 	"github.com/shardctl/shardctl/probes/source"
 )
@@ -21,10 +25,13 @@ import (
 type signalSource struct {
 	g                        *Globals
 	preset, queries, groupBy string
+	app                      string // of the shards, with the registry
 	window, step, rate       time.Duration
 
 	src    source.Source
 	scrape *source.Scrape
+	// discovered: the scrape's targets come from the registry.
+	discovered bool
 }
 
 func (s *signalSource) addFlags(cmd *cobra.Command, window time.Duration) {
@@ -35,6 +42,7 @@ func (s *signalSource) addFlags(cmd *cobra.Command, window time.Duration) {
 	f.DurationVar(&s.window, "window", window, "how far back to read")
 	f.DurationVar(&s.step, "step", 0, "resolution of the series (default: window/120, at least 5s; with --scrape 1s)")
 	f.DurationVar(&s.rate, "rate", 0, "with --prometheus: the range of rate() (default: 4 steps, at least 30s; at least 4 scrape intervals)")
+	f.StringVar(&s.app, "app", registry.DefaultShardsApp, "registry application of the shards (with --registry)")
 	_ = cmd.RegisterFlagCompletionFunc("preset", completions.Values("zeebe", "proxy"))
 }
 
@@ -47,8 +55,8 @@ func (s *signalSource) open() error {
 	switch {
 	case prom != "" && len(s.g.Scrape) > 0:
 		return fmt.Errorf("--prometheus and --scrape both given: pick one source")
-	case prom == "" && len(s.g.Scrape) == 0:
-		return fmt.Errorf("no source: give --prometheus URL (or SHARDCTL_PROMETHEUS), or --scrape [NAME=]URL for each shard")
+	case prom == "" && len(s.g.Scrape) == 0 && !s.g.RegistryNamed():
+		return fmt.Errorf("no source: give --prometheus URL (or SHARDCTL_PROMETHEUS), --scrape [NAME=]URL for each shard, or --registry URL to scrape the shards it lists")
 	case prom != "":
 		p, err := source.LoadPreset(s.preset, s.queries)
 		if err != nil {
@@ -85,6 +93,18 @@ func (s *signalSource) open() error {
 		if err != nil {
 			return err
 		}
+		if len(targets) == 0 {
+			// Every shard the registry lists, at its registered metrics URL.
+			c, err := s.g.RegistryClient("", "")
+			if err != nil {
+				return err
+			}
+			if s.preset != "zeebe" {
+				return fmt.Errorf("--preset %s with the registry's shards: the registry lists the shards' metrics, give --scrape for the proxy's", s.preset)
+			}
+			sc.Discover = (&discover.RegistryTargets{Registry: c, App: s.app}).Find
+			s.discovered = true
+		}
 		s.src, s.scrape = sc, sc
 	}
 	return nil
@@ -92,7 +112,10 @@ func (s *signalSource) open() error {
 
 // describe names the source for headers.
 func (s *signalSource) describe() string {
-	if s.scrape != nil {
+	switch {
+	case s.discovered:
+		return fmt.Sprintf("%s, scraping the shards of %s", s.preset, s.g.RegistryURL())
+	case s.scrape != nil:
 		return fmt.Sprintf("%s, scraping %d targets", s.preset, len(s.g.Scrape))
 	}
 	return fmt.Sprintf("%s via %s", s.preset, s.g.PrometheusURL())
@@ -107,7 +130,50 @@ func (s *signalSource) snapshot(ctx context.Context) (signals.Snapshot, error) {
 	if err != nil {
 		return signals.Snapshot{}, err
 	}
-	return signals.Take(shards, now, s.window, signals.DefaultThresholds()), nil
+	th := signals.DefaultThresholds()
+	th.Stale = max(th.Stale, 3*s.step) // a point each step: three missed
+	return signals.Take(shards, now, s.window, th), nil
+}
+
+// withStates adds the shards' registry states to every snapshot, and
+// what the proxies see: a shard a proxy holds DOWN is DOWN on the screen
+// too, one the registry dropped while a proxy still routes to it stays,
+// and the proxies' refusals show beside the shards' backpressure. A
+// registry or a proxy that does not answer leaves its part out, not the
+// pictures.
+func withStates(fetch func(context.Context) (signals.Snapshot, error), c *registry.Client, app string) func(context.Context) (signals.Snapshot, error) {
+	meter := &proxies.Meter{}
+	return func(ctx context.Context) (signals.Snapshot, error) {
+		snap, err := fetch(ctx)
+		if err != nil {
+			return snap, err
+		}
+		if shards, err := c.Shards(ctx, app); err == nil {
+			snap.States = map[string]string{}
+			for _, s := range shards {
+				snap.States[s.ID] = s.State
+			}
+		}
+		views, _ := proxies.Read(ctx, c)
+		if snap.Federation, _ = migrate.FederationOf(ctx, c, app, views); snap.Federation != nil {
+			snap.Federation.Refusals = meter.Read(ctx, views)
+		}
+		snap.HoldDown()
+		return snap, nil
+	}
+}
+
+// fetcher is the snapshot source top and signals read: with a registry
+// named, enriched by what it and the proxies say.
+func (s *signalSource) fetcher() (func(context.Context) (signals.Snapshot, error), error) {
+	if !s.g.RegistryNamed() {
+		return s.snapshot, nil
+	}
+	c, err := s.g.RegistryClient("", "")
+	if err != nil {
+		return nil, err
+	}
+	return withStates(s.snapshot, c, s.app), nil
 }
 
 // SignalsOptions evaluates the degradation signals once, or on a watch.
@@ -116,10 +182,12 @@ type SignalsOptions struct {
 	signalSource
 	sample, every time.Duration
 	failOn        string
+	noData        string
 	watch         bool
 
 	printer *output.Printer
 	level   signals.Level
+	fetch   func(context.Context) (signals.Snapshot, error)
 }
 
 // NewCmdSignals builds `shardctl signals`.
@@ -146,7 +214,9 @@ func NewCmdSignals(g *Globals) *cobra.Command {
 
 ` + ansi.Wordwrap(signals.DefaultThresholds().Levels(), 78, "") + `
 The exit code is 3 when the level reaches --fail-on, for runbooks and CI
-gates.
+gates. A shard whose metrics stopped (no sample for 15 s, or three steps)
+is unknown, never ok: with --no-data fail (the default) that is exit 3 too,
+with inconclusive exit 6, with pass exit 0 (it is still listed).
 
 With --scrape there is no history: shardctl samples for --sample first.`,
 		Example: `  shardctl signals --prometheus http://prometheus:9090
@@ -162,6 +232,8 @@ With --scrape there is no history: shardctl samples for --sample first.`,
 	f := cmd.Flags()
 	f.DurationVar(&o.sample, "sample", 15*time.Second, "with --scrape: how long to sample before the first evaluation")
 	f.StringVar(&o.failOn, "fail-on", "critical", "exit 3 when the level reaches this: warn or critical")
+	f.StringVar(&o.noData, "no-data", noDataFail, "what a shard without current metrics means: fail (exit 3), inconclusive (exit 6) or pass")
+	_ = cmd.RegisterFlagCompletionFunc("no-data", completions.Values(noDataFail, noDataInconclusive, noDataPass))
 	f.BoolVar(&o.watch, "watch", false, "evaluate again every --every and print each report (JSON lines with -o json)")
 	f.DurationVar(&o.every, "every", 15*time.Second, "with --watch: how often to evaluate")
 	_ = cmd.RegisterFlagCompletionFunc("fail-on", completions.Values("warn", "critical"))
@@ -175,14 +247,23 @@ func (o *SignalsOptions) Complete(*cobra.Command, []string) (err error) {
 
 func (o *SignalsOptions) Validate() error {
 	lvl, err := signals.ParseLevel(o.failOn)
-	if err != nil || lvl == signals.OK {
+	if err != nil || lvl <= signals.OK {
 		return fmt.Errorf("--fail-on %q: want warn or critical", o.failOn)
 	}
 	o.level = lvl
+	switch o.noData {
+	case noDataFail, noDataInconclusive, noDataPass:
+	default:
+		return fmt.Errorf("--no-data %q: want fail, inconclusive or pass", o.noData)
+	}
 	if o.sample < 2*time.Second || o.every < time.Second {
 		return fmt.Errorf("--sample at least 2s, --every at least 1s")
 	}
-	return o.open()
+	if err := o.open(); err != nil {
+		return err
+	}
+	o.fetch, err = o.fetcher()
+	return err
 }
 
 func (o *SignalsOptions) Run(ctx context.Context) error {
@@ -190,7 +271,7 @@ func (o *SignalsOptions) Run(ctx context.Context) error {
 	if o.scrape != nil {
 		go o.scrape.Run(ctx)
 		if !o.printer.Format.Machine() {
-			fmt.Fprintf(errOut, "sampling %d targets for %v…\n", len(o.g.Scrape), o.sample)
+			fmt.Fprintf(errOut, "sampling %s for %v…\n", strings.TrimPrefix(o.describe(), o.preset+", scraping "), o.sample)
 		}
 		select {
 		case <-ctx.Done():
@@ -206,10 +287,7 @@ func (o *SignalsOptions) Run(ctx context.Context) error {
 		if err := o.printer.Print(signalsView{r}); err != nil {
 			return err
 		}
-		if r.Level >= o.level {
-			return Refused(fmt.Errorf("signals are %s (--fail-on %s)", r.Level, o.failOn))
-		}
-		return nil
+		return o.verdict(r)
 	}
 	stream := o.printer.Stream()
 	t := time.NewTicker(o.every)
@@ -232,13 +310,38 @@ func (o *SignalsOptions) Run(ctx context.Context) error {
 	}
 }
 
-func (o *SignalsOptions) evaluate(ctx context.Context) (signals.Report, error) {
-	if o.scrape != nil {
-		for name, err := range o.scrape.Errors() {
-			fmt.Fprintf(o.g.Streams.ErrOut, "warning: %s: %v\n", name, err)
-		}
+// What a shard without current metrics means to the exit code
+// (--no-data), as a cutover gate's noData says.
+const (
+	noDataFail         = "fail"
+	noDataInconclusive = "inconclusive"
+	noDataPass         = "pass"
+)
+
+// verdict is the exit of one evaluation: a level at --fail-on refuses;
+// a shard whose level is unknown is what --no-data says, never a pass
+// unless it says pass.
+func (o *SignalsOptions) verdict(r signals.Report) error {
+	if r.Level >= o.level {
+		return Refused(fmt.Errorf("signals are %s (--fail-on %s)", r.Level, o.failOn))
 	}
-	snap, err := o.snapshot(ctx)
+	if len(r.Unknown) == 0 {
+		return nil
+	}
+	err := fmt.Errorf("no current metrics from %s (--no-data %s)", strings.Join(r.Unknown, ", "), o.noData)
+	switch o.noData {
+	case noDataPass:
+		return nil
+	case noDataInconclusive:
+		return &ExitError{Code: ExitUnknown, Err: err}
+	}
+	return Refused(err)
+}
+
+// evaluate reads the source once; a target that does not answer is a
+// shard of unknown level in the report, with why.
+func (o *SignalsOptions) evaluate(ctx context.Context) (signals.Report, error) {
+	snap, err := o.fetch(ctx)
 	return snap.Report, err
 }
 
@@ -266,10 +369,18 @@ func signalRow(s signals.Signals, wide bool, c output.Colors) []string {
 	switch s.Level {
 	case signals.Critical:
 		level = c.Bad(level)
-	case signals.Warn:
+	case signals.Warn, signals.Unknown:
 		level = c.Warn(level)
 	default:
 		level = c.Good(level)
+	}
+	if s.Level == signals.Unknown {
+		// No numbers: the last a stopped shard had are not its numbers now.
+		row := []string{s.Name, level}
+		for range len(signalsView{}.Header(wide)) - 3 {
+			row = append(row, human.None)
+		}
+		return append(row, strings.Join(s.Reasons, "; "))
 	}
 	row := []string{s.Name, level, human.Rate(s.CreatedPerSec), human.Rate(s.CompletedPerSec),
 		human.Or(s.Ratio, human.Percent), human.Count(s.Queue), fmt.Sprintf("%+.1f", s.QueueSlope), human.Or(s.P99, human.Latency),

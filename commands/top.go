@@ -9,9 +9,6 @@ import (
 	"github.com/charmbracelet/colorprofile"
 	"github.com/spf13/cobra"
 
-	"github.com/shardctl/shardctl/internal/registry"
-	"github.com/shardctl/shardctl/migrate"
-	"github.com/shardctl/shardctl/probes/signals"
 	"github.com/shardctl/shardctl/tui"
 )
 
@@ -20,7 +17,6 @@ type TopOptions struct {
 	g *Globals
 	signalSource
 	refresh time.Duration
-	app     string
 }
 
 // NewCmdTop builds `shardctl top`.
@@ -48,7 +44,6 @@ in monochrome: the glyphs carry the meaning.`,
 	}
 	o.addFlags(cmd, 15*time.Minute)
 	cmd.Flags().DurationVar(&o.refresh, "refresh", 2*time.Second, "how often to fetch and redraw")
-	cmd.Flags().StringVar(&o.app, "app", registry.DefaultShardsApp, "registry application of the shards, for their states (with --registry)")
 	return cmd
 }
 
@@ -59,27 +54,6 @@ func (o *TopOptions) Validate() error {
 		return fmt.Errorf("--refresh %v: want at least 100ms", o.refresh)
 	}
 	return o.open()
-}
-
-// withStates adds the shards' registry states to every snapshot; a
-// registry that does not answer leaves them out, not the pictures.
-func withStates(fetch func(context.Context) (signals.Snapshot, error), c *registry.Client, app string) func(context.Context) (signals.Snapshot, error) {
-	return func(ctx context.Context) (signals.Snapshot, error) {
-		snap, err := fetch(ctx)
-		if err != nil {
-			return snap, err
-		}
-		if shards, err := c.Shards(ctx, app); err == nil {
-			snap.States = map[string]string{}
-			for _, s := range shards {
-				snap.States[s.ID] = s.State
-			}
-		}
-		// Pools, weights and a cutover in progress: the picture without
-		// them is still the picture.
-		snap.Federation, _ = migrate.FederationOf(ctx, c, app)
-		return snap, nil
-	}
 }
 
 // runDashboard runs the TUI until q or ctx ends; --no-color, NO_COLOR and
@@ -103,13 +77,9 @@ func (o *TopOptions) Run(ctx context.Context) error {
 	if o.scrape != nil {
 		go o.scrape.Run(ctx)
 	}
-	fetch := o.snapshot
-	if o.g.RegistryNamed() {
-		c, err := o.g.RegistryClient("", "")
-		if err != nil {
-			return err
-		}
-		fetch = withStates(fetch, c, o.app)
+	fetch, err := o.fetcher()
+	if err != nil {
+		return err
 	}
 	return runDashboard(ctx, o.g, tui.New(tui.Options{Fetch: fetch, Refresh: o.refresh, Source: o.describe(), Window: o.window}))
 }

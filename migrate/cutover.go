@@ -593,6 +593,8 @@ func (s *session) preflight(ctx context.Context) error {
 		return s.fail(ctx, 0, fmt.Sprintf("preflight: signals of %s: %v", s.plan.To, err))
 	case !any:
 		return s.fail(ctx, 0, fmt.Sprintf("preflight: no signals from %s (%s): missing data never passes", s.plan.To, strings.Join(to, ", ")))
+	case len(r.Unknown) > 0:
+		return s.fail(ctx, 0, fmt.Sprintf("preflight: no current signals from %s: missing data never passes", strings.Join(r.Unknown, ", ")))
 	case r.Level != signals.OK:
 		var why []string
 		for _, sh := range r.Shards {

@@ -138,8 +138,17 @@ func (m *measurer) poolSignals(ctx context.Context, ids []string, window time.Du
 			mine = append(mine, s)
 		}
 	}
-	r := signals.Evaluate(mine, now, window, signals.DefaultThresholds())
-	return r, len(mine) > 0, nil
+	any := len(mine) > 0
+	for _, id := range ids {
+		if !slices.ContainsFunc(mine, func(s signals.Shard) bool { return s.Name == id }) {
+			// A shard of the pool the source has nothing of: unknown.
+			mine = append(mine, signals.Shard{Name: id, Missing: "no series in the metrics"})
+		}
+	}
+	th := signals.DefaultThresholds()
+	th.Stale = max(th.Stale, 3*step)
+	r := signals.Evaluate(mine, now, window, th)
+	return r, any, nil
 }
 
 // query runs PromQL and returns the values it found.
@@ -193,7 +202,9 @@ func (m *measurer) measure(ctx context.Context, g *Gate, p Pools, window time.Du
 		ids = p.From
 	}
 	r, any, err := m.poolSignals(ctx, ids, window)
-	if err != nil || !any {
+	if err != nil || !any || len(r.Unknown) > 0 {
+		// A shard of the pool without current metrics: no data, which
+		// the gate's noData decides on, never a pass by default.
 		return g.Judge(q, nil, err, time.Now())
 	}
 	v, ok := signalFields[g.Signal](r.Overall)

@@ -482,20 +482,31 @@ func takesCutover(state string) bool {
 
 // FederationOf reads the registry's side of the dashboard: pools, the
 // weights of the last cutover, and the cutover in progress with what its
-// draining shards still hold.
-func FederationOf(ctx context.Context, r CutoverRegistry, app string) (*signals.Federation, error) {
+// draining shards still hold; with what the proxies see (views): which
+// shards they hold DOWN, those among them the registry no longer lists,
+// and those they refuse new instances for.
+func FederationOf(ctx context.Context, r CutoverRegistry, app string, views []proxies.View) (*signals.Federation, error) {
 	shards, err := r.Shards(ctx, app)
 	if err != nil {
 		return nil, err
 	}
 	f := &signals.Federation{Pools: map[string]string{}}
-	// What the proxies see beside it: a proxy that cannot be asked is
-	// left out, it does not hide the rest.
-	views, _ := proxies.Read(ctx, r)
+	ids := map[string]string{} // id → pool, the registry's and the proxies'
 	for _, s := range shards {
-		if s.Pool != "" {
-			f.Pools[s.ID] = s.Pool
+		ids[s.ID] = s.Pool
+	}
+	for _, v := range views {
+		for _, s := range v.Shards {
+			if _, ok := ids[s.ID]; !ok {
+				ids[s.ID] = s.Pool
+			}
 		}
+	}
+	for id, pool := range ids {
+		if pool != "" {
+			f.Pools[id] = pool
+		}
+		s := registry.Shard{ID: id}
 		h := proxies.Of(views, s.ID)
 		if h.Down > 0 {
 			if f.Down == nil {

@@ -110,8 +110,42 @@ func TestViews(t *testing.T) {
 			snap := snapshot()
 			snap.Federation = &signals.Federation{Pools: map[string]string{"knee": "blue", "half": "blue"},
 				Down: map[string]string{"knee": "knee DOWN in 1 of 2 proxies (proxy-a: 2 health checks failed: connection refused)"}}
+			snap.HoldDown()
 			return snap, nil
-		}, nil, []string{"knee DOWN in 1 of 2 proxies (proxy-a: 2 health checks failed"}},
+		}, nil, []string{"knee DOWN in 1 of 2 proxies (proxy-a: 2 health checks failed", "knee       DOWN"}},
+		{"shard-stale", func(context.Context) (signals.Snapshot, error) {
+			// half's metrics stopped a minute ago: its last numbers are
+			// not its numbers now.
+			shards := recorded()
+			for i := range shards {
+				if shards[i].Name == "half" {
+					cut := func(s signals.Series) signals.Series { return s[:len(s)-12] }
+					h := &shards[i]
+					h.Created, h.Completed, h.Queue = cut(h.Created), cut(h.Completed), cut(h.Queue)
+					h.Latency.Times, h.Latency.Counts = h.Latency.Times[:len(h.Latency.Times)-12], h.Latency.Counts[:len(h.Latency.Counts)-12]
+					h.Missing = "scrape http://half/metrics: connection refused"
+				}
+			}
+			snap := signals.Take(shards, now, 10*time.Minute, signals.DefaultThresholds())
+			snap.States = map[string]string{"knee": "UP", "half": "UP"}
+			return snap, nil
+		}, nil, []string{"? 1 stale", "half       UP    ? stale -"}},
+		{"shard-evicted", func(context.Context) (signals.Snapshot, error) {
+			// gone: the registry dropped it, its metrics are gone, a proxy
+			// still routes its keys to it.
+			snap := snapshot()
+			snap.Federation = &signals.Federation{Pools: map[string]string{"knee": "blue", "half": "blue", "gone": "blue"},
+				Down: map[string]string{"gone": "gone DOWN in 1 of 1 proxies (proxy-a: not in the registry any more)"}}
+			snap.HoldDown()
+			return snap, nil
+		}, nil, []string{"gone       DOWN  ? stale", "not in the registry any more"}},
+		{"proxy-refusals", func(context.Context) (signals.Snapshot, error) {
+			snap := snapshot()
+			snap.Federation = &signals.Federation{Pools: map[string]string{"knee": "blue", "half": "blue"},
+				Refused:  map[string]string{"knee": "knee refused new instances by 1 of 1 proxies: backlog 1.2k records (max 1.0k)"},
+				Refusals: &signals.Refusals{AskedPerSec: 150, PerSec: 58.5, Share: 0.39, Shards: map[string]float64{"half": 0.02, "knee": 0}}}
+			return snap, nil
+		}, nil, []string{"proxy refused 39% of new instances (58.5/s of 150/s)", " off ", " 2% "}},
 		{"shard-refused", func(context.Context) (signals.Snapshot, error) {
 			snap := snapshot()
 			snap.Federation = &signals.Federation{Pools: map[string]string{"knee": "blue", "half": "blue"},

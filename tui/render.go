@@ -29,13 +29,16 @@ var (
 	styleHeader = lipgloss.NewStyle().Bold(true).Underline(true)
 )
 
-// levelTag is the level as a symbol and a word, coloured.
+// levelTag is the level as a symbol and a word, coloured. A shard whose
+// metrics stopped is stale: never drawn as ok.
 func levelTag(l signals.Level) string {
 	switch l {
 	case signals.Critical:
 		return styleCrit.Render("✖ crit")
 	case signals.Warn:
 		return styleWarn.Render("▲ warn")
+	case signals.Unknown:
+		return styleWarn.Render("? stale")
 	}
 	return styleOK.Render("✔ ok")
 }
@@ -44,10 +47,28 @@ func levelStyle(l signals.Level) lipgloss.Style {
 	switch l {
 	case signals.Critical:
 		return styleCrit
-	case signals.Warn:
+	case signals.Warn, signals.Unknown:
 		return styleWarn
 	}
 	return styleOK
+}
+
+// severity orders levels for the level sort: a shard nobody can read is
+// more urgent than one that warns.
+func severity(l signals.Level) float64 {
+	if l == signals.Unknown {
+		return float64(signals.Critical) - 0.5
+	}
+	return float64(l)
+}
+
+// known writes v with format, or None for a shard whose numbers are not
+// its numbers now.
+func known(s signals.Signals, text string) string {
+	if s.Level == signals.Unknown {
+		return human.None
+	}
+	return text
 }
 
 // row is one shard as the overview lists it.
@@ -83,7 +104,7 @@ func (m *Model) rows() []row {
 		switch m.sort {
 		case byLevel:
 			if a.Level != b.Level {
-				return a.Level > b.Level
+				return severity(a.Level) > severity(b.Level)
 			}
 		case byRatio:
 			if ratio(a) != ratio(b) {
@@ -127,9 +148,9 @@ type columns struct {
 }
 
 func layout(width int) columns {
-	// NAME STATE(5) LEVEL(6) RATE(11) RATIO(5) QUEUE(7) P99(6), spaces
-	// between.
-	const fixed = 5 + 6 + 11 + 5 + 7 + 6 + 8
+	// NAME STATE(5) LEVEL(7) RATE(11) RATIO(5) REFUSED(4) QUEUE(7)
+	// P99(6), spaces between.
+	const fixed = 5 + 7 + 11 + 5 + 4 + 7 + 6 + 9
 	c := columns{name: 10}
 	if width >= 120 {
 		c.name = 14
@@ -216,13 +237,14 @@ func (m *Model) shardLine(r row, c columns, sc scales, selected bool) string {
 	cells := []string{
 		name,
 		pad(m.state(s.Name), 5),
-		pad(levelTag(s.Level), 6),
-		pad(human.Rate(s.CompletedPerSec)+"/"+human.Rate(s.CreatedPerSec), 11),
-		pad(human.Or(s.Ratio, human.Percent), 5),
+		pad(levelTag(s.Level), 7),
+		pad(known(s, human.Rate(s.CompletedPerSec)+"/"+human.Rate(s.CreatedPerSec)), 11),
+		pad(known(s, human.Or(s.Ratio, human.Percent)), 5),
+		pad(m.refused(s.Name), 4),
 		pad(strip, c.scissors),
-		pad(trend(s)+human.Count(s.Queue), 7),
+		pad(known(s, trend(s)+human.Count(s.Queue)), 7),
 		pad(q, c.queue),
-		pad(human.Or(s.P99, human.Latency), 6),
+		pad(known(s, human.Or(s.P99, human.Latency)), 6),
 		pad(ht, c.heat),
 	}
 	if c.reason > 0 {
@@ -233,6 +255,33 @@ func (m *Model) shardLine(r row, c columns, sc scales, selected bool) string {
 		cells = append(cells, pad(levelStyle(s.Level).Render(reason), c.reason))
 	}
 	return strings.Join(cells, " ")
+}
+
+// refused is the part of the new instances sent to a shard that it
+// refused (as the proxies saw it), in the warning colour while a proxy
+// gives it none for its backlog; "-" without the proxies' metrics.
+func (m *Model) refused(name string) string {
+	f := m.snap.Federation
+	if f == nil || f.Refusals == nil {
+		if f != nil && f.Refused[name] != "" {
+			return styleWarn.Render("off")
+		}
+		return human.None
+	}
+	share, ok := f.Refusals.Shards[name]
+	text := human.None
+	if ok {
+		text = human.Percent(share)
+	}
+	if f.Refused[name] != "" {
+		// The proxy places nothing there: what the shard refuses is not
+		// what the federation refuses for it.
+		return styleWarn.Render("off")
+	}
+	if ok && share >= m.snap.Thresholds.DropShare {
+		return styleWarn.Render(text)
+	}
+	return text
 }
 
 // state is a shard's state in the registry, short: UP, DRAIN, OOS, DOWN.
@@ -262,6 +311,9 @@ func (m *Model) header() string {
 		lvl = levelTag(m.snap.Report.Level)
 	}
 	left := fmt.Sprintf("%s · %s · window %v · every %v", title, src, m.opts.Window, m.opts.Refresh)
+	if m.snap != nil && len(m.snap.Report.Unknown) > 0 {
+		lvl = styleWarn.Render(fmt.Sprintf("? %d stale", len(m.snap.Report.Unknown))) + " " + lvl
+	}
 	return pad(left, m.width-lipgloss.Width(lvl)-1) + " " + lvl
 }
 
@@ -286,14 +338,22 @@ func (m *Model) renderOverview() string {
 			debt = fmt.Sprintf("  debt %s, not recovering", human.Count(all.Debt))
 		}
 	}
-	b.WriteString(fmt.Sprintf("all  created %s/s  completed %s/s (%s)  queue %s%s  p99 %s%s\n",
-		human.Rate(all.CreatedPerSec), human.Rate(all.CompletedPerSec), human.Or(all.Ratio, human.Percent), trend(all), human.Count(all.Queue), human.Or(all.P99, human.Latency), debt))
+	drops := ""
+	if all.DropShare > 0 {
+		drops = "  drops " + human.Percent(all.DropShare)
+	}
+	b.WriteString(fmt.Sprintf("all  created %s/s  completed %s/s (%s)  queue %s%s  p99 %s%s%s\n",
+		human.Rate(all.CreatedPerSec), human.Rate(all.CompletedPerSec), human.Or(all.Ratio, human.Percent), trend(all), human.Count(all.Queue),
+		human.Or(all.P99, human.Latency), drops, debt))
+	if line := m.refusedAll(); line != "" {
+		b.WriteString(line + "\n")
+	}
 	fed := federationLines(m.snap.Federation)
 	for _, line := range fed {
 		b.WriteString(pad(line, m.width) + "\n")
 	}
 	c := layout(m.width)
-	head := []string{pad("SHARD", c.name), pad("STATE", 5), pad("LEVEL", 6), pad("DONE/NEW/S", 11), pad("RATIO", 5),
+	head := []string{pad("SHARD", c.name), pad("STATE", 5), pad("LEVEL", 7), pad("DONE/NEW/S", 11), pad("RATIO", 5), pad("REF", 4),
 		pad("SCISSORS ▓░ gap", c.scissors), pad("QUEUE", 7), pad("TREND", c.queue), pad("P99", 6), pad("HEATMAP p99", c.heat)}
 	if c.reason > 0 {
 		head = append(head, pad("REASON", c.reason))
@@ -306,6 +366,9 @@ func (m *Model) renderOverview() string {
 	m.selected = min(m.selected, max(len(rows)-1, 0))
 	// Keep the selected row in view.
 	room := max(m.height-6-len(fed), 1)
+	if m.refusedAll() != "" {
+		room = max(room-1, 1)
+	}
 	first := max(0, m.selected-room+1)
 	sc := m.scales()
 	for i := first; i < len(rows) && i < first+room; i++ {
@@ -315,6 +378,21 @@ func (m *Model) renderOverview() string {
 		b.WriteString(m.filter.View() + "\n")
 	}
 	return b.String()
+}
+
+// refusedAll says what the proxies refused their clients: the explicit
+// backpressure of the federation, beside the shards' own.
+func (m *Model) refusedAll() string {
+	f := m.snap.Federation
+	if f == nil || f.Refusals == nil || f.Refusals.AskedPerSec == 0 {
+		return ""
+	}
+	r := f.Refusals
+	text := fmt.Sprintf("proxy refused %s of new instances (%s/s of %s/s)", human.Percent(r.Share), human.Rate(r.PerSec), human.Rate(r.AskedPerSec))
+	if r.Share >= m.snap.Thresholds.DropShare {
+		return styleWarn.Render(text)
+	}
+	return text
 }
 
 func (m *Model) renderDetail() string {
@@ -327,9 +405,14 @@ func (m *Model) renderDetail() string {
 	from, to := m.window()
 	var b strings.Builder
 	b.WriteString(m.header() + "\n")
-	b.WriteString(fmt.Sprintf("%s  %s  created %s/s  completed %s/s (%s)  queue %s %+.1f/s (R² %.2f)  p50 %s  p99 %s  ≥"+human.Latency(signals.SlowLatency)+" %s  drops %s\n",
-		styleBold.Render(s.Name), levelTag(s.Level), human.Rate(s.CreatedPerSec), human.Rate(s.CompletedPerSec), human.Or(s.Ratio, human.Percent),
-		human.Count(s.Queue), s.QueueSlope, s.QueueR2, human.Or(s.P50, human.Latency), human.Or(s.P99, human.Latency), human.Percent(s.SlowShare), human.Percent(s.DropShare)))
+	if s.Level == signals.Unknown {
+		b.WriteString(fmt.Sprintf("%s  %s  state %s\n", styleBold.Render(s.Name), levelTag(s.Level), m.state(s.Name)))
+	} else {
+		b.WriteString(fmt.Sprintf("%s  %s  created %s/s  completed %s/s (%s)  queue %s %+.1f/s (R² %.2f)  p50 %s  p99 %s  ≥"+human.Latency(signals.SlowLatency)+" %s  drops %s  refused %s\n",
+			styleBold.Render(s.Name), levelTag(s.Level), human.Rate(s.CreatedPerSec), human.Rate(s.CompletedPerSec), human.Or(s.Ratio, human.Percent),
+			human.Count(s.Queue), s.QueueSlope, s.QueueR2, human.Or(s.P50, human.Latency), human.Or(s.P99, human.Latency), human.Percent(s.SlowShare),
+			human.Percent(s.DropShare), m.refused(s.Name)))
+	}
 	for _, reason := range s.Reasons {
 		b.WriteString(levelStyle(s.Level).Render("  • "+reason) + "\n")
 	}
@@ -413,7 +496,10 @@ func (m *Model) renderHelp() string {
             → level, ↘ falling
   heatmap   per column, the latency bucket holding p99 (higher = slower);
             p99 over %s in the warning colour, over %s critical; · no work
-  levels    ✔ ok · ▲ warn: plan federation · ✖ crit: act now
+  REF       the part of new instances sent to a shard that it refused, as
+            the proxies saw it; off: a proxy gives it none for its backlog
+  levels    ✔ ok · ▲ warn: plan federation · ✖ crit: act now · ? stale:
+            no metrics lately, its numbers unknown
 `, human.Percent(th.PlanRatio), human.Percent(th.ActRatio), human.Latency(th.P99Warn), human.Latency(th.P99))
 	b.WriteString(wrapIndented("critical when "+th.Critical()+"; warn when "+th.Warn()+".", 12, m.width))
 	return b.String()

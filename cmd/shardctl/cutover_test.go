@@ -85,8 +85,10 @@ func deploy(t *testing.T, ctx context.Context, c zbc.Client) {
 	}
 }
 
-func newFederation(t *testing.T) *federation {
-	reg := proctest.Start(t, bin, nil, "registry", "serve", "--listen", "127.0.0.1:0", "--eviction-interval", "1s")
+// newFederation starts a registry (extra: more of its flags) for a
+// federation's processes.
+func newFederation(t *testing.T, extra ...string) *federation {
+	reg := proctest.Start(t, bin, nil, append([]string{"registry", "serve", "--listen", "127.0.0.1:0", "--eviction-interval", "1s"}, extra...)...)
 	f := &federation{regURL: "http://" + reg.Addr + "/eureka", sims: map[string]*proctest.Process{}}
 	f.env = append(baseEnv(), "SHARDCTL_REGISTRY="+f.regURL)
 	return f

@@ -27,6 +27,7 @@ import (
 
 	"github.com/shardctl/shardctl/internal/human"
 	"github.com/shardctl/shardctl/internal/registry"
+	"github.com/shardctl/shardctl/probes/proxies"
 )
 
 // Kinds of target.
@@ -49,6 +50,10 @@ type Target struct {
 	Name    string
 	Kind    string
 	Address string // HOST:PORT for zeebe, a base URL for the others
+	// Held says why the proxies hold a shard DOWN ("" when none does):
+	// such a shard is unhealthy whatever it answers us, for the work
+	// goes through the proxies.
+	Held string
 }
 
 // ParseTarget reads a command-line target: KIND=ADDRESS, or a bare
@@ -190,9 +195,12 @@ func (c *Checker) check(ctx context.Context, t Target) Result {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			res.Reason = fmt.Sprintf("no answer within %v", timeout)
 		}
+	}
+	if t.Held != "" {
+		res.Reason = t.Held + "; " + res.Reason
 		return res
 	}
-	res.Healthy = true
+	res.Healthy = err == nil
 	return res
 }
 
@@ -379,16 +387,36 @@ func FederationTargets(ctx context.Context, c *registry.Client, app, proxyAdmin,
 	if err != nil {
 		return nil, fmt.Errorf("list the shards: %w", err)
 	}
-	proxies, err := c.Shards(ctx, registry.ProxiesApp)
+	proxyInstances, err := c.Shards(ctx, registry.ProxiesApp)
 	if err != nil {
 		return nil, fmt.Errorf("list the proxies: %w", err)
 	}
+	// What the proxies see: a shard they hold DOWN is DOWN here too, and
+	// one the registry dropped while they still route to it is checked.
+	views, _ := proxies.Read(ctx, c) // a proxy that cannot be asked hides nothing listed
+	held := func(id string) string {
+		h := proxies.Of(views, id)
+		if h.Down == 0 {
+			return ""
+		}
+		return fmt.Sprintf("DOWN in %d of %d proxies (%s)", h.Down, h.Proxies, h.Reason())
+	}
 	var out []Target
+	var listed []string
 	for _, s := range shards {
-		out = append(out, Target{Name: s.ID, Kind: KindZeebe, Address: s.Address})
+		out = append(out, Target{Name: s.ID, Kind: KindZeebe, Address: s.Address, Held: held(s.ID)})
+		listed = append(listed, s.ID)
+	}
+	for _, s := range proxies.Unlisted(views, listed) {
+		why := held(s.ID)
+		if why == "" {
+			why = "routed to by the proxies"
+		}
+		out = append(out, Target{Name: s.ID, Kind: KindZeebe, Address: s.Address,
+			Held: "not in the registry, " + why + ": its keys cannot be routed"})
 	}
 	out = append(out, Target{Name: KindRegistry, Kind: KindRegistry, Address: c.Base.String()})
-	for _, p := range proxies {
+	for _, p := range proxyInstances {
 		out = append(out, Target{Name: p.ID, Kind: KindZeebe, Address: p.Address})
 		if admin := p.Metadata[registry.MetaAdmin]; admin != "" {
 			out = append(out, Target{Name: p.ID, Kind: KindProxy, Address: admin})

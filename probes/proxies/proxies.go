@@ -120,6 +120,27 @@ func Of(views []View, shard string) Health {
 	return h
 }
 
+// Unlisted are the shards the proxies route to that listed does not
+// name: the registry dropped them while their keys still route there.
+// Each is as the first proxy (by id) that knows it reports it.
+func Unlisted(views []View, listed []string) []proxy.ShardStatus {
+	seen := map[string]bool{}
+	for _, id := range listed {
+		seen[id] = true
+	}
+	var out []proxy.ShardStatus
+	for _, v := range views { // sorted by proxy id
+		for _, s := range v.Shards {
+			if !seen[s.ID] {
+				seen[s.ID] = true
+				out = append(out, s)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b proxy.ShardStatus) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
+
 // Reason is one proxy's reason for DOWN, named ("" when none holds it
 // DOWN): the first proxy by id, so that it reads the same every time.
 func (h Health) Reason() string {

@@ -20,20 +20,28 @@ type Shard struct {
 	Latency   Heatmap
 	Dropped   Series // requests refused by backpressure per second
 	Received  Series // requests received per second
+	// Missing says why the source has nothing of the shard now (its
+	// scrape failed), "" when it answered.
+	Missing string
 }
 
 // Level is how bad it is.
 type Level int
 
-// Levels, in order.
+// Levels, in order. Unknown is a shard whose metrics stopped: below ok,
+// so that the worst level is of the shards that can be read, and never
+// ok, so that no gate passes on it.
 const (
-	OK Level = iota
+	Unknown Level = iota - 1
+	OK
 	Warn
 	Critical
 )
 
 func (l Level) String() string {
 	switch l {
+	case Unknown:
+		return "unknown"
 	case Warn:
 		return "warn"
 	case Critical:
@@ -60,6 +68,8 @@ func ParseLevel(s string) (Level, error) {
 		return Warn, nil
 	case "critical":
 		return Critical, nil
+	case "unknown":
+		return Unknown, nil
 	}
 	return OK, fmt.Errorf("level %q: want ok, warn or critical", s)
 }
@@ -93,6 +103,9 @@ type Thresholds struct {
 	// QueueEmpty is the queue (records) at or below which nothing is
 	// ahead of the work.
 	QueueEmpty float64
+	// Stale is how long a shard may have no new sample before its level
+	// is unknown: its last numbers are not its numbers now.
+	Stale time.Duration
 }
 
 // DefaultThresholds are the published triggers, with durations that make
@@ -101,7 +114,7 @@ func DefaultThresholds() Thresholds {
 	return Thresholds{
 		PlanRatio: 0.8, ActRatio: 0.5, PlanAfter: time.Minute, ActAfter: 30 * time.Second,
 		P99: 1, QueueR2: 0.8, QueueMinGrowth: 500, DropShare: 0.05, SlowShare: 0.1,
-		P99Warn: 0.1, Recent: time.Minute, MinRate: 0.5, StepDown: 15 * time.Second, QueueEmpty: 100,
+		P99Warn: 0.1, Recent: time.Minute, MinRate: 0.5, StepDown: 15 * time.Second, QueueEmpty: 100, Stale: 15 * time.Second,
 	}
 }
 
@@ -162,6 +175,9 @@ type Signals struct {
 	Recovery        *Recovery `json:"recovery"`
 	Level           Level     `json:"level"`
 	Reasons         []string  `json:"reasons"`
+	// LastSeen is the time of the shard's latest sample (null when it
+	// has none in the window).
+	LastSeen *time.Time `json:"lastSeen"`
 }
 
 // Report is one evaluation: every shard and the whole federation.
@@ -171,6 +187,9 @@ type Report struct {
 	Level   Level     `json:"level"`
 	Overall Signals   `json:"overall"`
 	Shards  []Signals `json:"shards"`
+	// Unknown names the shards whose level is unknown: no sample for
+	// longer than the thresholds allow. Level is the worst of the others.
+	Unknown []string `json:"unknown"`
 }
 
 // Duration reads and writes as Go's duration text.
@@ -201,11 +220,17 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 // Evaluate reads every shard and the whole at time now over window. It
 // sorts shards by name, in place.
 func Evaluate(shards []Shard, now time.Time, window time.Duration, th Thresholds) Report {
-	r := Report{At: now, Window: Duration(window), Shards: []Signals{}}
+	r := Report{At: now, Window: Duration(window), Shards: []Signals{}, Unknown: []string{}}
 	sort.Slice(shards, func(i, j int) bool { return shards[i].Name < shards[j].Name })
 	var created, completed, queue, dropped, received []Series
 	var heat []Heatmap
 	for _, s := range shards {
+		if sig, stale := staleSignals(s, now, th); stale {
+			// Not in the whole either: what it last said is not now.
+			r.Shards = append(r.Shards, sig)
+			r.Unknown = append(r.Unknown, s.Name)
+			continue
+		}
 		sig := evaluate(s, now, th)
 		r.Shards = append(r.Shards, sig)
 		r.Level = max(r.Level, sig.Level)
@@ -229,7 +254,7 @@ func ptr(v float64) *float64 {
 
 func evaluate(s Shard, now time.Time, th Thresholds) Signals {
 	recent, short := now.Add(-th.Recent), now.Add(-th.StepDown)
-	sig := Signals{Name: s.Name, Reasons: []string{}}
+	sig := Signals{Name: s.Name, Reasons: []string{}, LastSeen: s.lastSeen()}
 	created, completed := s.Created.Since(recent).Mean(), s.Completed.Since(recent).Mean()
 	sig.CreatedPerSec, sig.CompletedPerSec = zeroNaN(created), zeroNaN(completed)
 	// What the last StepDown says, to step a level down on.
@@ -451,6 +476,21 @@ type Federation struct {
 	// Refused says, for each shard a proxy gives no new instances for
 	// its backlog, how many do and the backlog they read.
 	Refused map[string]string
+	// Refusals are the new instances the proxies refused, from their own
+	// metrics (nil before two reads of them).
+	Refusals *Refusals
+}
+
+// Refusals are the explicit backpressure of a federation: new instances
+// its proxies refused their clients, and what each shard refused them.
+type Refusals struct {
+	// AskedPerSec and PerSec are the new instances clients asked for and
+	// those refused with RESOURCE_EXHAUSTED, a second; Share is the part
+	// refused.
+	AskedPerSec, PerSec, Share float64
+	// Shards is, by shard, the part of the new instances sent to it that
+	// it refused (its own backpressure, as the proxies saw it).
+	Shards map[string]float64
 }
 
 // Take evaluates fetched series into a snapshot.

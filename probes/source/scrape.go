@@ -116,20 +116,24 @@ type Scrape struct {
 	// Keep is how much history the ring holds.
 	Keep time.Duration
 	HTTP *http.Client
+	// Discover, when set, names the targets anew every DiscoverEvery
+	// (default 10 s): a target it no longer names is dropped with its
+	// history, a new one scraped from then on.
+	Discover      func(context.Context) ([]Target, error)
+	DiscoverEvery time.Duration
 
-	mu    sync.Mutex
-	rings map[string][]sample // by target
-	errs  map[string]error
+	mu      sync.Mutex
+	rings   map[string][]sample // by target
+	errs    map[string]error
+	lastErr error // of the last discovery
 }
 
-// NewScrape prepares a scraping source for a preset (zeebe or proxy).
+// NewScrape prepares a scraping source for a preset (zeebe or proxy);
+// with no targets, set Discover before Run.
 func NewScrape(targets []Target, preset string, interval, keep time.Duration) (*Scrape, error) {
 	r, ok := presetRules[preset]
 	if !ok {
 		return nil, fmt.Errorf("preset %q: want zeebe or proxy", preset)
-	}
-	if len(targets) == 0 {
-		return nil, errors.New("no targets to scrape")
 	}
 	return &Scrape{targets: targets, rules: r, families: r.families(), Interval: interval, Keep: keep,
 		HTTP:  &http.Client{Timeout: max(interval, time.Second)},
@@ -140,7 +144,16 @@ func NewScrape(targets []Target, preset string, interval, keep time.Duration) (*
 func (s *Scrape) Run(ctx context.Context) {
 	t := time.NewTicker(s.Interval)
 	defer t.Stop()
+	var discovered time.Time
+	every := s.DiscoverEvery
+	if every <= 0 {
+		every = 10 * time.Second
+	}
 	for {
+		if s.Discover != nil && time.Since(discovered) >= every {
+			discovered = time.Now()
+			s.discover(ctx)
+		}
 		s.ScrapeOnce(ctx)
 		select {
 		case <-ctx.Done():
@@ -150,10 +163,40 @@ func (s *Scrape) Run(ctx context.Context) {
 	}
 }
 
+// discover asks Discover for the targets; one it cannot ask keeps those
+// it has (and says why in Fetch's error while it has none).
+func (s *Scrape) discover(ctx context.Context) {
+	targets, err := s.Discover(ctx)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lastErr = err
+	if err != nil {
+		return
+	}
+	keep := map[string]bool{}
+	for _, tg := range targets {
+		keep[tg.Name] = true
+	}
+	for name := range s.rings {
+		if !keep[name] {
+			delete(s.rings, name)
+			delete(s.errs, name)
+		}
+	}
+	s.targets = slices.Clone(targets)
+}
+
+// Targets are the targets scraped now.
+func (s *Scrape) Targets() []Target {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.targets
+}
+
 // ScrapeOnce reads every target once, in parallel.
 func (s *Scrape) ScrapeOnce(ctx context.Context) {
 	var wg sync.WaitGroup
-	for _, tg := range s.targets {
+	for _, tg := range s.Targets() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -406,12 +449,29 @@ func (s *Scrape) Fetch(_ context.Context, now time.Time, window, step time.Durat
 	for k, v := range s.errs {
 		errs[k] = v
 	}
+	targets, discoverErr := s.targets, s.lastErr
 	s.mu.Unlock()
+	if len(targets) == 0 {
+		if discoverErr != nil {
+			return nil, fmt.Errorf("find the shards to scrape: %w", discoverErr)
+		}
+		return nil, errors.New("no shard to scrape yet")
+	}
 	shards := map[string]*signals.Shard{}
 	usable := 0
-	for _, tg := range s.targets {
+	// A sample older than this says nothing of a step: a target that
+	// stopped answering leaves its series ending where it stopped, as
+	// Prometheus's staleness does, instead of repeating its last value.
+	maxAge := 3 * max(step, s.Interval)
+	for _, tg := range targets {
 		ring := rings[tg.Name]
+		err := errs[tg.Name]
 		if len(ring) < 2 {
+			if err != nil && s.rules.group == "" {
+				// A target that is a shard and does not answer is a
+				// shard with no data, not a shard left out.
+				shards[tg.Name] = &signals.Shard{Name: tg.Name, Missing: err.Error()}
+			}
 			continue
 		}
 		usable++
@@ -427,12 +487,15 @@ func (s *Scrape) Fetch(_ context.Context, now time.Time, window, step time.Durat
 				sh = &signals.Shard{Name: n}
 				shards[n] = sh
 			}
-			fill(sh, ring, n, now, window, step)
+			fill(sh, ring, n, now, window, step, maxAge)
+			if err != nil {
+				sh.Missing = err.Error()
+			}
 		}
 	}
 	if usable == 0 {
 		var msgs []string
-		for _, tg := range s.targets {
+		for _, tg := range targets {
 			if err := errs[tg.Name]; err != nil {
 				msgs = append(msgs, err.Error())
 			}
@@ -454,13 +517,13 @@ func at(ring []sample, t time.Time) (sample, bool) {
 	return ring[i-1], true
 }
 
-func fill(sh *signals.Shard, ring []sample, name string, now time.Time, window, step time.Duration) {
+func fill(sh *signals.Shard, ring []sample, name string, now time.Time, window, step, maxAge time.Duration) {
 	first := now.Add(-window).Truncate(step)
 	var bounds []float64
 	for t := first; !t.After(now); t = t.Add(step) {
 		b, okB := at(ring, t)
 		a, okA := at(ring, t.Add(-step))
-		if !okB {
+		if !okB || t.Sub(b.at) > maxAge {
 			continue
 		}
 		vb := b.shards[name]

@@ -242,3 +242,107 @@ zeebe_dropped_request_count_total{partition="2"} 8
 		}
 	}
 }
+
+// A target that stops answering: its series end where it stopped (not
+// its last value repeated), and it is named with why; one that never
+// answered is a shard without data, not a shard left out.
+func TestScrapeATargetThatStopped(t *testing.T) {
+	f := &fakeTarget{}
+	live := httptest.NewServer(f)
+	defer live.Close()
+	dying := httptest.NewServer(f)
+	dead := httptest.NewServer(http.NotFoundHandler())
+	dead.Close()
+	s, err := NewScrape([]Target{{"live", live.URL}, {"dying", dying.URL}, {"dead", dead.URL}}, "zeebe", time.Second, 5*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	base := time.Now().Truncate(time.Second).Add(-time.Minute)
+	stamp := func(i int) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for name, ring := range s.rings {
+			if len(ring) > 0 && (name != "dying" || i < 3) {
+				ring[len(ring)-1].at = base.Add(time.Duration(i) * time.Second)
+			}
+		}
+	}
+	for i := range 10 {
+		if i == 3 {
+			dying.Close()
+		}
+		f.mu.Lock()
+		f.created += 10
+		f.committed += 5
+		f.mu.Unlock()
+		s.ScrapeOnce(ctx)
+		stamp(i)
+	}
+	shards, err := s.Fetch(ctx, base.Add(9*time.Second), 10*time.Second, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	by := map[string]int{}
+	for i, sh := range shards {
+		by[sh.Name] = i
+	}
+	if len(shards) != 3 {
+		t.Fatalf("shards %v: want live, dying and dead", by)
+	}
+	d := shards[by["dying"]]
+	if last := d.Queue[len(d.Queue)-1].T; !last.Before(base.Add(6*time.Second)) || d.Missing == "" {
+		t.Errorf("dying: queue until %v (want it to end within 3 s of its last answer at %v), missing %q", last, base.Add(2*time.Second), d.Missing)
+	}
+	if l := shards[by["live"]]; l.Queue[len(l.Queue)-1].T != base.Add(9*time.Second) || l.Missing != "" {
+		t.Errorf("live: queue until %v, missing %q", l.Queue[len(l.Queue)-1].T, l.Missing)
+	}
+	if x := shards[by["dead"]]; len(x.Queue) != 0 || x.Missing == "" {
+		t.Errorf("dead: %+v, want no series and why", x)
+	}
+}
+
+// Discover names the targets anew: a target it drops is dropped with its
+// history; one it cannot ask keeps those there are.
+func TestScrapeDiscover(t *testing.T) {
+	f := &fakeTarget{}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	s, err := NewScrape(nil, "zeebe", 10*time.Millisecond, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Fetch(context.Background(), time.Now(), time.Minute, time.Second); err == nil {
+		t.Fatal("a fetch with no targets found no error")
+	}
+	var mu sync.Mutex
+	found := []Target{{"a", srv.URL}, {"b", srv.URL}}
+	var fail error
+	s.Discover = func(context.Context) ([]Target, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return found, fail
+	}
+	s.discover(context.Background())
+	s.ScrapeOnce(context.Background())
+	if got := len(s.Targets()); got != 2 || !s.Sampled(1) {
+		t.Fatalf("%d targets after discovery, sampled %v", got, s.Sampled(1))
+	}
+	mu.Lock()
+	found = []Target{{"b", srv.URL}}
+	mu.Unlock()
+	s.discover(context.Background())
+	s.mu.Lock()
+	_, kept := s.rings["a"]
+	s.mu.Unlock()
+	if got := s.Targets(); len(got) != 1 || got[0].Name != "b" || kept {
+		t.Errorf("after a drops out: targets %v, a's history kept %v", got, kept)
+	}
+	mu.Lock()
+	fail = fmt.Errorf("registry down")
+	mu.Unlock()
+	s.discover(context.Background())
+	if got := s.Targets(); len(got) != 1 {
+		t.Errorf("a failed discovery changed the targets: %v", got)
+	}
+}

@@ -605,11 +605,13 @@ func (r *Registry) Changed() <-chan struct{} {
 }
 
 // ChangesSince returns the changes after version since, and false when
-// some of them are no longer kept (the caller must start over).
+// some of them are no longer kept, or since is a version this registry
+// never reached (its watcher saw another run of it, before a restart):
+// the caller must start over.
 func (r *Registry) ChangesSince(since uint64) ([]Change, uint64, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	if since < r.dropped {
+	if since < r.dropped || since > r.version {
 		return nil, r.version, false
 	}
 	i := sort.Search(len(r.changes), func(i int) bool { return r.changes[i].Version > since })

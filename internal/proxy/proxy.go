@@ -18,7 +18,6 @@ import (
 	"net"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -551,21 +550,8 @@ func (p *Proxy) SetWeights(w map[string]int) {
 	p.members.Unlock()
 	// The registry sends the weights again with every cutover write.
 	if !maps.Equal(old, w) {
-		p.log.Info("pool weights changed", "from", weightsText(old), "to", weightsText(w))
+		p.log.Info("pool weights changed", "from", registry.FormatWeights(old), "to", registry.FormatWeights(w))
 	}
-}
-
-// weightsText renders pool weights for a log line, pools in order
-// ("blue=90 green=10"; "none" when new instances go to every pool alike).
-func weightsText(w map[string]int) string {
-	if len(w) == 0 {
-		return "none"
-	}
-	parts := make([]string, 0, len(w))
-	for _, pool := range slices.Sorted(maps.Keys(w)) {
-		parts = append(parts, fmt.Sprintf("%s=%d", pool, w[pool]))
-	}
-	return strings.Join(parts, " ")
 }
 
 // Weights are the pool weights in force (nil: none).

@@ -396,6 +396,7 @@ func (p *Proxy) Start(ctx context.Context) error {
 		if p.cfg.Registry != nil {
 			p.owned.Go(func() { p.followRegistry(fctx) })
 			if err := p.announce(fctx); err != nil {
+				p.log.Error("the proxy cannot register itself in the registry", "app", registry.ProxiesApp, "err", err)
 				p.cfg.OnRegistryError(err)
 			}
 		}

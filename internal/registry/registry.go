@@ -604,8 +604,11 @@ func (r *Registry) Evict() int {
 		r.logInstance(slog.LevelInfo, "lease expired, instance evicted", e.ref, e.slot, "lastRenewal", e.lastRenewal, "lease", e.lease.String())
 	}
 	if expiredCount > len(gone) {
-		r.repeats.Log(slog.LevelWarn, "eviction held back", "eviction held back", "expired", expiredCount, "evicted", len(gone),
-			"reason", fmt.Sprintf("at most %d a run, and under self-preservation no more than would leave %.0f%% of the instances", maxEvictions, 100*r.opts.RenewalThreshold))
+		reason := fmt.Sprintf("at most %d a run", maxEvictions)
+		if r.opts.SelfPreservation {
+			reason += fmt.Sprintf(", and no more than leaves %.0f%% of the instances (self-preservation)", 100*r.opts.RenewalThreshold)
+		}
+		r.repeats.Log(slog.LevelWarn, "eviction held back", "eviction held back", "expired", expiredCount, "evicted", len(gone), "reason", reason)
 	}
 	r.evicted.Add(int64(len(gone)))
 	return len(gone)

@@ -35,6 +35,7 @@ type ProxyServeOptions struct {
 	// registry mode: shards, states and the ledger come from the registry
 	app, tokenFile string
 	registry       *registry.Client
+	logs           logFlags
 }
 
 func newCmdProxyServe(g *Globals) *cobra.Command {
@@ -44,7 +45,10 @@ func newCmdProxyServe(g *Globals) *cobra.Command {
 		Short: "Serve the Zeebe gateway API in front of several shards",
 		Long: `Serve the Zeebe 8.5 gateway API on --listen in front of the shards, and
 /metrics, /healthz, /readyz and GET /shards on --admin. The first line on
-stderr is "listening on HOST:PORT".
+stderr is "listening on HOST:PORT", the second "admin on
+http://HOST:PORT/shards"; then come log lines, one per state change (a
+shard added, DOWN or back, ejected, replayed, drained; weights changed;
+admission refusing a shard), as --log-format says.
 
 Routing (DESIGN.md, "The federation contract"):
   - every key the proxy returns carries the shard's slot (1-31) in bits 58-62;
@@ -141,6 +145,7 @@ keeps the deployment ledger there, shared by every proxy replica.`,
 	o.tls.addFlags(f, "clients")
 	f.StringVar(&o.tls.clientCA, "tls-client-ca", "", "CA file client certificates must be signed by: clients without one are refused (read again when it changes)")
 	f.StringVar(&o.cfg.UpstreamCA, "upstream-ca", "", "CA file the certificates of shards with tls=true are checked against (default: the system's roots)")
+	o.logs.addFlags(cmd)
 	return cmd
 }
 
@@ -235,6 +240,9 @@ func (o *ProxyServeOptions) Validate() error {
 	if err := o.tls.validate(); err != nil {
 		return err
 	}
+	if err := o.logs.validate(); err != nil {
+		return err
+	}
 	if o.cfg.ShutdownDelay >= o.shutdownTimeout {
 		return fmt.Errorf("--shutdown-delay %v leaves nothing of --shutdown-timeout %v to finish the calls in flight", o.cfg.ShutdownDelay, o.shutdownTimeout)
 	}
@@ -247,14 +255,11 @@ func (o *ProxyServeOptions) Run(ctx context.Context) error {
 		defer procs.Start(procs.Config{}).Close()
 	}
 	errOut := o.g.Streams.ErrOut
+	log, held := o.logs.logger(errOut)
+	defer held.Open()
+	o.cfg.Logger = log
 	if o.registry != nil {
-		o.cfg.OnSync = func(err error) {
-			if err != nil {
-				fmt.Fprintf(errOut, "registry: %v (retrying)\n", err)
-			}
-		}
 		o.cfg.Registry, o.cfg.App = o.registry, o.app
-		o.cfg.OnRegistryError = func(err error) { fmt.Fprintf(errOut, "registry: %v\n", err) }
 	}
 	tlsServer, err := o.tls.server(errOut)
 	if err != nil {
@@ -271,13 +276,7 @@ func (o *ProxyServeOptions) Run(ctx context.Context) error {
 	if err := p.Start(ctx); err != nil {
 		return err
 	}
-	if o.registry != nil {
-		fmt.Fprintf(errOut, "shards from %s (app %s)\n", o.registry.Base, o.app)
-	}
-	fmt.Fprintf(errOut, "listening on %s\n", p.Addr())
-	fmt.Fprintf(errOut, "admin on http://%s/shards\n", p.AdminAddr())
-	for _, s := range p.Shards() {
-		fmt.Fprintf(errOut, "shard %s slot %d at %s: %s, %d partitions\n", s.ID, s.Slot, s.Address, s.State, s.Partitions)
-	}
+	// Where the shards come from and each one added are log lines.
+	announce(errOut, held, p.Addr(), fmt.Sprintf("admin on http://%s/shards", p.AdminAddr()))
 	return serveUntilDone(ctx, errOut, "proxy", o.shutdownTimeout, p.Failed(), p.Close)
 }

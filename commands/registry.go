@@ -28,6 +28,7 @@ type RegistryServeOptions struct {
 	shutdownTimeout time.Duration
 	coordinators    []string
 	embedded        registry.EmbeddedEtcd
+	logs            logFlags
 }
 
 func newCmdRegistryServe(g *Globals) *cobra.Command {
@@ -38,7 +39,11 @@ func newCmdRegistryServe(g *Globals) *cobra.Command {
 		Long: `Serve the registry on --listen: Eureka's REST API under /eureka/apps and
 /eureka/v2/apps (JSON or XML, gzip), shardctl's own API under /shardctl/v1
 (shards, state, watch, ledger, status), and /metrics, /healthz, /readyz.
-The first line on stderr is "listening on HOST:PORT".
+The first line on stderr is "listening on HOST:PORT", the second "eureka at
+http://HOST:PORT/eureka, store STORE"; then come log lines, one per state
+change (an instance registered, evicted or drained, self-preservation on
+or off, a cutover record moved on, the coordinator changed), as
+--log-format says.
 
 Unlike Eureka: a lease ends at its last renewal + its duration (not twice
 that), eviction runs every --eviction-interval, reads are served from a
@@ -98,6 +103,7 @@ answers reads from what it saw last with the header Shardctl-Stale-Seconds.`,
 	f.StringVar(&o.cfg.TokenFile, "token-file", "", "file holding a bearer token that writes must present")
 	f.StringVar(&o.cfg.ReadTokenFile, "token-file-read", "", "file holding a bearer token that reads must present")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGTERM, how long requests in flight may take to finish")
+	o.logs.addFlags(cmd)
 	return cmd
 }
 
@@ -122,6 +128,9 @@ func (o *RegistryServeOptions) Validate() error {
 	if err := checkListenFlags(map[string]string{"--listen": o.cfg.Listen}); err != nil {
 		return err
 	}
+	if err := o.logs.validate(); err != nil {
+		return err
+	}
 	switch {
 	case o.cfg.LeaseDuration < time.Second:
 		return fmt.Errorf("--lease-expiration %v: want at least 1s", o.cfg.LeaseDuration)
@@ -137,6 +146,10 @@ func (o *RegistryServeOptions) Validate() error {
 
 func (o *RegistryServeOptions) Run(ctx context.Context) error {
 	collectLessOften()
+	errOut := o.g.Streams.ErrOut
+	log, held := o.logs.logger(errOut)
+	defer held.Open()
+	o.cfg.Logger = log
 	s, err := registry.New(o.cfg)
 	if err != nil {
 		return err
@@ -144,8 +157,6 @@ func (o *RegistryServeOptions) Run(ctx context.Context) error {
 	if err := s.Start(ctx); err != nil {
 		return err
 	}
-	errOut := o.g.Streams.ErrOut
-	fmt.Fprintf(errOut, "listening on %s\n", s.Addr())
-	fmt.Fprintf(errOut, "eureka at http://%s/eureka, store %s\n", s.Addr(), s.Store())
+	announce(errOut, held, s.Addr(), fmt.Sprintf("eureka at http://%s/eureka, store %s", s.Addr(), s.Store()))
 	return serveUntilDone(ctx, errOut, "registry", o.shutdownTimeout, nil, s.Close)
 }

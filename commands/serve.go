@@ -5,13 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"runtime/debug"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/shardctl/shardctl/completions"
+	"github.com/shardctl/shardctl/internal/logs"
 )
 
 // collectLessOften raises the GC target of a runtime that serves many
@@ -37,6 +42,45 @@ func checkListenFlags(addrs map[string]string) error {
 		}
 	}
 	return nil
+}
+
+// logFlags are --log-level and --log-format, which every serve command
+// takes: the runtime's log lines go to stderr after its first lines.
+type logFlags struct{ level, format string }
+
+func (l *logFlags) addFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&l.level, "log-level", logs.DefaultLevel, "the least severe log lines written (one per state change, on stderr): "+strings.Join(logs.Levels, ", "))
+	f.StringVar(&l.format, "log-format", logs.DefaultFormat, "log lines as "+strings.Join(logs.Formats, " (key=value) or ")+" (one object a line)")
+	_ = cmd.RegisterFlagCompletionFunc("log-level", completions.Values(logs.Levels...))
+	_ = cmd.RegisterFlagCompletionFunc("log-format", completions.Values(logs.Formats...))
+}
+
+func (l *logFlags) validate() error {
+	if _, err := logs.New(io.Discard, l.level, l.format); err != nil {
+		return fmt.Errorf("--log-%w", err) // `level "x": want …` names the flag
+	}
+	return nil
+}
+
+// logger is the runtime's logger on errOut, held until announce has
+// written the command's first lines (open it on the way out too, so a
+// failed start still shows what was logged).
+func (l *logFlags) logger(errOut io.Writer) (*slog.Logger, *logs.Held) {
+	held := logs.Hold(errOut)
+	log, _ := logs.New(held, l.level, l.format) // validated
+	return log, held
+}
+
+// announce writes a serve command's first stderr lines, "listening on
+// HOST:PORT" first as docs/output.md promises, then lets the runtime's
+// log lines through, those it wrote while starting first.
+func announce(errOut io.Writer, held *logs.Held, addr net.Addr, more ...string) {
+	fmt.Fprintf(errOut, "listening on %s\n", addr)
+	for _, line := range more {
+		fmt.Fprintln(errOut, line)
+	}
+	_ = held.Open()
 }
 
 // serveUntilDone keeps a started runtime up until ctx ends (SIGTERM or

@@ -29,6 +29,7 @@ type SimServeOptions struct {
 	shutdownTimeout time.Duration
 	reg             simRegistration
 	tls             tlsFiles
+	logs            logFlags
 }
 
 // simRegistration is the sidecar part: register the simulator in the
@@ -49,7 +50,9 @@ func newCmdSimServe(g *Globals) *cobra.Command {
 		Short: "Serve the Zeebe gateway API and Zeebe's metrics from a simulated cluster",
 		Long: `Serve the Zeebe 8.5 gateway API (gRPC) on --listen and /metrics, /healthz,
 /readyz and fault injection on --metrics. The first line on stderr is
-"listening on HOST:PORT" (--listen 127.0.0.1:0 picks a free port).
+"listening on HOST:PORT" (--listen 127.0.0.1:0 picks a free port), the
+second "metrics on http://HOST:PORT/metrics"; then come log lines (a fault
+injected or ended), as --log-format says.
 
 What it runs: BPMN with none, message and signal start events; end events;
 service tasks (zeebe:taskDefinition type, retries); sequence flows; exclusive
@@ -124,6 +127,7 @@ Fault injection on the --metrics port:
 	f.DurationVar(&o.reg.renewal, "renewal-interval", 30*time.Second, "how often to renew the registration (with --register)")
 	f.DurationVar(&o.reg.leaseLength, "lease-duration", 90*time.Second, "how long the registry keeps the shard without a renewal (with --register)")
 	f.StringVar(&o.reg.tokenFile, "registry-token-file", "", "file with the bearer token the registry wants for writes (env "+EnvRegistryToken+")")
+	o.logs.addFlags(cmd)
 	return cmd
 }
 
@@ -131,6 +135,9 @@ func (o *SimServeOptions) Complete(*cobra.Command, []string) error { return nil 
 
 func (o *SimServeOptions) Validate() error {
 	if err := o.tls.validate(); err != nil {
+		return err
+	}
+	if err := o.logs.validate(); err != nil {
 		return err
 	}
 	if err := checkListenFlags(map[string]string{"--listen": o.cfg.Listen, "--metrics": o.cfg.MetricsListen}); err != nil {
@@ -179,6 +186,10 @@ func (o *SimServeOptions) Run(ctx context.Context) error {
 		return err
 	}
 	o.cfg.TLS = tlsServer
+	errOut := o.g.Streams.ErrOut
+	log, held := o.logs.logger(errOut)
+	defer held.Open()
+	o.cfg.Logger = log
 	s, err := sim.New(o.cfg)
 	if err != nil {
 		return err
@@ -186,9 +197,7 @@ func (o *SimServeOptions) Run(ctx context.Context) error {
 	if err := s.Start(ctx); err != nil {
 		return err
 	}
-	errOut := o.g.Streams.ErrOut
-	fmt.Fprintf(errOut, "listening on %s\n", s.Addr())
-	fmt.Fprintf(errOut, "metrics on http://%s/metrics\n", s.MetricsAddr())
+	announce(errOut, held, s.Addr(), fmt.Sprintf("metrics on http://%s/metrics", s.MetricsAddr()))
 	stopHeartbeat := func() {}
 	if o.reg.url != "" {
 		if stopHeartbeat, err = o.startHeartbeat(ctx, s.Addr().String(), s.MetricsAddr().String()); err != nil {

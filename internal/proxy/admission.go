@@ -3,10 +3,13 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"google.golang.org/grpc/status"
 
 	"github.com/shardctl/shardctl/probes/backlog"
 	"github.com/shardctl/shardctl/probes/signals"
@@ -39,6 +42,9 @@ type admission struct {
 	mu      sync.Mutex
 	history signals.Series // records not processed, oldest first
 	status  BacklogStatus
+	// limiting: at the last reading, the instance limit had refused a
+	// placement since the reading before (what the log said last).
+	limiting bool
 }
 
 // BacklogStatus is a shard's backlog in GET /shards.
@@ -96,6 +102,16 @@ func (p *Proxy) admit(s *shard, b backlog.Backlog) {
 		a.status.CompletionRate, a.status.InFlightTime = st.rate, st.inFlightTime.Seconds()
 		p.metrics.instances.WithLabelValues(s.ID).Set(b.InFlight)
 		p.metrics.instanceLimit.WithLabelValues(s.ID).Set(float64(a.status.InstanceLimit))
+		if st.refused != a.limiting {
+			a.limiting = st.refused
+			if st.refused {
+				p.logShard(slog.LevelWarn, s, "shard refusing new instances", "reason", "instance limit",
+					"instances", b.InFlight, "instanceLimit", st.limit, "completionRate", st.rate)
+			} else {
+				p.logShard(slog.LevelInfo, s, "shard admitting new instances", "reason", "instance limit",
+					"instances", b.InFlight, "instanceLimit", st.limit)
+			}
+		}
 	} else {
 		// Unread, the limit would hold a stale count: missing data does
 		// not refuse work.
@@ -128,8 +144,24 @@ func (p *Proxy) admit(s *shard, b backlog.Backlog) {
 	if refusing != a.refusing.Load() {
 		a.refusing.Store(refusing)
 		p.metrics.admitting.WithLabelValues(s.ID).Set(map[bool]float64{true: 0, false: 1}[refusing])
+		if refusing {
+			p.logShard(slog.LevelWarn, s, "shard refusing new instances", "reason", "backlog",
+				"records", b.Lag, "maxBacklog", max, "growing", growing, "slope", slope)
+		} else {
+			p.logShard(slog.LevelInfo, s, "shard admitting new instances", "reason", "backlog",
+				"records", b.Lag, "maxBacklog", max)
+		}
 	}
 	p.metrics.backlog.WithLabelValues(s.ID).Set(b.Lag)
+}
+
+// coolOff keeps new instances off s for CoolingOff after it answered
+// err, RESOURCE_EXHAUSTED: each answer does, many a second under load.
+func (p *Proxy) coolOff(s *shard, err error) {
+	until := s.coolOff(p.cfg.CoolingOff)
+	p.metrics.coolingOff.WithLabelValues(s.ID).Inc()
+	p.logShardRepeating(slog.LevelWarn, s, "shard cooling off, refusing new instances", "for", logDuration(p.cfg.CoolingOff),
+		"until", until.UTC(), "reason", status.Convert(err).Message())
 }
 
 func (s *shard) backlogStatus() *BacklogStatus {

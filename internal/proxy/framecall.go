@@ -435,8 +435,7 @@ func (a *attempt) end(code codes.Code, msg string, neverProcessed bool) {
 			c.reply(out, nil)
 		}
 	case a.placing && code == codes.ResourceExhausted:
-		s.coolOff(p.cfg.CoolingOff)
-		p.metrics.coolingOff.WithLabelValues(s.ID).Inc()
+		p.coolOff(s, err)
 		c.mu.Lock()
 		c.exhausted, c.lastErr = true, err
 		c.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -92,6 +93,9 @@ type health struct {
 	ejectedUntil atomic.Int64 // unix nanos
 	ejections    atomic.Int32
 
+	// ejectionLogged: an ejection was logged and its end not yet.
+	ejectionLogged atomic.Bool
+
 	mu        sync.Mutex // the fields below
 	since     time.Time  // of the last change between up and DOWN
 	reason    string     // why it is DOWN
@@ -136,6 +140,7 @@ func (p *Proxy) healthLoop() { p.everyShard(p.cfg.Health.Interval, p.check) }
 // Zeebe ignores a deployment it has).
 func (p *Proxy) check(s *shard) {
 	h := &s.health
+	p.noteReturned(s, time.Now())
 	ctx, cancel := context.WithTimeout(p.stopping, p.cfg.Health.Timeout)
 	_, err := s.client().Topology(ctx, &pb.TopologyRequest{})
 	cancel()
@@ -186,17 +191,23 @@ func (p *Proxy) markDown(s *shard, reason string) {
 	if changed {
 		p.metrics.up.WithLabelValues(s.ID).Set(0)
 		s.noteError(errors.New("DOWN: " + reason))
+		// from and to are what the proxy routes by (routingState).
+		p.logShard(slog.LevelWarn, s, "shard down", "from", s.State(), "to", Down, "reason", reason)
 	}
 }
 
 func (p *Proxy) markUp(s *shard) {
 	h := &s.health
 	h.mu.Lock()
-	h.since, h.reason = time.Now(), ""
+	now := time.Now()
+	downFor := now.Sub(h.since)
+	h.since, h.reason = now, ""
 	h.down.Store(false)
 	h.consecutive.Store(0)
 	h.mu.Unlock()
 	p.metrics.up.WithLabelValues(s.ID).Set(1)
+	p.logShard(slog.LevelInfo, s, "shard up", "from", Down, "to", s.State(),
+		"reason", fmt.Sprintf("%d health checks passed and the ledger is replayed to it", p.cfg.Health.HealthyAfter), "downFor", logDuration(downFor))
 }
 
 // noteFailure reads a failed call for what it says of the shard: a
@@ -242,6 +253,8 @@ func (p *Proxy) eject(s *shard, reason string) {
 	}
 	if ejected*100 > len(shards)*p.cfg.Health.MaxEjectionPercent {
 		p.metrics.ejectionsRefused.WithLabelValues(s.ID).Inc()
+		p.logShardRepeating(slog.LevelWarn, s, "shard not ejected: too many shards ejected already", "ejected", ejected-1, "shards", len(shards),
+			"maxEjectionPercent", p.cfg.Health.MaxEjectionPercent, "reason", reason)
 		return
 	}
 	h.mu.Lock()
@@ -252,9 +265,22 @@ func (p *Proxy) eject(s *shard, reason string) {
 	h.lastEject = now
 	h.mu.Unlock()
 	n := min(h.ejections.Add(1), maxEjectionMultiple)
-	h.ejectedUntil.Store(now.Add(time.Duration(n) * p.cfg.Health.EjectionTime).UnixNano())
+	d := time.Duration(n) * p.cfg.Health.EjectionTime
+	h.ejectedUntil.Store(now.Add(d).UnixNano())
 	p.metrics.ejections.WithLabelValues(s.ID).Inc()
-	s.noteError(fmt.Errorf("ejected for %v: %s", time.Duration(n)*p.cfg.Health.EjectionTime, reason))
+	s.noteError(fmt.Errorf("ejected for %v: %s", d, reason))
+	h.ejectionLogged.Store(true)
+	p.logShard(slog.LevelWarn, s, "shard ejected from placement", "for", logDuration(d), "until", now.Add(d).UTC(),
+		"ejections", h.ejections.Load(), "reason", reason)
+}
+
+// noteReturned logs the end of an ejection, which ends with time: the
+// health loop looks for it each round.
+func (p *Proxy) noteReturned(s *shard, now time.Time) {
+	h := &s.health
+	if h.ejectionLogged.Load() && !h.ejected(now) && h.ejectionLogged.CompareAndSwap(true, false) {
+		p.logShard(slog.LevelInfo, s, "shard returned to placement", "ejectedUntil", time.Unix(0, h.ejectedUntil.Load()).UTC())
+	}
 }
 
 // downError is what a call for the keys of a DOWN shard gets, at once.

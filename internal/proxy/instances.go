@@ -95,6 +95,8 @@ type instanceStatus struct {
 	binding      bool
 	rate         float64
 	inFlightTime time.Duration
+	// refused: the limit refused a placement since the reading before.
+	refused bool
 }
 
 // admits reports whether the shard is under its limit, counting what
@@ -130,7 +132,7 @@ func (l *instanceLimit) observe(r instanceReading, partitions int, interval time
 		congested = true
 	}
 	l.readings = append(l.readings[cut:], r)
-	st := instanceStatus{}
+	st := instanceStatus{refused: r.limited}
 	var learned bool
 	st.rate, st.inFlightTime, learned = bestRate(l.readings, r.at.Add(-rateWindow))
 	if learned {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"sort"
@@ -60,6 +61,9 @@ func (p *Proxy) followLoop(ctx context.Context) {
 			continue
 		}
 		err := p.Sync(ctx, want)
+		if err != nil {
+			p.logRepeating(slog.LevelWarn, "registry sync failed, retrying", "err", err, "retryIn", logDuration(syncRetry))
+		}
 		if p.follow.onSync != nil {
 			p.follow.onSync(err)
 		}
@@ -89,7 +93,7 @@ func (p *Proxy) Sync(ctx context.Context, want []ShardConfig) error {
 		seen[sc.ID] = true
 		cur := p.shardByID(sc.ID)
 		if cur != nil && (cur.Addr != sc.Addr || cur.Slot != sc.Slot || cur.Metrics != sc.Metrics) {
-			p.removeShard(cur)
+			p.removeShard(cur, fmt.Sprintf("the registry moved it to address %s, slot %d, metrics %q", sc.Addr, sc.Slot, sc.Metrics))
 			cur = nil
 		}
 		if cur == nil {
@@ -103,15 +107,15 @@ func (p *Proxy) Sync(ctx context.Context, want []ShardConfig) error {
 			// before it takes instances, after the other states changed.
 			catchUp = append(catchUp, cur)
 		default:
-			cur.setState(sc.State)
+			p.setState(cur, sc.State, "shard state changed", "the registry's")
 		}
-		if cur.Pool() != sc.Pool {
-			cur.setPool(sc.Pool)
+		if from := cur.swapPool(sc.Pool); from != sc.Pool {
+			p.logShard(slog.LevelInfo, cur, "shard pool changed", "from", from, "to", sc.Pool)
 		}
 	}
 	for _, s := range p.snapshot() {
 		if !seen[s.ID] && s.State() != Down {
-			s.setState(Down)
+			p.setState(s, Down, "shard left the registry", "not in the registry any more: its keys fail until it is back")
 			s.noteError(errors.New("not in the registry any more"))
 		}
 	}
@@ -122,13 +126,13 @@ func (p *Proxy) Sync(ctx context.Context, want []ShardConfig) error {
 			continue
 		}
 		s.health.needsReplay.Store(false)
-		s.setState(Up)
+		p.setState(s, Up, "shard state changed", "the registry's, once the ledger was replayed to it")
 	}
 	for _, sc := range joining {
 		// The registry gives a slot to a new shard only once the shard
 		// that had it left with its slot released: so does the proxy.
 		if old := p.set.Load().bySlot[sc.Slot]; old != nil && !seen[old.ID] {
-			p.removeShard(old)
+			p.removeShard(old, fmt.Sprintf("its slot went to shard %s", sc.ID))
 		}
 		if err := p.AddShard(ctx, sc); err != nil {
 			errs = append(errs, err)
@@ -141,11 +145,12 @@ func (p *Proxy) Sync(ctx context.Context, want []ShardConfig) error {
 }
 
 // removeShard takes a shard out of routing and closes its connection.
-func (p *Proxy) removeShard(s *shard) {
+func (p *Proxy) removeShard(s *shard, reason string) {
 	p.members.Lock()
 	p.set.Store(p.set.Load().without(s, p.cfg.LegacyShard))
 	p.members.Unlock()
 	s.closeConns()
+	p.logShard(slog.LevelInfo, s, "shard removed", "address", s.Addr, "reason", reason)
 }
 
 // RefreshLedger reads the ledger again, so that deployments another proxy
@@ -166,15 +171,30 @@ func (p *Proxy) RefreshLedger(ctx context.Context) error {
 // watch pushes becomes a Want, every ledger change a RefreshLedger.
 func (p *Proxy) followRegistry(ctx context.Context) {
 	report := p.cfg.OnRegistryError
+	p.log.Info("following the registry", "registry", p.cfg.Registry.Base.String(), "app", p.cfg.App)
+	// The watch calls back from one goroutine: broken needs no lock.
+	broken := false
+	heard := func() {
+		if broken {
+			broken = false
+			p.logRepeating(slog.LevelInfo, "registry watch reconnected", "registry", p.cfg.Registry.Base.String())
+		}
+	}
 	p.cfg.Registry.Watch(ctx, p.cfg.App, registry.Watcher{
-		Shards: func(_ uint64, shards []registry.Shard) { p.Want(fromRegistry(shards)) },
+		Shards: func(_ uint64, shards []registry.Shard) { heard(); p.Want(fromRegistry(shards)) },
 		Ledger: func(int) {
+			heard()
 			if err := p.RefreshLedger(ctx); err != nil {
+				p.logRepeating(slog.LevelWarn, "ledger refresh failed", "err", err)
 				report(err)
 			}
 		},
-		Cutovers: func(cs []registry.Cutover) { p.SetWeights(WeightsOf(cs)) },
-		Error:    func(err error) { report(fmt.Errorf("registry watch: %w (reconnecting)", err)) },
+		Cutovers: func(cs []registry.Cutover) { heard(); p.SetWeights(WeightsOf(cs)) },
+		Error: func(err error) {
+			broken = true
+			p.logRepeating(slog.LevelWarn, "registry watch broken, reconnecting", "registry", p.cfg.Registry.Base.String(), "err", err)
+			report(fmt.Errorf("registry watch: %w (reconnecting)", err))
+		},
 	})
 }
 
@@ -199,8 +219,11 @@ func (p *Proxy) announce(ctx context.Context) error {
 	p.owned.Go(func() {
 		p.cfg.Registry.Heartbeat(ctx, in, func(err error) {
 			if err != nil {
+				p.logRepeating(slog.LevelWarn, "proxy registration failed, retrying", "proxy", id, "app", registry.ProxiesApp, "err", err)
 				p.cfg.OnRegistryError(fmt.Errorf("register the proxy as %s: %w", id, err))
+				return
 			}
+			p.log.Info("proxy registered", "proxy", id, "app", registry.ProxiesApp, "admin", "http://"+p.adminAddr.String())
 		})
 	})
 	return nil

@@ -13,6 +13,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"net"
 	"net/http"
@@ -33,6 +34,7 @@ import (
 
 	"github.com/shardctl/shardctl/internal/certs"
 	"github.com/shardctl/shardctl/internal/ledger"
+	"github.com/shardctl/shardctl/internal/logs"
 	"github.com/shardctl/shardctl/internal/registry"
 )
 
@@ -116,6 +118,11 @@ type Config struct {
 	// Front is how clients are served: FrontFrames or FrontGRPC (""
 	// takes DefaultFront).
 	Front string
+	// Logger gets one line per state change: shards added and removed,
+	// DOWN and back, ejected and returned, ledger replays, states, pools
+	// and pool weights from the registry, admission refusing and
+	// admitting, the registry watch (nil: none).
+	Logger *slog.Logger
 }
 
 // Defaults.
@@ -278,6 +285,9 @@ type Proxy struct {
 
 	long    longCalls  // open long polls and job streams, for a stop to end
 	ejectMu sync.Mutex // one ejection decision at a time
+
+	log     *slog.Logger
+	repeats *logs.Repeats // lines that can repeat many times a second
 }
 
 // New checks the configuration; Start connects and serves.
@@ -285,7 +295,8 @@ func New(cfg Config) (*Proxy, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	p := &Proxy{cfg: cfg, index: newLedgerIndex(), stopFollow: func() {}, failed: make(chan error, 2)}
+	p := &Proxy{cfg: cfg, index: newLedgerIndex(), stopFollow: func() {}, failed: make(chan error, 2), log: logs.Or(cfg.Logger)}
+	p.repeats = logs.NewRepeats(p.log, 0, nil)
 	if cfg.UpstreamCA != "" {
 		roots, err := certs.Pool(cfg.UpstreamCA)
 		if err != nil {
@@ -371,6 +382,7 @@ func (p *Proxy) Start(ctx context.Context) error {
 			}
 		})
 	}
+	p.owned.Go(p.flushLogs)
 	if p.cfg.Health.Interval > 0 {
 		p.owned.Go(p.healthLoop)
 	}
@@ -384,6 +396,7 @@ func (p *Proxy) Start(ctx context.Context) error {
 		if p.cfg.Registry != nil {
 			p.owned.Go(func() { p.followRegistry(fctx) })
 			if err := p.announce(fctx); err != nil {
+				p.log.Error("the proxy cannot register itself in the registry", "app", registry.ProxiesApp, "err", err)
 				p.cfg.OnRegistryError(err)
 			}
 		}
@@ -428,6 +441,8 @@ func (p *Proxy) AddShard(ctx context.Context, sc ShardConfig) error {
 		return fmt.Errorf("slot %d is taken by shard %q", sc.Slot, taken.ID)
 	}
 	p.set.Store(set.with(s, p.cfg.LegacyShard))
+	p.logShard(slog.LevelInfo, s, "shard added", "address", s.Addr, "pool", s.Pool(), "state", s.State(),
+		"partitions", s.partitions, "connections", s.connections())
 	return nil
 }
 
@@ -438,8 +453,27 @@ func (p *Proxy) replay(ctx context.Context, s *shard) error {
 	defer p.deploy.Unlock()
 	deployments, err := p.cfg.Ledger.All(ctx)
 	if err != nil {
-		return fmt.Errorf("read the deployment ledger: %w", err)
+		err = fmt.Errorf("read the deployment ledger: %w", err)
+		p.logShardRepeating(slog.LevelWarn, s, "ledger replay failed", "err", err)
+		return err
 	}
+	if len(deployments) == 0 {
+		return nil
+	}
+	// A shard the health checks keep trying may start a replay every
+	// interval: these lines may repeat.
+	start := time.Now()
+	p.logShardRepeating(slog.LevelInfo, s, "ledger replay started", "deployments", len(deployments))
+	if err := p.replayLocked(ctx, s, deployments); err != nil {
+		p.logShardRepeating(slog.LevelWarn, s, "ledger replay failed", "deployments", len(deployments), "err", err)
+		return err
+	}
+	p.logShardRepeating(slog.LevelInfo, s, "ledger replay finished", "deployments", len(deployments), "took", logDuration(time.Since(start)))
+	return nil
+}
+
+// replayLocked deploys deployments to s; callers hold p.deploy.
+func (p *Proxy) replayLocked(ctx context.Context, s *shard, deployments []ledger.Deployment) error {
 	for _, d := range deployments {
 		req := &pb.DeployResourceRequest{}
 		for _, r := range d.Resources {
@@ -475,8 +509,15 @@ func (p *Proxy) SetState(id string, st State) error {
 	if s == nil {
 		return fmt.Errorf("no shard %q", id)
 	}
-	s.setState(st)
+	p.setState(s, st, "shard state changed", "set by an operator")
 	return nil
+}
+
+// setState assigns s a state and logs msg when that changed it.
+func (p *Proxy) setState(s *shard, st State, msg, reason string) {
+	if from := s.swapState(st); from != st {
+		p.logShard(slog.LevelInfo, s, msg, "from", from, "to", st, "reason", reason)
+	}
 }
 
 func (p *Proxy) shardByID(id string) *shard { return p.set.Load().byID(id) }
@@ -501,11 +542,16 @@ func (p *Proxy) shardForKey(key int64) (*shard, int64, error) {
 // empty places over every shard alike. Pools not named get nothing new.
 func (p *Proxy) SetWeights(w map[string]int) {
 	p.members.Lock()
-	defer p.members.Unlock()
+	old := p.set.Load().weights
 	p.set.Store(p.set.Load().withWeights(w, p.cfg.LegacyShard))
 	p.metrics.weights.Reset()
 	for pool, v := range w {
 		p.metrics.weights.WithLabelValues(pool).Set(float64(v))
+	}
+	p.members.Unlock()
+	// The registry sends the weights again with every cutover write.
+	if !maps.Equal(old, w) {
+		p.log.Info("pool weights changed", "from", registry.FormatWeights(old), "to", registry.FormatWeights(w))
 	}
 }
 
@@ -548,11 +594,13 @@ func (p *Proxy) enter(s *shard, rpc string) error {
 	if limit := p.cfg.MaxInflightPerShard; limit > 0 && n > limit && rpc != "Topology" {
 		s.inflight.Add(-1)
 		p.metrics.limited.WithLabelValues(s.ID).Inc()
+		p.logShardRepeating(slog.LevelWarn, s, "shard refusing calls at its in-flight limit", "limit", limit)
 		return &limitError{shard: s.ID, limit: limit}
 	}
-	if p.cfg.OverloadLimit > 0 && n > p.overloadAt && !s.overloaded.Load() {
-		s.overloaded.Store(true)
+	if p.cfg.OverloadLimit > 0 && n > p.overloadAt && !s.overloaded.Load() && s.overloaded.CompareAndSwap(false, true) {
 		p.metrics.overloaded.WithLabelValues(s.ID).Set(1)
+		// Overload can flap with bursts: one kind of line both ways.
+		p.logShardAs(slog.LevelWarn, s, "overload", "shard overloaded, refusing new instances", "inFlight", n, "overloadAt", p.overloadAt)
 	}
 	s.inflightGauge.Set(float64(n))
 	return nil
@@ -564,9 +612,9 @@ func (p *Proxy) enter(s *shard, rpc string) error {
 func (p *Proxy) leave(s *shard, rpc string, err error, clientEnded bool) {
 	n := s.inflight.Add(-1)
 	s.inflightGauge.Set(float64(n))
-	if n < p.cfg.OverloadLimit && s.overloaded.Load() {
-		s.overloaded.Store(false)
+	if n < p.cfg.OverloadLimit && s.overloaded.Load() && s.overloaded.CompareAndSwap(true, false) {
 		p.metrics.overloaded.WithLabelValues(s.ID).Set(0)
+		p.logShardAs(slog.LevelInfo, s, "overload", "shard no longer overloaded, admitting new instances", "inFlight", n, "limit", p.cfg.OverloadLimit)
 	}
 	p.upstreamCounter(s, rpc, status.Code(err)).Inc()
 	if err != nil {
@@ -665,6 +713,7 @@ func (p *Proxy) close(ctx context.Context) error {
 		err = p.admin.Shutdown(ctx)
 	}
 	p.owned.Wait()
+	p.repeats.FlushAll()
 	p.cancelBG()
 	p.closeShards()
 	return err

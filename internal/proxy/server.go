@@ -154,8 +154,7 @@ func (p *Proxy) place(ctx context.Context, rpc string, send func(context.Context
 		case errors.As(err, new(*limitError)):
 			lastErr = err // the proxy's own limit: another shard may take it
 		case status.Code(err) == codes.ResourceExhausted:
-			s.coolOff(p.cfg.CoolingOff)
-			p.metrics.coolingOff.WithLabelValues(s.ID).Inc()
+			p.coolOff(s, err)
 			exhausted, lastErr = true, err
 		case neverSent(err):
 			lastErr = err

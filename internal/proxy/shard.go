@@ -215,10 +215,13 @@ func (s *shard) closeConns() {
 	}
 }
 
-func (s *shard) State() State      { return s.state.Load().(State) }
-func (s *shard) setState(st State) { s.state.Store(st) }
-func (s *shard) Pool() string      { return s.pool.Load().(string) }
-func (s *shard) setPool(p string)  { s.pool.Store(p) }
+func (s *shard) State() State { return s.state.Load().(State) }
+func (s *shard) Pool() string { return s.pool.Load().(string) }
+
+// swapState and swapPool set the state and the pool and say what they
+// were, so a change is logged once however many set it at once.
+func (s *shard) swapState(st State) State { return s.state.Swap(st).(State) }
+func (s *shard) swapPool(p string) string { return s.pool.Swap(p).(string) }
 
 // checkTopology reads the shard's partition count and refuses a shard
 // whose keys would reach into the slot bits.
@@ -235,8 +238,10 @@ func (s *shard) checkTopology(ctx context.Context) error {
 	return nil
 }
 
-func (s *shard) coolOff(d time.Duration) {
-	s.coolingUntil.Store(time.Now().Add(d).UnixNano())
+func (s *shard) coolOff(d time.Duration) time.Time {
+	until := time.Now().Add(d)
+	s.coolingUntil.Store(until.UnixNano())
+	return until
 }
 
 func (s *shard) cooling(now time.Time) bool { return now.UnixNano() < s.coolingUntil.Load() }

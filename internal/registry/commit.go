@@ -18,8 +18,9 @@ import (
 // registry reports not ready, until it is restarted from what the store
 // holds.
 type committer struct {
-	store Store
-	sync  bool // the store keeps nothing: a batch is done when queued
+	store  Store
+	sync   bool        // the store keeps nothing: a batch is done when queued
+	onFail func(error) // told once, when the store fails
 
 	mu     sync.Mutex
 	queue  []*ticket
@@ -42,12 +43,12 @@ var closedTicket = func() *ticket { t := &ticket{done: make(chan struct{})}; clo
 // errStoreFailed prefixes every write refused after a failed commit.
 var errStoreFailed = errors.New("store failed earlier; restart the registry to reload what the store holds")
 
-func newCommitter(s Store) *committer {
+func newCommitter(s Store, onFail func(error)) *committer {
 	// A memory store keeps nothing; replicas over etcd write through
 	// their own transactions (replica.go), never through a committer.
 	_, memory := s.(*memoryStore)
 	_, replicated := s.(*etcdStore)
-	c := &committer{store: s, sync: memory || replicated, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	c := &committer{store: s, sync: memory || replicated, onFail: onFail, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	if c.sync {
 		close(c.done)
 	} else {
@@ -124,10 +125,14 @@ func (c *committer) commit(q []*ticket) {
 	err := c.store.Apply(bs...)
 	if err != nil {
 		c.mu.Lock()
-		if c.failed == nil {
+		first := c.failed == nil
+		if first {
 			c.failed = err
 		}
 		c.mu.Unlock()
+		if first && c.onFail != nil {
+			c.onFail(err)
+		}
 		err = fmt.Errorf("store: %w", err)
 	}
 	for _, t := range q {

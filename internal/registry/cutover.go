@@ -139,7 +139,10 @@ func (r *Registry) PutCutover(c Cutover) (Cutover, error) {
 		}
 	}
 	c.App = strings.ToUpper(c.App)
-	return r.writeCutover(c.Name, func(old Cutover, exists bool, now time.Time) (Cutover, error) {
+	var was Cutover
+	created := false
+	out, err := r.writeCutover(c.Name, func(old Cutover, exists bool, now time.Time) (Cutover, error) {
+		was, created = old, !exists || c.Version == 0
 		switch {
 		case c.Version == 0 && exists && !Final(old.Phase):
 			return Cutover{}, fmt.Errorf("%w: cutover %s is in progress (%s, step %d)", ErrConflict, c.Name, old.Phase, old.Step)
@@ -159,6 +162,33 @@ func (r *Registry) PutCutover(c Cutover) (Cutover, error) {
 		c.Version = old.Version + 1
 		return c, nil
 	})
+	if err != nil {
+		return Cutover{}, err
+	}
+	args := []any{"cutover", out.Name, "app", out.App, "from", out.From, "to", out.To, "phase", out.Phase, "step", out.Step,
+		"weights", FormatWeights(out.Weights)}
+	switch {
+	case created:
+		r.log.Info("cutover created", args...)
+	// Progress alone (gate readings) is written often: not a change.
+	case was.Phase != out.Phase || was.Step != out.Step || !maps.Equal(was.Weights, out.Weights):
+		r.log.Info("cutover updated", append(args, "previousPhase", was.Phase, "previousStep", was.Step,
+			"previousWeights", FormatWeights(was.Weights), "message", out.Message)...)
+	}
+	return out, nil
+}
+
+// FormatWeights renders pool weights for a log line, pools in order:
+// "blue=90 green=10", or "none" when new instances go to every pool alike.
+func FormatWeights(w map[string]int) string {
+	if len(w) == 0 {
+		return "none"
+	}
+	parts := make([]string, 0, len(w))
+	for _, pool := range slices.Sorted(maps.Keys(w)) {
+		parts = append(parts, fmt.Sprintf("%s=%d", pool, w[pool]))
+	}
+	return strings.Join(parts, " ")
 }
 
 // LeaseCutover gives holder the lease of a record for ttl, or renews it;
@@ -169,33 +199,48 @@ func (r *Registry) LeaseCutover(name, holder string, ttl time.Duration, replace 
 	if holder == "" || ttl <= 0 || ttl > time.Hour {
 		return Cutover{}, errors.New("a lease needs a holder and a ttl of up to an hour")
 	}
-	return r.writeCutover(name, func(old Cutover, exists bool, now time.Time) (Cutover, error) {
+	previous := ""
+	out, err := r.writeCutover(name, func(old Cutover, exists bool, now time.Time) (Cutover, error) {
 		switch {
 		case !exists:
 			return Cutover{}, fmt.Errorf("%w: no cutover %q", ErrNotFound, name)
 		case old.leased(holder, now) && (replace == "" || old.Holder != replace):
 			return Cutover{}, &LeaseError{Cutover: name, Holder: old.Holder, Until: *old.LeaseExpires}
 		}
+		previous = "" // whose lease still ran: holder itself for a renewal
+		if old.LeaseExpires != nil && now.Before(*old.LeaseExpires) {
+			previous = old.Holder
+		}
 		until := now.Add(ttl)
 		old.Holder, old.LeaseExpires = holder, &until
 		old.Version++
 		return old, nil
 	})
+	// Renewals come every few seconds: only a new holder is a change.
+	if err == nil && previous != holder {
+		r.log.Info("cutover lease taken", "cutover", name, "holder", holder, "replaced", previous, "until", out.LeaseExpires.UTC())
+	}
+	return out, err
 }
 
 // ReleaseCutover ends holder's lease; releasing a lease one does not hold
 // changes nothing.
 func (r *Registry) ReleaseCutover(name, holder string) error {
+	released := false
 	_, err := r.writeCutover(name, func(old Cutover, exists bool, _ time.Time) (Cutover, error) {
 		if !exists {
 			return Cutover{}, fmt.Errorf("%w: no cutover %q", ErrNotFound, name)
 		}
-		if old.Holder == holder {
+		released = old.Holder == holder
+		if released {
 			old.Holder, old.LeaseExpires = "", nil
 			old.Version++
 		}
 		return old, nil
 	})
+	if err == nil && released {
+		r.log.Info("cutover lease released", "cutover", name, "holder", holder)
+	}
 	return err
 }
 

@@ -1,8 +1,10 @@
 package registry
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"sort"
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	"github.com/shardctl/shardctl/internal/ledger"
+	"github.com/shardctl/shardctl/internal/logs"
 )
 
 // Application is one app and its instances.
@@ -103,6 +106,11 @@ type Options struct {
 	// store; unused with the other stores.
 	Replica ReplicaOptions
 	Now     func() time.Time
+	// Logger gets one line per state change: instances registered,
+	// deregistered and evicted, states and slots, self-preservation on
+	// and off, the ledger and cutover records, the store failing (nil:
+	// none). The replica logs there too unless Replica.Logger is set.
+	Logger *slog.Logger
 }
 
 func (o *Options) defaults() {
@@ -130,6 +138,10 @@ func (o *Options) defaults() {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	o.Logger = logs.Or(o.Logger)
+	if o.Replica.Logger == nil {
+		o.Replica.Logger = o.Logger
 	}
 }
 
@@ -178,6 +190,10 @@ type Registry struct {
 	watchEnd chan struct{}
 	endOnce  sync.Once
 	stop     chan struct{}
+
+	log        *slog.Logger
+	repeats    *logs.Repeats // lines that can come by the thousand
+	preserving atomic.Bool   // self-preservation holds eviction (as logged)
 }
 
 // NewRegistry loads a registry from its store; over etcd it joins the
@@ -199,6 +215,7 @@ func NewRegistry(opts Options) (*Registry, error) {
 		changed: make(chan struct{}), renewals: &rateWindow{}, started: now,
 		stop: make(chan struct{}), watchEnd: make(chan struct{}),
 		dirty: map[InstanceRef]struct{}{},
+		log:   opts.Logger, repeats: logs.NewRepeats(opts.Logger, 0, opts.Now),
 	}
 	for _, c := range st.Cutovers {
 		r.cutovers[c.Name] = c
@@ -215,7 +232,9 @@ func NewRegistry(opts Options) (*Registry, error) {
 	}
 	r.version = 1
 	r.rebuild()
-	r.commit = newCommitter(opts.Store)
+	r.commit = newCommitter(opts.Store, func(err error) {
+		r.log.Error("store write failed: the registry refuses writes until it is restarted", "err", err)
+	})
 	if replicated {
 		var err error
 		if r.repl, err = newReplica(r, es, opts.Replica); err != nil {
@@ -237,6 +256,7 @@ func (r *Registry) Run() {
 			return
 		case <-t.C:
 			r.Evict()
+			r.repeats.Flush()
 		}
 	}
 }
@@ -256,6 +276,7 @@ func (r *Registry) Close() error {
 		r.repl.close()
 	}
 	r.commit.close()
+	r.repeats.FlushAll()
 	return r.opts.Store.Close()
 }
 
@@ -315,7 +336,22 @@ func (r *Registry) Register(app string, in *Instance) error {
 	if err := in.validate(app); err != nil {
 		return err
 	}
-	return r.write(func(now time.Time) (*Batch, error) { return r.planRegister(in, now) })
+	var again bool
+	var o Override
+	err := r.write(func(now time.Time) (*Batch, error) {
+		ref := InstanceRef{in.App, in.InstanceID}
+		again, o = r.apps[in.App][in.InstanceID] != nil, r.overrides[ref]
+		return r.planRegister(in, now)
+	})
+	if err == nil {
+		sh := ShardOf(in, o)
+		args := []any{"address", sh.Address, "status", in.Status, "state", sh.State, "again", again, "lease", logSeconds(in.LeaseInfo.DurationInSecs)}
+		if in.App == r.opts.ShardsApp {
+			args = append(args, "pool", sh.Pool)
+		}
+		r.logInstance(slog.LevelInfo, "instance registered", InstanceRef{in.App, in.InstanceID}, sh.Slot, args...)
+	}
+	return err
 }
 
 // planRegister is the batch that registers in; callers hold r.mu. It
@@ -426,30 +462,43 @@ func (r *Registry) Renew(app, id string, lastDirty int64) error {
 // Cancel removes an instance, as Eureka's DELETE /apps/{app}/{id}.
 func (r *Registry) Cancel(app, id string) error {
 	app = strings.ToUpper(app)
-	return r.write(func(time.Time) (*Batch, error) {
+	slot := 0
+	err := r.write(func(time.Time) (*Batch, error) {
 		if r.apps[app][id] == nil {
 			return nil, ErrNotFound
 		}
+		slot = r.slots[InstanceRef{app, id}]
 		return &Batch{Delete: []InstanceRef{{app, id}}}, nil
 	})
+	if err == nil {
+		r.logInstance(slog.LevelInfo, "instance deregistered", InstanceRef{app, id}, slot, "reason", "cancelled by its client or an operator")
+	}
+	return err
 }
 
 // ReleaseSlot forgets a shard's slot, so that another shard may take it.
 func (r *Registry) ReleaseSlot(app, id string) error {
 	ref := InstanceRef{strings.ToUpper(app), id}
-	return r.write(func(time.Time) (*Batch, error) {
-		if _, ok := r.slots[ref]; !ok {
+	slot := 0
+	err := r.write(func(time.Time) (*Batch, error) {
+		var ok bool
+		if slot, ok = r.slots[ref]; !ok {
 			return nil, nil
 		}
 		return &Batch{Slots: map[InstanceRef]int{ref: 0}}, nil
 	})
+	if err == nil && slot != 0 {
+		r.logInstance(slog.LevelInfo, "slot released", ref, slot)
+	}
+	return err
 }
 
 // SetOverride sets an operator's override (status, draining) on an
 // instance; the zero Override removes it.
 func (r *Registry) SetOverride(app, id string, o Override) error {
 	ref := InstanceRef{strings.ToUpper(app), id}
-	return r.write(func(now time.Time) (*Batch, error) {
+	var from, to Shard
+	err := r.write(func(now time.Time) (*Batch, error) {
 		l := r.apps[ref.App][id]
 		if l == nil {
 			return nil, ErrNotFound
@@ -462,21 +511,29 @@ func (r *Registry) SetOverride(app, id string, o Override) error {
 		if r.overrides[ref] == o && l.inst.OverriddenStatus == in.OverriddenStatus {
 			return nil, nil
 		}
+		from, to = ShardOf(l.inst, r.overrides[ref]), ShardOf(in, o)
 		in.LastUpdatedTimestamp = now.UnixMilli()
 		// The override and the status it gives the instance are one write.
 		return &Batch{Put: []*Instance{in}, Overrides: map[InstanceRef]Override{ref: o}}, nil
 	})
+	if err == nil && to.ID != "" {
+		r.logInstance(slog.LevelInfo, "instance state changed", ref, to.Slot, "from", from.State, "to", to.State,
+			"overriddenStatus", to.OverriddenStatus, "status", to.Status)
+	}
+	return err
 }
 
 // SetMetadata merges entries into an instance's metadata, as Eureka's PUT
 // /apps/{app}/{id}/metadata.
 func (r *Registry) SetMetadata(app, id string, kv map[string]string) error {
 	app = strings.ToUpper(app)
-	return r.write(func(now time.Time) (*Batch, error) {
+	slot := 0
+	err := r.write(func(now time.Time) (*Batch, error) {
 		l := r.apps[app][id]
 		if l == nil {
 			return nil, ErrNotFound
 		}
+		slot = r.slots[InstanceRef{app, id}]
 		in := l.inst.Clone()
 		if in.Metadata == nil {
 			in.Metadata = map[string]string{}
@@ -490,6 +547,10 @@ func (r *Registry) SetMetadata(app, id string, kv map[string]string) error {
 		in.LastUpdatedTimestamp = now.UnixMilli()
 		return &Batch{Put: []*Instance{in}}, nil
 	})
+	if err == nil {
+		r.logInstance(slog.LevelInfo, "instance metadata changed", InstanceRef{app, id}, slot, "metadata", kv)
+	}
+	return err
 }
 
 // Override returns the operator's override of an instance.
@@ -502,10 +563,11 @@ func (r *Registry) Override(app, id string) Override {
 // Evict removes expired leases, unless self-preservation holds them.
 // Over etcd only the coordinator evicts, and only while it is in touch.
 func (r *Registry) Evict() int {
-	if !r.LeaseExpirationEnabled() || (r.repl != nil && !r.repl.mayEvict()) {
+	if !r.checkPreservation() || (r.repl != nil && !r.repl.mayEvict()) {
 		return 0
 	}
-	n := 0
+	var gone []evicted
+	expiredCount := 0
 	err := r.write(func(now time.Time) (*Batch, error) {
 		var expired []InstanceRef
 		size := 0
@@ -523,19 +585,84 @@ func (r *Registry) Evict() int {
 			// would notice; the rest go in later runs.
 			limit = min(limit, size-int(float64(size)*r.opts.RenewalThreshold))
 		}
+		expiredCount, gone = len(expired), nil
 		if limit <= 0 {
 			return nil, nil
 		}
 		rand.Shuffle(len(expired), func(i, j int) { expired[i], expired[j] = expired[j], expired[i] })
-		n = limit
+		for _, ref := range expired[:limit] {
+			l := r.apps[ref.App][ref.ID]
+			gone = append(gone, evicted{ref, r.slots[ref], time.UnixMilli(l.lastRenewal.Load()).UTC(), l.duration})
+		}
 		return &Batch{Delete: expired[:limit]}, nil
 	})
 	if err != nil {
+		r.repeats.Log(slog.LevelWarn, "eviction failed", "eviction failed", "err", err)
 		return 0
 	}
-	r.evicted.Add(int64(n))
-	return n
+	for _, e := range gone {
+		r.logInstance(slog.LevelInfo, "lease expired, instance evicted", e.ref, e.slot, "lastRenewal", e.lastRenewal, "lease", e.lease.String())
+	}
+	if expiredCount > len(gone) {
+		reason := fmt.Sprintf("at most %d a run", maxEvictions)
+		if r.opts.SelfPreservation {
+			reason += fmt.Sprintf(", and no more than leaves %.0f%% of the instances (self-preservation)", 100*r.opts.RenewalThreshold)
+		}
+		r.repeats.Log(slog.LevelWarn, "eviction held back", "eviction held back", "expired", expiredCount, "evicted", len(gone), "reason", reason)
+	}
+	r.evicted.Add(int64(len(gone)))
+	return len(gone)
 }
+
+// evicted is one instance an eviction run removed, for its log line.
+type evicted struct {
+	ref         InstanceRef
+	slot        int
+	lastRenewal time.Time
+	lease       time.Duration
+}
+
+// checkPreservation is LeaseExpirationEnabled for the eviction run,
+// which logs self-preservation turning on and off (a registry expecting
+// no renewals has nothing to hold: it is not logged as held).
+func (r *Registry) checkPreservation() bool {
+	if !r.opts.SelfPreservation {
+		return true
+	}
+	expected := r.ExpectedRenewalsPerMinute()
+	threshold := expected * r.opts.RenewalThreshold
+	renewals := r.RenewalsLastMinute()
+	enabled := leaseExpiration(threshold, renewals)
+	holding := !enabled && threshold > 0
+	if r.preserving.Swap(holding) != holding {
+		// Renewals are finite here: +Inf (just started) enables expiry,
+		// and holding was false before.
+		args := []any{"renewalsLastMinute", math.Round(renewals*10) / 10, "thresholdPerMinute", threshold, "expectedPerMinute", expected}
+		// Near the threshold it may turn with every run: one kind both ways.
+		if holding {
+			r.repeats.Log(slog.LevelWarn, "self-preservation", "self-preservation on: no lease expires while so few renewals arrive", args...)
+		} else {
+			r.repeats.Log(slog.LevelInfo, "self-preservation", "self-preservation off: expired leases are evicted again", args...)
+		}
+	}
+	return enabled
+}
+
+// logInstance writes one line about an instance and its slot (0: none).
+// A shard's lines are all written, naming it "shard"; other apps'
+// instances may come and go by the thousand (a fleet restarting, a load
+// probe), so of those one line of a kind an app is written an interval,
+// with the count.
+func (r *Registry) logInstance(level slog.Level, msg string, ref InstanceRef, slot int, args ...any) {
+	if ref.App == r.opts.ShardsApp {
+		r.log.Log(context.Background(), level, msg, append([]any{"app", ref.App, "shard", ref.ID, "slot", slot}, args...)...)
+		return
+	}
+	r.repeats.Log(level, msg+"\x00"+ref.App, msg, append([]any{"app", ref.App, "instance", ref.ID}, args...)...)
+}
+
+// logSeconds renders a lease in seconds as a duration ("1m30s").
+func logSeconds(s int) string { return (time.Duration(s) * time.Second).String() }
 
 // maxEvictions bounds one eviction run (and one etcd transaction).
 const maxEvictions = 100
@@ -605,11 +732,13 @@ func (r *Registry) Changed() <-chan struct{} {
 }
 
 // ChangesSince returns the changes after version since, and false when
-// some of them are no longer kept (the caller must start over).
+// some of them are no longer kept, or since is a version this registry
+// never reached (its watcher saw another run of it, before a restart):
+// the caller must start over.
 func (r *Registry) ChangesSince(since uint64) ([]Change, uint64, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	if since < r.dropped {
+	if since < r.dropped || since > r.version {
 		return nil, r.version, false
 	}
 	i := sort.Search(len(r.changes), func(i int) bool { return r.changes[i].Version > since })

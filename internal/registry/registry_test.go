@@ -431,6 +431,13 @@ func TestWatch(t *testing.T) {
 	if code, body := do(t, "GET", fmt.Sprintf("%s/shardctl/v1/watch?poll=1&since=%d&timeout=100ms", base, s.Registry().Version()), nil, ""); code != 200 || !strings.Contains(body, `"events":[]`) {
 		t.Errorf("an idle poll: %d %s", code, body)
 	}
+	// A version this registry never reached is a watcher of its run
+	// before a restart: it starts over, whatever changed since.
+	var restarted PollAnswer
+	_, body = do(t, "GET", fmt.Sprintf("%s/shardctl/v1/watch?poll=1&since=%d&timeout=100ms", base, s.Registry().Version()+1000), nil, "")
+	if err := json.Unmarshal([]byte(body), &restarted); err != nil || len(restarted.Events) != 1 || !restarted.Events[0].Reset || len(restarted.Events[0].Shards) != 1 {
+		t.Errorf("a poll from before a restart: %s (%v), want a reset with s1", body, err)
+	}
 
 	// Server-sent events.
 	req, _ := http.NewRequestWithContext(budget.Context(t, 5*time.Second), "GET", base+"/shardctl/v1/watch", nil)

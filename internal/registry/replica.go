@@ -16,6 +16,8 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/shardctl/shardctl/internal/logs"
 )
 
 // A replica is one registry process among several over one etcd. Reads
@@ -108,6 +110,8 @@ type replica struct {
 
 	pendingMu sync.Mutex
 	pending   map[InstanceRef]int64 // renewals since the last digest
+
+	repeats *logs.Repeats // etcd errors, which repeat while etcd is away
 }
 
 // freshCheck is a quorum read's revision, and when it was asked: once
@@ -137,6 +141,7 @@ func newReplica(r *Registry, st *etcdStore, opts ReplicaOptions) (*replica, erro
 		revs:      map[string]int64{},
 		appliedCh: make(chan struct{}), members: map[string]bool{}, electionKeys: map[string]candidate{},
 		viewChanged: make(chan struct{}, 1), pending: map[InstanceRef]int64{},
+		repeats: logs.NewRepeats(opts.Logger, 0, nil),
 	}
 	return p, nil
 }
@@ -161,7 +166,7 @@ func (p *replica) run() {
 		if err == nil {
 			break
 		}
-		p.opts.Logger.Warn("waiting for etcd", "err", err)
+		p.repeats.Log(slog.LevelWarn, "waiting for etcd", "waiting for etcd", "replica", p.opts.ID, "err", err)
 		select {
 		case <-time.After(time.Second):
 		case <-p.ctx.Done():
@@ -169,6 +174,7 @@ func (p *replica) run() {
 		}
 	}
 	p.loaded.Store(true)
+	p.opts.Logger.Info("replica loaded the registry from etcd", "replica", p.opts.ID, "revision", p.appliedRev())
 	p.wg.Add(3)
 	go p.watchLoop()
 	go p.heartbeatLoop()
@@ -181,6 +187,7 @@ func (p *replica) close() {
 	p.closed.Do(func() {
 		p.cancel()
 		p.wg.Wait()
+		p.repeats.FlushAll()
 	})
 }
 
@@ -325,7 +332,7 @@ func (p *replica) watchLoop() {
 				// Fell behind a compaction: what it missed is gone from the
 				// history, read it whole.
 				if err := p.resync(); err != nil {
-					p.opts.Logger.Warn("etcd resync", "err", err)
+					p.repeats.Log(slog.LevelWarn, "etcd resync failed", "etcd resync failed", "replica", p.opts.ID, "err", err)
 				}
 				break
 			}
@@ -446,16 +453,29 @@ func (p *replica) heartbeatLoop() {
 	defer p.wg.Done()
 	t := time.NewTicker(p.opts.DigestInterval)
 	defer t.Stop()
+	cutOff := false // as logged last
 	for {
 		select {
 		case <-p.ctx.Done():
 			return
 		case <-t.C:
 		}
+		if now := p.cutOff(); now != cutOff {
+			cutOff = now
+			if cutOff {
+				p.opts.Logger.Warn("replica cut off from etcd: not ready, reads stale, writes refused, no eviction", "replica", p.opts.ID, "staleness", p.staleness().Round(time.Millisecond).String())
+			} else {
+				p.opts.Logger.Info("replica in touch with etcd again", "replica", p.opts.ID)
+			}
+		}
+		p.repeats.Flush()
 		at := time.Now()
 		ctx, cancel := context.WithTimeout(p.ctx, p.opts.Cutoff/2)
 		resp, err := p.st.cli.Get(ctx, p.st.prefix+keyCoordinators)
 		cancel()
+		if err != nil && p.ctx.Err() == nil {
+			p.repeats.Log(slog.LevelWarn, "etcd read failed", "etcd read failed", "replica", p.opts.ID, "err", err)
+		}
 		if err == nil {
 			p.mu.Lock()
 			if p.applied >= resp.Header.Revision {
@@ -556,9 +576,12 @@ func (p *replica) commit(guards []clientv3.Cmp, ops []clientv3.Op) (*clientv3.Tx
 		}
 		if err != nil {
 			if errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
-				return nil, fmt.Errorf("%w: etcd did not answer within %v (is a leader being elected?): %v", ErrUnavailable, etcdTimeout, err)
+				err = fmt.Errorf("%w: etcd did not answer within %v (is a leader being elected?): %v", ErrUnavailable, etcdTimeout, err)
+			} else {
+				err = fmt.Errorf("%w: etcd: %v", ErrUnavailable, err)
 			}
-			return nil, fmt.Errorf("%w: etcd: %v", ErrUnavailable, err)
+			p.repeats.Log(slog.LevelWarn, "etcd write failed", "etcd write failed", "replica", p.opts.ID, "err", err)
+			return nil, err
 		}
 		return resp, nil
 	}
@@ -750,7 +773,7 @@ func (p *replica) withdraw(s *concurrency.Session) bool {
 		if err == nil {
 			return true
 		}
-		p.opts.Logger.Warn("withdrawing from the election", "err", err)
+		p.repeats.Log(slog.LevelWarn, "withdrawing from the election failed", "withdrawing from the election failed, retrying", "replica", p.opts.ID, "err", err)
 		select {
 		case <-p.ctx.Done():
 			return false
@@ -773,17 +796,22 @@ func (p *replica) candidacy(s *concurrency.Session, won chan error) bool {
 				return true
 			}
 			p.coordinator.Store(true)
-			p.opts.Logger.Info("coordinator", "replica", p.opts.ID)
+			p.opts.Logger.Info("replica became coordinator: it evicts", "replica", p.opts.ID)
 			for p.eligible() {
 				select {
 				case <-p.ctx.Done():
+					p.opts.Logger.Info("replica no longer coordinator", "replica", p.opts.ID, "reason", "stopping")
 					return true
 				case <-s.Done():
+					p.opts.Logger.Warn("replica no longer coordinator", "replica", p.opts.ID, "reason", "its etcd session ended")
 					return true
 				case <-p.viewChanged:
 				}
 			}
-			p.opts.Logger.Info("handing over: not a preferred coordinator", "replica", p.opts.ID)
+			p.mu.Lock()
+			preferred := slices.Clone(p.coordinators)
+			p.mu.Unlock()
+			p.opts.Logger.Info("replica no longer coordinator", "replica", p.opts.ID, "reason", "handing over to a preferred coordinator", "coordinators", preferred)
 			return false
 		case <-p.ctx.Done():
 			return true

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/shardctl/shardctl/internal/budget"
+	"github.com/shardctl/shardctl/internal/logs/logstest"
 	"github.com/shardctl/shardctl/internal/proctest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -329,15 +331,18 @@ func TestReplicaCutOffFromEtcd(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
-	servers, bases := map[string]*Server{}, map[string]string{}
+	servers, bases, lines := map[string]*Server{}, map[string]string{}, map[string]*logstest.Lines{}
 	for _, id := range replicaIDs {
-		servers[id], bases[id] = startServer(t, Config{Store: "etcd:" + members[id].clientURL, Options: Options{
+		var log *slog.Logger
+		log, lines[id] = logstest.New()
+		servers[id], bases[id] = startServer(t, Config{Store: "etcd:" + members[id].clientURL, Logger: log, Options: Options{
 			EvictionInterval: 200 * time.Millisecond,
 			Replica:          ReplicaOptions{ID: id, Coordinators: []string{"a"}, SessionTTL: 2 * time.Second, Cutoff: time.Second},
 		}})
 	}
 	waitReplicasReady(t, bases)
 	budget.Eventually(t, 15*time.Second, "a coordinates", func() bool { st, _, _ := readyz(t, bases["a"]); return st.IsCoordinator })
+	lines["a"].Wait(t, time.Second, "replica became coordinator: it evicts", "replica", "a")
 
 	// Renewed through b until a is cut off, then left to expire.
 	if code, body := registerLease(t, bases["b"], "CUT", "x", 2, ""); code != http.StatusNoContent {
@@ -378,6 +383,16 @@ func TestReplicaCutOffFromEtcd(t *testing.T) {
 	if code, body := registerLease(t, bases["a"], "CUT", "y", 30, ""); code != http.StatusServiceUnavailable {
 		t.Fatalf("write to a while cut off: %d %s; want 503", code, body)
 	}
+	// Their logs say so: a cut off and no longer coordinator, another
+	// coordinator that evicted x.
+	lines["a"].Wait(t, 5*time.Second, "replica cut off from etcd: not ready, reads stale, writes refused, no eviction", "replica", "a", "level", "WARN")
+	lines["a"].Wait(t, 5*time.Second, "replica no longer coordinator", "replica", "a", "reason", "its etcd session ended")
+	heir := "b"
+	if b, _, _ := readyz(t, bases["b"]); b.Coordinator == "c" {
+		heir = "c"
+	}
+	lines[heir].Wait(t, 5*time.Second, "replica became coordinator: it evicts", "replica", heir)
+	lines[heir].Wait(t, 5*time.Second, "lease expired, instance evicted", "app", "CUT", "instance", "x")
 }
 
 // TestReplicaWithdrawsAStrayCandidacy: a replica that may not coordinate

@@ -25,7 +25,9 @@ type Config struct {
 	Options
 	// TokenFile and ReadTokenFile hold bearer tokens for writes and reads.
 	TokenFile, ReadTokenFile string
-	Logger                   *slog.Logger
+	// Logger gets the registry's, the replica's and the HTTP layer's
+	// lines (Options.Logger, when set, the registry's and the replica's).
+	Logger *slog.Logger
 }
 
 // Server is the registry runtime: New → Start → Addr → Close.
@@ -75,8 +77,8 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return fail(err)
 	}
-	if cfg.Replica.Logger == nil {
-		cfg.Replica.Logger = cfg.Logger
+	if cfg.Options.Logger == nil {
+		cfg.Options.Logger = cfg.Logger
 	}
 	cfg.Options.Store = st
 	reg, err := NewRegistry(cfg.Options)

@@ -130,13 +130,18 @@ func (r *Registry) AppendDeployment(d ledger.Deployment) (ledger.Deployment, err
 	if err != nil {
 		return ledger.Deployment{}, err
 	}
+	processes := make([]string, 0, len(d.Processes))
+	for _, p := range d.Processes {
+		processes = append(processes, ledger.ProcessRef(p.BpmnProcessID, p.Version))
+	}
+	r.log.Info("deployment added to the ledger", "seq", d.Seq, "processes", processes, "resources", len(d.Resources))
 	return d, nil
 }
 
 // SetDeploymentKeys records the keys a shard issued when it was replayed
 // a deployment.
 func (r *Registry) SetDeploymentKeys(seq int, shardID string, keys map[string]int64) error {
-	return r.write(func(time.Time) (*Batch, error) {
+	err := r.write(func(time.Time) (*Batch, error) {
 		if seq < 1 || seq > len(r.deployments) {
 			return nil, fmt.Errorf("%w: no deployment %d in the ledger", ErrNotFound, seq)
 		}
@@ -144,6 +149,10 @@ func (r *Registry) SetDeploymentKeys(seq int, shardID string, keys map[string]in
 		d.SetKeys(shardID, keys)
 		return &Batch{Deployments: []ledger.Deployment{d}}, nil
 	})
+	if err == nil {
+		r.log.Debug("deployment replayed to a shard", "seq", seq, "shard", shardID, "processes", len(keys))
+	}
+	return err
 }
 
 // Deployments returns the ledger.

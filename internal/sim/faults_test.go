@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/shardctl/shardctl/internal/budget"
+	"github.com/shardctl/shardctl/internal/logs/logstest"
 )
 
 func post(t *testing.T, s *Sim, path string) (int, Faults) {
@@ -39,7 +40,8 @@ func get(t *testing.T, s *Sim, path string) int {
 }
 
 func TestFaultInjection(t *testing.T) {
-	s := startSim(t, Config{Partitions: 2})
+	log, lines := logstest.New()
+	s := startSim(t, Config{Partitions: 2, Logger: log})
 	c := newClient(t, s)
 	deploy(t, c, "p.bpmn", linearProcess("p", 3, "a"))
 	if get(t, s, "/healthz") != 200 || get(t, s, "/readyz") != 200 {
@@ -57,6 +59,7 @@ func TestFaultInjection(t *testing.T) {
 	if code != 200 || f.PausedUntil == nil {
 		t.Fatalf("pause: %d %+v", code, f)
 	}
+	lines.Wait(t, time.Second, "fault injected: processing paused", "fault", "pause", "for", "1h0m0s")
 	done := make(chan error, 1)
 	go func() {
 		_, err := c.NewCreateInstanceCommand().BPMNProcessId("p").LatestVersion().Send(context.Background())
@@ -77,6 +80,7 @@ func TestFaultInjection(t *testing.T) {
 	if code, f = post(t, s, "/fault/resume"); code != 200 || f.PausedUntil != nil {
 		t.Fatalf("resume: %d %+v", code, f)
 	}
+	lines.Wait(t, time.Second, "faults ended", "wasPaused", true, "wasRefusing", false)
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
@@ -84,12 +88,14 @@ func TestFaultInjection(t *testing.T) {
 	if code, f = post(t, s, "/fault/slow?factor=5"); code != 200 || f.SlowFactor != 5 {
 		t.Errorf("slow: %d %+v", code, f)
 	}
+	lines.Wait(t, time.Second, "fault injected: records slowed down", "fault", "slow", "factor", 5)
 	create(t, c, "p", nil) // slower, still served
 
 	// Refused: the gateway is gone for clients, and not ready.
 	if code, f = post(t, s, "/fault/refuse"); code != 200 || !f.Refusing {
 		t.Fatalf("refuse: %d %+v", code, f)
 	}
+	lines.Wait(t, time.Second, "fault injected: the gateway refuses connections", "fault", "refuse", "address", s.Addr().String())
 	if get(t, s, "/readyz") != http.StatusServiceUnavailable {
 		t.Error("ready while refusing connections")
 	}
@@ -102,6 +108,7 @@ func TestFaultInjection(t *testing.T) {
 	if code, f = post(t, s, "/fault/resume"); code != 200 || f.Refusing || f.SlowFactor != 1 {
 		t.Fatalf("resume: %d %+v", code, f)
 	}
+	lines.Wait(t, time.Second, "faults ended", "wasSlowFactor", 5, "wasRefusing", true)
 	budget.Eventually(t, 15*time.Second, "the client to reconnect", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), budget.Of(time.Second))
 		defer cancel()

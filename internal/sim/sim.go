@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"net"
 	"net/http"
@@ -23,6 +24,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/shardctl/shardctl/internal/certs"
+	"github.com/shardctl/shardctl/internal/logs"
 )
 
 // Config of a simulated cluster. Zero values take the defaults below.
@@ -59,6 +61,8 @@ type Config struct {
 	// TLS, when set, serves the gateway over TLS, as a Zeebe gateway with
 	// zeebe.gateway.security.enabled.
 	TLS *certs.Server
+	// Logger gets one line per fault injected or ended (nil: none).
+	Logger *slog.Logger
 }
 
 // Defaults.
@@ -105,6 +109,7 @@ func (c *Config) setDefaults() error {
 	if c.TimerInterval <= 0 {
 		c.TimerInterval = DefaultTimerInterval
 	}
+	c.Logger = logs.Or(c.Logger)
 	return nil
 }
 
@@ -287,10 +292,11 @@ func (s *Sim) Close(ctx context.Context) error {
 // Pause stalls processing on every partition for d, as a long GC pause
 // does; commands keep being accepted and queue up.
 func (s *Sim) Pause(d time.Duration) {
-	until := time.Now().Add(d).UnixNano()
+	until := time.Now().Add(d)
 	for _, p := range s.cluster.partitions {
-		p.pausedUntil.Store(until)
+		p.pausedUntil.Store(until.UnixNano())
 	}
+	s.cfg.Logger.Info("fault injected: processing paused", "fault", "pause", "for", d.String(), "until", until.UTC())
 }
 
 // SlowDown makes every record take factor times as long (factor ≥ 1).
@@ -301,6 +307,7 @@ func (s *Sim) SlowDown(factor float64) error {
 	for _, p := range s.cluster.partitions {
 		p.slowFactor.Store(math.Float64bits(factor))
 	}
+	s.cfg.Logger.Info("fault injected: records slowed down", "fault", "slow", "factor", factor)
 	return nil
 }
 
@@ -315,11 +322,13 @@ func (s *Sim) Refuse() {
 	s.refusing = true
 	s.mu.Unlock()
 	s.stopGateway()
+	s.cfg.Logger.Info("fault injected: the gateway refuses connections", "fault", "refuse", "address", s.Addr().String())
 }
 
 // Resume ends every injected fault: processing continues, the slow-down
 // ends, and a refused gateway listens again on the same address.
 func (s *Sim) Resume() error {
+	was := s.faults()
 	for _, p := range s.cluster.partitions {
 		p.pausedUntil.Store(0)
 		p.slowFactor.Store(math.Float64bits(1))
@@ -333,8 +342,12 @@ func (s *Sim) Resume() error {
 	s.refusing = false
 	s.mu.Unlock()
 	if refusing {
-		return s.listenGateway(addr.String())
+		if err := s.listenGateway(addr.String()); err != nil {
+			s.cfg.Logger.Error("faults ended, but the gateway cannot listen again", "address", addr.String(), "err", err)
+			return err
+		}
 	}
+	s.cfg.Logger.Info("faults ended", "wasPaused", was.PausedUntil != nil, "wasSlowFactor", was.SlowFactor, "wasRefusing", was.Refusing)
 	return nil
 }
 

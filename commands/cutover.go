@@ -62,12 +62,41 @@ rollback restores it exactly; a Lease, shardctl-cutover-NAME, locks the
 cutover and records its restarts. --dry-run=client|server prints the exact
 patches (server: as the API server answers them) and changes nothing.
 
+A gates file (--gates) lists gates, each measured every interval while a
+step holds, as an Argo Rollouts analysis is: a PromQL query (needs
+--prometheus; {{.To}} and {{.From}} are the pools' shard ids as a regular
+expression, {{.ToPool}} and {{.FromPool}} their names) or a signal of a
+pool's shards (level, ratio, completedPerSec, p99Seconds, queue,
+queueSlopePerSec, dropShare, debtInstances…; pool to or from), judged by
+successCondition or failureCondition on result (the values, result[0]
+first), tolerating failureLimit failed and consecutiveErrorLimit erroring
+measurements, count of them a step (0: every interval), and noData: fail
+(the default), inconclusive (pause) or pass:
+
+  gates:
+  - name: green-completes
+    signal: ratio
+    successCondition: result[0] >= 0.8
+    interval: 30s
+    failureLimit: 1
+  - name: green-backpressure
+    query: sum(rate(zeebe_dropped_request_count_total{cluster=~"{{.To}}"}[1m]))
+    failureCondition: result[0] > 5
+
 Exit codes: 0 done (or reached what --wait-for asks), 1 error (RBAC denied,
 unreachable), 2 usage, 3 a gate failed and the cutover rolled back (or a
 preflight, a lease, a plan or a switch to no ready pod refused), 4 timed out
 (the drain or a rollout; the cutover stays where it is and apply resumes it),
 5 paused waiting for cutover promote, 6 inconclusive (a gate without data under
 noData: inconclusive).`,
+		Example: `  # plan, review, run: pause before the last step, promote when ready
+  shardctl cutover plan --from blue --to green --steps 10,50,100 --step-pause 10m --out plan.json
+  shardctl cutover apply --plan plan.json --pause-before promote --yes --log cutover.jsonl
+  shardctl cutover status --wait-for paused --timeout 1h
+  shardctl cutover promote --yes
+
+  # something is wrong: new work back to blue at once
+  shardctl cutover rollback --yes`,
 		GroupID: "operate",
 		Args:    cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
@@ -104,7 +133,7 @@ func (pf *planFlags) add(cmd *cobra.Command) {
 	f.StringVar(&pf.opts.Name, "name", "", "name of the cutover (default FROM-to-TO)")
 	f.StringVar(&pf.steps, "steps", "10,50,100", "percentages of new instances the target pool gets, step by step")
 	f.DurationVar(&pf.opts.StepPause, "step-pause", migrate.DefaultStepPause, "how long each step holds while the gates watch")
-	f.StringVar(&pf.gatesFile, "gates", "", "YAML file of gates (query or signal, successCondition, failureCondition, interval, count, failureLimit, consecutiveErrorLimit, noData); default: the target pool's signals not critical")
+	f.StringVar(&pf.gatesFile, "gates", "", "YAML file of gates (see the gates file above); default: the target pool's signals not critical")
 	f.DurationVar(&pf.opts.GateWindow, "gate-window", migrate.DefaultGateWindow, "how far back the preflight and signal gates read")
 	f.DurationVar(&pf.opts.DrainTimeout, "drain-timeout", migrate.DefaultDrainTimeout, "how long the old pool may take to empty (exit 4 after; apply resumes)")
 	f.StringVar(&pf.opts.PauseBefore, "pause-before", "", "pause for cutover promote before: promote (the last weight step) or drain")

@@ -3,6 +3,8 @@ package commands
 import (
 	"context"
 	"fmt"
+	"io"
+	"log"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -10,7 +12,9 @@ import (
 	"github.com/shardctl/shardctl/commands/output"
 	"github.com/shardctl/shardctl/completions"
 	"github.com/shardctl/shardctl/internal/demo"
+	"github.com/shardctl/shardctl/internal/human"
 	"github.com/shardctl/shardctl/internal/registry"
+	"github.com/shardctl/shardctl/probes/load"
 	"github.com/shardctl/shardctl/probes/signals"
 	"github.com/shardctl/shardctl/probes/source"
 	"github.com/shardctl/shardctl/tui"
@@ -91,7 +95,12 @@ func (o *DemoOptions) Run(ctx context.Context) error {
 		ctx, cancel = context.WithTimeout(ctx, o.duration)
 		defer cancel()
 	}
+	// The Zeebe client's job workers write their errors with the standard
+	// logger, over the dashboard and after it (a worker polling a proxy
+	// that stops); the load's counts say what failed instead.
+	log.SetOutput(io.Discard)
 	fmt.Fprintf(errOut, "starting a registry, simulated shards and the proxy (scenario %s)…\n", o.cfg.Scenario)
+	started := time.Now()
 	d, err := demo.Start(ctx, o.cfg)
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
@@ -100,7 +109,7 @@ func (o *DemoOptions) Run(ctx context.Context) error {
 		stop, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = d.Close(stop)
-		fmt.Fprintf(errOut, "stopped; load: %+v\n", d.Load())
+		fmt.Fprintln(errOut, loadSummary(time.Since(started), d.Load()))
 	}()
 	fmt.Fprintf(errOut, "listening on %s\n", d.GatewayAddr())
 	if addr := d.GatewayAddr().String(); addr != o.cfg.Listen {
@@ -121,8 +130,32 @@ func (o *DemoOptions) Run(ctx context.Context) error {
 	if o.noTUI {
 		return o.print(ctx, d, snapshot)
 	}
+	// The addresses above are behind the dashboard once it draws: the
+	// gateway, what a user points a client at, is in its header.
 	return runDashboard(ctx, o.g, tui.New(tui.Options{Fetch: snapshot, Refresh: 2 * time.Second,
-		Source: "demo: " + o.cfg.Scenario + ", scraping the shards", Window: src.window}))
+		Source: fmt.Sprintf("demo %s · gateway %s", o.cfg.Scenario, d.GatewayAddr()), Window: src.window,
+		Note: func() string {
+			if ev := d.Events(); len(ev) > 0 {
+				return "scenario: " + ev[len(ev)-1]
+			}
+			return "scenario: " + demo.Scenarios[o.cfg.Scenario]
+		}}))
+}
+
+// loadSummary says what the demo's load did, in a line.
+func loadSummary(ran time.Duration, st load.Stats) string {
+	line := fmt.Sprintf("stopped after %s: %s instances offered, %s created, %s completed", human.Duration(ran),
+		human.Count(float64(st.Offered)), human.Count(float64(st.Created)), human.Count(float64(st.Completed)))
+	if st.Refused > 0 {
+		line += fmt.Sprintf(", %s refused (RESOURCE_EXHAUSTED)", human.Count(float64(st.Refused)))
+	}
+	if st.Failed > 0 {
+		line += fmt.Sprintf(", %s failed", human.Count(float64(st.Failed)))
+	}
+	if st.Skipped > 0 {
+		line += fmt.Sprintf(", %s not sent (too many awaiting an answer)", human.Count(float64(st.Skipped)))
+	}
+	return line
 }
 
 // print writes the signals every --every until the demo ends.

@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// Exit codes of the CLI contract (../shared/CLI.md). Scripts depend on them.
+// Exit codes of the CLI contract (docs/cli.md). Scripts depend on them.
 const (
 	ExitOK       = 0
 	ExitFailure  = 1 // bad input, unreachable service

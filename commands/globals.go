@@ -20,7 +20,7 @@ import (
 // SHARDCTL_REGISTRY says otherwise.
 const DefaultRegistry = "http://127.0.0.1:8761/eureka"
 
-// Globals holds the global flags of CLI.md and what every command shares:
+// Globals holds the global flags of docs/cli.md and what every command shares:
 // the streams it writes to, the environment it reads, and how the binary
 // was invoked. Commands receive it instead of reading os.* themselves, so
 // each one runs the same in a test as at a shell.

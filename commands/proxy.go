@@ -50,7 +50,7 @@ http://HOST:PORT/shards"; then come log lines, one per state change (a
 shard added, DOWN or back, ejected, replayed, drained; weights changed;
 admission refusing a shard), as --log-format says.
 
-Routing (DESIGN.md, "The federation contract"):
+Routing (the federation contract):
   - every key the proxy returns carries the shard's slot (1-31) in bits 58-62;
     a key without one belongs to --legacy-shard (NOT_FOUND without one);
   - deployments go to every shard in slot order and into the deployment
@@ -98,11 +98,39 @@ Shards come from --shard flags or --config, or, when neither is given and
 watches it and follows every change within a second (a new shard is
 replayed the ledger before it takes instances; DRAINING and OUT_OF_SERVICE
 stop new instances; a shard that leaves the registry stays as DOWN), and
-keeps the deployment ledger there, shared by every proxy replica.`,
+keeps the deployment ledger there, shared by every proxy replica.
+
+Admission: a congested shard (records not processed in its log) gets no
+new instances past --instance-limit root instances in flight, read from
+its metrics: 0 learns the limit (twice its best completion rate times an
+instance's time in flight), -1 turns it off. Processes whose instances wait
+for hours (user tasks, timers) want it high or off.
+
+Threads: with --size-procs (the default) Go code runs on as few threads as
+the load needs: one while the proxy uses little CPU, all of GOMAXPROCS
+(the environment's, else the CPUs it may use) once those it has are over
+60% busy, one fewer after 2 s under 30% of one fewer. On a lightly loaded
+proxy, idle threads waking each other cost more CPU than they serve.
+
+--config FILE is YAML; a flag given beside it wins. Every field, with its
+flag: listen (--listen), admin (--admin), front, legacyShard,
+maxInflightPerShard, overloadLimit, overloadExcess, maxBacklog,
+instanceLimit, backlogInterval, coolingOff, health (interval, timeout,
+unhealthyAfter, healthyAfter, outlierFailures, ejectionTime,
+maxEjectionPercent), tls (cert, key, clientCA), upstreamCA, and shards, a
+list of {id, address, slot, state, pool, metrics, tls}:
+
+  listen: 127.0.0.1:26500
+  admin: 127.0.0.1:9700
+  maxBacklog: 1000
+  health: {interval: 2s, unhealthyAfter: 2}
+  shards:
+  - {id: blue-0, address: 10.0.0.5:26500, slot: 1}
+  - {id: green-1, address: 10.0.1.5:26500, slot: 2, state: DRAINING, tls: "true"}`,
 		Example: `  shardctl proxy serve --listen 127.0.0.1:26500 --admin 127.0.0.1:9700 \
       --shard blue=127.0.0.1:26501 --shard green=127.0.0.1:26502,slot=2
 
-  # from a file (see the FileConfig fields in the docs); flags override it
+  # from a file (its fields above); flags override it
   shardctl proxy serve --config proxy.yaml
 
   # shards, their states and the deployment ledger from the registry, live
@@ -112,16 +140,16 @@ keeps the deployment ledger there, shared by every proxy replica.`,
 		RunE:              runOptions(o),
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.configFile, "config", "", "YAML configuration file (listen, admin, front, legacyShard, maxInflightPerShard, overloadLimit, overloadExcess, maxBacklog, instanceLimit, backlogInterval, coolingOff, health, tls, upstreamCA, shards)")
+	f.StringVar(&o.configFile, "config", "", "YAML configuration file (its fields: see above); a flag given beside it wins")
 	f.StringVar(&o.cfg.Listen, "listen", "127.0.0.1:26500", "gateway address for clients, HOST:PORT")
 	f.StringVar(&o.cfg.AdminListen, "admin", "127.0.0.1:9700", "address of /metrics, /healthz, /readyz and /shards, HOST:PORT")
-	f.StringVar(&o.cfg.Front, "front", proxy.DefaultFront, "how clients are served: "+proxy.FrontFrames+" speaks HTTP/2 itself, forwarding calls for one shard as frames and calling the shards on its own connections; "+proxy.FrontGRPC+" serves every call with grpc-go (the fallback)")
+	f.StringVar(&o.cfg.Front, "front", proxy.DefaultFront, "how clients are served: "+proxy.FrontFrames+" (HTTP/2 of its own, calls forwarded as frames) or "+proxy.FrontGRPC+" (grpc-go, the fallback)")
 	f.StringArrayVar(&o.shardFlags, "shard", nil, "a shard as ID=HOST:PORT[,slot=N][,state=S][,pool=P][,metrics=URL][,tls=true|insecure] (repeatable; slots default to the order given)")
 	f.StringVar(&o.cfg.LegacyShard, "legacy-shard", "", "shard that keys without a slot (from before the cutover) belong to")
 	f.Int64Var(&o.cfg.MaxInflightPerShard, "max-inflight-per-shard", proxy.DefaultMaxInflightPerShard, "the most requests in flight to one shard: past it a call gets RESOURCE_EXHAUSTED at once, never queued (0: no limit)")
 	f.Int64Var(&o.cfg.OverloadLimit, "overload-limit", proxy.DefaultOverloadLimit, "requests in flight under which an overloaded shard takes new instances again (negative: never overloaded)")
 	f.Int64Var(&o.cfg.MaxBacklog, "max-backlog", proxy.DefaultMaxBacklog, "records not processed past which a shard gets no new instances, read from its metrics (negative: off)")
-	f.Int64Var(&o.cfg.InstanceLimit, "instance-limit", proxy.InstanceLimitAuto, "root instances in flight past which a congested shard (records not processed in its log) gets no new instances until some complete, read from its metrics: 0 learns it from the shard's completions (twice its best completion rate times an instance's time in flight), -1 is off; set it high or off for processes whose instances wait for hours (user tasks, timers)")
+	f.Int64Var(&o.cfg.InstanceLimit, "instance-limit", proxy.InstanceLimitAuto, "root instances in flight past which a congested shard gets no new instances: 0 learns it, -1 is off (see Admission above)")
 	f.DurationVar(&o.cfg.BacklogInterval, "backlog-interval", proxy.DefaultBacklogInterval, "how often each shard's backlog is read from its metrics")
 	f.IntVar(&o.cfg.OverloadExcess, "overload-excess", proxy.DefaultOverloadExcess, "percent over --overload-limit past which a shard is overloaded: no new instances")
 	f.DurationVar(&o.coolingOff, "cooling-off", proxy.DefaultCoolingOff, "how long a shard that answered RESOURCE_EXHAUSTED gets no new instances")
@@ -138,7 +166,7 @@ keeps the deployment ledger there, shared by every proxy replica.`,
 	f.IntVar(&o.cfg.ConnsPerShard, "conns-per-shard", 0, "HTTP/2 connections to each shard (0: enough for --max-inflight-per-shard calls at the concurrent streams the shard advertises, at most 16)")
 	f.DurationVar(&o.cfg.StreamStallTimeout, "stream-stall-timeout", proxy.DefaultStreamStallTimeout, "how long a job stream's worker may read nothing while a job waits for it: then the stream ends with RESOURCE_EXHAUSTED and its jobs go back to other workers")
 	f.BoolVar(&o.cfg.Profiling, "profiling", false, "serve Go's /debug/pprof on the admin address")
-	f.BoolVar(&o.sizeProcs, "size-procs", true, "run Go code on as few threads as the load needs: one while the proxy uses little CPU, all GOMAXPROCS (the environment's, else the CPUs it may use) once those it has are over 60% busy, one fewer after 2 s under 30% of one fewer; on a lightly loaded proxy idle threads waking each other cost more CPU than they serve (false: always GOMAXPROCS)")
+	f.BoolVar(&o.sizeProcs, "size-procs", true, "run Go code on as few threads as the load needs (see Threads above; false: always GOMAXPROCS)")
 	f.StringVar(&o.app, "app", registry.DefaultShardsApp, "registry application of the shards (registry mode)")
 	f.StringVar(&o.cfg.ID, "proxy-id", "", "the id this proxy registers as in "+registry.ProxiesApp+" (registry mode; default HOSTNAME-PORT)")
 	f.StringVar(&o.tokenFile, "registry-token-file", "", "file with the bearer token the registry wants for writes (env "+EnvRegistryToken+")")

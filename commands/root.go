@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"regexp"
 	"strings"
 	"syscall"
 
@@ -70,6 +71,18 @@ check refused (or a cutover rolled back), 4 timed out waiting, 5 a cutover
 paused for cutover promote, 6 inconclusive (a gate without data).
 
 Executables named shardctl-NAME on PATH run as "%[1]s NAME".`, name),
+		Example: `  # the whole federation in one process, with the dashboard
+  shardctl demo --scenario monolith
+
+  # what the registry knows, and what the proxies see
+  shardctl shards list -o wide
+  shardctl probe health
+
+  # the signals of every shard the registry lists, live
+  shardctl top --registry http://127.0.0.1:8761/eureka
+
+  # move new work from blue to green, step by step, gated by signals
+  shardctl cutover apply --from blue --to green --yes`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		// Bare `shardctl` shows help rather than an error.
@@ -114,7 +127,25 @@ Executables named shardctl-NAME on PATH run as "%[1]s NAME".`, name),
 		}
 	}
 	root.SetHelpCommandGroupID("other")
+	if name != plugins.StandaloneDisplayName {
+		renameInHelp(root, name)
+	}
 	return root
+}
+
+// commandInText is shardctl run as a command in help text ("shardctl
+// drain …", `shardctl top`), not a part of another word (shardctl-NAME,
+// SHARDCTL_REGISTRY, shardctl.io/…).
+var commandInText = regexp.MustCompile("(^|[\\s\"'`(])" + plugins.StandaloneDisplayName + " ([a-z-])")
+
+// renameInHelp has the examples and long help of every command say the
+// name the binary runs as (kubectl shard), as its usage lines do.
+func renameInHelp(c *cobra.Command, name string) {
+	c.Example = commandInText.ReplaceAllString(c.Example, "${1}"+name+" ${2}")
+	c.Long = commandInText.ReplaceAllString(c.Long, "${1}"+name+" ${2}")
+	for _, sub := range c.Commands() {
+		renameInHelp(sub, name)
+	}
 }
 
 // isBuiltin reports whether the words select a built-in command, by the

@@ -159,6 +159,7 @@ func withStates(fetch func(context.Context) (signals.Snapshot, error), c *regist
 			snap.Federation.Refusals = meter.Read(ctx, views)
 		}
 		snap.HoldDown()
+		snap.CountRefusals()
 		return snap, nil
 	}
 }

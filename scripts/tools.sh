@@ -19,14 +19,21 @@ if [[ ${1:-} == kube-testenv ]]; then
   dir="$cache/kube-testenv-$hash"
   if [[ ! -x $dir/kube-apiserver || ! -x $dir/etcd ]]; then
     echo "building kube-apiserver and etcd into $dir (once per machine; minutes when cold)" >&2
-    mkdir -p "$dir.tmp"
+    # A folder of this build's own: another run building at the same
+    # time (a test beside CI) must not move or remove it under us.
+    mkdir -p "$cache"
+    tmp=$(mktemp -d "$dir.tmp.XXXXXX")
+    trap 'rm -rf "$tmp"' EXIT
     version=k8s.io/component-base/version
     ver=$(awk '$1 == "k8s.io/kubernetes" {print $2}' "$src/go.mod") # vMAJOR.MINOR.PATCH
     minor=${ver#v*.} minor=${minor%%.*}
     (cd "$src" && CGO_ENABLED=0 GOFLAGS=-buildvcs=false go build -trimpath \
       -ldflags "-s -w -X $version.gitVersion=$ver -X $version.gitMajor=1 -X $version.gitMinor=$minor" \
-      -o "$dir.tmp/" k8s.io/kubernetes/cmd/kube-apiserver ./etcd) >&2
-    rm -rf "$dir" && mv "$dir.tmp" "$dir"
+      -o "$tmp/" k8s.io/kubernetes/cmd/kube-apiserver ./etcd) >&2
+    # The first build to finish wins; a later one leaves it in place.
+    if [[ ! -x $dir/kube-apiserver || ! -x $dir/etcd ]]; then
+      rm -rf "$dir" && mv -T "$tmp" "$dir" || [[ -x $dir/kube-apiserver && -x $dir/etcd ]]
+    fi
   fi
   echo "$dir"
   exit 0

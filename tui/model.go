@@ -32,6 +32,10 @@ type Options struct {
 	Window time.Duration
 	// Now is the clock (tests fix it).
 	Now func() time.Time
+	// Note, when set, is a line of what happens beside the numbers (the
+	// demo's scenario: "load raised to 80 instances/s"), read at each
+	// snapshot and shown above the status line.
+	Note func() string
 }
 
 type view int
@@ -95,6 +99,7 @@ type Model struct {
 	help      help.Model
 
 	snap     *signals.Snapshot
+	note     string
 	fetching bool
 	lastOK   time.Time
 	err      error
@@ -186,6 +191,9 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			s := msg.snap
 			m.snap, m.err, m.failures, m.lastOK = &s, nil, 0, m.opts.Now()
 		}
+		if m.opts.Note != nil {
+			m.note = m.opts.Note()
+		}
 		m.frame++
 		return m, m.next()
 	case tea.KeyPressMsg:
@@ -268,8 +276,12 @@ func (m *Model) render() string {
 		body = m.renderOverview()
 	}
 	lines := strings.Split(body, "\n")
-	// Fill the screen exactly: the status line is always the last.
+	// Fill the screen exactly: the status line is always the last, the
+	// note (when there is one) above it.
 	h := max(m.height-1, 1)
+	if m.note != "" {
+		h = max(h-1, 1)
+	}
 	if len(lines) > h {
 		lines = lines[:h]
 	}
@@ -280,6 +292,9 @@ func (m *Model) render() string {
 		if ansi.StringWidth(l) > m.width {
 			lines[i] = ansi.Truncate(l, m.width, "…")
 		}
+	}
+	if m.note != "" {
+		lines = append(lines, ansi.Truncate(styleFaint.Render(m.note), m.width, "…"))
 	}
 	return strings.Join(append(lines, m.statusLine()), "\n")
 }

@@ -185,8 +185,10 @@ func TestViews(t *testing.T) {
 
 // The screen fits the terminal exactly at every size, 80×24 and up.
 func TestSizes(t *testing.T) {
+	note := func() string { return "scenario: 12:00:10 load raised to 80 instances/s, a note longer than the narrowest screen is wide" }
 	for _, size := range [][2]int{{80, 24}, {120, 40}, {200, 50}} {
-		m := New(Options{Fetch: func(context.Context) (signals.Snapshot, error) { return snapshot(), nil }, Window: 10 * time.Minute, Now: func() time.Time { return now }})
+		m := New(Options{Fetch: func(context.Context) (signals.Snapshot, error) { return snapshot(), nil }, Window: 10 * time.Minute,
+			Now: func() time.Time { return now }, Note: note})
 		m.Update(tea.WindowSizeMsg{Width: size[0], Height: size[1]})
 		m.Update(snapshotMsg{snap: snapshot()})
 		for _, v := range []view{overview, detail, helpView} {
@@ -195,6 +197,9 @@ func TestSizes(t *testing.T) {
 			lines := strings.Split(m.View().Content, "\n")
 			if len(lines) != size[1] {
 				t.Errorf("%dx%d view %d: %d lines", size[0], size[1], v, len(lines))
+			}
+			if !strings.Contains(ansi.Strip(lines[len(lines)-2]), "scenario: 12:00:10 load raised") {
+				t.Errorf("%dx%d view %d: the note is not above the status line: %q", size[0], size[1], v, ansi.Strip(lines[len(lines)-2]))
 			}
 			for i, l := range lines {
 				if w := ansi.StringWidth(l); w > size[0] {

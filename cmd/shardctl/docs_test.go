@@ -25,7 +25,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/charmbracelet/x/ansi"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -341,55 +340,15 @@ func defaultAddresses(root *cobra.Command, line string) []string {
 	return out
 }
 
-// runOnTerminal runs script on a pseudo-terminal (util-linux script),
-// waits until the screen shows every one of draws, types q, and wants a
-// clean exit.
+// runOnTerminal runs script on a terminal of 120 × 40, waits until the
+// screen shows every one of draws, types q, and wants a clean exit.
 func runOnTerminal(t *testing.T, env []string, script string, draws []string) {
 	t.Helper()
-	// timeout(1) ends the command however the test ends: script's child
-	// lives in a session of its own, out of reach of a signal to script.
-	limit := int(budget.Of(90 * time.Second).Seconds())
-	cmd := exec.Command("script", "-qefc", fmt.Sprintf("stty cols 120 rows 40; exec timeout --foreground %d bash -c %s", limit, shellQuote(script)), "/dev/null")
-	cmd.Env = env
-	cmd.WaitDelay = budget.Of(10 * time.Second)
-	keys, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	screen := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = screen, screen
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("script (util-linux) runs the command on a terminal: %v", err)
-	}
-	done := make(chan struct{})
-	var waitErr error
-	go func() { waitErr = cmd.Wait(); close(done) }()
-	defer func() {
-		_ = cmd.Process.Kill() // an error when it has exited already
-		<-done
-	}()
-	shown := func() bool {
-		s := ansi.Strip(screen.String())
-		for _, d := range draws {
-			if !strings.Contains(s, d) {
-				return false
-			}
-		}
-		return true
-	}
-	if err := budget.Wait(budget.Of(45*time.Second), shown); err != nil {
-		t.Fatalf("%s: the screen never showed %q: %v\n%s", script, draws, err, ansi.Strip(screen.String()))
-	}
-	if _, err := io.WriteString(keys, "q"); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-done:
-		if waitErr != nil {
-			t.Fatalf("%s: exit after q: %v\n%s", script, waitErr, ansi.Strip(screen.String()))
-		}
-	case <-time.After(budget.Of(15 * time.Second)):
-		t.Fatalf("%s: still running %v after q", script, budget.Of(15*time.Second))
+	tm := proctest.StartTerminal(t, "bash", env, 120, 40, "-c", script)
+	tm.WaitFor(t, 45*time.Second, draws...)
+	tm.Type("q")
+	if err := tm.Exit(t, 15*time.Second); err != nil {
+		t.Fatalf("%s: exit after q: %v\n%s", script, err, tm.Screen())
 	}
 }
 
@@ -1037,5 +996,43 @@ func TestCommandLines(t *testing.T) {
 	}
 	if w := words(`go run ./cmd/shardctl demo --no-tui | jq .`); !slices.Equal(w, []string{"demo", "--no-tui"}) {
 		t.Errorf("words: %q", w)
+	}
+}
+
+// helpTexts are every command's help as a user reads it: its long text,
+// its examples and its flags' lines, by where they are.
+func helpTexts(root *cobra.Command) map[string]string {
+	out := map[string]string{}
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		path := c.CommandPath()
+		out[path+" (long)"] = c.Long
+		out[path+" (examples)"] = c.Example
+		c.LocalFlags().VisitAll(func(fl *pflag.Flag) { out[path+" --"+fl.Name] = fl.Usage })
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+	return out
+}
+
+// fileInHelp is a document or a repository path named in help text: a
+// .md file, or a path into the repository's folders.
+var fileInHelp = regexp.MustCompile(`[\w./-]*\.md\b|\.\./[\w./-]+|\b(?:docs|scripts|internal|probes|migrate)/[\w./-]+`)
+
+// Help is read where the repository is not: it names no file the
+// repository does not have, and each flag's line stays a line.
+func TestHelpStandsOnItsOwn(t *testing.T) {
+	const longestFlagLine = 160
+	for where, text := range helpTexts(newRoot()) {
+		for _, name := range fileInHelp.FindAllString(text, -1) {
+			if _, err := os.Stat(filepath.Join(repoRoot, name)); err != nil || strings.HasPrefix(name, "../") {
+				t.Errorf("%s names %q, which is not in the repository", where, name)
+			}
+		}
+		if strings.Contains(where, " --") && len([]rune(text)) > longestFlagLine {
+			t.Errorf("%s: a flag's help of %d characters (at most %d; say the rest in the command's long help)", where, len([]rune(text)), longestFlagLine)
+		}
 	}
 }

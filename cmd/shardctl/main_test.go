@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -219,6 +220,13 @@ func TestKubectlPluginNaming(t *testing.T) {
 	sub := runBin(t, plugin, baseEnv(dir), "", "version", "--help")
 	if !strings.Contains(sub.stdout, "kubectl shard version") {
 		t.Errorf("subcommand help: %s", sub.stdout)
+	}
+	// Examples and long help say the name usage says.
+	for _, args := range [][]string{{"--help"}, {"cutover", "--help"}, {"cutover", "apply", "--help"}, {"drain", "--help"}} {
+		h := runBin(t, plugin, baseEnv(dir), "", args...)
+		if !strings.Contains(h.stdout, "  kubectl shard ") || regexp.MustCompile(`(?m)(^\s+|")shardctl [a-z]`).MatchString(h.stdout) {
+			t.Errorf("kubectl shard %v: the help runs shardctl, not kubectl shard:\n%s", args, h.stdout)
+		}
 	}
 
 	bad := runBin(t, plugin, baseEnv(dir), "", "frobnicate")

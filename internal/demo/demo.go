@@ -29,7 +29,7 @@ import (
 var Scenarios = map[string]string{
 	"steady":   "every shard healthy under a constant load",
 	"knee":     "shard 1 is a small cluster that degrades past its knee, and the load grows to three times its start: the proxy gives shard 1 less as it slows, so it holds near its knee while the others take the rest",
-	"monolith": "one cluster alone that degrades past its knee, and the load grows to three times its start: the scissors open, the queue grows and the latency moves to seconds, as in the public load test",
+	"monolith": "one cluster alone that degrades past its knee, and the load grows to three times its start (the proxy in front admits everything, as nothing stood before the monolith of the public load test): the scissors open, the queue grows and the latency moves to seconds, critical within a minute of the knee",
 	"drain":    "after 30 s shard 1 is drained in the registry: the proxy stops placing instances there while its jobs complete",
 }
 
@@ -137,6 +137,11 @@ func Start(ctx context.Context, cfg Config) (_ *Demo, err error) {
 			}
 			sc = sim.Config{Listen: "127.0.0.1:0", MetricsListen: "127.0.0.1:0", Partitions: 1, Capacity: capacity,
 				Degrade: true, DegradeThreshold: 50, BacklogLimit: -1}
+			if cfg.Scenario == "monolith" {
+				// Zeebe's own backpressure, as the monolith had: it
+				// refuses commands past a backlog and degrades all the same.
+				sc.BacklogLimit = 0
+			}
 		}
 		s, err := sim.New(sc)
 		if err != nil {
@@ -209,9 +214,16 @@ func (d *Demo) scenario(ctx context.Context) {
 	}
 	switch d.cfg.Scenario {
 	case "knee", "monolith":
-		// Grow the load by a tenth every 10 s, up to three times.
-		for step := 1; step <= 20 && wait(d.cfg.Step); step++ {
-			r := d.cfg.Rate * (1 + 0.1*float64(step))
+		// Grow the load every 10 s up to three times its start: by a tenth
+		// in the knee, where the proxy's answer is the story; by a fifth
+		// in the monolith, which passes its knee about 30 s in and is
+		// critical within a minute of it, as the advisor promises.
+		growth, steps := 0.1, 20
+		if d.cfg.Scenario == "monolith" {
+			growth, steps = 0.2, 10
+		}
+		for step := 1; step <= steps && wait(d.cfg.Step); step++ {
+			r := d.cfg.Rate * (1 + growth*float64(step))
 			d.load.SetRate(r)
 			d.note("load raised to %.0f instances/s", r)
 		}
@@ -243,8 +255,15 @@ func (d *Demo) Events() []string {
 }
 
 func (d *Demo) startProxy(ctx context.Context, listen string) (*proxy.Proxy, error) {
-	p, err := proxy.New(proxy.Config{Listen: listen, AdminListen: "127.0.0.1:0", Registry: d.regc,
-		Ledger: registry.Ledger{C: d.regc}, MaxInflightPerShard: proxy.DefaultMaxInflightPerShard, CoolingOff: 5 * time.Second})
+	cfg := proxy.Config{Listen: listen, AdminListen: "127.0.0.1:0", Registry: d.regc,
+		Ledger: registry.Ledger{C: d.regc}, MaxInflightPerShard: proxy.DefaultMaxInflightPerShard, CoolingOff: 5 * time.Second}
+	if d.cfg.Scenario == "monolith" {
+		// No proxy stood before the monolith of the public load test: this
+		// one lets every instance through, so the cluster meets the whole
+		// load past its knee, as it did there.
+		cfg.MaxBacklog, cfg.InstanceLimit, cfg.OverloadLimit = -1, proxy.InstanceLimitOff, -1
+	}
+	p, err := proxy.New(cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -15,16 +15,17 @@ import (
 	"github.com/shardctl/shardctl/internal/budget"
 )
 
-// Terminal runs a shardctl command in a pseudo-terminal of a size and
-// keeps the screen a user would see, through a terminal emulator that
-// also answers the program's questions to its terminal: what `top` and
-// `demo` draw is tested as it is drawn.
+// Terminal runs a command in a pseudo-terminal of a size and keeps the
+// screen a user would see, through a terminal emulator that also answers
+// the program's questions to its terminal: what `top` and `demo` draw is
+// tested as it is drawn.
 type Terminal struct {
-	cmd  *exec.Cmd
-	pty  io.ReadWriteCloser
-	em   *vt.SafeEmulator
-	done chan struct{}
-	wg   sync.WaitGroup
+	cmd     *exec.Cmd
+	pty     io.ReadWriteCloser
+	em      *vt.SafeEmulator
+	done    chan struct{}
+	waitErr error
+	wg      sync.WaitGroup
 }
 
 // StartTerminal runs `bin ARGS` (env added to the test's) in a terminal
@@ -42,7 +43,7 @@ func StartTerminal(t testing.TB, bin string, env []string, cols, rows int, args 
 	tm.wg.Go(func() { _, _ = io.Copy(tm.em, f) }) // the screen
 	tm.wg.Go(func() { _, _ = io.Copy(f, tm.em) }) // the terminal's answers
 	go func() {
-		_ = cmd.Wait()
+		tm.waitErr = cmd.Wait()
 		close(tm.done)
 	}()
 	t.Cleanup(func() {
@@ -75,6 +76,19 @@ func (tm *Terminal) Type(keys string) { _, _ = tm.pty.Write([]byte(keys)) }
 
 // Done is closed once the program has exited.
 func (tm *Terminal) Done() <-chan struct{} { return tm.done }
+
+// Exit waits (budget.Of limit at most) for the program to end and says
+// how it ended: nil for exit 0.
+func (tm *Terminal) Exit(t testing.TB, limit time.Duration) error {
+	t.Helper()
+	select {
+	case <-tm.done:
+		return tm.waitErr
+	case <-time.After(budget.Of(limit)):
+		t.Fatalf("still running %v later:\n%s", budget.Of(limit).Round(time.Second), tm.Screen())
+		return nil
+	}
+}
 
 // WaitFor waits (budget.Of limit at most) until the screen holds every
 // text, and returns it.

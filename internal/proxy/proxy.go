@@ -1,7 +1,7 @@
 // Package proxy is the federation proxy: it serves the Zeebe 8.5 gateway
 // API and spreads one workload over several Zeebe clusters (shards), so
 // that clients keep using one gateway address and change nothing. The
-// routing contract is "The federation contract" in DESIGN.md: the shard's
+// routing contract is "The federation contract" in docs/architecture.md: the shard's
 // slot in every key, deployments to every shard, new instances by
 // power-of-two-choices with explicit backpressure, jobs from every shard
 // that holds work, key-addressed calls to the key's shard.

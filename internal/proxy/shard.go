@@ -23,7 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// State is a shard's state in the federation (DESIGN.md).
+// State is a shard's state in the federation (docs/architecture.md).
 type State string
 
 const (

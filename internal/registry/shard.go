@@ -10,7 +10,7 @@ import (
 	"github.com/shardctl/shardctl/internal/ledger"
 )
 
-// Shard states, as DESIGN.md names them.
+// Shard states, as docs/architecture.md names them.
 const (
 	StateUp           = "UP"
 	StateDraining     = "DRAINING"

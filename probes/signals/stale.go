@@ -77,3 +77,22 @@ func (s *Snapshot) HoldDown() {
 	slices.SortFunc(s.Report.Shards, func(a, b Signals) int { return strings.Compare(a.Name, b.Name) })
 	slices.SortFunc(s.Series, func(a, b Shard) int { return strings.Compare(a.Name, b.Name) })
 }
+
+// CountRefusals adds the proxies' refusals to the federation's signals:
+// new instances refused at its front are backpressure its clients met,
+// which no shard counts (a shard the proxy gives nothing refuses
+// nothing). Past the thresholds' drop share the whole warns, as a shard
+// whose own backpressure refuses as much does.
+func (s *Snapshot) CountRefusals() {
+	f := s.Federation
+	if f == nil || f.Refusals == nil || f.Refusals.Share <= s.Report.Overall.DropShare {
+		return
+	}
+	all := &s.Report.Overall
+	all.DropShare = f.Refusals.Share
+	if all.DropShare >= s.Thresholds.DropShare {
+		all.Level = max(all.Level, Warn)
+		all.Reasons = append(all.Reasons, fmt.Sprintf("backpressure: the proxies refused %s of new instances", human.Percent(all.DropShare)))
+		s.Report.Level = max(s.Report.Level, all.Level)
+	}
+}

@@ -94,3 +94,24 @@ func TestHoldDown(t *testing.T) {
 		t.Errorf("gone: %+v, unknown %v", g, snap.Report.Unknown)
 	}
 }
+
+// The proxies' refusals are the federation's backpressure: past the drop
+// share the whole warns, with why; under it nothing changes.
+func TestCountRefusals(t *testing.T) {
+	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		share float64
+		level Level
+	}{{0.39, Warn}, {0.01, OK}} {
+		snap := Take([]Shard{steady("a", now, 0)}, now, 10*time.Minute, DefaultThresholds())
+		snap.Federation = &Federation{Refusals: &Refusals{AskedPerSec: 100, PerSec: 100 * tc.share, Share: tc.share}}
+		snap.CountRefusals()
+		all := snap.Report.Overall
+		if all.Level != tc.level || snap.Report.Level != tc.level || all.DropShare != tc.share {
+			t.Errorf("refused %.0f%%: level %s (report %s), drop share %.2f; want %s", tc.share*100, all.Level, snap.Report.Level, all.DropShare, tc.level)
+		}
+		if tc.level == Warn && (len(all.Reasons) == 0 || !strings.Contains(all.Reasons[len(all.Reasons)-1], "proxies refused 39%")) {
+			t.Errorf("reasons %v: want the refusals named", all.Reasons)
+		}
+	}
+}

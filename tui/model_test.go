@@ -185,7 +185,9 @@ func TestViews(t *testing.T) {
 
 // The screen fits the terminal exactly at every size, 80×24 and up.
 func TestSizes(t *testing.T) {
-	note := func() string { return "scenario: 12:00:10 load raised to 80 instances/s, a note longer than the narrowest screen is wide" }
+	note := func() string {
+		return "scenario: 12:00:10 load raised to 80 instances/s, a note longer than the narrowest screen is wide"
+	}
 	for _, size := range [][2]int{{80, 24}, {120, 40}, {200, 50}} {
 		m := New(Options{Fetch: func(context.Context) (signals.Snapshot, error) { return snapshot(), nil }, Window: 10 * time.Minute,
 			Now: func() time.Time { return now }, Note: note})

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os/exec"
 	"strings"
 	"sync"
@@ -164,6 +165,34 @@ func TestSignalsOnSimulatedShards(t *testing.T) {
 		}
 		if tc.code != 3 {
 			t.Errorf("%s: exit code %d, want 3 (critical reaches --fail-on critical)", tc.how, tc.code)
+		}
+	}
+}
+
+// A gate with a target missing never passes: a scrape target that does
+// not answer is a shard of unknown level, named with why, and the exit
+// code is what --no-data says (fail: 3, the default; inconclusive: 6;
+// pass: 0, the shard still listed).
+func TestSignalsWithATargetMissing(t *testing.T) {
+	bin := proctest.Build(t)
+	live := simtest.Start(t, sim.Config{Partitions: 1})
+	dead := "http://127.0.0.1:" + fmt.Sprint(proctest.FreePort(t)) + "/metrics"
+	ctx := budget.Context(t, 2*time.Minute)
+	for _, tc := range []struct {
+		noData string
+		code   int
+	}{{"", 3}, {"inconclusive", 6}, {"pass", 0}} {
+		args := []string{"--scrape", "a=http://" + live.MetricsAddr().String() + "/metrics", "--scrape", "b=" + dead, "--sample", "3s"}
+		if tc.noData != "" {
+			args = append(args, "--no-data", tc.noData)
+		}
+		r, code := runSignals(ctx, t, bin, args...)
+		level, reasons := r.shard("b")
+		if code != tc.code || level != "unknown" || !hasReason(reasons, "connection refused") {
+			t.Errorf("--no-data %q: exit %d, b %s %v; want exit %d, b unknown saying why", tc.noData, code, level, reasons, tc.code)
+		}
+		if level, _ := r.shard("a"); level != "ok" {
+			t.Errorf("--no-data %q: a is %s, want ok", tc.noData, level)
 		}
 	}
 }

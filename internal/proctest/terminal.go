@@ -22,10 +22,14 @@ import (
 type Terminal struct {
 	cmd     *exec.Cmd
 	pty     io.ReadWriteCloser
-	em      *vt.SafeEmulator
 	done    chan struct{}
 	waitErr error
 	wg      sync.WaitGroup
+
+	// mu guards the emulator's screen: vt's SafeEmulator leaves String
+	// unlocked. Its answers are a pipe of its own, read without it.
+	mu sync.Mutex
+	em *vt.Emulator
 }
 
 // StartTerminal runs `bin ARGS` (env added to the test's) in a terminal
@@ -39,8 +43,8 @@ func StartTerminal(t testing.TB, bin string, env []string, cols, rows int, args 
 	if err != nil {
 		t.Fatalf("start %v in a terminal: %v", args, err)
 	}
-	tm := &Terminal{cmd: cmd, pty: f, em: vt.NewSafeEmulator(cols, rows), done: make(chan struct{})}
-	tm.wg.Go(func() { _, _ = io.Copy(tm.em, f) }) // the screen
+	tm := &Terminal{cmd: cmd, pty: f, em: vt.NewEmulator(cols, rows), done: make(chan struct{})}
+	tm.wg.Go(func() { _, _ = io.Copy(screenWriter{tm}, f) }) // the screen
 	tm.wg.Go(func() { _, _ = io.Copy(f, tm.em) }) // the terminal's answers
 	go func() {
 		tm.waitErr = cmd.Wait()
@@ -59,17 +63,33 @@ func StartTerminal(t testing.TB, bin string, env []string, cols, rows int, args 
 				<-tm.done
 			}
 		}
-		// The copies end with the terminal: closing it ends the reader,
-		// closing the emulator the writer.
+		// The copies end with the terminal: closing it ends the screen's;
+		// closing the pipe of the emulator's answers ends the other (its
+		// Close would set a flag its Read reads unlocked).
 		_ = f.Close()
-		_ = tm.em.Close()
+		if answers, ok := tm.em.InputPipe().(io.Closer); ok {
+			_ = answers.Close()
+		}
 		tm.wg.Wait()
 	})
 	return tm
 }
 
+// screenWriter draws what the program writes on the screen.
+type screenWriter struct{ tm *Terminal }
+
+func (w screenWriter) Write(p []byte) (int, error) {
+	w.tm.mu.Lock()
+	defer w.tm.mu.Unlock()
+	return w.tm.em.Write(p)
+}
+
 // Screen is the text on the screen now, without colour.
-func (tm *Terminal) Screen() string { return tm.em.String() }
+func (tm *Terminal) Screen() string {
+	tm.mu.Lock()
+	defer tm.mu.Unlock()
+	return tm.em.String()
+}
 
 // Type sends keys as typed.
 func (tm *Terminal) Type(keys string) { _, _ = tm.pty.Write([]byte(keys)) }

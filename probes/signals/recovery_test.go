@@ -205,7 +205,8 @@ func TestTurnedQueueIsNotGrowing(t *testing.T) {
 // Levels step down on the last 15 s: p99 over the minute is still over a
 // second, the last 15 s are fast; the scissors over the minute are open,
 // the last 15 s complete what is created. Less than 15 s of it is not
-// enough.
+// enough. What the shard owes from those minutes (40 a second) keeps it
+// at warn until it is paid.
 func TestStepDown(t *testing.T) {
 	const window = 5 * time.Minute
 	now := t0.Add(window)
@@ -215,7 +216,7 @@ func TestStepDown(t *testing.T) {
 		recovered float64 // seconds before now the shard recovered
 		level     Level
 	}{
-		{"recovered 20 s ago", 20, OK},
+		{"recovered 20 s ago: warn while it pays its debt", 20, Warn},
 		{"recovered 5 s ago: not yet 15 s of evidence", 5, Critical},
 		{"still slow", 0, Critical},
 	} {
@@ -243,6 +244,9 @@ func TestStepDown(t *testing.T) {
 			sig := Evaluate([]Shard{s}, now, window, th).Shards[0]
 			if sig.Level != tc.level {
 				t.Errorf("level %v, want %v: %q", sig.Level, tc.level, sig.Reasons)
+			}
+			if tc.level == Warn && (len(sig.Reasons) != 1 || !hasReason(sig.Reasons, "debt 11k instances, caught up in")) {
+				t.Errorf("reasons %q, want the debt alone", sig.Reasons)
 			}
 		})
 	}

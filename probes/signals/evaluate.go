@@ -268,8 +268,10 @@ func evaluate(s Shard, now time.Time, th Thresholds) Signals {
 	// The debt is paid against what is created and completed from now
 	// on: the last few seconds say it better than the last StepDown,
 	// which may still hold the load that stopped, or miss the burst of
-	// completions that begins once the queue is empty.
-	createdLatest, completedLatest := zeroNaN(s.Created.Since(now.Add(-latest)).Mean()), zeroNaN(s.Completed.Since(now.Add(-latest)).Mean())
+	// completions that begins once the queue is empty. A load is offered
+	// at a rate that steps: its last samples say it (their median, not
+	// the mean of a load that stopped a second ago).
+	createdLatest, completedLatest := rateNow(s.Created), zeroNaN(s.Completed.Since(now.Add(-latest)).Mean())
 	if rec := recoveryOf(s, now, trend.emptying, sig.Debt, createdLatest, completedLatest, th); rec != nil {
 		sig.Recovering, sig.Recovery, sig.RecoverySeconds = true, rec, ptr(rec.Seconds)
 	}
@@ -321,6 +323,17 @@ func evaluate(s Shard, now time.Time, th Thresholds) Signals {
 
 // latest is how far back "now" reaches for a rate that just changed.
 const latest = 5 * time.Second
+
+// rateNow is the median of a series' last three samples (0 when empty):
+// the level a rate that steps has now.
+func rateNow(s Series) float64 {
+	v := s[max(0, len(s)-3):].Values()
+	sort.Float64s(v)
+	if len(v) == 0 {
+		return 0
+	}
+	return v[len(v)/2]
+}
 
 // trend is the queue's shape: the fit reported, whether it grows, and
 // how it empties when it falls.

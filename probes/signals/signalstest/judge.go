@@ -35,23 +35,25 @@ type Verdict struct {
 
 // ETAError is the bar an ETA is held to: the moment it says the debt will
 // be paid within this share of the recovery's length (from the load
-// stopped or lowered to the debt paid) of when it was. OKAfter is how soon
+// stopped or lowered to the debt paid) of when it was, or within ETASlack
+// when that is more (the bar: 20% or 10 s). OKAfter is how soon
 // after the debt is paid the level must be ok.
 const (
 	ETAError = 0.2
+	ETASlack = 10 * time.Second
 	OKAfter  = 15 * time.Second
 )
 
 // Judge checks what the advisor said against what happened in the run:
 // from the first ETA of each recovery to its debt paid, every evaluation
 // gives an ETA that puts the end of the recovery within ETAError of its
-// length of the end measured; no reason says the queue grows while the
+// length of the end measured (or ETASlack); no reason says the queue grows while the
 // recorded queue's last minute falls; and from OKAfter past the debt paid
 // until the load rises again, the level is ok. Errors are kept against
 // the recovery's length; the lines also show them against the time left.
 //
-// tolerance is the ETA error that fails; errors over ETAError and within
-// it are marked in the lines, not failed.
+// tolerance is the ETA error that fails (ETASlack still holds); errors
+// over ETAError and within it are marked in the lines, not failed.
 func Judge(r Recording, evals []Eval, th signals.Thresholds, tolerance float64) Verdict {
 	var v Verdict
 	fail := func(format string, a ...any) { v.Failures = append(v.Failures, fmt.Sprintf(format, a...)) }
@@ -92,10 +94,10 @@ func Judge(r Recording, evals []Eval, th signals.Thresholds, tolerance float64) 
 				rel := (eta - left).Seconds() / length.Seconds()
 				v.Errors = append(v.Errors, rel)
 				mark := ""
-				if math.Abs(rel) > ETAError {
+				if math.Abs(rel) > ETAError && (eta-left).Abs() > ETASlack {
 					mark = "  <- over the bar"
 				}
-				if math.Abs(rel) > tolerance {
+				if math.Abs(rel) > tolerance && (eta-left).Abs() > ETASlack {
 					mark = "  <- off"
 					fail("recovery %d +%v: ETA %v, actual %v: off by %+.0f%% of the recovery's %v", i+1, since, eta.Round(time.Second), left.Round(time.Second), rel*100, length.Round(time.Second))
 				}

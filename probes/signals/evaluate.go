@@ -397,10 +397,7 @@ func queueTrend(q Series, now time.Time, th Thresholds) trend {
 // belowFor is how long, back from now, completion has stayed under ratio ×
 // creation (ignoring idle steps).
 func belowFor(created, completed Series, ratio, minRate float64, now time.Time) time.Duration {
-	done := map[int64]float64{}
-	for _, p := range completed {
-		done[p.T.UnixNano()] = p.V
-	}
+	done := byTime(completed)
 	var since time.Time
 	for i := len(created) - 1; i >= 0; i-- {
 		p := created[i]

@@ -295,6 +295,8 @@ func keptUp(created, completed Series, th Thresholds) bool {
 	return false
 }
 
+// byTime is a series' values by the instant of their sample, to read two
+// series step by step.
 func byTime(s Series) map[int64]float64 {
 	out := make(map[int64]float64, len(s))
 	for _, p := range s {

@@ -131,9 +131,9 @@ func (th Thresholds) Levels() string {
 func (th Thresholds) Hysteresis() string {
 	return fmt.Sprintf("A level steps down as soon as the last %s clearly contradicts what raised it: completion at %s of "+
 		"creation or more (or no creation), p99 under half its line, the slow share and refusals under half theirs; "+
-		"the queue counts as growing only while its last %s still rises. A shard still paying a debt that takes %s "+
-		"or more is at warn at least until it has caught up.",
-		human.Duration(th.StepDown), human.Percent(th.PlanRatio), human.Duration(th.Recent), human.Duration(latest))
+		"the queue counts as growing only while its last %s still rises. A shard still paying a debt (more instances "+
+		"owed than it creates in %s) that takes %s or more is at warn at least until it has caught up.",
+		human.Duration(th.StepDown), human.Percent(th.PlanRatio), human.Duration(th.Recent), human.Duration(th.StepDown), human.Duration(latest))
 }
 
 // Signals are the numbers of one shard (or the whole) and its level.
@@ -304,9 +304,11 @@ func evaluate(s Shard, now time.Time, th Thresholds) Signals {
 		reason(sig.Level, "queue falling: %+.0f records/s, empty in %s", -e.PerSec, When(*e, th))
 	}
 	// A shard still paying a debt is not ok, whatever else has calmed
-	// down: its instances are late until it has caught up. A debt paid
-	// within latest is noise in the counters, or as good as paid.
-	owing := sig.Debt >= 1 && sig.Recovery != nil && sig.Recovery.Seconds >= latest.Seconds()
+	// down: its instances are late until it has caught up. Fewer
+	// instances owed than the last StepDown creates are the work a shard
+	// under load has in flight, not a debt; one paid within latest is as
+	// good as paid.
+	owing := sig.Debt >= max(1, createdLatest*th.StepDown.Seconds()) && sig.Recovery != nil && sig.Recovery.Seconds >= latest.Seconds()
 	if sig.Level > OK && sig.Debt >= 1 || sig.Recovering && sig.Queue > th.QueueEmpty || owing {
 		level := sig.Level
 		if owing {

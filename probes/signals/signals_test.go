@@ -194,6 +194,25 @@ func TestEvaluate(t *testing.T) {
 				t.Errorf("recovering %v in %+v (debt %v)", s.Recovering, s.Recovery, s.Debt)
 			}
 		}},
+		{"work in flight is not a debt", func() Shard {
+			s := steady(100, 12)
+			// Each instance takes 8 s end to end: 800 in flight, and
+			// completions a little ahead of creations at the end.
+			s.Completed = series(window, func(x float64) float64 {
+				switch {
+				case x < 8:
+					return 0
+				case x >= 590:
+					return 102
+				}
+				return 100
+			})
+			return s
+		}, OK, nil, func(t *testing.T, s Signals) {
+			if s.Debt < 600 {
+				t.Errorf("debt %.0f, want the ~800 instances in flight", s.Debt)
+			}
+		}},
 		{"backpressure drops", func() Shard {
 			s := steady(100, 11)
 			s.Received = series(window, func(float64) float64 { return 200 })

@@ -307,8 +307,10 @@ func evaluate(s Shard, now time.Time, th Thresholds) Signals {
 	// down: its instances are late until it has caught up. Fewer
 	// instances owed than the last StepDown creates are the work a shard
 	// under load has in flight, not a debt; one paid within latest is as
-	// good as paid.
-	owing := sig.Debt >= max(1, createdLatest*th.StepDown.Seconds()) && sig.Recovery != nil && sig.Recovery.Seconds >= latest.Seconds()
+	// good as paid; and without completions (the proxy preset) there is
+	// no debt to speak of.
+	owing := len(s.Completed) > 0 && sig.Debt >= max(1, createdLatest*th.StepDown.Seconds()) &&
+		sig.Recovery != nil && sig.Recovery.Seconds >= latest.Seconds()
 	if sig.Level > OK && sig.Debt >= 1 || sig.Recovering && sig.Queue > th.QueueEmpty || owing {
 		level := sig.Level
 		if owing {

@@ -213,6 +213,18 @@ func TestEvaluate(t *testing.T) {
 				t.Errorf("debt %.0f, want the ~800 instances in flight", s.Debt)
 			}
 		}},
+		{"no completions measured: no debt to warn about", func() Shard {
+			s := steady(10, 13)
+			s.Completed = nil // the proxy preset: what it placed, not what completed
+			// Requests in flight piled up and drained at 30/s a minute ago.
+			s.Queue = series(window, func(x float64) float64 {
+				if x < 540 {
+					return 30
+				}
+				return max(30, 1000-30*(x-540))
+			})
+			return s
+		}, OK, nil, nil},
 		{"backpressure drops", func() Shard {
 			s := steady(100, 11)
 			s.Received = series(window, func(float64) float64 { return 200 })

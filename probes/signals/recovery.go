@@ -110,8 +110,11 @@ func turned(fall Series) bool {
 // took new instances in, which is the cheap step) has shown how fast it
 // takes instances in, not how fast it completes them, which for a
 // process of several tasks is several steps each: its debt is reckoned
-// at the pace its queue falls, one record per instance owed. With a load
-// still on, each instance created takes a step and adds one to the debt.
+// at the pace its queue falls, one record per instance owed (the fastest
+// it has fallen over 10 s in the last minute, when more than its line:
+// the line slows as the shard's work on the debt writes job completions
+// back into the queue in batches). With a load still on, each instance
+// created takes a step and adds one to the debt.
 type Recovery struct {
 	Seconds float64 `json:"seconds"`
 	// LowSeconds and HighSeconds are the range the queue's fit allows;
@@ -139,7 +142,7 @@ const (
 	PaceNow   = "completing now"      // the queue is empty and completions lead: the debt is being paid
 	PacePaid  = "a debt paid earlier" // the best five seconds of a debt paid earlier in the window
 	PaceShown = "steps shown"         // the best five seconds of created and completed, one step each
-	PaceQueue = "the queue's pace"    // nothing completed yet: one record per instance owed
+	PaceQueue = "the queue's pace"    // nothing completed yet: one record per instance owed, at the fastest the queue falls
 )
 
 // When says the ETA as a person reads it: a point when the fit is good,
@@ -239,9 +242,29 @@ func paceOf(s Shard, now time.Time, emptying *Emptying, th Thresholds) (float64,
 		return bestMean(SumSeries(s.Created, s.Completed), latest), PaceShown
 	}
 	if emptying != nil {
-		return emptying.PerSec, PaceQueue
+		// The queue's line slows as the shard's own work on the debt
+		// (jobs completed in batches) writes records back into it; the
+		// pace it works through records shows between those batches.
+		return max(emptying.PerSec, fastestFall(s.Queue, now, th.Recent, 2*latest)), PaceQueue
 	}
 	return 0, PaceQueue
+}
+
+// fastestFall is the fastest q fell over a span of d within recent
+// (records/s; 0 when it did not fall).
+func fastestFall(q Series, now time.Time, recent, d time.Duration) float64 {
+	part := q.Since(now.Add(-recent))
+	var best float64
+	j := 0
+	for _, p := range part {
+		for p.T.Sub(part[j].T) > d {
+			j++
+		}
+		if dt := p.T.Sub(part[j].T); dt > 0 && dt >= d*9/10 {
+			best = max(best, (part[j].V-p.V)/dt.Seconds())
+		}
+	}
+	return best
 }
 
 // payingNow is the run of paying steps the series ends with, back to

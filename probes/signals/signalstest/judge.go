@@ -154,15 +154,17 @@ func (r Recording) phases() []phase {
 // before the debt is paid (an ETA that close is as good as paid). An
 // evaluation is after the peak once the fall has shown for FallShows:
 // five samples a second apart, the fewest the advisor tells a turn from
-// noise by.
+// noise by, and a second more, as the advisor's own scrape samples up to
+// a second apart from the recording's.
 const (
 	PeakShare = 0.8
-	FallShows = 4 * time.Second
+	FallShows = 5 * time.Second
 )
 
 // JudgeFromPeak checks what the advisor said of each recovery against the
 // recovery measured, as an operator reads it from the moment the queue
-// turns: from the first evaluation after the recorded queue's peak to the
+// turns: from the first evaluation after the recorded queue's peak (by
+// FallShows) to the
 // debt paid, at least PeakShare of the evaluations give an ETA within
 // ETAError of the time left (or ETASlack), an evaluation that says the
 // shard has caught up (no ETA, no debt) giving 0; once the queue has

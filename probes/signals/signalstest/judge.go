@@ -50,9 +50,9 @@ const (
 // Judge checks what the advisor said against what happened in the run:
 // from the first ETA of each recovery to its debt paid, every evaluation
 // gives an ETA that puts the end of the recovery within ETAError of its
-// length of the end measured (or ETASlack); no reason says the queue grows while the
-// recorded queue's last minute falls; and from OKAfter past the debt paid
-// until the load rises again, the level is ok. Errors are kept against
+// length of the end measured (or ETASlack); no reason says the queue
+// grows while the recorded queue's last minute falls; and from OKAfter
+// past the debt paid until the load rises again, the level is ok. Errors are kept against
 // the recovery's length; the lines also show them against the time left.
 //
 // tolerance is the ETA error that fails (ETASlack still holds); errors
@@ -163,12 +163,11 @@ const (
 
 // JudgeFromPeak checks what the advisor said of each recovery against the
 // recovery measured, as an operator reads it from the moment the queue
-// turns: from the first evaluation after the recorded queue's peak (by
-// FallShows) to the
-// debt paid, at least PeakShare of the evaluations give an ETA within
-// ETAError of the time left (or ETASlack), an evaluation that says the
-// shard has caught up (no ETA, no debt) giving 0; once the queue has
-// fallen no reason says it grows; and from the load's stop until
+// turns: from the first evaluation FallShows after the recorded queue's
+// peak to the debt paid, at least PeakShare of the evaluations give an
+// ETA within ETAError of the time left (or ETASlack), an evaluation that
+// says the shard has caught up (no ETA, no debt) giving 0; from then on
+// no reason says the queue grows; and from the load's stop until
 // ETASlack before the debt was paid, the level is not ok. Judged and
 // Within count the evaluations after the peak and those within the bar.
 func JudgeFromPeak(r Recording, evals []Eval, th signals.Thresholds) Verdict {
@@ -206,7 +205,7 @@ func JudgeFromPeak(r Recording, evals []Eval, th signals.Thresholds) Verdict {
 			}
 			state := fmt.Sprintf("%s, queue %.0f, debt %.0f", e.Sig.Level, e.Sig.Queue, e.Sig.Debt)
 			if !after {
-				v.Lines = append(v.Lines, fmt.Sprintf("  +%-5v before the peak: %s; actual %v; %s", since, etaOf(e.Sig.Recovery), left.Round(time.Second), state))
+				v.Lines = append(v.Lines, fmt.Sprintf("  +%-5v before the turn shows: %s; actual %v; %s", since, etaOf(e.Sig.Recovery), left.Round(time.Second), state))
 				continue
 			}
 			judged++

@@ -269,23 +269,24 @@ func fastestFall(q Series, now time.Time, recent, d time.Duration) float64 {
 
 // payingNow is the run of paying steps the series ends with, back to
 // latest ago (three steps at least, however far apart they are), or nil
-// when its last three steps are not all paying.
+// when it has fewer than three. The first step of a run that began in
+// the series is left out: the debt began to be paid part way through it.
 func payingNow(paying Series, now time.Time) Series {
-	n := len(paying)
-	if n < 3 {
-		return nil
-	}
-	start := n - 3
-	for start > 0 && paying[start-1].V > 0 && !paying[start-1].T.Before(now.Add(-latest)) {
+	start := len(paying)
+	for start > 0 && paying[start-1].V > 0 {
 		start--
 	}
 	run := paying[start:]
-	for _, p := range run {
-		if p.V <= 0 {
-			return nil
-		}
+	if start > 0 && len(run) > 0 {
+		run = run[1:]
 	}
-	return run
+	if len(run) < 3 {
+		return nil
+	}
+	if recent := run.Since(now.Add(-latest)); len(recent) >= 3 {
+		return recent
+	}
+	return run[len(run)-3:]
 }
 
 // payingSteps are the instances created and completed at each step where

@@ -184,16 +184,16 @@ func Run(ctx context.Context, target string, cfg Config) (Report, error) {
 	if err := cfg.Check(); err != nil {
 		return Report{}, err
 	}
-	id, jobTypes, final, err := processOf(cfg)
+	lc, err := cfg.Load()
 	if err != nil {
 		return Report{}, err
 	}
-	rep := Report{Target: target, ProcessID: id}
+	rep := Report{Target: target, ProcessID: lc.ProcessID}
 	rec := &recorder{stageOf: map[int64]int{}, early: map[int64]struct{}{}, eventually: map[int]int64{}}
-	g := load.New(cfg.Client, load.Config{ProcessID: id, JobTypes: jobTypes, Final: final, Process: cfg.Process,
-		Workers: cfg.Workers, Stream: cfg.Stream, MaxInFlight: 1 << 16, Timeout: 2 * cfg.StopP99, OnCreate: rec.note, OnComplete: rec.completed})
+	lc.OnCreate, lc.OnComplete = rec.note, rec.completed
+	g := load.New(cfg.Client, lc)
 	if err := g.Deploy(ctx); err != nil {
-		return rep, fmt.Errorf("deploy %s: %w", id, describe(err))
+		return rep, fmt.Errorf("deploy %s: %w", lc.ProcessID, describe(err))
 	}
 	loadCtx, stopLoad := context.WithCancel(context.Background())
 	g.SetRate(0)
@@ -312,6 +312,18 @@ func runStage(ctx context.Context, g *load.Generator, rec *recorder, n int, rate
 			}
 		}
 	}
+}
+
+// Load is the load the probe offers, at rate 0: its process and how its
+// jobs are worked, the way Run drives them (the signal tests drive a
+// shard with the same). Call Check first.
+func (c Config) Load() (load.Config, error) {
+	id, jobTypes, final, err := processOf(c)
+	if err != nil {
+		return load.Config{}, err
+	}
+	return load.Config{ProcessID: id, JobTypes: jobTypes, Final: final, Process: c.Process,
+		Workers: c.Workers, Stream: c.Stream, MaxInFlight: 1 << 16, Timeout: 2 * c.StopP99}, nil
 }
 
 // processOf is the process to run: its id, its job types and those that

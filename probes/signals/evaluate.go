@@ -144,8 +144,9 @@ func (th Thresholds) Levels() string {
 func (th Thresholds) Hysteresis() string {
 	return fmt.Sprintf("A level steps down as soon as the last %s clearly contradicts what raised it: completion at %s of "+
 		"creation or more (or no creation), p99 under half its line, the slow share and refusals under half theirs; "+
-		"the queue counts as growing only while its last %s still rises.",
-		human.Duration(th.StepDown), human.Percent(th.PlanRatio), human.Duration(th.Recent))
+		"the queue counts as growing only while its last %s still rises. A shard still paying a debt (more instances "+
+		"owed than it creates in %s) that takes %s or more is at warn at least until it has caught up.",
+		human.Duration(th.StepDown), human.Percent(th.PlanRatio), human.Duration(th.Recent), human.Duration(th.StepDown), human.Duration(latest))
 }
 
 // Signals are the numbers of one shard (or the whole) and its level.
@@ -292,8 +293,10 @@ func evaluate(s Shard, now time.Time, th Thresholds) Signals {
 	// The debt is paid against what is created and completed from now
 	// on: the last few seconds say it better than the last StepDown,
 	// which may still hold the load that stopped, or miss the burst of
-	// completions that begins once the queue is empty.
-	createdLatest, completedLatest := zeroNaN(s.Created.Since(now.Add(-latest)).Mean()), zeroNaN(s.Completed.Since(now.Add(-latest)).Mean())
+	// completions that begins once the queue is empty. A load is offered
+	// at a rate that steps: its last samples say it (their median, not
+	// the mean of a load that stopped a second ago).
+	createdLatest, completedLatest := rateNow(s.Created), zeroNaN(s.Completed.Since(now.Add(-latest)).Mean())
 	if rec := recoveryOf(s, now, trend.emptying, sig.Debt, createdLatest, completedLatest, th); rec != nil {
 		sig.Recovering, sig.Recovery, sig.RecoverySeconds = true, rec, ptr(rec.Seconds)
 	}
@@ -325,11 +328,23 @@ func evaluate(s Shard, now time.Time, th Thresholds) Signals {
 	if e := trend.emptying; e != nil && sig.Queue > th.QueueEmpty {
 		reason(sig.Level, "queue falling: %+.0f records/s, empty in %s", -e.PerSec, When(*e, th))
 	}
-	if sig.Level > OK && sig.Debt >= 1 || sig.Recovering && sig.Queue > th.QueueEmpty {
+	// A shard still paying a debt is not ok, whatever else has calmed
+	// down: its instances are late until it has caught up. Fewer
+	// instances owed than the last StepDown creates are the work a shard
+	// under load has in flight, not a debt; one paid within latest is as
+	// good as paid; and without completions (the proxy preset) there is
+	// no debt to speak of.
+	owing := len(s.Completed) > 0 && sig.Debt >= max(1, createdLatest*th.StepDown.Seconds()) &&
+		sig.Recovery != nil && sig.Recovery.Seconds >= latest.Seconds()
+	if sig.Level > OK && sig.Debt >= 1 || sig.Recovering && sig.Queue > th.QueueEmpty || owing {
+		level := sig.Level
+		if owing {
+			level = max(level, Warn)
+		}
 		if rec := sig.Recovery; rec != nil {
-			reason(sig.Level, "debt %s instances, caught up in %s (%s)", human.Count(sig.Debt), rec.When(), rec.Terms())
+			reason(level, "debt %s instances, caught up in %s (%s)", human.Count(sig.Debt), rec.When(), rec.Terms())
 		} else {
-			reason(sig.Level, "debt %s instances and not recovering", human.Count(sig.Debt))
+			reason(level, "debt %s instances and not recovering", human.Count(sig.Debt))
 		}
 	}
 	return sig
@@ -337,6 +352,17 @@ func evaluate(s Shard, now time.Time, th Thresholds) Signals {
 
 // latest is how far back "now" reaches for a rate that just changed.
 const latest = 5 * time.Second
+
+// rateNow is the median of a series' last three samples (0 when empty):
+// the level a rate that steps has now.
+func rateNow(s Series) float64 {
+	v := s[max(0, len(s)-3):].Values()
+	sort.Float64s(v)
+	if len(v) == 0 {
+		return 0
+	}
+	return v[len(v)/2]
+}
 
 // trend is the queue's shape: the fit reported, whether it grows, and
 // how it empties when it falls.
@@ -400,10 +426,7 @@ func queueTrend(q Series, now time.Time, th Thresholds) trend {
 // belowFor is how long, back from now, completion has stayed under ratio ×
 // creation (ignoring idle steps).
 func belowFor(created, completed Series, ratio, minRate float64, now time.Time) time.Duration {
-	done := map[int64]float64{}
-	for _, p := range completed {
-		done[p.T.UnixNano()] = p.V
-	}
+	done := byTime(completed)
 	var since time.Time
 	for i := len(created) - 1; i >= 0; i-- {
 		p := created[i]

@@ -34,10 +34,11 @@ func When(e Emptying, th Thresholds) string {
 
 // EmptyIn reads how s empties: a line fitted from its highest point
 // within recent (a fall is read from where it began, not diluted by the
-// rise before it), over at least a sixth of recent and three points,
-// else over all of recent; and when the last quarter of recent falls
-// faster than that line, at that pace (a backlog drains faster as it
-// shrinks). ok is false when the line does not fall.
+// rise before it), over at least a sixth of recent and three points, or
+// over five points or more that clearly fall (a turn is read as soon
+// as it shows), else over all of recent; and when the last quarter of
+// recent falls faster than that line, at that pace (a backlog drains
+// faster as it shrinks). ok is false when the line does not fall.
 func EmptyIn(s Series, now time.Time, recent time.Duration) (e Emptying, ok bool) {
 	part := s.Since(now.Add(-recent))
 	if len(part) < 3 {
@@ -49,7 +50,7 @@ func EmptyIn(s Series, now time.Time, recent time.Duration) (e Emptying, ok bool
 			peak = i
 		}
 	}
-	if fall := part[peak:]; len(fall) >= 3 && fall[len(fall)-1].T.Sub(fall[0].T) >= recent/6 {
+	if fall := part[peak:]; len(fall) >= 3 && (fall[len(fall)-1].T.Sub(fall[0].T) >= recent/6 || turned(fall)) {
 		part = fall
 	}
 	f := LinearFit(part)
@@ -76,18 +77,44 @@ func EmptyIn(s Series, now time.Time, recent time.Duration) (e Emptying, ok bool
 	return e, true
 }
 
+// turnR2 is how well the points after a peak must sit on a line for a
+// short fall to count as the queue turning, not as noise after a high
+// sample.
+const turnR2 = 0.8
+
+// turned says whether the points from a peak clearly fall: five at
+// least, on a line (R² ≥ turnR2) that falls by more than twice its
+// slope's standard error. (Four would be read sooner, but a queue that
+// rises through noise shows four such points after a high sample five
+// times as often: 2% of the time, against 0.4%.)
+func turned(fall Series) bool {
+	if len(fall) < 5 {
+		return false
+	}
+	f := LinearFit(fall)
+	return f.R2 >= turnR2 && f.Slope+2*f.SlopeErr < 0
+}
+
 // Recovery is when a shard will have caught up: the records queued ahead
 // of its work processed at the pace the queue falls now, then the
-// instances it owes (the debt) completed at the pace it has shown.
+// instances it owes (the debt) completed at the pace it pays them.
 //
-// The pace is the most instances the shard created and completed together
-// a second, over its best five seconds in the window: one step each.
-// Completions alone would understate it: once the backlog is processed,
-// the steps that went into new instances go into the debt too (a shard
-// whose load stopped completes at twice its knee or more until it is
-// paid); and a longer mean would dilute the bursts that show it best.
-// With a load still on, each instance created takes a step and adds one
-// to the debt.
+// That pace is read, best first, from what the shard completes now, once
+// its queue is empty and completions lead creations (it is paying the
+// debt); else from a debt it paid earlier in the window (its best five
+// seconds); else from the most instances it created and completed
+// together a second over its best five seconds, once it has shown that
+// it completes what it creates: one step each, as a shard whose load
+// stopped puts the steps that went into new instances into the debt.
+// A shard that has completed nothing yet (a burst from idle: it only
+// took new instances in, which is the cheap step) has shown how fast it
+// takes instances in, not how fast it completes them, which for a
+// process of several tasks is several steps each: its debt is reckoned
+// at the pace its queue falls, one record per instance owed (the fastest
+// it has fallen over 10 s in the last minute, when more than its line:
+// the line slows as the shard's work on the debt writes job completions
+// back into the queue in batches). With a load still on, each instance
+// created takes a step and adds one to the debt.
 type Recovery struct {
 	Seconds float64 `json:"seconds"`
 	// LowSeconds and HighSeconds are the range the queue's fit allows;
@@ -102,11 +129,21 @@ type Recovery struct {
 	BacklogSeconds float64 `json:"backlogSeconds"`
 	DebtSeconds    float64 `json:"debtSeconds"`
 	// QueueDrainPerSec is the pace the queue falls at (records/s);
-	// PacePerSec the most instances created and completed together a
-	// second over the best five seconds of the window (or now, when more).
+	// PacePerSec the instances created and completed together a second
+	// the debt is reckoned at, and PaceFrom where that pace was read
+	// (PaceNow, PacePaid, PaceShown or PaceQueue).
 	QueueDrainPerSec float64 `json:"queueDrainPerSec"`
 	PacePerSec       float64 `json:"pacePerSec"`
+	PaceFrom         string  `json:"paceFrom"`
 }
+
+// Where a debt's pace is read from, best first.
+const (
+	PaceNow   = "completing now"      // the queue is empty and completions lead: the debt is being paid
+	PacePaid  = "a debt paid earlier" // the best five seconds of a debt paid earlier in the window
+	PaceShown = "steps shown"         // the best five seconds of created and completed, one step each
+	PaceQueue = "the queue's pace"    // nothing completed yet: one record per instance owed, at the fastest the queue falls
+)
 
 // When says the ETA as a person reads it: a point when the fit is good,
 // else a range.
@@ -146,10 +183,11 @@ func (r Recovery) Terms() string {
 // recoveryOf estimates when a shard catches up, or says it is not
 // recovering (nil). emptying is how its queue empties (nil when it does
 // not fall); debt is the instances owed; created and completed the rates
-// over the short past the estimate leans on.
+// now, which the estimate leans on.
 func recoveryOf(s Shard, now time.Time, emptying *Emptying, debt, created, completed float64, th Thresholds) *Recovery {
 	queue := zeroNaN(s.Queue.Last())
-	r := &Recovery{PacePerSec: max(bestMean(SumSeries(s.Created, s.Completed), latest), created+completed)}
+	r := &Recovery{}
+	r.PacePerSec, r.PaceFrom = paceOf(s, now, emptying, th)
 	if queue > th.QueueEmpty {
 		if emptying == nil {
 			return nil
@@ -187,6 +225,125 @@ func recoveryOf(s Shard, now time.Time, emptying *Emptying, debt, created, compl
 		r.HighSeconds = ptr(r.Seconds)
 	}
 	return r
+}
+
+// paceOf is the instances created and completed together a second that
+// a shard's debt is reckoned at, and where that was read (Recovery says
+// in which order).
+func paceOf(s Shard, now time.Time, emptying *Emptying, th Thresholds) (float64, string) {
+	paying := payingSteps(s, th)
+	if run := payingNow(paying, now); run != nil {
+		return run.Mean(), PaceNow
+	}
+	if best := bestRun(paying, latest); best >= th.MinRate {
+		return best, PacePaid
+	}
+	if keptUp(s.Created, s.Completed, th) {
+		return bestMean(SumSeries(s.Created, s.Completed), latest), PaceShown
+	}
+	if emptying != nil {
+		// The queue's line slows as the shard's own work on the debt
+		// (jobs completed in batches) writes records back into it; the
+		// pace it works through records shows between those batches.
+		return max(emptying.PerSec, fastestFall(s.Queue, now, th.Recent, 2*latest)), PaceQueue
+	}
+	return 0, PaceQueue
+}
+
+// fastestFall is the fastest q fell over a span of d within recent
+// (records/s; 0 when it did not fall).
+func fastestFall(q Series, now time.Time, recent, d time.Duration) float64 {
+	part := q.Since(now.Add(-recent))
+	var best float64
+	j := 0
+	for _, p := range part {
+		for p.T.Sub(part[j].T) > d {
+			j++
+		}
+		if dt := p.T.Sub(part[j].T); dt > 0 && dt >= d*9/10 {
+			best = max(best, (part[j].V-p.V)/dt.Seconds())
+		}
+	}
+	return best
+}
+
+// payingNow is the run of paying steps the series ends with, back to
+// latest ago (three steps at least, however far apart they are), or nil
+// when it has fewer than three. The first step of a run that began in
+// the series is left out: the debt began to be paid part way through it.
+func payingNow(paying Series, now time.Time) Series {
+	start := len(paying)
+	for start > 0 && paying[start-1].V > 0 {
+		start--
+	}
+	run := paying[start:]
+	if start > 0 && len(run) > 0 {
+		run = run[1:]
+	}
+	if len(run) < 3 {
+		return nil
+	}
+	if recent := run.Since(now.Add(-latest)); len(recent) >= 3 {
+		return recent
+	}
+	return run[len(run)-3:]
+}
+
+// payingSteps are the instances created and completed at each step where
+// the shard was paying a debt (its queue empty, completions well ahead
+// of creations: a quarter more, and MinRate more at least), 0 elsewhere.
+func payingSteps(s Shard, th Thresholds) Series {
+	made, queued := byTime(s.Created), byTime(s.Queue)
+	out := make(Series, 0, len(s.Completed))
+	for _, p := range s.Completed {
+		c := made[p.T.UnixNano()]
+		q, ok := queued[p.T.UnixNano()]
+		v := 0.0
+		if ok && q <= th.QueueEmpty && p.V >= c+th.MinRate && p.V*th.PlanRatio >= c {
+			v = c + p.V
+		}
+		out = append(out, Point{p.T, v})
+	}
+	return out
+}
+
+// keptUp says whether the shard completed, at some step, what it
+// created there (PlanRatio of it, at MinRate at least).
+func keptUp(created, completed Series, th Thresholds) bool {
+	made := byTime(created)
+	for _, p := range completed {
+		if c := made[p.T.UnixNano()]; c >= th.MinRate && p.V >= th.PlanRatio*c {
+			return true
+		}
+	}
+	return false
+}
+
+// byTime is a series' values by the instant of their sample, to read two
+// series step by step.
+func byTime(s Series) map[int64]float64 {
+	out := make(map[int64]float64, len(s))
+	for _, p := range s {
+		out[p.T.UnixNano()] = p.V
+	}
+	return out
+}
+
+// bestRun is the highest mean of s over a span of length d whose every
+// step is above 0 (0 when none is).
+func bestRun(s Series, d time.Duration) float64 {
+	var best float64
+	for start := 0; start < len(s); {
+		end := start
+		for end < len(s) && s[end].V > 0 {
+			end++
+		}
+		if run := s[start:end]; len(run) > 0 && run[len(run)-1].T.Sub(run[0].T) >= d {
+			best = max(best, bestMean(run, d))
+		}
+		start = end + 1
+	}
+	return best
 }
 
 // bestMean is the highest mean of s over any span of length d in it: the

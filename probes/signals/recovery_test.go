@@ -1,6 +1,7 @@
 package signals
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -34,6 +35,14 @@ func TestEmptyIn(t *testing.T) {
 			}
 			return 900 - 20*(x-90)
 		}), true, 300.0 / 20, true},
+		// Rose for two minutes less 5 s, falls at 85/s since: the turn is
+		// read from five samples, as soon as it shows.
+		{"turned 5 s ago", at1s(d, func(x float64) float64 {
+			if x < 115 {
+				return 40 * x
+			}
+			return 4600 - 85*(x-115)
+		}), true, (4600 - 85*5) / 85.0, true},
 		{"still rising", at1s(d, func(x float64) float64 { return 5 * x }), false, 0, false},
 		{"flat", at1s(d, func(float64) float64 { return 400 }), false, 0, false},
 		{"falling through noise", at1s(d, noisy(3, 150, func(x float64) float64 { return 3000 - 10*x })), true, 1800.0 / 10, true},
@@ -61,6 +70,22 @@ func TestEmptyIn(t *testing.T) {
 				t.Errorf("certain %v, want %v (R² %.2f, %.1f–%.1f s)", got, tc.certain, e.R2, e.Low, e.High)
 			}
 		})
+	}
+}
+
+// A queue that rises through noise shows a few lower samples after a high
+// one now and then; read a second apart, they are not a turn.
+func TestEmptyInNoTurnInNoise(t *testing.T) {
+	const d, seeds = 2 * time.Minute, 2000
+	falls := 0
+	for seed := uint64(1); seed <= seeds; seed++ {
+		s := at1s(d, noisy(seed, 400, func(x float64) float64 { return 3000 + 40*x }))
+		if _, ok := EmptyIn(s, t0.Add(d), time.Minute); ok {
+			falls++
+		}
+	}
+	if falls > seeds/100 {
+		t.Errorf("%d of %d queues rising at 40/s through ±400 read as falling", falls, seeds)
 	}
 }
 
@@ -182,6 +207,105 @@ func TestOnTheWayDown(t *testing.T) {
 	}
 }
 
+// A burst from idle, shaped as the recorded runs of the capacity probe's
+// three-task process are (testdata/burst.json): 110 instances a second
+// for 30 s, nothing completed; the load stops; the queue falls from its
+// peak at 85 records a second until only the work in flight is queued;
+// then the debt is paid at 75 instances a second, where one step each
+// (the 110 a second it took in) would say 110.
+func TestAfterABurst(t *testing.T) {
+	const (
+		window     = 10 * time.Minute
+		start, end = 5.0, 35.0 // the burst
+		created    = 110.0
+		fall, pace = 85.0, 75.0
+		debt       = created * (end - start)
+		inFlight   = 50.0 // records queued while the debt is paid
+	)
+	peak := created * (end - start) * 0.68 // records queued by the end of the burst
+	emptied := end + (peak-inFlight)/fall
+	paid := emptied + debt/pace
+	sh := Shard{Name: "s",
+		Created: at1s(window, func(x float64) float64 {
+			if x >= start && x < end {
+				return created
+			}
+			return 0
+		}),
+		Completed: at1s(window, func(x float64) float64 {
+			if x >= emptied && x < paid {
+				return pace
+			}
+			return 0
+		}),
+		Queue: at1s(window, func(x float64) float64 {
+			switch {
+			case x < start:
+				return 0
+			case x < end:
+				return peak * (x - start) / (end - start)
+			case x < emptied:
+				return peak - fall*(x-end)
+			case x < paid:
+				return inFlight
+			}
+			return 0
+		}),
+	}
+	th := DefaultThresholds()
+	at := func(x float64) Signals {
+		now := t0.Add(time.Duration(x * float64(time.Second)))
+		s := sh
+		s.Created, s.Completed, s.Queue = until(s.Created, now), until(s.Completed, now), until(s.Queue, now)
+		return Evaluate([]Shard{s}, now, window, th).Shards[0]
+	}
+
+	t.Run("the turn shows at once: falling, not growing", func(t *testing.T) {
+		s := at(end + 4)
+		if s.QueueGrowing || hasReason(s.Reasons, "growing") || !s.QueueFalling {
+			t.Errorf("growing %v, falling %v, 4 s after the peak: %q", s.QueueGrowing, s.QueueFalling, s.Reasons)
+		}
+		if s.Recovery == nil {
+			t.Errorf("no ETA 4 s after the peak: %q", s.Reasons)
+		}
+	})
+	t.Run("every 5 s from the peak: ETAs within 20% or 10 s", func(t *testing.T) {
+		judged, within := 0, 0
+		var lines []string
+		for x := end + 4; x < paid; x += 5 {
+			s := at(x)
+			left := paid - x
+			judged++
+			line := fmt.Sprintf("+%.0fs: actual %.0fs, no ETA", x-end, left)
+			if r := s.Recovery; r != nil {
+				line = fmt.Sprintf("+%.0fs: actual %.0fs, ETA %.0fs (%s at %.0f/s)", x-end, left, r.Seconds, r.PaceFrom, r.PacePerSec)
+				if math.Abs(r.Seconds-left) <= max(0.2*left, 10) {
+					within++
+					line += " within"
+				}
+			}
+			lines = append(lines, line)
+		}
+		if float64(within) < 0.8*float64(judged) {
+			t.Errorf("%d of %d ETAs within 20%% or 10 s:\n%s", within, judged, strings.Join(lines, "\n"))
+		}
+	})
+	t.Run("while the debt is paid: the pace it pays at, and not ok", func(t *testing.T) {
+		s := at(emptied + 15)
+		if s.Level == OK || !hasReason(s.Reasons, "debt") {
+			t.Errorf("level %v with %.0f instances owed: %q", s.Level, s.Debt, s.Reasons)
+		}
+		if r := s.Recovery; r == nil || r.PaceFrom != PaceNow || math.Abs(r.PacePerSec-pace) > 1 {
+			t.Errorf("recovery %+v, want the %.0f a second it completes now", r, pace)
+		}
+	})
+	t.Run("ok once paid", func(t *testing.T) {
+		if s := at(paid + 15); s.Level != OK {
+			t.Errorf("level %v 15 s after the debt was paid: %q", s.Level, s.Reasons)
+		}
+	})
+}
+
 // A queue that grew for minutes and has turned: the five-minute fit
 // still rises with a good R², the last minute falls.
 func TestTurnedQueueIsNotGrowing(t *testing.T) {
@@ -205,7 +329,8 @@ func TestTurnedQueueIsNotGrowing(t *testing.T) {
 // Levels step down on the last 15 s: p99 over the minute is still over a
 // second, the last 15 s are fast; the scissors over the minute are open,
 // the last 15 s complete what is created. Less than 15 s of it is not
-// enough.
+// enough. What the shard owes from those minutes (40 a second) keeps it
+// at warn until it is paid.
 func TestStepDown(t *testing.T) {
 	const window = 5 * time.Minute
 	now := t0.Add(window)
@@ -215,7 +340,7 @@ func TestStepDown(t *testing.T) {
 		recovered float64 // seconds before now the shard recovered
 		level     Level
 	}{
-		{"recovered 20 s ago", 20, OK},
+		{"recovered 20 s ago: warn while it pays its debt", 20, Warn},
 		{"recovered 5 s ago: not yet 15 s of evidence", 5, Critical},
 		{"still slow", 0, Critical},
 	} {
@@ -243,6 +368,9 @@ func TestStepDown(t *testing.T) {
 			sig := Evaluate([]Shard{s}, now, window, th).Shards[0]
 			if sig.Level != tc.level {
 				t.Errorf("level %v, want %v: %q", sig.Level, tc.level, sig.Reasons)
+			}
+			if tc.level == Warn && (len(sig.Reasons) != 1 || !hasReason(sig.Reasons, "debt 11k instances, caught up in")) {
+				t.Errorf("reasons %q, want the debt alone", sig.Reasons)
 			}
 		})
 	}

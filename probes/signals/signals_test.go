@@ -187,13 +187,44 @@ func TestEvaluate(t *testing.T) {
 				return 150
 			})
 			return s
-		}, OK, nil, func(t *testing.T, s Signals) {
-			// It pays 50/s net (150 completed, 100 created); the pace it
-			// shows, 250 a second, says as much (within its noise).
+		}, Warn, []string{"debt 2.5k instances, caught up in ~"}, func(t *testing.T, s Signals) {
+			// Not ok while it owes 47 s of work. It pays 50/s net (150
+			// completed, 100 created): it says so, paying now.
 			if want := s.Debt / 50; !s.Recovering || s.RecoverySeconds == nil || math.Abs(*s.RecoverySeconds-want) > 0.2*want {
 				t.Errorf("recovering %v in %+v (debt %v)", s.Recovering, s.Recovery, s.Debt)
 			}
 		}},
+		{"work in flight is not a debt", func() Shard {
+			s := steady(100, 12)
+			// Each instance takes 8 s end to end: 800 in flight, and
+			// completions a little ahead of creations at the end.
+			s.Completed = series(window, func(x float64) float64 {
+				switch {
+				case x < 8:
+					return 0
+				case x >= 590:
+					return 102
+				}
+				return 100
+			})
+			return s
+		}, OK, nil, func(t *testing.T, s Signals) {
+			if s.Debt < 600 {
+				t.Errorf("debt %.0f, want the ~800 instances in flight", s.Debt)
+			}
+		}},
+		{"no completions measured: no debt to warn about", func() Shard {
+			s := steady(10, 13)
+			s.Completed = nil // the proxy preset: what it placed, not what completed
+			// Requests in flight piled up and drained at 30/s a minute ago.
+			s.Queue = series(window, func(x float64) float64 {
+				if x < 540 {
+					return 30
+				}
+				return max(30, 1000-30*(x-540))
+			})
+			return s
+		}, OK, nil, nil},
 		{"backpressure drops", func() Shard {
 			s := steady(100, 11)
 			s.Received = series(window, func(float64) float64 { return 200 })

@@ -31,27 +31,32 @@ type Verdict struct {
 	Failures []string
 	// Errors are the ETAs' errors as a share of the recovery's length.
 	Errors []float64
+	// Judged and Within count the evaluations JudgeFromPeak judged and
+	// those within its bar.
+	Judged, Within int
 }
 
 // ETAError is the bar an ETA is held to: the moment it says the debt will
 // be paid within this share of the recovery's length (from the load
-// stopped or lowered to the debt paid) of when it was. OKAfter is how soon
+// stopped or lowered to the debt paid) of when it was, or within ETASlack
+// when that is more (the bar: 20% or 10 s). OKAfter is how soon
 // after the debt is paid the level must be ok.
 const (
 	ETAError = 0.2
+	ETASlack = 10 * time.Second
 	OKAfter  = 15 * time.Second
 )
 
 // Judge checks what the advisor said against what happened in the run:
 // from the first ETA of each recovery to its debt paid, every evaluation
 // gives an ETA that puts the end of the recovery within ETAError of its
-// length of the end measured; no reason says the queue grows while the
-// recorded queue's last minute falls; and from OKAfter past the debt paid
-// until the load rises again, the level is ok. Errors are kept against
+// length of the end measured (or ETASlack); no reason says the queue
+// grows while the recorded queue's last minute falls; and from OKAfter
+// past the debt paid until the load rises again, the level is ok. Errors are kept against
 // the recovery's length; the lines also show them against the time left.
 //
-// tolerance is the ETA error that fails; errors over ETAError and within
-// it are marked in the lines, not failed.
+// tolerance is the ETA error that fails (ETASlack still holds); errors
+// over ETAError and within it are marked in the lines, not failed.
 func Judge(r Recording, evals []Eval, th signals.Thresholds, tolerance float64) Verdict {
 	var v Verdict
 	fail := func(format string, a ...any) { v.Failures = append(v.Failures, fmt.Sprintf(format, a...)) }
@@ -92,10 +97,10 @@ func Judge(r Recording, evals []Eval, th signals.Thresholds, tolerance float64) 
 				rel := (eta - left).Seconds() / length.Seconds()
 				v.Errors = append(v.Errors, rel)
 				mark := ""
-				if math.Abs(rel) > ETAError {
+				if math.Abs(rel) > ETAError && (eta-left).Abs() > ETASlack {
 					mark = "  <- over the bar"
 				}
-				if math.Abs(rel) > tolerance {
+				if math.Abs(rel) > tolerance && (eta-left).Abs() > ETASlack {
 					mark = "  <- off"
 					fail("recovery %d +%v: ETA %v, actual %v: off by %+.0f%% of the recovery's %v", i+1, since, eta.Round(time.Second), left.Round(time.Second), rel*100, length.Round(time.Second))
 				}
@@ -140,4 +145,112 @@ func (r Recording) phases() []phase {
 		out = append(out, p)
 	}
 	return out
+}
+
+// The bars of a recovery read from its queue's peak on: at least
+// PeakShare of the evaluations from the first after the peak to the debt
+// paid give an ETA within ETAError of the time actually left, or within
+// ETASlack when that is more; and the level is not ok until ETASlack
+// before the debt is paid (an ETA that close is as good as paid). An
+// evaluation is after the peak once the fall has shown for FallShows:
+// five samples a second apart, the fewest the advisor tells a turn from
+// noise by, and a second more, as the advisor's own scrape samples up to
+// a second apart from the recording's.
+const (
+	PeakShare = 0.8
+	FallShows = 5 * time.Second
+)
+
+// JudgeFromPeak checks what the advisor said of each recovery against the
+// recovery measured, as an operator reads it from the moment the queue
+// turns: from the first evaluation FallShows after the recorded queue's
+// peak to the debt paid, at least PeakShare of the evaluations give an
+// ETA within ETAError of the time left (or ETASlack), an evaluation that
+// says the shard has caught up (no ETA, no debt) giving 0; from then on
+// no reason says the queue grows; and from the load's stop until
+// ETASlack before the debt was paid, the level is not ok. Judged and
+// Within count the evaluations after the peak and those within the bar.
+func JudgeFromPeak(r Recording, evals []Eval, th signals.Thresholds) Verdict {
+	var v Verdict
+	fail := func(format string, a ...any) { v.Failures = append(v.Failures, fmt.Sprintf(format, a...)) }
+	for i, p := range r.phases() {
+		if p.paid.IsZero() {
+			fail("recovery %d (from %s): its debt was never measured paid", i+1, p.from.Format(time.TimeOnly))
+			continue
+		}
+		peak, top := r.peak(p.from, p.paid)
+		v.Lines = append(v.Lines, fmt.Sprintf("recovery %d: from %s, the queue's peak (%.0f) %v later, paid %v later", i+1,
+			p.from.Format(time.TimeOnly), top, peak.Sub(p.from).Round(time.Second), p.paid.Sub(p.from).Round(time.Second)))
+		judged, within := 0, 0
+		for _, e := range evals {
+			if e.At.Before(p.from) || !e.At.Before(p.until) {
+				continue
+			}
+			since := e.At.Sub(p.from).Round(time.Second)
+			left := p.paid.Sub(e.At)
+			after := !e.At.Before(peak.Add(FallShows))
+			if after {
+				for _, reason := range e.Sig.Reasons {
+					if strings.Contains(reason, "growing") {
+						fail("recovery %d +%v: %q after the queue's peak", i+1, since, reason)
+					}
+				}
+			}
+			if left > ETASlack && e.Sig.Level == signals.OK {
+				fail("recovery %d +%v: ok %v before the debt was paid (debt %.0f, queue %.0f): %q", i+1, since, left.Round(time.Second), e.Sig.Debt, e.Sig.Queue, e.Sig.Reasons)
+			}
+			if left <= 0 {
+				v.Lines = append(v.Lines, fmt.Sprintf("  +%-5v paid %v ago: %s", since, (-left).Round(time.Second), e.Sig.Level))
+				continue
+			}
+			state := fmt.Sprintf("%s, queue %.0f, debt %.0f", e.Sig.Level, e.Sig.Queue, e.Sig.Debt)
+			if !after {
+				v.Lines = append(v.Lines, fmt.Sprintf("  +%-5v before the turn shows: %s; actual %v; %s", since, etaOf(e.Sig.Recovery), left.Round(time.Second), state))
+				continue
+			}
+			judged++
+			mark := "  <- off"
+			eta, ok := time.Duration(0), e.Sig.Debt < 1 && e.Sig.Queue <= th.QueueEmpty // caught up, it says
+			if rec := e.Sig.Recovery; rec != nil {
+				eta, ok = time.Duration(rec.Seconds*float64(time.Second)), true
+			}
+			if off := (eta - left).Abs(); ok && off <= max(time.Duration(ETAError*float64(left)), ETASlack) {
+				within++
+				mark = ""
+			}
+			v.Lines = append(v.Lines, fmt.Sprintf("  +%-5v %s; actual %v; %s%s", since, etaOf(e.Sig.Recovery), left.Round(time.Second), state, mark))
+		}
+		v.Judged += judged
+		v.Within += within
+		switch {
+		case judged == 0:
+			fail("recovery %d: no evaluation between the queue's peak and the debt paid", i+1)
+		case float64(within) < PeakShare*float64(judged):
+			fail("recovery %d: %d of %d ETAs after the queue's peak within %.0f%% (or %v) of the time left, want %.0f%%",
+				i+1, within, judged, 100*ETAError, ETASlack, 100*PeakShare)
+		}
+	}
+	return v
+}
+
+// etaOf says an ETA and its terms, or that there is none.
+func etaOf(rec *signals.Recovery) string {
+	if rec == nil {
+		return "no ETA"
+	}
+	sec := func(s float64) time.Duration { return time.Duration(s * float64(time.Second)).Round(time.Second) }
+	return fmt.Sprintf("ETA %v (backlog %v, debt %v)", sec(rec.Seconds), sec(rec.BacklogSeconds), sec(rec.DebtSeconds))
+}
+
+// peak is when the recorded queue was highest between from and to, and
+// how high.
+func (r Recording) peak(from, to time.Time) (time.Time, float64) {
+	at, top := from, math.Inf(-1)
+	for _, q := range r.Queue {
+		t := r.Start.Add(time.Duration(q[0] * float64(time.Second)))
+		if !t.Before(from) && !t.After(to) && q[1] > top {
+			at, top = t, q[1]
+		}
+	}
+	return at, top
 }

@@ -45,7 +45,7 @@ func StartTerminal(t testing.TB, bin string, env []string, cols, rows int, args 
 	}
 	tm := &Terminal{cmd: cmd, pty: f, em: vt.NewEmulator(cols, rows), done: make(chan struct{})}
 	tm.wg.Go(func() { _, _ = io.Copy(screenWriter{tm}, f) }) // the screen
-	tm.wg.Go(func() { _, _ = io.Copy(f, tm.em) }) // the terminal's answers
+	tm.wg.Go(func() { _, _ = io.Copy(f, tm.em) })            // the terminal's answers
 	go func() {
 		tm.waitErr = cmd.Wait()
 		close(tm.done)

@@ -26,16 +26,22 @@ func NewCmdTop(g *Globals) *cobra.Command {
 		Use:   "top",
 		Short: "Watch every shard's scissors, queue and latency heatmap live",
 		Long: `A live dashboard of the signals "shardctl signals" evaluates, from the same
-source (--prometheus or --scrape): one row per shard with its level, the
-scissors (instances created vs completed), the queue and its trend, and a
-latency heatmap strip; enter opens a shard's full-size charts. With
---registry (or SHARDCTL_REGISTRY) each row also shows the shard's state
-there (UP, DRAIN, OOS, DOWN), matched by name.
+source (--prometheus, --scrape, or --registry alone: every shard it lists, at
+its registered metrics URL): one row per shard with its level, the scissors
+(instances created vs completed), the queue and its trend, and a latency
+heatmap strip; enter opens a shard's full-size charts.
+
+With --registry (or SHARDCTL_REGISTRY) each row also shows the shard's state
+(UP, DRAIN, OOS, DOWN) and what the proxies see: a shard a proxy holds DOWN
+is DOWN, one the registry dropped while a proxy still routes to it stays
+listed, and the proxies' refusals of new instances show for the federation
+and per shard (REF). A shard whose metrics stopped is "? stale", never ok.
 
 Keys: ↑/↓ select · enter detail · esc back · / filter · s sort (name, level,
 ratio, queue) · p pause · ? help · q quit. --no-color (or NO_COLOR) draws
 in monochrome: the glyphs carry the meaning.`,
-		Example: `  shardctl top --prometheus http://prometheus:9090
+		Example: `  shardctl top --registry http://registry:8761/eureka
+  shardctl top --prometheus http://prometheus:9090
   shardctl top --scrape blue=http://10.0.0.5:9600/metrics --scrape green=http://10.0.1.5:9600/metrics --window 5m`,
 		Args:              cobra.NoArgs,
 		GroupID:           "observe",

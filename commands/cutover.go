@@ -612,8 +612,7 @@ func (o *CutoverApplyOptions) Validate() error {
 		return o.pf.validate(o.f.g)
 	}
 	// The overrides of a saved plan, checked as a plan's own options are.
-	check := migrate.PlanOptions{From: "-", To: "+", PauseBefore: o.pf.opts.PauseBefore, DrainTimeout: o.pf.opts.DrainTimeout}
-	if err := check.Validate(); err != nil {
+	if err := o.pf.opts.ValidateRun(); err != nil {
 		return UsageError(err)
 	}
 	return nil
@@ -665,15 +664,16 @@ func (o *CutoverApplyOptions) resumable(ctx context.Context, plan migrate.Plan) 
 	if err != nil {
 		return err
 	}
+	differences := running.Differences(plan)
 	var conflicts []string
-	for _, option := range running.Differences(plan) {
+	for _, option := range differences {
 		for _, name := range planOptionFlags[option] {
 			if o.planFile != "" || slices.Contains(o.given, name) {
 				conflicts = append(conflicts, "--"+name)
 			}
 		}
 	}
-	if o.planFile != "" && len(conflicts) == 0 && len(running.Differences(plan)) > 0 {
+	if o.planFile != "" && len(conflicts) == 0 && len(differences) > 0 {
 		conflicts = append(conflicts, "--plan "+o.planFile)
 	}
 	if len(conflicts) == 0 {

@@ -287,11 +287,7 @@ func (o *ShardsListOptions) Run(ctx context.Context) error {
 			fmt.Fprintf(o.f.g.Streams.ErrOut, "warning: proxy %s (%s): %s\n", v.Proxy, v.Admin, v.Error)
 		}
 	}
-	var listed []string
-	for _, s := range shards {
-		listed = append(listed, s.ID)
-	}
-	for _, s := range proxies.Unlisted(l.Proxies, listed) {
+	for _, s := range proxies.Unlisted(l.Proxies, shards) {
 		if wanted(s.Pool, string(s.State), s.ID) {
 			l.Unregistered = append(l.Unregistered, s)
 		}

@@ -112,13 +112,18 @@ func (s *signalSource) open() error {
 
 // describe names the source for headers.
 func (s *signalSource) describe() string {
-	switch {
-	case s.discovered:
-		return fmt.Sprintf("%s, scraping the shards of %s", s.preset, s.g.RegistryURL())
-	case s.scrape != nil:
-		return fmt.Sprintf("%s, scraping %d targets", s.preset, len(s.g.Scrape))
+	if s.scrape != nil {
+		return fmt.Sprintf("%s, scraping %s", s.preset, s.scraped())
 	}
 	return fmt.Sprintf("%s via %s", s.preset, s.g.PrometheusURL())
+}
+
+// scraped names what a scraping source reads.
+func (s *signalSource) scraped() string {
+	if s.discovered {
+		return "the shards of " + s.g.RegistryURL()
+	}
+	return fmt.Sprintf("%d targets", len(s.g.Scrape))
 }
 
 // snapshot fetches and evaluates once.
@@ -130,9 +135,7 @@ func (s *signalSource) snapshot(ctx context.Context) (signals.Snapshot, error) {
 	if err != nil {
 		return signals.Snapshot{}, err
 	}
-	th := signals.DefaultThresholds()
-	th.Stale = max(th.Stale, 3*s.step) // a point each step: three missed
-	return signals.Take(shards, now, s.window, th), nil
+	return signals.Take(shards, now, s.window, signals.DefaultThresholds().ForStep(s.step)), nil
 }
 
 // withStates adds the shards' registry states to every snapshot, and
@@ -148,14 +151,16 @@ func withStates(fetch func(context.Context) (signals.Snapshot, error), c *regist
 		if err != nil {
 			return snap, err
 		}
-		if shards, err := c.Shards(ctx, app); err == nil {
-			snap.States = map[string]string{}
-			for _, s := range shards {
-				snap.States[s.ID] = s.State
-			}
+		shards, err := c.Shards(ctx, app)
+		if err != nil {
+			return snap, nil
+		}
+		snap.States = map[string]string{}
+		for _, s := range shards {
+			snap.States[s.ID] = s.State
 		}
 		views, _ := proxies.Read(ctx, c)
-		if snap.Federation, _ = migrate.FederationOf(ctx, c, app, views); snap.Federation != nil {
+		if snap.Federation, _ = migrate.FederationOf(ctx, c, app, shards, views); snap.Federation != nil {
 			snap.Federation.Refusals = meter.Read(ctx, views)
 		}
 		snap.HoldDown()
@@ -233,8 +238,8 @@ With --scrape there is no history: shardctl samples for --sample first.`,
 	f := cmd.Flags()
 	f.DurationVar(&o.sample, "sample", 15*time.Second, "with --scrape: how long to sample before the first evaluation")
 	f.StringVar(&o.failOn, "fail-on", "critical", "exit 3 when the level reaches this: warn or critical")
-	f.StringVar(&o.noData, "no-data", noDataFail, "what a shard without current metrics means: fail (exit 3), inconclusive (exit 6) or pass")
-	_ = cmd.RegisterFlagCompletionFunc("no-data", completions.Values(noDataFail, noDataInconclusive, noDataPass))
+	f.StringVar(&o.noData, "no-data", migrate.NoDataFail, "what a shard without current metrics means: fail (exit 3), inconclusive (exit 6) or pass")
+	_ = cmd.RegisterFlagCompletionFunc("no-data", completions.Values(migrate.NoDataFail, migrate.NoDataInconclusive, migrate.NoDataPass))
 	f.BoolVar(&o.watch, "watch", false, "evaluate again every --every and print each report (JSON lines with -o json)")
 	f.DurationVar(&o.every, "every", 15*time.Second, "with --watch: how often to evaluate")
 	_ = cmd.RegisterFlagCompletionFunc("fail-on", completions.Values("warn", "critical"))
@@ -253,7 +258,7 @@ func (o *SignalsOptions) Validate() error {
 	}
 	o.level = lvl
 	switch o.noData {
-	case noDataFail, noDataInconclusive, noDataPass:
+	case migrate.NoDataFail, migrate.NoDataInconclusive, migrate.NoDataPass:
 	default:
 		return fmt.Errorf("--no-data %q: want fail, inconclusive or pass", o.noData)
 	}
@@ -272,7 +277,7 @@ func (o *SignalsOptions) Run(ctx context.Context) error {
 	if o.scrape != nil {
 		go o.scrape.Run(ctx)
 		if !o.printer.Format.Machine() {
-			fmt.Fprintf(errOut, "sampling %s for %v…\n", strings.TrimPrefix(o.describe(), o.preset+", scraping "), o.sample)
+			fmt.Fprintf(errOut, "sampling %s for %v…\n", o.scraped(), o.sample)
 		}
 		select {
 		case <-ctx.Done():
@@ -311,17 +316,9 @@ func (o *SignalsOptions) Run(ctx context.Context) error {
 	}
 }
 
-// What a shard without current metrics means to the exit code
-// (--no-data), as a cutover gate's noData says.
-const (
-	noDataFail         = "fail"
-	noDataInconclusive = "inconclusive"
-	noDataPass         = "pass"
-)
-
 // verdict is the exit of one evaluation: a level at --fail-on refuses;
-// a shard whose level is unknown is what --no-data says, never a pass
-// unless it says pass.
+// a shard whose level is unknown is what --no-data says (a cutover
+// gate's noData policies), never a pass unless it says pass.
 func (o *SignalsOptions) verdict(r signals.Report) error {
 	if r.Level >= o.level {
 		return Refused(fmt.Errorf("signals are %s (--fail-on %s)", r.Level, o.failOn))
@@ -331,9 +328,9 @@ func (o *SignalsOptions) verdict(r signals.Report) error {
 	}
 	err := fmt.Errorf("no current metrics from %s (--no-data %s)", strings.Join(r.Unknown, ", "), o.noData)
 	switch o.noData {
-	case noDataPass:
+	case migrate.NoDataPass:
 		return nil
-	case noDataInconclusive:
+	case migrate.NoDataInconclusive:
 		return &ExitError{Code: ExitUnknown, Err: err}
 	}
 	return Refused(err)

@@ -138,17 +138,15 @@ func (m *measurer) poolSignals(ctx context.Context, ids []string, window time.Du
 			mine = append(mine, s)
 		}
 	}
-	any := len(mine) > 0
+	found := len(mine) > 0
 	for _, id := range ids {
 		if !slices.ContainsFunc(mine, func(s signals.Shard) bool { return s.Name == id }) {
 			// A shard of the pool the source has nothing of: unknown.
 			mine = append(mine, signals.Shard{Name: id, Missing: "no series in the metrics"})
 		}
 	}
-	th := signals.DefaultThresholds()
-	th.Stale = max(th.Stale, 3*step)
-	r := signals.Evaluate(mine, now, window, th)
-	return r, any, nil
+	r := signals.Evaluate(mine, now, window, signals.DefaultThresholds().ForStep(step))
+	return r, found, nil
 }
 
 // query runs PromQL and returns the values it found.

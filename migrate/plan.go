@@ -174,6 +174,12 @@ func (o PlanOptions) Validate() error {
 			return fmt.Errorf("%w: --steps %v: percentages from 1 to 100, rising", ErrBadInput, o.Steps)
 		}
 	}
+	return o.ValidateRun()
+}
+
+// ValidateRun checks the options of how a plan runs, its pause and its
+// durations: all a saved plan takes from a new command line.
+func (o PlanOptions) ValidateRun() error {
 	if o.PauseBefore != "" && o.PauseBefore != PausePromote && o.PauseBefore != PauseDrain {
 		return fmt.Errorf("%w: --pause-before %q: want promote or drain", ErrBadInput, o.PauseBefore)
 	}
@@ -480,45 +486,36 @@ func takesCutover(state string) bool {
 	return state == registry.StateUp || state == registry.StateOutOfService
 }
 
-// FederationOf reads the registry's side of the dashboard: pools, the
-// weights of the last cutover, and the cutover in progress with what its
-// draining shards still hold; with what the proxies see (views): which
-// shards they hold DOWN, those among them the registry no longer lists,
-// and those they refuse new instances for.
-func FederationOf(ctx context.Context, r CutoverRegistry, app string, views []proxies.View) (*signals.Federation, error) {
-	shards, err := r.Shards(ctx, app)
-	if err != nil {
-		return nil, err
-	}
+// FederationOf reads the registry's side of the dashboard from its
+// shards of app: pools, the weights of the last cutover, and the cutover
+// in progress with what its draining shards still hold; with what the
+// proxies see (views): which shards they hold DOWN, those among them the
+// registry no longer lists, and those they refuse new instances for.
+func FederationOf(ctx context.Context, r CutoverRegistry, app string, shards []registry.Shard, views []proxies.View) (*signals.Federation, error) {
 	f := &signals.Federation{Pools: map[string]string{}}
-	ids := map[string]string{} // id → pool, the registry's and the proxies'
+	pools := map[string]string{} // by id: the registry's shards and those only the proxies know
 	for _, s := range shards {
-		ids[s.ID] = s.Pool
+		pools[s.ID] = s.Pool
 	}
-	for _, v := range views {
-		for _, s := range v.Shards {
-			if _, ok := ids[s.ID]; !ok {
-				ids[s.ID] = s.Pool
-			}
-		}
+	for _, s := range proxies.Unlisted(views, shards) {
+		pools[s.ID] = s.Pool
 	}
-	for id, pool := range ids {
+	for id, pool := range pools {
 		if pool != "" {
 			f.Pools[id] = pool
 		}
-		s := registry.Shard{ID: id}
-		h := proxies.Of(views, s.ID)
+		h := proxies.Of(views, id)
 		if h.Down > 0 {
 			if f.Down == nil {
 				f.Down = map[string]string{}
 			}
-			f.Down[s.ID] = fmt.Sprintf("%s DOWN in %d of %d proxies (%s)", s.ID, h.Down, h.Proxies, h.Reason())
+			f.Down[id] = id + " " + h.DownLine()
 		}
 		if h.Refusing > 0 {
 			if f.Refused == nil {
 				f.Refused = map[string]string{}
 			}
-			f.Refused[s.ID] = fmt.Sprintf("%s refused new instances by %d of %d proxies: %s", s.ID, h.Refusing, h.Proxies, proxies.BacklogReason(*h.Backlog))
+			f.Refused[id] = fmt.Sprintf("%s refused new instances by %d of %d proxies: %s", id, h.Refusing, h.Proxies, proxies.BacklogReason(*h.Backlog))
 		}
 	}
 	all, err := r.Cutovers(ctx, app)

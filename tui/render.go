@@ -262,26 +262,25 @@ func (m *Model) shardLine(r row, c columns, sc scales, selected bool) string {
 // gives it none for its backlog; "-" without the proxies' metrics.
 func (m *Model) refused(name string) string {
 	f := m.snap.Federation
-	if f == nil || f.Refusals == nil {
-		if f != nil && f.Refused[name] != "" {
-			return styleWarn.Render("off")
-		}
+	if f == nil {
 		return human.None
-	}
-	share, ok := f.Refusals.Shards[name]
-	text := human.None
-	if ok {
-		text = human.Percent(share)
 	}
 	if f.Refused[name] != "" {
 		// The proxy places nothing there: what the shard refuses is not
 		// what the federation refuses for it.
 		return styleWarn.Render("off")
 	}
-	if ok && share >= m.snap.Thresholds.DropShare {
-		return styleWarn.Render(text)
+	if f.Refusals == nil {
+		return human.None
 	}
-	return text
+	share, ok := f.Refusals.Shards[name]
+	switch {
+	case !ok:
+		return human.None
+	case share >= m.snap.Thresholds.DropShare:
+		return styleWarn.Render(human.Percent(share))
+	}
+	return human.Percent(share)
 }
 
 // state is a shard's state in the registry, short: UP, DRAIN, OOS, DOWN.

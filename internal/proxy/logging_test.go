@@ -73,15 +73,7 @@ func TestLogsShardDownAndBack(t *testing.T) {
 // each in the proxy's log; a registry that goes away and comes back is a
 // broken watch, then a reconnected one.
 func TestLogsFollowTheRegistry(t *testing.T) {
-	regCfg := registry.Config{Listen: "127.0.0.1:0", Store: "memory"}
-	srv, err := registry.New(regCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Close(context.Background()) })
+	srv := startRegistry(t, "127.0.0.1:0")
 	regAddr := srv.Addr().String()
 	client, err := registry.NewClient("http://"+regAddr+"/eureka", "")
 	if err != nil {
@@ -148,15 +140,7 @@ func TestLogsFollowTheRegistry(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines.Wait(t, 5*time.Second, "registry watch broken, reconnecting", "level", "WARN")
-	regCfg.Listen = regAddr
-	again, err := registry.New(regCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := again.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = again.Close(context.Background()) })
+	startRegistry(t, regAddr)
 	lines.Wait(t, 10*time.Second, "registry watch reconnected", "level", "INFO")
 	lines.Wait(t, 5*time.Second, "shard left the registry", "shard", "blue-1", "from", Up, "to", Down)
 	// The record written again changed nothing; the registry that came
@@ -244,4 +228,19 @@ func TestLogsPlacementDecisions(t *testing.T) {
 	lines.Wait(t, time.Second, "shard cooling off, refusing new instances", "shard", "b", "suppressed", 99)
 	lines.Wait(t, time.Second, "shard refusing calls at its in-flight limit", "shard", "b", "suppressed", 1)
 	lines.Wait(t, time.Second, "shard no longer overloaded, admitting new instances", "shard", "b", "suppressed", 1, "inFlight", 3)
+}
+
+// startRegistry runs an in-process registry with the memory store on
+// listen until the test ends.
+func startRegistry(t *testing.T, listen string) *registry.Server {
+	t.Helper()
+	srv, err := registry.New(registry.Config{Listen: listen, Store: "memory"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close(context.Background()) })
+	return srv
 }

@@ -170,7 +170,6 @@ func (p *Proxy) RefreshLedger(ctx context.Context) error {
 // the pool weights those of the registry until ctx ends: every change the
 // watch pushes becomes a Want, every ledger change a RefreshLedger.
 func (p *Proxy) followRegistry(ctx context.Context) {
-	report := p.cfg.OnRegistryError
 	p.log.Info("following the registry", "registry", p.cfg.Registry.Base.String(), "app", p.cfg.App)
 	// The watch calls back from one goroutine: broken needs no lock.
 	broken := false
@@ -186,14 +185,12 @@ func (p *Proxy) followRegistry(ctx context.Context) {
 			heard()
 			if err := p.RefreshLedger(ctx); err != nil {
 				p.logRepeating(slog.LevelWarn, "ledger refresh failed", "err", err)
-				report(err)
 			}
 		},
 		Cutovers: func(cs []registry.Cutover) { heard(); p.SetWeights(WeightsOf(cs)) },
 		Error: func(err error) {
 			broken = true
 			p.logRepeating(slog.LevelWarn, "registry watch broken, reconnecting", "registry", p.cfg.Registry.Base.String(), "err", err)
-			report(fmt.Errorf("registry watch: %w (reconnecting)", err))
 		},
 	})
 }
@@ -220,7 +217,6 @@ func (p *Proxy) announce(ctx context.Context) error {
 		p.cfg.Registry.Heartbeat(ctx, in, func(err error) {
 			if err != nil {
 				p.logRepeating(slog.LevelWarn, "proxy registration failed, retrying", "proxy", id, "app", registry.ProxiesApp, "err", err)
-				p.cfg.OnRegistryError(fmt.Errorf("register the proxy as %s: %w", id, err))
 				return
 			}
 			p.log.Info("proxy registered", "proxy", id, "app", registry.ProxiesApp, "admin", "http://"+p.adminAddr.String())

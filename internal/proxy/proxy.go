@@ -100,11 +100,10 @@ type Config struct {
 	OnSync func(error)
 	// Registry, when set, is followed from Start to Close: the shards of
 	// App (default registry.DefaultShardsApp), their states, the ledger
-	// and the cutover weights. OnRegistryError hears what went wrong (the
-	// watch reconnects by itself). A registry makes the proxy Dynamic.
-	Registry        *registry.Client
-	App             string
-	OnRegistryError func(error)
+	// and the cutover weights; what goes wrong is logged (the watch
+	// reconnects by itself). A registry makes the proxy Dynamic.
+	Registry *registry.Client
+	App      string
 	// ID names the proxy where it registers itself (registry.ProxiesApp),
 	// with its admin address, while it follows a registry (default
 	// HOSTNAME-PORT).
@@ -144,9 +143,6 @@ func (c *Config) validate() error {
 		c.Dynamic = true
 		if c.App == "" {
 			c.App = registry.DefaultShardsApp
-		}
-		if c.OnRegistryError == nil {
-			c.OnRegistryError = func(error) {}
 		}
 	}
 	if len(c.Shards) == 0 && !c.Dynamic {
@@ -397,7 +393,6 @@ func (p *Proxy) Start(ctx context.Context) error {
 			p.owned.Go(func() { p.followRegistry(fctx) })
 			if err := p.announce(fctx); err != nil {
 				p.log.Error("the proxy cannot register itself in the registry", "app", registry.ProxiesApp, "err", err)
-				p.cfg.OnRegistryError(err)
 			}
 		}
 	}

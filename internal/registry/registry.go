@@ -626,13 +626,7 @@ type evicted struct {
 // which logs self-preservation turning on and off (a registry expecting
 // no renewals has nothing to hold: it is not logged as held).
 func (r *Registry) checkPreservation() bool {
-	if !r.opts.SelfPreservation {
-		return true
-	}
-	expected := r.ExpectedRenewalsPerMinute()
-	threshold := expected * r.opts.RenewalThreshold
-	renewals := r.RenewalsLastMinute()
-	enabled := leaseExpiration(threshold, renewals)
+	enabled, expected, threshold, renewals := r.preservation()
 	holding := !enabled && threshold > 0
 	if r.preserving.Swap(holding) != holding {
 		// Renewals are finite here: +Inf (just started) enables expiry,
@@ -705,10 +699,19 @@ func (r *Registry) SelfPreserving() bool { return !r.LeaseExpirationEnabled() }
 
 // LeaseExpirationEnabled is Eureka's isLeaseExpirationEnabled.
 func (r *Registry) LeaseExpirationEnabled() bool {
+	enabled, _, _, _ := r.preservation()
+	return enabled
+}
+
+// preservation says whether leases may expire, and the renewals a minute
+// that decide it: expected, the threshold, and those that arrived.
+func (r *Registry) preservation() (enabled bool, expected, threshold, renewals float64) {
 	if !r.opts.SelfPreservation {
-		return true
+		return true, 0, 0, 0
 	}
-	return leaseExpiration(r.ExpectedRenewalsPerMinute()*r.opts.RenewalThreshold, r.RenewalsLastMinute())
+	expected = r.ExpectedRenewalsPerMinute()
+	threshold, renewals = expected*r.opts.RenewalThreshold, r.RenewalsLastMinute()
+	return leaseExpiration(threshold, renewals), expected, threshold, renewals
 }
 
 // leaseExpiration: leases may expire while more renewals arrive than the

@@ -16,8 +16,8 @@ import (
 )
 
 // RegistryTargets finds the shards to scrape in a registry (for
-// source.Scrape's Discover): each shard of App with a metrics URL in its registration,
-// named by its id; and each shard a proxy still routes to that the
+// source.Scrape's Discover): each shard of App with a metrics URL in its
+// registration, named by its id; and each shard a proxy still routes to that the
 // registry no longer lists (evicted, its keys still outstanding), at the
 // URL it was last found at, so that it shows as a shard without metrics
 // instead of vanishing.
@@ -45,11 +45,9 @@ func (d *RegistryTargets) Find(ctx context.Context) ([]source.Target, error) {
 	}
 	// A proxy that cannot be asked hides nothing the registry lists.
 	views, _ := proxies.Read(ctx, d.Registry)
-	for _, v := range views {
-		for _, s := range v.Shards {
-			if u, ok := d.known[s.ID]; ok && want[s.ID] == "" {
-				want[s.ID] = u
-			}
+	for _, s := range proxies.Unlisted(views, shards) {
+		if u, ok := d.known[s.ID]; ok {
+			want[s.ID] = u
 		}
 	}
 	var out []source.Target

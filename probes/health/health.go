@@ -395,19 +395,16 @@ func FederationTargets(ctx context.Context, c *registry.Client, app, proxyAdmin,
 	// one the registry dropped while they still route to it is checked.
 	views, _ := proxies.Read(ctx, c) // a proxy that cannot be asked hides nothing listed
 	held := func(id string) string {
-		h := proxies.Of(views, id)
-		if h.Down == 0 {
-			return ""
+		if h := proxies.Of(views, id); h.Down > 0 {
+			return h.DownLine()
 		}
-		return fmt.Sprintf("DOWN in %d of %d proxies (%s)", h.Down, h.Proxies, h.Reason())
+		return ""
 	}
 	var out []Target
-	var listed []string
 	for _, s := range shards {
 		out = append(out, Target{Name: s.ID, Kind: KindZeebe, Address: s.Address, Held: held(s.ID)})
-		listed = append(listed, s.ID)
 	}
-	for _, s := range proxies.Unlisted(views, listed) {
+	for _, s := range proxies.Unlisted(views, shards) {
 		why := held(s.ID)
 		if why == "" {
 			why = "routed to by the proxies"

@@ -120,13 +120,13 @@ func Of(views []View, shard string) Health {
 	return h
 }
 
-// Unlisted are the shards the proxies route to that listed does not
-// name: the registry dropped them while their keys still route there.
-// Each is as the first proxy (by id) that knows it reports it.
-func Unlisted(views []View, listed []string) []proxy.ShardStatus {
+// Unlisted are the shards the proxies route to that are not among
+// registered: the registry dropped them while their keys still route
+// there. Each is as the first proxy (by id) that knows it reports it.
+func Unlisted(views []View, registered []registry.Shard) []proxy.ShardStatus {
 	seen := map[string]bool{}
-	for _, id := range listed {
-		seen[id] = true
+	for _, s := range registered {
+		seen[s.ID] = true
 	}
 	var out []proxy.ShardStatus
 	for _, v := range views { // sorted by proxy id
@@ -139,6 +139,12 @@ func Unlisted(views []View, listed []string) []proxy.ShardStatus {
 	}
 	slices.SortFunc(out, func(a, b proxy.ShardStatus) int { return strings.Compare(a.ID, b.ID) })
 	return out
+}
+
+// DownLine says how many proxies hold the shard DOWN and the first's
+// reason: "DOWN in 1 of 2 proxies (proxy-a: 2 health checks failed)".
+func (h Health) DownLine() string {
+	return fmt.Sprintf("DOWN in %d of %d proxies (%s)", h.Down, h.Proxies, h.Reason())
 }
 
 // Reason is one proxy's reason for DOWN, named ("" when none holds it

@@ -77,22 +77,22 @@ func (m *Meter) Read(ctx context.Context, views []View) *signals.Refusals {
 	var asked float64
 	sent := map[string]float64{}
 	refused := map[string]float64{}
-	any := false
+	read := false
 	for p, c := range now {
 		l, ok := last[p]
 		if !ok || !c.ok || !l.ok || !c.at.After(l.at) {
 			continue
 		}
-		any = true
+		read = true
 		dt := c.at.Sub(l.at).Seconds()
-		asked += delta(l.asked, c.asked) / dt
-		r.PerSec += delta(l.refused, c.refused) / dt
+		asked += source.Increase(l.asked, c.asked) / dt
+		r.PerSec += source.Increase(l.refused, c.refused) / dt
 		for shard, n := range c.sent {
-			sent[shard] += delta(l.sent[shard], n) / dt
-			refused[shard] += delta(l.shardRefused[shard], c.shardRefused[shard]) / dt
+			sent[shard] += source.Increase(l.sent[shard], n) / dt
+			refused[shard] += source.Increase(l.shardRefused[shard], c.shardRefused[shard]) / dt
 		}
 	}
-	if !any {
+	if !read {
 		return nil
 	}
 	if asked > 0 {
@@ -106,14 +106,6 @@ func (m *Meter) Read(ctx context.Context, views []View) *signals.Refusals {
 		}
 	}
 	return &r
-}
-
-// delta is a counter's increase; one that went down restarted.
-func delta(before, after float64) float64 {
-	if after < before {
-		return after
-	}
-	return after - before
 }
 
 func readRefusals(ctx context.Context, hc *http.Client, url string) refusalCounts {

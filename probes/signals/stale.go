@@ -28,6 +28,13 @@ func (s Shard) lastSeen() *time.Time {
 	return &last
 }
 
+// ForStep are the thresholds for series of a step: a shard is stale
+// once it missed three of its points, if that is longer than Stale.
+func (th Thresholds) ForStep(step time.Duration) Thresholds {
+	th.Stale = max(th.Stale, 3*step)
+	return th
+}
+
 // staleSignals are a shard's signals when its metrics stopped (stale is
 // true then): its level unknown, no numbers (the last it had are not its
 // numbers now), and why in words.

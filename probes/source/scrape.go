@@ -508,6 +508,15 @@ func (s *Scrape) Fetch(_ context.Context, now time.Time, window, step time.Durat
 	return sorted(shards), nil
 }
 
+// Increase is how much a counter grew from before to after; one that
+// went down restarted, from zero.
+func Increase(before, after float64) float64 {
+	if after < before {
+		return after
+	}
+	return after - before
+}
+
 // at returns the last sample at or before t, if any.
 func at(ring []sample, t time.Time) (sample, bool) {
 	i := sort.Search(len(ring), func(i int) bool { return ring[i].at.After(t) })
@@ -545,11 +554,7 @@ func fill(sh *signals.Shard, ring []sample, name string, now time.Time, window, 
 			if !va.has[what] || !vb.has[what] {
 				return
 			}
-			d := y - x
-			if d < 0 {
-				d = y // the counter restarted
-			}
-			*dst = append(*dst, signals.Point{T: t, V: d / dt})
+			*dst = append(*dst, signals.Point{T: t, V: Increase(x, y) / dt})
 		}
 		rate("created", va.created, vb.created, &sh.Created)
 		rate("completed", va.completed, vb.completed, &sh.Completed)
@@ -565,11 +570,7 @@ func fill(sh *signals.Shard, ring []sample, name string, now time.Time, window, 
 			}
 			inc := map[float64]float64{}
 			for _, le := range bounds {
-				d := vb.buckets[le] - va.buckets[le]
-				if d < 0 {
-					d = vb.buckets[le]
-				}
-				inc[le] = d
+				inc[le] = Increase(va.buckets[le], vb.buckets[le])
 			}
 			sh.Latency.Times = append(sh.Latency.Times, t)
 			sh.Latency.Counts = append(sh.Latency.Counts, perBucket(bounds, inc))

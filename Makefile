@@ -1,4 +1,4 @@
-# shardctl — see README.md. `make test` is the one test command CI runs.
+# shardctl — see README.md. `make test` before a push; CI runs `make test test-long`.
 PKG      := github.com/shardctl/shardctl/internal/version
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
@@ -10,11 +10,11 @@ LDFLAGS  := -X $(PKG).version=$(VERSION) -X $(PKG).commit=$(COMMIT) -X $(PKG).da
 build: ## bin/shardctl with version stamped
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/shardctl ./cmd/shardctl
 
-test: ## everything CI checks: installs what is missing, lint, go test -race
+test: ## the fast tier: installs what is missing, lint, every behaviour test with -race (not the long scenarios)
 	scripts/test.sh
 
-test-long: ## the long runs CI leaves out: the advisor quiet for 10 minutes at 70% load
-	go test -tags long -count=1 -timeout 30m -run 'Long|Quiet' -v ./probes/...
+test-long: ## the long tier: the multi-minute load scenarios (*_long_test.go, build tag long), with -race
+	scripts/test.sh long
 
 bench: ## every benchmark; figures and peer ratios print as they run
 	go test -run '^$$' -bench . -benchmem ./...
@@ -64,8 +64,8 @@ bench-tui: ## shardctl top: one frame at 200x50 (target <= 10 ms), and its CPU o
 
 lint: ## gofmt, go vet, staticcheck
 	@test -z "$$(gofmt -l .)" || { gofmt -l .; echo "run gofmt -w on the files above"; exit 1; }
-	go vet ./...
-	$$(scripts/tools.sh staticcheck) ./...
+	go vet -tags long ./...
+	$$(scripts/tools.sh staticcheck) -tags long ./...
 
 snapshot: ## release build of every platform into dist/, without publishing
 	$$(scripts/tools.sh goreleaser) release --snapshot --clean --config goreleaser.yaml

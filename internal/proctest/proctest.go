@@ -23,6 +23,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/shardctl/shardctl/internal/budget"
 )
 
@@ -38,16 +40,27 @@ var built struct {
 	err  error
 }
 
-// Main runs the package's tests and removes the binary Build made: a
-// package that calls Build has `func TestMain(m *testing.M) {
-// os.Exit(proctest.Main(m)) }`.
+// Main runs the package's tests, then fails them if a goroutine is still
+// running (a runtime's Close that returns before what it started has
+// stopped, a test that forgot a Close), and removes the binary Build
+// made. Every runtime package and every package that calls Build has
+// `func TestMain(m *testing.M) { os.Exit(proctest.Main(m)) }`.
 func Main(m *testing.M) int {
 	code := m.Run()
 	if built.dir != "" {
 		os.RemoveAll(built.dir)
 	}
+	if code == 0 {
+		if err := goleak.Find(leakOptions...); err != nil {
+			fmt.Fprintf(os.Stderr, "goroutines still running after the tests ended: something was not closed, or its Close does not wait for what it started\n%v\n", err)
+			return 1
+		}
+	}
 	return code
 }
+
+// leakOptions are goroutines that outlive a test by design, not by leak.
+var leakOptions = []goleak.Option{}
 
 // Build is the shardctl binary the tests run: $SHARDCTL_TEST_BINARY, else
 // cmd/shardctl built once per test process into a temporary folder that

@@ -43,7 +43,7 @@ bench-registry-probe: build ## shardctl probe registry against a memory-store re
 	scripts/bench-registry-probe.sh bin/shardctl
 
 bench-resilience: ## proxy under failure: time to DOWN and throughput around a SIGKILL, a stalled and a slowed shard's share, SIGTERM, 1.5x the knee, saturation (RESOURCE_EXHAUSTED latency against a shard's own, heap)
-	go test -count=1 -timeout 20m -v -run 'TestKillOneShardUnderLoad|TestStalledShardUnderLoad|TestProxySIGTERMUnderLoad|TestOverloadPastTheKnee' ./cmd/shardctl/ | grep -E '^(---|ok|FAIL)|_test.go:[0-9]+: (DOWN|slow|pause|stopped|created|job completions|stage|offered|after the fill|shard-[0-9]:)'
+	go test -tags long -count=1 -timeout 20m -v -run 'TestKillOneShardUnderLoad|TestStalledShardUnderLoad|TestProxySIGTERMUnderLoad|TestOverloadPastTheKnee' ./cmd/shardctl/ | grep -E '^(---|ok|FAIL)|_test.go:[0-9]+: (DOWN|slow|pause|stopped|created|job completions|stage|offered|after the fill|shard-[0-9]:)'
 	go test -count=1 -timeout 10m -v -run 'TestSaturatedShardsRefuseAtOnce|TestStalledJobStreamIsEnded' ./internal/proxy/ | grep -E '^(---|ok|FAIL)|_test.go:[0-9]+: [0-9]|stall'
 
 bench-registry: ## registry: full fetch of 600 instances (JSON, gzip, XML), from the snapshot and right after a change; one registration through the handler

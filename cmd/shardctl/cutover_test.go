@@ -324,7 +324,7 @@ func TestCutoverEndToEnd(t *testing.T) {
 	applied := make(chan result, 1)
 	go func() {
 		applied <- runBinFor(t, budget.Of(4*time.Minute), bin, f.env, "", "cutover", "apply", "--from", "blue", "--to", "green", "--steps", "10,50,100",
-			"--step-pause", "12s", "--gate-window", "30s", "--gates", gates, "--poll", "500ms", "--yes", "--log", logFile, "-o", "json")
+			"--step-pause", "6s", "--gate-window", "30s", "--gates", gates, "--poll", "500ms", "--yes", "--log", logFile, "-o", "json")
 	}()
 	// The legacy orders wait for their payment until blue drains: the
 	// drain must wait for them, and their messages reach them on blue.
@@ -689,6 +689,7 @@ func TestCutoverGatesWithoutData(t *testing.T) {
 
 // Bad input gets one clear line and changes nothing in the registry.
 func TestCutoverBadInput(t *testing.T) {
+	t.Parallel()
 	f := newFederation(t)
 	f.startSim(t, "blue-1", "blue")
 	f.startSim(t, "green-1", "green")

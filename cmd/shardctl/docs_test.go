@@ -210,6 +210,7 @@ func migrateBlockPieces(t *testing.T, port func(string) string) {
 }
 
 func TestDocsShellBlocks(t *testing.T) {
+	t.Parallel()
 	seen := map[string]bool{}
 	for _, f := range allFences(t) {
 		if !isShell(f.lang) {
@@ -745,6 +746,7 @@ func compareFields(doc []docField, docs []any) (undocumented, missing []string) 
 // TestDocsOutputFields runs every command docs/output.md documents and
 // compares the fields it prints with the tables.
 func TestDocsOutputFields(t *testing.T) {
+	t.Parallel()
 	sections := outputSections(t)
 	jsonOf := func(t *testing.T, r result) any {
 		t.Helper()
@@ -850,7 +852,7 @@ func TestDocsOutputFields(t *testing.T) {
 			s := proctest.Start(t, bin, nil, "sim", "serve", "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0",
 				"--partitions", "1", "--capacity", "100", "--degrade", "--backlog-limit", "-1")
 			return []any{jsonOf(t, runBinFor(t, 2*time.Minute, bin, baseEnv(), "", "probe", "capacity", "--target", s.Addr,
-				"--warmup", "1s", "--start", "16", "--stage", "2s", "-o", "json"))}
+				"--warmup", "1s", "--start", "80", "--step", "50%", "--stage", "2s", "-o", "json"))}
 		},
 		"shardctl registry serve": func(t *testing.T) []any {
 			// A replica over its own etcd member: /readyz is JSON then.

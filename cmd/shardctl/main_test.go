@@ -133,6 +133,7 @@ func TestVersionJSONFromLdflags(t *testing.T) {
 }
 
 func TestPluginDispatch(t *testing.T) {
+	t.Parallel()
 	plugDir := t.TempDir()
 	// Prints each argument in brackets, an environment variable, stdin,
 	// and exits with the code given in EXIT_WITH.
@@ -282,6 +283,7 @@ printf '%%s\n' "${COMPREPLY[@]}"
 }
 
 func TestBashCompletion(t *testing.T) {
+	t.Parallel()
 	plugDir := t.TempDir()
 	writeExec(t, plugDir, "shardctl-hello", "exit 0")
 	writeExec(t, plugDir, "shardctl_complete-hello", `printf 'alpha\nalright\nbeta\n:4\n'`)
@@ -330,6 +332,7 @@ current-context: staging
 // The quick start without a terminal: `shardctl demo --no-tui` brings up
 // a registry, shards and the proxy, and prints the signals as JSON lines.
 func TestDemoWithoutATerminal(t *testing.T) {
+	t.Parallel()
 	r := runBin(t, bin, baseEnv(), "", "demo", "--no-tui", "--duration", "12s", "--every", "5s", "--listen", "127.0.0.1:0", "-o", "json")
 	if r.code != 0 {
 		t.Fatalf("exit %d\nstderr: %s", r.code, r.stderr)

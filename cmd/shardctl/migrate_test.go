@@ -61,6 +61,7 @@ func preflightSessions(t *testing.T, admin *pgx.Conn) []string {
 // Exit codes as a pipeline sees them: 0 taken, 3 held by someone, 1
 // unreachable or refused login (never showing the password), 2 bad flags.
 func TestMigrateLocksExitCodes(t *testing.T) {
+	t.Parallel()
 	s := startShop(t, 0)
 	holder := holdLock(t, s, "BEGIN", "LOCK TABLE payments IN ROW EXCLUSIVE MODE")
 	// The password comes from the environment, as the help advises.
@@ -133,6 +134,7 @@ func TestMigrateLocksExitCodes(t *testing.T) {
 // Ctrl-C while the attempt waits: the process ends at once, and leaves
 // no transaction open and no lock request queued.
 func TestMigrateLocksInterrupted(t *testing.T) {
+	t.Parallel()
 	s := startShop(t, 0)
 	holdLock(t, s, "BEGIN", "LOCK TABLE orders IN ACCESS SHARE MODE")
 	admin := s.Connect(t, "shop")

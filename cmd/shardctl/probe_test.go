@@ -11,6 +11,7 @@ import (
 
 	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/proctest"
+	"github.com/shardctl/shardctl/internal/sim/simtest"
 	"github.com/shardctl/shardctl/probes/capacity"
 	"github.com/shardctl/shardctl/probes/health"
 )
@@ -93,7 +94,7 @@ func TestProbeCapacity(t *testing.T) {
 	t.Parallel()
 	s := proctest.Start(t, bin, nil, "sim", "serve", "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0",
 		"--partitions", "1", "--capacity", "100", "--degrade", "--backlog-limit", "-1")
-	r := runBinFor(t, 2*time.Minute, bin, baseEnv(), "", "probe", "capacity", "--target", s.Addr, "--warmup", "2s", "--start", "14", "--stage", "3s", "-o", "json")
+	r := runBinFor(t, 2*time.Minute, bin, baseEnv(), "", "probe", "capacity", "--target", s.Addr, "--warmup", "2s", "--start", "80", "--step", "50%", "--stage", "3s", "-o", "json")
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
@@ -127,6 +128,7 @@ func TestProbeCapacity(t *testing.T) {
 func TestProbeCapacityInterrupted(t *testing.T) {
 	t.Parallel()
 	s := proctest.Start(t, bin, nil, "sim", "serve", "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0")
+	metrics := s.Line(t, "metrics on ")
 	cmd := exec.Command(bin, "probe", "capacity", "--target", s.Addr, "--warmup", "1s", "--start", "20", "--stage", "1m")
 	cmd.Env = baseEnv()
 	var out, errOut bytes.Buffer
@@ -134,7 +136,14 @@ func TestProbeCapacityInterrupted(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(budget.Of(3 * time.Second))
+	// Interrupted once the load is under way (the first instances
+	// created), which is the warm-up's second at most: the warm-up is
+	// measured and the first stage is cut short however fast this
+	// machine gets there.
+	budget.Eventually(t, 30*time.Second, "the probe's first instances", func() bool {
+		return simtest.Metric(t, metrics, "zeebe_element_instance_events_total", `action="activated"`, `type="PROCESS"`) > 0
+	})
+	time.Sleep(1500 * time.Millisecond)
 	_ = cmd.Process.Signal(os.Interrupt)
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()

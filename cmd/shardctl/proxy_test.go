@@ -23,6 +23,7 @@ func startProxyServe(t *testing.T, args ...string) (*proctest.Process, string, s
 }
 
 func TestProxyServe(t *testing.T) {
+	t.Parallel()
 	_, a := startServe(t, "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--partitions", "2")
 	_, b := startServe(t, "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--partitions", "2")
 	p, addr, admin := startProxyServe(t, "--shard", "blue="+a, "--shard", "green="+b+",slot=5")
@@ -55,6 +56,7 @@ func TestProxyServe(t *testing.T) {
 }
 
 func TestProxyServeErrors(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		args []string
 		code int
@@ -78,6 +80,7 @@ func TestProxyServeErrors(t *testing.T) {
 // busy, is 2 s behind it), and every P with --size-procs=false, as
 // go_sched_gomaxprocs_threads on /metrics says.
 func TestProxyServeSizesProcs(t *testing.T) {
+	t.Parallel()
 	_, shard := startServe(t, "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0")
 	for _, tt := range []struct {
 		args []string

@@ -48,6 +48,7 @@ var textLogLine = regexp.MustCompile(`^time=\S+ level=(DEBUG|INFO|WARN|ERROR) ms
 // runtime logs while it starts (a shard added, the registry followed),
 // and that the lines after them are log lines in the format asked for.
 func TestServeFirstLines(t *testing.T) {
+	t.Parallel()
 	want := serveLines(t)
 	for _, cmd := range []string{"shardctl sim serve", "shardctl registry serve", "shardctl proxy serve"} {
 		if len(want[cmd]) != 2 {

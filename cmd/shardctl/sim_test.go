@@ -22,6 +22,7 @@ func startServe(t *testing.T, args ...string) (*proctest.Process, string) {
 }
 
 func TestSimServe(t *testing.T) {
+	t.Parallel()
 	p, addr := startServe(t, "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--partitions", "2")
 	metricsURL := p.Line(t, "metrics on ")
 
@@ -58,6 +59,7 @@ func TestSimServe(t *testing.T) {
 }
 
 func TestSimServeRejectsBadFlags(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{
 		{"--partitions", "0"},
 		{"--partitions", "128"},

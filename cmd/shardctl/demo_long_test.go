@@ -1,3 +1,5 @@
+//go:build long
+
 package main
 
 import (
@@ -15,9 +17,6 @@ import (
 // load passing its knee; quitting leaves one readable line of what the
 // load did, no Go struct and no client log lines.
 func TestDemoMonolithOnATerminal(t *testing.T) {
-	if testing.Short() {
-		t.Skip("watches the monolith for about two minutes")
-	}
 	t.Parallel()
 	tm := proctest.StartTerminal(t, bin, baseEnv(), 160, 30, "demo", "--scenario", "monolith", "--listen", "127.0.0.1:0")
 	tm.WaitFor(t, 60*time.Second, "gateway 127.0.0.1:", "SHARD", "shard-1", "REF", "scenario: ")

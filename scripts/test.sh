@@ -50,7 +50,7 @@ finish() {
   local code=$?
   phase_end
   if [[ -n $bindir ]]; then
-    saved=("$bindir"/run*.json)
+    saved=("$bindir"/*.saved)
     [[ ! -e ${saved[0]} ]] || "$bindir/testreport" -summary "${saved[@]}" || true
     rm -rf "$bindir"
   fi
@@ -94,41 +94,62 @@ export H2SPEC
 tool SHARDCTL_KUBE_TESTENV kube-testenv
 export SHARDCTL_KUBE_TESTENV
 
-# go test's events go through testreport: what plain go test prints on the
-# way, saved for the tables at the end.
+# The test binaries are built once (go test -c), outside every test's
+# clock, and run here as go test runs them: in their package's folder,
+# one package a core at a time, through test2json. (go test would link
+# each binary a second time; the grpc rerun reuses the proxy's.) Their
+# events go through testreport: what plain go test prints on the way,
+# saved for the tables at the end.
 bindir=$(mktemp -d)
+testbins=$bindir/tests
 go build -o "$bindir/testreport" ./scripts/testreport
-runs=0
-gotest() { # LABEL GO-TEST-ARGS... (LABEL names a rerun of packages, or is "")
-  local label=$1
-  shift
-  runs=$((runs + 1))
-  go test -json "$@" | "$bindir/testreport" -save "$bindir/run$runs.json" -label "$label"
+build_tests() { # GO-TEST-FLAGS... PACKAGES...
+  go test -race -vet=off -c -o "$testbins/" "$@" >/dev/null
+}
+run_package() { # LABEL IMPORT-PATH DIR [RUN-REGEXP]
+  local label=$1 ip=$2 dir=$3 run=${4:-} out code=0
+  out=$bindir/$(echo "run $label $ip" | tr '/ =' '___').json
+  (cd "$dir" && exec go tool test2json -t -p "$ip" "$testbins/${ip##*/}.test" \
+    -test.v=test2json -test.count=1 -test.timeout=30m ${run:+"-test.run=$run"}) >"$out" 2>&1 || code=$?
+  "$bindir/testreport" -label "$label" -save "$out.saved" <"$out" >"$out.shown"
+  # One package's output at a time, as go test shows it.
+  flock "$bindir/report.lock" cat "$out.shown"
+  echo "$code" >"$out.code"
+}
+run_tests() { # LABEL, then "IMPORT-PATH DIR [RUN-REGEXP]" lines on stdin
+  local label=$1 ip dir run f
+  while read -r ip dir run; do
+    while (($(jobs -rp | wc -l) >= $(nproc))); do wait -n || true; done
+    run_package "$label" "$ip" "$dir" "$run" &
+  done
+  wait
+  for f in "$bindir"/run_*.json.code; do
+    [[ $(cat "$f") == 0 ]] || return 1
+  done
+}
+with_tests() { # PACKAGES...: "IMPORT-PATH DIR" of those that have tests
+  go list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}} {{.Dir}}{{end}}' "$@"
 }
 
 # The long tier's tests: those in files under the `long` build tag,
 # found by their files so nothing keeps a second list of them.
-long_tests() { # prints "PACKAGE-DIR REGEXP" lines
+long_tests() { # prints "IMPORT-PATH DIR RUN-REGEXP" lines
   local f
   for f in $(grep -rl --include='*_test.go' '^//go:build long$' . | sort); do
     sed -n 's/^func \(Test[A-Za-z0-9_]*\)(t \*testing\.T).*/\1/p' "$f" | sed "s|^|$(dirname "$f") |"
-  done | awk '{ names[$1] = names[$1] (names[$1] ? "|" : "") $2 } END { for (d in names) print d, "^(" names[d] ")$" }' | sort
+  done | awk '{ names[$1] = names[$1] (names[$1] ? "|" : "") $2 } END { for (d in names) print d, "^(" names[d] ")$" }' |
+    while read -r d run; do echo "$(go list -f '{{.ImportPath}} {{.Dir}}' "$d") $run"; done | sort
 }
 
 if [[ $tier == long ]]; then
-  phase build "the long tier's test binaries, with -race"
+  phase build "shardctl and the long tier's test binaries, with -race"
   go build -o "$bindir/shardctl" ./cmd/shardctl
   export SHARDCTL_TEST_BINARY=$bindir/shardctl
-  mapfile -t long < <(long_tests)
-  pkgs=() names=()
-  for l in "${long[@]}"; do pkgs+=("${l%% *}") names+=("${l#* }"); done
-  run=$(IFS='|'; echo "${names[*]}")
-  go test -tags long -race -vet=off -count=1 -run '^$' "${pkgs[@]}" >/dev/null
-  phase test "the long scenarios, go test -race -tags long"
-  printf '  %s\n' "${long[@]}"
-  # Each package runs only its own long tests: -run takes every package's
-  # names, so a name must not be a fast test's in another long package.
-  gotest "" -tags long -race -vet=off -count=1 -timeout 40m -run "$run" "${pkgs[@]}"
+  long=$(long_tests)
+  build_tests -tags long $(cut -d' ' -f2 <<<"$long")
+  phase test "the long scenarios"
+  sed 's/^/  /' <<<"$long"
+  run_tests "" <<<"$long"
   exit 0
 fi
 
@@ -149,13 +170,13 @@ go vet -tags long ./...
 phase build "shardctl and every test binary, with -race"
 go build -o "$bindir/shardctl" ./cmd/shardctl
 export SHARDCTL_TEST_BINARY=$bindir/shardctl
-go test -race -vet=off -count=1 -run '^$' ./... >/dev/null
+build_tests ./...
 
-phase test "go test -race ./..., the fast tier"
-gotest "" -race -vet=off -count=1 -timeout 30m ./...
+phase test "every package's tests but the long ones, with -race"
+with_tests ./... | run_tests ""
 
 # The proxy's grpc-go front stays an operator's fallback (--front=grpc):
 # the tests of what a front does run again on it (the list is
 # frontTests, in internal/proxy/main_test.go).
 phase grpc "internal/proxy's front tests again, with --front=grpc"
-SHARDCTL_TEST_FRONT=grpc gotest front=grpc -race -vet=off -count=1 -timeout 20m ./internal/proxy
+with_tests ./internal/proxy | SHARDCTL_TEST_FRONT=grpc run_tests front=grpc

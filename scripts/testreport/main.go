@@ -1,7 +1,8 @@
-// Command testreport reads `go test -json` and prints what a contributor
-// needs from a run of the whole suite.
+// Command testreport reads `go test -json` (or `go tool test2json` of a
+// test binary) and prints what a contributor needs from a run of the
+// whole suite.
 //
-//	go test -json ./... | testreport -save run.json [-label grpc-front]
+//	go test -json ./... | testreport -save run.json [-label front=grpc]
 //	testreport -summary [-top 15] run.json...
 //
 // As a filter it prints what plain `go test` prints (each package's

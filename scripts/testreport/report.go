@@ -37,6 +37,7 @@ func (e event) pkg() string {
 // of failed tests), saving every event to save.
 func filter(in io.Reader, show, save io.Writer, label string) error {
 	held := map[[2]string]*bytes.Buffer{} // a running test's output, until it ends
+	said := map[string]bool{}             // packages whose ok/FAIL line go test wrote
 	enc := json.NewEncoder(save)
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
@@ -55,17 +56,26 @@ func filter(in io.Reader, show, save io.Writer, label string) error {
 		case e.Action == "build-output":
 			io.WriteString(show, e.Output)
 		case e.Test == "" && e.Action == "output":
+			if strings.HasPrefix(e.Output, "ok  \t"+e.Package) || strings.HasPrefix(e.Output, "FAIL\t"+e.Package) {
+				said[e.Package] = true
+			}
 			if e.Output != "PASS\n" {
 				io.WriteString(show, e.Output)
 			}
-		case e.Test == "" && e.Action == "fail":
-			// A panic or a timeout ends the package with tests still
-			// running: their output is what says why.
-			for k, b := range held {
-				if k[0] == e.Package {
-					show.Write(b.Bytes())
-					delete(held, k)
+		case e.Test == "" && (e.Action == "pass" || e.Action == "fail"):
+			if e.Action == "fail" {
+				// A panic or a timeout ends the package with tests still
+				// running: their output is what says why.
+				for k, b := range held {
+					if k[0] == e.Package {
+						show.Write(b.Bytes())
+						delete(held, k)
+					}
 				}
+			}
+			// A test binary run by test2json has no go command to say it.
+			if !said[e.Package] {
+				fmt.Fprintf(show, "%-4s\t%s\t%.3fs\n", map[string]string{"pass": "ok", "fail": "FAIL"}[e.Action], e.pkg(), e.Elapsed)
 			}
 		case e.Test == "":
 		case e.Action == "output":

@@ -43,7 +43,7 @@ func TestFilterShowsWhatGoTestWould(t *testing.T) {
 	for _, want := range []string{
 		"want 1, got 2", "--- FAIL: TestLoud", "FAIL\tm/a\t9.6s", // a failed test's output and its package line
 		"waiting for the shard", "panic: test timed out", // a test cut off by its package's end
-		"go: downloading",    // not JSON: passed through
+		"go: downloading",           // not JSON: passed through
 		"FAIL\tm/b (grpc)\t60.000s", // a package run by test2json alone: no go command said it
 	} {
 		if !strings.Contains(got, want) {

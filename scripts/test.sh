@@ -13,6 +13,7 @@
 set -euo pipefail
 tier=${1:-fast}
 [[ $tier == fast || $tier == long ]] || { echo "usage: scripts/test.sh [long]" >&2; exit 2; }
+durations=${XDG_CACHE_HOME:-$HOME/.cache}/shardctl/test-durations-$tier
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # CI starts with a bare environment: make sure go and its caches resolve.
@@ -51,7 +52,10 @@ finish() {
   phase_end
   if [[ -n $bindir ]]; then
     saved=("$bindir"/*.saved)
-    [[ ! -e ${saved[0]} ]] || "$bindir/testreport" -summary "${saved[@]}" || true
+    if [[ -e ${saved[0]} ]]; then
+      mkdir -p "$(dirname "$durations")"
+      "$bindir/testreport" -summary -durations "$durations" "${saved[@]}" || true
+    fi
     rm -rf "$bindir"
   fi
   printf '\n==> phase times (%s)\n' "$([[ $code -eq 0 ]] && echo passed || echo "failed, exit $code")"
@@ -130,6 +134,14 @@ run_tests() { # LABEL, then "IMPORT-PATH DIR [RUN-REGEXP]" lines on stdin
 with_tests() { # PACKAGES...: "IMPORT-PATH DIR" of those that have tests
   go list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}} {{.Dir}}{{end}}' "$@"
 }
+# Each package's wall time in this machine's last run of the tier (kept
+# in $durations): the slowest start first, so none is left to run alone
+# at the end.
+slowest_first() { # reorders "IMPORT-PATH ..." lines; new packages first
+  [[ -s $durations ]] || { cat; return; }
+  awk 'NR == FNR { t[$1] = $2; next } { print (($1 in t) ? t[$1] : 1e9), $0 }' "$durations" - |
+    sort -s -k1,1gr | cut -d' ' -f2-
+}
 
 # The long tier's tests: those in files under the `long` build tag,
 # found by their files so nothing keeps a second list of them.
@@ -149,7 +161,7 @@ if [[ $tier == long ]]; then
   build_tests -tags long $(cut -d' ' -f2 <<<"$long")
   phase test "the long scenarios"
   sed 's/^/  /' <<<"$long"
-  run_tests "" <<<"$long"
+  slowest_first <<<"$long" | run_tests ""
   exit 0
 fi
 
@@ -173,7 +185,7 @@ export SHARDCTL_TEST_BINARY=$bindir/shardctl
 build_tests ./...
 
 phase test "every package's tests but the long ones, with -race"
-with_tests ./... | run_tests ""
+with_tests ./... | slowest_first | run_tests ""
 
 # The proxy's grpc-go front stays an operator's fallback (--front=grpc):
 # the tests of what a front does run again on it (the list is

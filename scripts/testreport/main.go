@@ -26,6 +26,7 @@ func main() {
 	label := flag.String("label", "", "a word added to each package's name in the saved events (e.g. a rerun's front)")
 	summary := flag.Bool("summary", false, "print the slowest tests and the packages' wall times of the saved runs named as arguments")
 	top := flag.Int("top", 15, "how many of the slowest tests -summary prints")
+	durations := flag.String("durations", "", "with -summary, also write each package's wall time to this file, a line \"PACKAGE SECONDS\" (the next run starts the slowest first)")
 	flag.Parse()
 	if *summary {
 		var events []event
@@ -36,7 +37,13 @@ func main() {
 			}
 			events = append(events, got...)
 		}
-		writeSummary(os.Stdout, summarize(events), *top)
+		s := summarize(events)
+		writeSummary(os.Stdout, s, *top)
+		if *durations != "" {
+			if err := writeDurations(*durations, s); err != nil {
+				fatal(err)
+			}
+		}
 		return
 	}
 	var out io.Writer = io.Discard

@@ -147,6 +147,19 @@ func writeSummary(w io.Writer, s summary, top int) {
 	}
 }
 
+// writeDurations keeps each package's wall time, passed or failed, for
+// the next run to start the slowest first; reruns (labelled) are not
+// scheduled with the others and are left out.
+func writeDurations(name string, s summary) error {
+	var b strings.Builder
+	for _, r := range s.Packages {
+		if !strings.HasSuffix(r.Name, ")") {
+			fmt.Fprintf(&b, "%s %.1f\n", r.Name, r.Elapsed)
+		}
+	}
+	return os.WriteFile(name, []byte(b.String()), 0o644)
+}
+
 // modulePrefix is "MODULE/" of the go.mod in the working folder, so the
 // tables name packages as the repository's folders.
 func modulePrefix() string {

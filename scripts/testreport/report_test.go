@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -108,6 +110,14 @@ func TestSummaryNamesSlowestTestsAndEveryPackage(t *testing.T) {
 		if s.Packages[i].Name != want {
 			t.Errorf("package #%d: got %s, want %s", i+1, s.Packages[i].Name, want)
 		}
+	}
+
+	durations := filepath.Join(t.TempDir(), "durations")
+	if err := writeDurations(durations, s); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(durations); string(b) != "m/b 60.0\nm/a 9.6\n" {
+		t.Errorf("durations file %q: want each unlabelled package's wall time, slowest first", b)
 	}
 
 	var out bytes.Buffer

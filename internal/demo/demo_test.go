@@ -18,6 +18,7 @@ import (
 // the load flows through it to every shard; after the drain, shard-1 gets
 // no new instances while the others carry the load.
 func TestDrainScenario(t *testing.T) {
+	t.Parallel()
 	ctx := budget.Context(t, 60*time.Second)
 	d, err := Start(ctx, Config{Shards: 3, Rate: 60, Scenario: "drain", Listen: "127.0.0.1:0", Step: time.Second})
 	if err != nil {
@@ -98,5 +99,52 @@ func TestBusyListenAddress(t *testing.T) {
 		if err := d.Close(ctx); err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// The monolith scenario, fast (a user's minute of it on a terminal is in
+// the long tier: cmd/shardctl TestDemoMonolithOnATerminal): one cluster
+// alone, the load raised by a fifth a step to three times its start, and
+// past its knee the cluster completes less than it is given.
+func TestMonolithScenario(t *testing.T) {
+	t.Parallel()
+	ctx := budget.Context(t, 90*time.Second)
+	d, err := Start(ctx, Config{Shards: 3, Rate: 50, Scenario: "monolith", Listen: "127.0.0.1:0", Step: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := d.Close(budget.Context(t, 10*time.Second)); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	}()
+	if n := len(d.Targets()); n != 1 {
+		t.Fatalf("the monolith runs %d shards, want one", n)
+	}
+	scrape, err := source.NewScrape(d.Targets(), "zeebe", time.Second, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go scrape.Run(ctx)
+
+	budget.Eventually(t, 30*time.Second, "the load raised ten times", func() bool { return len(d.Events()) == 10 })
+	if ev := d.Events(); !strings.Contains(ev[0], "load raised to 60 instances/s") || !strings.Contains(ev[9], "load raised to 150 instances/s") {
+		t.Fatalf("scenario events %q: want 60/s first and 150/s last", ev)
+	}
+	// Twice the cluster's knee (about 75/s): what it completes falls
+	// behind what it is given, at once.
+	time.Sleep(6 * time.Second)
+	now := time.Now()
+	shards, err := scrape.Fetch(ctx, now, 5*time.Second, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := signals.Evaluate(shards, now, 5*time.Second, signals.DefaultThresholds())
+	if len(r.Shards) != 1 {
+		t.Fatalf("signals of %d shards", len(r.Shards))
+	}
+	if sh := r.Shards[0]; sh.Ratio == nil || *sh.Ratio > 0.9 || sh.Debt <= 0 {
+		t.Errorf("past the knee the cluster completes %v of what it creates (%.0f/s of %.0f/s), debt %.0f: want under 0.9 and a debt",
+			sh.Ratio, sh.CompletedPerSec, sh.CreatedPerSec, sh.Debt)
 	}
 }

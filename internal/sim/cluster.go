@@ -24,6 +24,9 @@ type cluster struct {
 	// calls still waiting for their partition once the grace period is
 	// over.
 	closing, aborted chan struct{}
+	// handBacks are give-backs of jobs activated for a poll that ended
+	// first; Close waits for them.
+	handBacks sync.WaitGroup
 }
 
 func (c *cluster) partitionFor(id int32) *partition {

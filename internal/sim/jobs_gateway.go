@@ -107,8 +107,16 @@ func (g *gateway) sweep(ctx context.Context, req *pb.ActivateJobsRequest, remain
 		select {
 		case jobs = <-done:
 		case <-ctx.Done():
-			// The partition still activates; hand those jobs back.
-			go func() { g.giveBack(<-done) }()
+			// The partition still activates; hand those jobs back,
+			// unless the simulator stops first (its partitions will not
+			// run the activation, and its jobs end with it).
+			g.c.handBacks.Go(func() {
+				select {
+				case jobs := <-done:
+					g.giveBack(jobs)
+				case <-g.c.closing:
+				}
+			})
 			return sent, exhausted, status.FromContextError(ctx.Err()).Err()
 		}
 		for len(jobs) > 0 {

@@ -286,6 +286,7 @@ func (s *Sim) Close(ctx context.Context) error {
 		err = s.admin.Shutdown(ctx)
 	}
 	s.wg.Wait()
+	s.cluster.handBacks.Wait()
 	return err
 }
 

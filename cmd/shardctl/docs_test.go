@@ -142,7 +142,7 @@ func commandLines(body string) []string {
 // notRunnable are the shell blocks (by their first command) this test
 // does not run, and why.
 var notRunnable = map[string]string{
-	"make test": "it is this very suite (make test runs go test ./...); CI runs it through .ci/run",
+	"make test": "it is this very suite (make test runs its fast tier, make test-long its long one); CI runs both through .ci/run",
 	"shardctl cutover plan --from blue --to green --steps 10,50,100": "its step pauses are real ones (three of 5 minutes, then the drain) and gates.yaml is the reader's; " +
 		"TestCutoverEndToEnd runs plan, apply and status with 12-second steps against a federation under load",
 	"make build": "each target takes minutes: make test already builds shardctl, runs make lint's three checks " +

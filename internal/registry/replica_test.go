@@ -187,6 +187,7 @@ func TestReplicasOverEmbeddedEtcd(t *testing.T) {
 
 	t.Run("SIGKILL the coordinator under renewals", func(t *testing.T) {
 		const n = 40
+		const loadLease = 3 * time.Second
 		// Renewals go only to replicas that do not coordinate: the one
 		// that evicts learns of them from the others alone.
 		st, _, _ := readyz(t, bases["a"])
@@ -196,7 +197,7 @@ func TestReplicasOverEmbeddedEtcd(t *testing.T) {
 		live.Store(&[]string{"a", heir})
 		for i := range n {
 			w := replicaIDs[i%3]
-			if code, body := registerLease(t, bases[w], "LOAD", fmt.Sprintf("l-%d", i), 3, ""); code != http.StatusNoContent {
+			if code, body := registerLease(t, bases[w], "LOAD", fmt.Sprintf("l-%d", i), int(loadLease/time.Second), ""); code != http.StatusNoContent {
 				t.Fatalf("register l-%d through %s: %d %s", i, w, code, body)
 			}
 		}
@@ -242,7 +243,11 @@ func TestReplicasOverEmbeddedEtcd(t *testing.T) {
 			}
 			wg.Wait()
 		}()
-		time.Sleep(budget.Of(3 * time.Second))
+		// Past a lease before the kill: a coordinator that did not learn
+		// of these renewals from the others would have evicted by then.
+		// Leases run on the wall clock, so this wait is not stretched: a
+		// slow machine renews less often in it, and checks no less.
+		time.Sleep(loadLease)
 
 		survivors := []string{"a", heir}
 		live.Store(&[]string{"a"})
@@ -274,8 +279,9 @@ func TestReplicasOverEmbeddedEtcd(t *testing.T) {
 		for _, r := range survivors {
 			budget.Eventually(t, 15*time.Second, "dead evicted, seen on "+r, func() bool { return !present(t, bases[r], "LOAD", "dead") })
 		}
-		// Renewals go on past a lease and two evictions under the heir.
-		time.Sleep(budget.Of(4 * time.Second))
+		// Renewals go on past a lease and two evictions under the heir
+		// (not stretched either, as above).
+		time.Sleep(loadLease + time.Second)
 		close(stop)
 		wg.Wait()
 		if lost.Load() > 0 || renewed.Load() < n {

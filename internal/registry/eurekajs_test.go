@@ -68,6 +68,9 @@ func TestEurekaJS(t *testing.T) {
 		{"spring-path", "/eureka/apps/", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			// Each case has its registry and node process, and mostly
+			// waits for the client's timers.
+			t.Parallel()
 			testEurekaJS(t, modules, script, tc.servicePath, tc.filterUp)
 		})
 	}

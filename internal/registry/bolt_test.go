@@ -55,6 +55,9 @@ func TestBoltStoreSurvivesKill(t *testing.T) {
 		killAfter := 250*time.Millisecond + time.Duration(round)*550*time.Millisecond +
 			time.Duration(rng.Int64N(int64(500*time.Millisecond)))
 		t.Run(fmt.Sprintf("kill%d", round+1), func(t *testing.T) {
+			// Each round has its process and file; they wait mostly on
+			// fsync, which overlaps.
+			t.Parallel()
 			boltKillRound(t, bin, filepath.Join(dir, fmt.Sprintf("round%d", round+1)), round+1, killAfter, seed+uint64(round)+1)
 		})
 	}

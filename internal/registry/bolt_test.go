@@ -42,6 +42,7 @@ func TestBoltStoreSurvivesKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds shardctl and runs registry processes")
 	}
+	t.Parallel() // waits on processes and fsync
 	dir := t.TempDir()
 	start := time.Now()
 	bin := proctest.Build(t)
@@ -1048,6 +1049,7 @@ func boltOpenNoPanic(path string) (panicked any, err error) {
 }
 
 func TestBoltStoreCorruptOrLocked(t *testing.T) {
+	t.Parallel() // the locked case waits out bbolt's lock timeout (2 s)
 	dir := t.TempDir()
 
 	t.Run("locked", func(t *testing.T) {

@@ -52,6 +52,7 @@ const (
 // over the client's copy; with filterUpInstances off the copy holds every
 // instance, so it must equal the delta's apps__hashcode.
 func TestEurekaJS(t *testing.T) {
+	t.Parallel() // waits on node's timers
 	modules := eurekaJSModules(t)
 	script, err := filepath.Abs(filepath.Join("testdata", "eurekajs", "client.js"))
 	if err != nil {

@@ -104,6 +104,7 @@ func TestReplicasOverEmbeddedEtcd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds shardctl and runs three registry processes")
 	}
+	t.Parallel() // waits on leases and sessions, as the tests beside it
 	bin := proctest.Build(t)
 	dir := t.TempDir()
 	cluster := initialCluster(t, replicaIDs)
@@ -392,6 +393,7 @@ func TestReplicaCutOffFromEtcd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs an etcd member")
 	}
+	t.Parallel() // waits on leases and sessions
 	m := startMember(t)
 	// a reaches the member through a partition, to be cut.
 	cutA := newPartition(t, strings.TrimPrefix(m.clientURL, "http://"))

@@ -25,8 +25,11 @@ import (
 )
 
 // startRegistry runs a registry in-process and returns a client of it.
+// The test goes on beside the other tests that have their own registry
+// and shards (they wait on polls and workers).
 func startRegistry(t *testing.T) *registry.Client {
 	t.Helper()
+	t.Parallel()
 	s, err := registry.New(registry.Config{Listen: "127.0.0.1:0", Store: "memory"})
 	if err != nil {
 		t.Fatal(err)

@@ -330,6 +330,7 @@ type partition struct {
 	ln    net.Listener
 	mu    sync.Mutex
 	conns []net.Conn
+	isCut bool // a connection accepted as the cut came is dropped too
 	wg    sync.WaitGroup
 }
 
@@ -354,6 +355,12 @@ func newPartition(t *testing.T, target string) *partition {
 				continue
 			}
 			p.mu.Lock()
+			if p.isCut {
+				p.mu.Unlock()
+				in.Close()
+				out.Close()
+				continue
+			}
 			p.conns = append(p.conns, in, out)
 			p.mu.Unlock()
 			for _, dir := range [][2]net.Conn{{in, out}, {out, in}} {
@@ -376,6 +383,7 @@ func (p *partition) addr() string { return p.ln.Addr().String() }
 func (p *partition) cut() {
 	p.ln.Close()
 	p.mu.Lock()
+	p.isCut = true
 	for _, c := range p.conns {
 		c.Close()
 	}

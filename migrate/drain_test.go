@@ -25,8 +25,11 @@ import (
 )
 
 // startRegistry runs a registry in-process and returns a client of it.
+// The test goes on beside the other tests that have their own registry
+// and shards (they wait on polls and workers).
 func startRegistry(t *testing.T) *registry.Client {
 	t.Helper()
+	t.Parallel()
 	s, err := registry.New(registry.Config{Listen: "127.0.0.1:0", Store: "memory"})
 	if err != nil {
 		t.Fatal(err)
@@ -79,6 +82,43 @@ func (r *recorder) of(kind, shard string) []migrate.DrainEvent {
 		}
 	}
 	return out
+}
+
+// until is an OnEvent that records, and calls then once an event of kind
+// has been recorded.
+func (r *recorder) until(kind string, then func()) func(migrate.DrainEvent) {
+	return func(e migrate.DrainEvent) {
+		r.on(e)
+		if e.Event == kind {
+			then()
+		}
+	}
+}
+
+// timeoutOnCue is the context of a wait the test makes time out: its
+// deadline passes when the test calls timeout, once the wait has shown
+// what the test waits for, rather than after a fixed time that would
+// have to cover it on the slowest machine (and last as long on every
+// one). Past budget.Of(limit) it times out uncued, so a wait that never
+// shows it still ends.
+func timeoutOnCue(t *testing.T, limit time.Duration) (ctx context.Context, timeout func()) {
+	inner, cancel := context.WithCancel(context.Background())
+	timer := time.AfterFunc(budget.Of(limit), cancel)
+	t.Cleanup(func() {
+		timer.Stop()
+		cancel()
+	})
+	return cuedDeadline{inner}, cancel
+}
+
+// cuedDeadline ends as a deadline does: its Err is DeadlineExceeded.
+type cuedDeadline struct{ context.Context }
+
+func (c cuedDeadline) Err() error {
+	if c.Context.Err() != nil {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 func state(t *testing.T, c *registry.Client, id string) string {
@@ -198,13 +238,12 @@ func TestDrainNamesAnIncidentAndTimesOut(t *testing.T) {
 	}
 
 	rec := &recorder{}
-	d := &migrate.Drain{Registry: c, App: registry.DefaultShardsApp, Backlog: backlog.Scrape{}, Poll: 50 * time.Millisecond, StuckAfter: 3, OnEvent: rec.on}
+	wctx, timeout := timeoutOnCue(t, 10*time.Second)
+	d := &migrate.Drain{Registry: c, App: registry.DefaultShardsApp, Backlog: backlog.Scrape{}, Poll: 50 * time.Millisecond, StuckAfter: 3, OnEvent: rec.until(migrate.EventStuck, timeout)}
 	shards, err := d.Begin(ctx, []string{"blue-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	wctx, cancel := context.WithTimeout(context.Background(), budget.Of(2*time.Second))
-	defer cancel()
 	err = d.Wait(wctx, shards)
 	var ne *migrate.NotEmptyError
 	if !errors.As(err, &ne) || !errors.Is(err, context.DeadlineExceeded) {
@@ -236,13 +275,12 @@ func TestDrainWithoutMetricsWaits(t *testing.T) {
 	shard(t, c, "blue-1", "blue")
 	rec := &recorder{}
 	unreachable := backlog.Scrape{URLs: map[string]string{"blue-1": "http://127.0.0.1:1/metrics"}}
-	d := &migrate.Drain{Registry: c, App: registry.DefaultShardsApp, Backlog: unreachable, Poll: 50 * time.Millisecond, StuckAfter: 2, OnEvent: rec.on}
+	wctx, timeout := timeoutOnCue(t, 10*time.Second)
+	d := &migrate.Drain{Registry: c, App: registry.DefaultShardsApp, Backlog: unreachable, Poll: 50 * time.Millisecond, StuckAfter: 2, OnEvent: rec.until(migrate.EventStuck, timeout)}
 	shards, err := d.Begin(budget.Context(t, 5*time.Second), []string{"blue-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	wctx, cancel := context.WithTimeout(context.Background(), budget.Of(time.Second))
-	defer cancel()
 	if err := d.Wait(wctx, shards); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Wait on a shard without metrics: %v, want it to time out", err)
 	}

@@ -89,8 +89,11 @@ type shop struct {
 	dsn string
 }
 
+// startShop starts a server of the test's own, the test going on beside
+// the other tests that start one (they wait on initdb and on locks).
 func startShop(t *testing.T, tables ...string) shop {
 	t.Helper()
+	t.Parallel()
 	s := pgtest.Start(t)
 	s.Exec(t, "postgres",
 		"CREATE ROLE app LOGIN PASSWORD '"+appPassword+"'",

@@ -42,6 +42,7 @@ func TestBoltStoreSurvivesKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds shardctl and runs registry processes")
 	}
+	t.Parallel() // waits on processes and fsync
 	dir := t.TempDir()
 	start := time.Now()
 	bin := proctest.Build(t)
@@ -55,6 +56,9 @@ func TestBoltStoreSurvivesKill(t *testing.T) {
 		killAfter := 250*time.Millisecond + time.Duration(round)*550*time.Millisecond +
 			time.Duration(rng.Int64N(int64(500*time.Millisecond)))
 		t.Run(fmt.Sprintf("kill%d", round+1), func(t *testing.T) {
+			// Each round has its process and file; they wait mostly on
+			// fsync, which overlaps.
+			t.Parallel()
 			boltKillRound(t, bin, filepath.Join(dir, fmt.Sprintf("round%d", round+1)), round+1, killAfter, seed+uint64(round)+1)
 		})
 	}
@@ -1045,6 +1049,7 @@ func boltOpenNoPanic(path string) (panicked any, err error) {
 }
 
 func TestBoltStoreCorruptOrLocked(t *testing.T) {
+	t.Parallel() // the locked case waits out bbolt's lock timeout (2 s)
 	dir := t.TempDir()
 
 	t.Run("locked", func(t *testing.T) {

@@ -52,6 +52,7 @@ const (
 // over the client's copy; with filterUpInstances off the copy holds every
 // instance, so it must equal the delta's apps__hashcode.
 func TestEurekaJS(t *testing.T) {
+	t.Parallel() // waits on node's timers
 	modules := eurekaJSModules(t)
 	script, err := filepath.Abs(filepath.Join("testdata", "eurekajs", "client.js"))
 	if err != nil {
@@ -68,6 +69,9 @@ func TestEurekaJS(t *testing.T) {
 		{"spring-path", "/eureka/apps/", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			// Each case has its registry and node process, and mostly
+			// waits for the client's timers.
+			t.Parallel()
 			testEurekaJS(t, modules, script, tc.servicePath, tc.filterUp)
 		})
 	}

@@ -190,6 +190,8 @@ type Registry struct {
 	watchEnd chan struct{}
 	endOnce  sync.Once
 	stop     chan struct{}
+	stopMu   sync.Mutex     // orders Run's start against Close
+	running  sync.WaitGroup // Run, which Close waits for: it writes the store
 
 	log        *slog.Logger
 	repeats    *logs.Repeats // lines that can come by the thousand
@@ -248,6 +250,16 @@ func NewRegistry(opts Options) (*Registry, error) {
 
 // Run evicts expired leases every EvictionInterval until Close.
 func (r *Registry) Run() {
+	r.stopMu.Lock()
+	select {
+	case <-r.stop:
+		r.stopMu.Unlock()
+		return
+	default:
+	}
+	r.running.Add(1)
+	r.stopMu.Unlock()
+	defer r.running.Done()
 	t := time.NewTicker(r.opts.EvictionInterval)
 	defer t.Stop()
 	for {
@@ -264,14 +276,18 @@ func (r *Registry) Run() {
 // endWatches ends every watch stream and long poll.
 func (r *Registry) endWatches() { r.endOnce.Do(func() { close(r.watchEnd) }) }
 
-// Close stops eviction, commits the writes queued, and closes the store.
+// Close stops eviction (waiting for a run under way), commits the writes
+// queued, and closes the store.
 func (r *Registry) Close() error {
 	r.endWatches()
+	r.stopMu.Lock()
 	select {
 	case <-r.stop:
 	default:
 		close(r.stop)
 	}
+	r.stopMu.Unlock()
+	r.running.Wait()
 	if r.repl != nil {
 		r.repl.close()
 	}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -102,6 +104,7 @@ func TestReplicasOverEmbeddedEtcd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds shardctl and runs three registry processes")
 	}
+	t.Parallel() // waits on leases and sessions, as the tests beside it
 	bin := proctest.Build(t)
 	dir := t.TempDir()
 	cluster := initialCluster(t, replicaIDs)
@@ -187,6 +190,7 @@ func TestReplicasOverEmbeddedEtcd(t *testing.T) {
 
 	t.Run("SIGKILL the coordinator under renewals", func(t *testing.T) {
 		const n = 40
+		const loadLease = 3 * time.Second
 		// Renewals go only to replicas that do not coordinate: the one
 		// that evicts learns of them from the others alone.
 		st, _, _ := readyz(t, bases["a"])
@@ -196,7 +200,7 @@ func TestReplicasOverEmbeddedEtcd(t *testing.T) {
 		live.Store(&[]string{"a", heir})
 		for i := range n {
 			w := replicaIDs[i%3]
-			if code, body := registerLease(t, bases[w], "LOAD", fmt.Sprintf("l-%d", i), 3, ""); code != http.StatusNoContent {
+			if code, body := registerLease(t, bases[w], "LOAD", fmt.Sprintf("l-%d", i), int(loadLease/time.Second), ""); code != http.StatusNoContent {
 				t.Fatalf("register l-%d through %s: %d %s", i, w, code, body)
 			}
 		}
@@ -242,7 +246,11 @@ func TestReplicasOverEmbeddedEtcd(t *testing.T) {
 			}
 			wg.Wait()
 		}()
-		time.Sleep(budget.Of(3 * time.Second))
+		// Past a lease before the kill: a coordinator that did not learn
+		// of these renewals from the others would have evicted by then.
+		// Leases run on the wall clock, so this wait is not stretched: a
+		// slow machine renews less often in it, and checks no less.
+		time.Sleep(loadLease)
 
 		survivors := []string{"a", heir}
 		live.Store(&[]string{"a"})
@@ -274,8 +282,9 @@ func TestReplicasOverEmbeddedEtcd(t *testing.T) {
 		for _, r := range survivors {
 			budget.Eventually(t, 15*time.Second, "dead evicted, seen on "+r, func() bool { return !present(t, bases[r], "LOAD", "dead") })
 		}
-		// Renewals go on past a lease and two evictions under the heir.
-		time.Sleep(budget.Of(4 * time.Second))
+		// Renewals go on past a lease and two evictions under the heir
+		// (not stretched either, as above).
+		time.Sleep(loadLease + time.Second)
 		close(stop)
 		wg.Wait()
 		if lost.Load() > 0 || renewed.Load() < n {
@@ -299,43 +308,109 @@ func TestReplicasOverEmbeddedEtcd(t *testing.T) {
 	})
 }
 
-// TestReplicaCutOffFromEtcd stops the etcd member the coordinator talks
-// to: the coordinator reports not ready, refuses writes, answers reads
-// from its last view with the staleness header, and evicts nothing, while
-// the other replicas elect another coordinator, which evicts what expired.
-func TestReplicaCutOffFromEtcd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs a three-member etcd cluster")
+// startMember runs a one-member etcd cluster for the test: the replicas
+// of a test may all share it, and one cut off from it is cut off as well
+// as one whose member stopped (see partition).
+func startMember(t *testing.T) *embeddedEtcd {
+	t.Helper()
+	m, err := startEmbeddedEtcd(EmbeddedEtcd{Dir: t.TempDir(), Name: "m", ClientURL: "http://127.0.0.1:0", InitialCluster: initialCluster(t, []string{"m"})})
+	if err != nil {
+		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	cluster := initialCluster(t, replicaIDs)
-	members := map[string]*embeddedEtcd{}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, id := range replicaIDs {
-		wg.Go(func() {
-			m, err := startEmbeddedEtcd(EmbeddedEtcd{Dir: filepath.Join(dir, id), Name: id, ClientURL: "http://127.0.0.1:0", InitialCluster: cluster})
+	t.Cleanup(m.close)
+	return m
+}
+
+// partition forwards TCP connections to an address until cut, which
+// drops them all and refuses new ones: a network partition, at once.
+// (Stopping an etcd member is no such cut: its Close refuses new
+// requests, but lets the streams open on it, a replica's watch and
+// session among them, go on for its request timeout, 7 s.)
+type partition struct {
+	ln    net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+	isCut bool // a connection accepted as the cut came is dropped too
+	wg    sync.WaitGroup
+}
+
+// newPartition listens on a free 127.0.0.1 port, forwarding to target,
+// and is cut when the test ends.
+func newPartition(t *testing.T, target string) *partition {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &partition{ln: ln}
+	p.wg.Go(func() {
+		for {
+			in, err := ln.Accept()
 			if err != nil {
-				t.Error(err)
 				return
 			}
-			mu.Lock()
-			members[id] = m
-			mu.Unlock()
-		})
+			out, err := net.Dial("tcp", target)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			p.mu.Lock()
+			if p.isCut {
+				p.mu.Unlock()
+				in.Close()
+				out.Close()
+				continue
+			}
+			p.conns = append(p.conns, in, out)
+			p.mu.Unlock()
+			for _, dir := range [][2]net.Conn{{in, out}, {out, in}} {
+				p.wg.Go(func() {
+					_, _ = io.Copy(dir[0], dir[1])
+					in.Close()
+					out.Close()
+				})
+			}
+		}
+	})
+	t.Cleanup(p.cut)
+	return p
+}
+
+// addr is where to connect through the partition.
+func (p *partition) addr() string { return p.ln.Addr().String() }
+
+// cut drops every connection and refuses new ones; safe twice.
+func (p *partition) cut() {
+	p.ln.Close()
+	p.mu.Lock()
+	p.isCut = true
+	for _, c := range p.conns {
+		c.Close()
 	}
-	wg.Wait()
-	for _, m := range members {
-		t.Cleanup(m.close)
+	p.mu.Unlock()
+	p.wg.Wait()
+}
+
+// TestReplicaCutOffFromEtcd cuts the coordinator off from etcd (a
+// member of several that stops is the same to it, and is
+// TestReplicasOverEmbeddedEtcd's kill): the coordinator reports not ready, refuses writes, answers
+// reads from its last view with the staleness header, and evicts nothing,
+// while the other replicas elect another coordinator, which evicts what
+// expired.
+func TestReplicaCutOffFromEtcd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs an etcd member")
 	}
-	if t.Failed() {
-		t.FailNow()
-	}
+	t.Parallel() // waits on leases and sessions
+	m := startMember(t)
+	// a reaches the member through a partition, to be cut.
+	cutA := newPartition(t, strings.TrimPrefix(m.clientURL, "http://"))
+	urls := map[string]string{"a": "http://" + cutA.addr(), "b": m.clientURL, "c": m.clientURL}
 	servers, bases, lines := map[string]*Server{}, map[string]string{}, map[string]*logstest.Lines{}
 	for _, id := range replicaIDs {
 		var log *slog.Logger
 		log, lines[id] = logstest.New()
-		servers[id], bases[id] = startServer(t, Config{Store: "etcd:" + members[id].clientURL, Logger: log, Options: Options{
+		servers[id], bases[id] = startServer(t, Config{Store: "etcd:" + urls[id], Logger: log, Options: Options{
 			EvictionInterval: 200 * time.Millisecond,
 			Replica:          ReplicaOptions{ID: id, Coordinators: []string{"a"}, SessionTTL: 2 * time.Second, Cutoff: time.Second},
 		}})
@@ -349,12 +424,12 @@ func TestReplicaCutOffFromEtcd(t *testing.T) {
 		t.Fatalf("register: %d %s", code, body)
 	}
 	within(t, budget.Of(time.Second), "x on a", func() bool { return present(t, bases["a"], "CUT", "x") })
-	members["a"].close()
+	cutA.cut()
 	stopped := time.Now()
 
 	budget.Eventually(t, 10*time.Second, "a not ready", func() bool { _, ready, _ := readyz(t, bases["a"]); return !ready })
 	st, _, reason := readyz(t, bases["a"])
-	t.Logf("a not ready %v after its member stopped: %s", time.Since(stopped).Round(100*time.Millisecond), reason)
+	t.Logf("a not ready %v after it was cut off: %s", time.Since(stopped).Round(100*time.Millisecond), reason)
 	if !st.CutOff || !strings.Contains(reason, "cut off from etcd") {
 		t.Fatalf("a: cutOff=%v reason %q", st.CutOff, reason)
 	}
@@ -403,11 +478,7 @@ func TestReplicaWithdrawsAStrayCandidacy(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs an etcd member")
 	}
-	m, err := startEmbeddedEtcd(EmbeddedEtcd{Dir: t.TempDir(), Name: "m", ClientURL: "http://127.0.0.1:0", InitialCluster: initialCluster(t, []string{"m"})})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(m.close)
+	m := startMember(t)
 	servers, bases := map[string]*Server{}, map[string]string{}
 	for _, id := range []string{"a", "b"} {
 		servers[id], bases[id] = startServer(t, Config{Store: "etcd:" + m.clientURL, Options: Options{

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -37,6 +38,7 @@ type Server struct {
 	http *http.Server
 	ln   net.Listener
 	etcd *embeddedEtcd
+	wg   sync.WaitGroup // eviction and the HTTP server, which Close waits for
 }
 
 // New checks the configuration and opens the store.
@@ -124,8 +126,8 @@ func (s *Server) Start(context.Context) error {
 		return fmt.Errorf("listen on %s: %w", s.cfg.Listen, err)
 	}
 	s.ln = ln
-	go s.reg.Run()
-	go func() { _ = s.http.Serve(ln) }()
+	s.wg.Go(s.reg.Run)
+	s.wg.Go(func() { _ = s.http.Serve(ln) })
 	return nil
 }
 
@@ -153,6 +155,7 @@ func (s *Server) Close(ctx context.Context) error {
 	if cerr := s.reg.Close(); err == nil {
 		err = cerr
 	}
+	s.wg.Wait()
 	if s.etcd != nil {
 		s.etcd.close()
 	}

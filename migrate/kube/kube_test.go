@@ -445,8 +445,19 @@ func TestLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	// a stops renewing; once its duration has passed b takes over, and
-	// reads a's record.
-	time.Sleep(ttl + 500*time.Millisecond)
+	// reads a's record. Whether it has passed is read from the Lease's
+	// renew time: set back by more than the duration, as if a had
+	// stopped that long ago, instead of sleeping out a duration long
+	// enough for the steps above on the slowest machine.
+	lease, err := e.admin.CoordinationV1().Leases(e.ns).Get(ctx, LeaseName("blue-to-green"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := metav1.NewMicroTime(lease.Spec.RenewTime.Add(-time.Duration(*lease.Spec.LeaseDurationSeconds)*time.Second - time.Second))
+	lease.Spec.RenewTime = &stopped
+	if _, err := e.admin.CoordinationV1().Leases(e.ns).Update(ctx, lease, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	if from, err := b.Acquire(ctx, false); err != nil || from != "host/1/a" {
 		t.Fatalf("b after a's lease expired: %q %v", from, err)
 	}

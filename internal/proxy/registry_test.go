@@ -51,7 +51,9 @@ func TestShardsFromTheRegistry(t *testing.T) {
 		startSim(id)
 	}
 	adminPort := proctest.FreePort(t)
-	px := proctest.Start(t, bin, nil, "--registry", regURL, "proxy", "serve", "--listen", "127.0.0.1:0", "--admin", fmt.Sprintf("127.0.0.1:%d", adminPort))
+	// No endpoints follow the proxy's readiness here: it stops at once.
+	px := proctest.Start(t, bin, nil, "--registry", regURL, "proxy", "serve", "--listen", "127.0.0.1:0", "--admin", fmt.Sprintf("127.0.0.1:%d", adminPort),
+		"--shutdown-delay", "0")
 	admin := fmt.Sprintf("http://127.0.0.1:%d/shards", adminPort)
 	proxyShards := func() map[string]ShardStatus {
 		var list struct{ Shards []ShardStatus }
@@ -124,7 +126,7 @@ func TestShardsFromTheRegistry(t *testing.T) {
 			completed[slot]++
 			mu.Unlock()
 		}
-	}).MaxJobsActive(32).PollInterval(50 * time.Millisecond).BackoffSupplier(load.Backoff()).Open()
+	}).MaxJobsActive(32).PollInterval(50 * time.Millisecond).RequestTimeout(time.Second).BackoffSupplier(load.Backoff()).Open()
 	defer w.Close()
 	budget.Eventually(t, 20*time.Second, "every job to complete", func() bool {
 		mu.Lock()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/sim"
+	"github.com/shardctl/shardctl/internal/sim/simtest"
 	"github.com/shardctl/shardctl/probes/load"
 )
 
@@ -33,15 +34,14 @@ func TestTwoThousandInstancesThroughTheProxy(t *testing.T) {
 	var delivered sync.Map // job key -> true
 	var duplicates, completeErrors atomic.Int64
 	for _, typ := range []string{"reserve", "charge", "ship"} {
-		w := c.NewJobWorker().JobType(typ).Handler(func(jc worker.JobClient, job entities.Job) {
+		simtest.Worker(t, c, c.NewJobWorker().JobType(typ).Handler(func(jc worker.JobClient, job entities.Job) {
 			if _, seen := delivered.LoadOrStore(job.Key, true); seen {
 				duplicates.Add(1)
 			}
 			if _, err := jc.NewCompleteJobCommand().JobKey(job.Key).Send(context.Background()); err != nil {
 				completeErrors.Add(1)
 			}
-		}).MaxJobsActive(128).Concurrency(8).PollInterval(10 * time.Millisecond).RequestTimeout(time.Second).BackoffSupplier(load.Backoff()).Open()
-		t.Cleanup(w.Close)
+		}).MaxJobsActive(128).Concurrency(8).PollInterval(10*time.Millisecond).RequestTimeout(time.Second).BackoffSupplier(load.Backoff()))
 	}
 
 	const n = 2000

@@ -15,6 +15,7 @@ import (
 
 	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/sim"
+	"github.com/shardctl/shardctl/internal/sim/simtest"
 	"github.com/shardctl/shardctl/probes/load"
 )
 
@@ -29,12 +30,11 @@ func TestJobStreamingThroughTheProxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	var done atomic.Int64
-	w := c.NewJobWorker().JobType("pushed").Handler(func(jc worker.JobClient, job entities.Job) {
+	simtest.Worker(t, c, c.NewJobWorker().JobType("pushed").Handler(func(jc worker.JobClient, job entities.Job) {
 		if _, err := jc.NewCompleteJobCommand().JobKey(job.Key).Send(context.Background()); err == nil {
 			done.Add(1)
 		}
-	}).StreamEnabled(true).RequestTimeout(time.Second).BackoffSupplier(load.Backoff()).Open()
-	t.Cleanup(w.Close)
+	}).StreamEnabled(true).RequestTimeout(time.Second).BackoffSupplier(load.Backoff()))
 	budget.Eventually(t, 10*time.Second, "a job stream on every shard", func() bool {
 		for _, s := range shards {
 			if simMetric(t, s, "shardctl_sim_job_streams_open", `type="pushed"`) < 1 {

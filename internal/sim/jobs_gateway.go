@@ -107,8 +107,15 @@ func (g *gateway) sweep(ctx context.Context, req *pb.ActivateJobsRequest, remain
 		select {
 		case jobs = <-done:
 		case <-ctx.Done():
-			// The partition still activates; hand those jobs back.
-			go func() { g.giveBack(<-done) }()
+			// The partition still activates; hand those jobs back,
+			// unless it stops first and never runs the command.
+			g.c.detached.Go(func() {
+				select {
+				case jobs := <-done:
+					g.giveBack(jobs)
+				case <-g.c.stop:
+				}
+			})
 			return sent, exhausted, status.FromContextError(ctx.Err()).Err()
 		}
 		for len(jobs) > 0 {

@@ -39,7 +39,6 @@ func TestConnsFor(t *testing.T) {
 // a quarter of each connection's streams (here 2 of 8) to forwarded
 // calls, so the create starts at once there too.
 func TestConnectionsPerShard(t *testing.T) {
-	shards := startShards(t, 1, sim.Config{Partitions: 1, MaxConcurrentStreams: 8})
 	for _, tc := range []struct {
 		name    string
 		conns   int
@@ -50,6 +49,10 @@ func TestConnectionsPerShard(t *testing.T) {
 		{"one connection", 1, 1, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			// Each case mostly waits on its long polls, on a shard of its
+			// own whose queued polls are only its own.
+			t.Parallel()
+			shards := startShards(t, 1, sim.Config{Partitions: 1, MaxConcurrentStreams: 8})
 			p := startProxy(t, Config{Shards: shardConfigs(shards), MaxInflightPerShard: 40, ConnsPerShard: tc.conns})
 			st := p.Shards()[0]
 			if st.Connections != tc.want || (tc.conns == 0 && st.MaxStreams != 8) {
@@ -60,13 +63,18 @@ func TestConnectionsPerShard(t *testing.T) {
 			if _, err := gw.DeployResource(ctx, &pb.DeployResourceRequest{Resources: []*pb.Resource{{Name: "c.bpmn", Content: load.Process("c", "none")}}}); err != nil {
 				t.Fatal(err)
 			}
+			// hold is how long a poll waits for a job, long against a
+			// create that goes through at once: a create blocked behind
+			// the polls waits about that long.
 			const polls = 30
-			hold := min(budget.Of(5*time.Second), 30*time.Second)
+			hold := min(budget.Of(2*time.Second), 10*time.Second)
+			pollCtx, endPolls := context.WithCancel(ctx)
 			var wg sync.WaitGroup
 			defer wg.Wait()
+			defer endPolls() // the polls end with the case, not after hold
 			for range polls {
 				wg.Go(func() {
-					stream, err := gw.ActivateJobs(ctx, &pb.ActivateJobsRequest{Type: "nothing", Worker: "w", MaxJobsToActivate: 1, Timeout: 1000, RequestTimeout: hold.Milliseconds()})
+					stream, err := gw.ActivateJobs(pollCtx, &pb.ActivateJobsRequest{Type: "nothing", Worker: "w", MaxJobsToActivate: 1, Timeout: 1000, RequestTimeout: hold.Milliseconds()})
 					if err == nil {
 						for _, err := stream.Recv(); err == nil; _, err = stream.Recv() {
 						}

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"math"
@@ -45,23 +46,28 @@ func TestClientThatStopsReading(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	fr := http2.NewFramer(nc, nc)
+	// The client writes through a buffer, so it sends as fast as the
+	// proxy reads, and stops when a write makes no progress for a while:
+	// the proxy has stopped reading it.
+	w := bufio.NewWriterSize(stallWriter{nc, budget.Of(250 * time.Millisecond)}, 64<<10)
+	fr := http2.NewFramer(w, nc)
 	block, body := rawCall(t, "/gateway_protocol.Gateway/CreateProcessInstance",
 		&pb.CreateProcessInstanceRequest{BpmnProcessId: "p", Version: -1, Variables: `{"pad":"` + string(bytes.Repeat([]byte("x"), 512)) + `"}`})
-	if _, err := nc.Write([]byte(http2.ClientPreface)); err != nil {
+	if _, err := w.Write([]byte(http2.ClientPreface)); err != nil {
 		t.Fatal(err)
 	}
 	_ = fr.WriteSettings()
 	const attempts = 200000
-	_ = nc.SetWriteDeadline(time.Now().Add(budget.Of(3 * time.Second)))
+	until := time.Now().Add(budget.Of(3 * time.Second))
 	sent := 0
-	for id := uint32(1); sent < attempts; id += 2 {
+	for id := uint32(1); sent < attempts && time.Now().Before(until); id += 2 {
 		if fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block, EndHeaders: true}) != nil ||
 			fr.WriteData(id, true, body) != nil {
 			break
 		}
 		sent++
 	}
+	_ = w.Flush()
 	served := func() float64 {
 		return proxyMetric(t, p, "shardctl_proxy_requests_total", `rpc="CreateProcessInstance"`)
 	}
@@ -90,6 +96,17 @@ func TestClientThatStopsReading(t *testing.T) {
 
 // rawCall is a gRPC call to path with message m as a client's HTTP/2
 // frames carry it: the header block, and the DATA (prefix and message).
+// stallWriter fails a write that makes no progress within stall.
+type stallWriter struct {
+	nc    net.Conn
+	stall time.Duration
+}
+
+func (s stallWriter) Write(b []byte) (int, error) {
+	_ = s.nc.SetWriteDeadline(time.Now().Add(s.stall))
+	return s.nc.Write(b)
+}
+
 func rawCall(t *testing.T, path string, m proto.Message) (block, body []byte) {
 	t.Helper()
 	var hb bytes.Buffer

@@ -19,6 +19,7 @@ import (
 
 	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/sim"
+	"github.com/shardctl/shardctl/internal/sim/simtest"
 	"github.com/shardctl/shardctl/probes/load"
 )
 
@@ -37,12 +38,11 @@ func TestNoJobIsStranded(t *testing.T) {
 		t.Fatal(err)
 	}
 	var done atomic.Int64
-	w := c.NewJobWorker().JobType("one-at-a-time").Handler(func(jc worker.JobClient, job entities.Job) {
+	simtest.Worker(t, c, c.NewJobWorker().JobType("one-at-a-time").Handler(func(jc worker.JobClient, job entities.Job) {
 		if _, err := jc.NewCompleteJobCommand().JobKey(job.Key).Send(context.Background()); err == nil {
 			done.Add(1)
 		}
-	}).MaxJobsActive(1).Concurrency(1).Timeout(5 * time.Minute).RequestTimeout(20 * time.Second).PollInterval(5 * time.Millisecond).BackoffSupplier(load.Backoff()).Open()
-	t.Cleanup(w.Close)
+	}).MaxJobsActive(1).Concurrency(1).Timeout(5*time.Minute).RequestTimeout(20*time.Second).PollInterval(5*time.Millisecond).BackoffSupplier(load.Backoff()))
 	direct := make([]zbc.Client, len(shards))
 	for i, s := range shards {
 		direct[i] = newClient(t, s.Addr().String())
@@ -90,12 +90,11 @@ func TestSaturatedShardsRefuseAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	var completed atomic.Int64
-	w := c.NewJobWorker().JobType("w").Handler(func(jc worker.JobClient, job entities.Job) {
+	simtest.Worker(t, c, c.NewJobWorker().JobType("w").Handler(func(jc worker.JobClient, job entities.Job) {
 		if _, err := jc.NewCompleteJobCommand().JobKey(job.Key).Send(context.Background()); err == nil {
 			completed.Add(1)
 		}
-	}).MaxJobsActive(64).Concurrency(4).RequestTimeout(time.Second).BackoffSupplier(load.Backoff()).Open()
-	t.Cleanup(w.Close)
+	}).MaxJobsActive(64).Concurrency(4).RequestTimeout(time.Second).BackoffSupplier(load.Backoff()))
 
 	heap := func() uint64 {
 		runtime.GC()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/sim"
+	"github.com/shardctl/shardctl/internal/sim/simtest"
 	"github.com/shardctl/shardctl/probes/load"
 )
 
@@ -33,20 +34,19 @@ func TestTwoThousandInstancesThroughTheProxy(t *testing.T) {
 	var delivered sync.Map // job key -> true
 	var duplicates, completeErrors atomic.Int64
 	for _, typ := range []string{"reserve", "charge", "ship"} {
-		w := c.NewJobWorker().JobType(typ).Handler(func(jc worker.JobClient, job entities.Job) {
+		simtest.Worker(t, c, c.NewJobWorker().JobType(typ).Handler(func(jc worker.JobClient, job entities.Job) {
 			if _, seen := delivered.LoadOrStore(job.Key, true); seen {
 				duplicates.Add(1)
 			}
 			if _, err := jc.NewCompleteJobCommand().JobKey(job.Key).Send(context.Background()); err != nil {
 				completeErrors.Add(1)
 			}
-		}).MaxJobsActive(128).Concurrency(8).PollInterval(10 * time.Millisecond).RequestTimeout(time.Second).BackoffSupplier(load.Backoff()).Open()
-		t.Cleanup(w.Close)
+		}).MaxJobsActive(128).Concurrency(8).PollInterval(10*time.Millisecond).RequestTimeout(time.Second).BackoffSupplier(load.Backoff()))
 	}
 
 	const n = 2000
 	keys := make(chan int64, n)
-	createConcurrently(t, ctx, c, "order", n, 64, func(k int64) { keys <- k })
+	createConcurrently(t, ctx, c, "order", n, 64, nil, func(k int64) { keys <- k })
 	close(keys)
 	perSlot := map[int]int{}
 	seen := map[int64]bool{}
@@ -121,7 +121,7 @@ func TestPowerOfTwoChoicesFavoursTheFasterShard(t *testing.T) {
 	}
 	const n = 1000
 	var onSlow atomic.Int64
-	createConcurrently(t, ctx, c, "p", n, 32, func(k int64) {
+	createConcurrently(t, ctx, c, "p", n, 32, nil, func(k int64) {
 		if slot, _ := splitKey(k); slot == 1 {
 			onSlow.Add(1)
 		}
@@ -133,8 +133,9 @@ func TestPowerOfTwoChoicesFavoursTheFasterShard(t *testing.T) {
 }
 
 // createConcurrently creates n instances of a process through c with at
-// most inFlight requests at once, handing each instance key to got.
-func createConcurrently(t *testing.T, ctx context.Context, c zbc.Client, process string, n, inFlight int, got func(int64)) {
+// most inFlight requests at once, each with vars (nil: none), handing each
+// instance key to got (nil: nothing to do with them).
+func createConcurrently(t *testing.T, ctx context.Context, c zbc.Client, process string, n, inFlight int, vars map[string]any, got func(int64)) {
 	t.Helper()
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, inFlight)
@@ -144,12 +145,22 @@ func createConcurrently(t *testing.T, ctx context.Context, c zbc.Client, process
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			resp, err := c.NewCreateInstanceCommand().BPMNProcessId(process).LatestVersion().Send(ctx)
+			cmd := c.NewCreateInstanceCommand().BPMNProcessId(process).LatestVersion()
+			if vars != nil {
+				var err error
+				if cmd, err = cmd.VariablesFromMap(vars); err != nil {
+					t.Errorf("create: %v", err)
+					return
+				}
+			}
+			resp, err := cmd.Send(ctx)
 			if err != nil {
 				t.Errorf("create: %v", err)
 				return
 			}
-			got(resp.ProcessInstanceKey)
+			if got != nil {
+				got(resp.ProcessInstanceKey)
+			}
 		}()
 	}
 	wg.Wait()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/proctest"
+	"github.com/shardctl/shardctl/internal/sim/simtest"
 	"github.com/shardctl/shardctl/probes/load"
 )
 
@@ -51,7 +52,9 @@ func TestShardsFromTheRegistry(t *testing.T) {
 		startSim(id)
 	}
 	adminPort := proctest.FreePort(t)
-	px := proctest.Start(t, bin, nil, "--registry", regURL, "proxy", "serve", "--listen", "127.0.0.1:0", "--admin", fmt.Sprintf("127.0.0.1:%d", adminPort))
+	// No endpoints follow the proxy's readiness here: it stops at once.
+	px := proctest.Start(t, bin, nil, "--registry", regURL, "proxy", "serve", "--listen", "127.0.0.1:0", "--admin", fmt.Sprintf("127.0.0.1:%d", adminPort),
+		"--shutdown-delay", "0")
 	admin := fmt.Sprintf("http://127.0.0.1:%d/shards", adminPort)
 	proxyShards := func() map[string]ShardStatus {
 		var list struct{ Shards []ShardStatus }
@@ -117,15 +120,14 @@ func TestShardsFromTheRegistry(t *testing.T) {
 	// The drained shard's jobs still complete.
 	var mu sync.Mutex
 	completed := map[int]int{}
-	w := client.NewJobWorker().JobType("work").Handler(func(c worker.JobClient, job entities.Job) {
+	simtest.Worker(t, client, client.NewJobWorker().JobType("work").Handler(func(c worker.JobClient, job entities.Job) {
 		if _, err := c.NewCompleteJobCommand().JobKey(job.GetKey()).Send(ctx); err == nil {
 			slot, _ := splitKey(job.GetProcessInstanceKey())
 			mu.Lock()
 			completed[slot]++
 			mu.Unlock()
 		}
-	}).MaxJobsActive(32).PollInterval(50 * time.Millisecond).BackoffSupplier(load.Backoff()).Open()
-	defer w.Close()
+	}).MaxJobsActive(32).PollInterval(50*time.Millisecond).RequestTimeout(time.Second).BackoffSupplier(load.Backoff()))
 	budget.Eventually(t, 20*time.Second, "every job to complete", func() bool {
 		mu.Lock()
 		defer mu.Unlock()

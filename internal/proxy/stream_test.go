@@ -15,6 +15,7 @@ import (
 
 	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/sim"
+	"github.com/shardctl/shardctl/internal/sim/simtest"
 	"github.com/shardctl/shardctl/probes/load"
 )
 
@@ -29,12 +30,11 @@ func TestJobStreamingThroughTheProxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	var done atomic.Int64
-	w := c.NewJobWorker().JobType("pushed").Handler(func(jc worker.JobClient, job entities.Job) {
+	simtest.Worker(t, c, c.NewJobWorker().JobType("pushed").Handler(func(jc worker.JobClient, job entities.Job) {
 		if _, err := jc.NewCompleteJobCommand().JobKey(job.Key).Send(context.Background()); err == nil {
 			done.Add(1)
 		}
-	}).StreamEnabled(true).RequestTimeout(time.Second).BackoffSupplier(load.Backoff()).Open()
-	t.Cleanup(w.Close)
+	}).StreamEnabled(true).RequestTimeout(time.Second).BackoffSupplier(load.Backoff()))
 	budget.Eventually(t, 10*time.Second, "a job stream on every shard", func() bool {
 		for _, s := range shards {
 			if simMetric(t, s, "shardctl_sim_job_streams_open", `type="pushed"`) < 1 {
@@ -63,49 +63,61 @@ func TestJobStreamingThroughTheProxy(t *testing.T) {
 // When the worker's stream ends, jobs the proxy still buffers for it are
 // handed back, not kept until their timeout.
 func TestJobStreamEndGivesBufferedJobsBack(t *testing.T) {
-	shards := startShards(t, 1, sim.Config{Partitions: 1})
-	p := startProxy(t, Config{Shards: shardConfigs(shards)})
-	c := newClient(t, p.Addr().String())
 	ctx := budget.Context(t, time.Minute)
-	if _, err := c.NewDeployResourceCommand().AddResource(load.Process("p", "pushed"), "p.bpmn").Send(ctx); err != nil {
-		t.Fatal(err)
-	}
-	// A raw stream that never reads, and jobs of 100 KiB each: the
-	// transport's flow-control window fills, then the proxy's buffer, then
-	// the worker goes away.
 	sctx, stop := context.WithCancel(ctx)
-	stream, err := pb.NewGatewayClient(dial(t, p.Addr().String())).StreamActivatedJobs(sctx, &pb.StreamActivatedJobsRequest{Type: "pushed", Worker: "w", Timeout: time.Hour.Milliseconds()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = stream
-	budget.Eventually(t, 10*time.Second, "the upstream stream to open", func() bool {
-		return simMetric(t, shards[0], "shardctl_sim_job_streams_open", `type="pushed"`) == 1
-	})
-	const n = 200
-	blob := strings.Repeat("x", 100<<10)
-	for range n {
-		cmd, _ := c.NewCreateInstanceCommand().BPMNProcessId("p").LatestVersion().VariablesFromMap(map[string]any{"blob": blob})
-		if _, err := cmd.Send(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	budget.Eventually(t, 10*time.Second, "jobs to be pushed", func() bool {
-		return simMetric(t, shards[0], "zeebe_job_events_total", `action="pushed"`) > 0
-	})
+	// More jobs than the worker's transport, the sender and the
+	// proxy's buffer of 64 hold: some find the buffer full.
+	const n = 100
+	p, _, gw, _ := unreadJobStream(t, sctx, Config{}, n)
 	stop()
 	// Every job that did not reach the worker's transport is activatable
 	// again at once: poll them all well inside the one-hour job timeout.
 	var got int
 	budget.Eventually(t, 15*time.Second, "the jobs the worker never got", func() bool {
-		jobs, err := c.NewActivateJobsCommand().JobType("pushed").MaxJobsToActivate(n).Send(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		got += len(jobs)
+		got += pollNow(t, ctx, gw, "pushed", n)
 		return got > 0 && proxyMetric(t, p, "shardctl_proxy_jobs_handed_back_total") > 0
 	})
 	t.Logf("%d jobs came back to polling; handed back by the proxy: %v", got, proxyMetric(t, p, "shardctl_proxy_jobs_handed_back_total"))
+}
+
+// unreadJobStream opens a raw job stream of type "pushed" on ctx through a
+// proxy with cfg that never reads, then creates n instances whose jobs of
+// 100 KiB each fill the transport's flow-control window, then the proxy's
+// buffer. It returns the proxy, its one shard, a client of the
+// proxy, and the stream.
+func unreadJobStream(t *testing.T, ctx context.Context, cfg Config, n int) (*Proxy, *sim.Sim, pb.GatewayClient, pb.Gateway_StreamActivatedJobsClient) {
+	t.Helper()
+	shards := startShards(t, 1, sim.Config{Partitions: 1})
+	cfg.Shards = shardConfigs(shards)
+	p := startProxy(t, cfg)
+	c := newClient(t, p.Addr().String())
+	if _, err := c.NewDeployResourceCommand().AddResource(load.Process("p", "pushed"), "p.bpmn").Send(ctx); err != nil {
+		t.Fatal(err)
+	}
+	gw := pb.NewGatewayClient(dial(t, p.Addr().String()))
+	stream, err := gw.StreamActivatedJobs(ctx, &pb.StreamActivatedJobsRequest{Type: "pushed", Worker: "unread", Timeout: time.Hour.Milliseconds()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	budget.Eventually(t, 10*time.Second, "the upstream stream to open", func() bool {
+		return simMetric(t, shards[0], "shardctl_sim_job_streams_open", `type="pushed"`) == 1
+	})
+	createConcurrently(t, ctx, c, "p", n, 8, map[string]any{"blob": strings.Repeat("x", 100<<10)}, nil)
+	budget.Eventually(t, 10*time.Second, "jobs to be pushed", func() bool {
+		return simMetric(t, shards[0], "zeebe_job_events_total", `action="pushed"`) > 0
+	})
+	return p, shards[0], gw, stream
+}
+
+// pollNow activates up to n jobs of a type that are activatable now,
+// without a long poll, and says how many came.
+func pollNow(t *testing.T, ctx context.Context, gw pb.GatewayClient, typ string, n int) int {
+	t.Helper()
+	got, err := countJobs(gw.ActivateJobs(ctx, &pb.ActivateJobsRequest{Type: typ, Worker: "poller", MaxJobsToActivate: int32(n), Timeout: time.Hour.Milliseconds(), RequestTimeout: -1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
 }
 
 // The rest of the API through the proxy: the deprecated DeployProcess,
@@ -163,52 +175,23 @@ func TestRemainingRPCsThroughTheProxy(t *testing.T) {
 // to other workers at once; every job is either in the worker's own
 // transport or activatable again, none held until its timeout.
 func TestStalledJobStreamIsEnded(t *testing.T) {
-	shards := startShards(t, 1, sim.Config{Partitions: 1})
-	stall := budget.Of(time.Second)
-	p := startProxy(t, Config{Shards: shardConfigs(shards), StreamStallTimeout: stall})
-	c := newClient(t, p.Addr().String())
+	// The stall ends the stream while the last jobs are created, and the
+	// proxy drains its upstream stream for at most streamDrainMax: the
+	// creates must be over by then, or a job the shard pushes as the
+	// call is cancelled is lost in flight until its timeout. A few jobs
+	// are enough to wait for the worker.
+	const n = 20
+	stall := budget.Of(200 * time.Millisecond)
 	ctx := budget.Context(t, time.Minute)
-	if _, err := c.NewDeployResourceCommand().AddResource(load.Process("p", "pushed"), "p.bpmn").Send(ctx); err != nil {
-		t.Fatal(err)
-	}
-	stream, err := pb.NewGatewayClient(dial(t, p.Addr().String())).StreamActivatedJobs(ctx, &pb.StreamActivatedJobsRequest{Type: "pushed", Worker: "slow", Timeout: time.Hour.Milliseconds()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	budget.Eventually(t, 10*time.Second, "the upstream stream to open", func() bool {
-		return simMetric(t, shards[0], "shardctl_sim_job_streams_open", `type="pushed"`) == 1
-	})
-	const n = 100
-	blob := strings.Repeat("x", 100<<10)
-	for range n {
-		cmd, _ := c.NewCreateInstanceCommand().BPMNProcessId("p").LatestVersion().VariablesFromMap(map[string]any{"blob": blob})
-		if _, err := cmd.Send(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// poll activates what is activatable now, without waiting.
-	gw := pb.NewGatewayClient(dial(t, p.Addr().String()))
-	poll := func() int {
-		jobs, err := gw.ActivateJobs(ctx, &pb.ActivateJobsRequest{Type: "pushed", Worker: "poller", MaxJobsToActivate: n, Timeout: time.Hour.Milliseconds(), RequestTimeout: -1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := 0
-		for {
-			resp, err := jobs.Recv()
-			if err != nil {
-				return got
-			}
-			got += len(resp.GetJobs())
-		}
-	}
+	p, shard, gw, stream := unreadJobStream(t, ctx, Config{StreamStallTimeout: stall}, n)
+	poll := func() int { return pollNow(t, ctx, gw, "pushed", n) }
 	budget.Eventually(t, 10*time.Second, "the stalled stream ended", func() bool {
 		return proxyMetric(t, p, "shardctl_proxy_job_streams_stalled_total") == 1
 	})
 	polled := 0
 	budget.Eventually(t, 15*time.Second, "the jobs the worker did not take back to polling", func() bool {
 		polled += poll()
-		return polled > 0 && simMetric(t, shards[0], "shardctl_sim_job_streams_open", `type="pushed"`) == 0
+		return polled > 0 && simMetric(t, shard, "shardctl_sim_job_streams_open", `type="pushed"`) == 0
 	})
 	// What the slow worker's transport holds it still reads, then the
 	// status that says why the stream ended.

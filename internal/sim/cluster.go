@@ -24,9 +24,12 @@ type cluster struct {
 	// calls still waiting for their partition once the grace period is
 	// over.
 	closing, aborted chan struct{}
-	// handBacks are give-backs of jobs activated for a poll that ended
-	// first; Close waits for them.
-	handBacks sync.WaitGroup
+	// stop ends the partitions: a command still queued then never runs.
+	stop chan struct{}
+	// detached is what a call leaves running after it returns (the
+	// answer a partition owes a poll whose worker went away), so Close
+	// waits for it.
+	detached sync.WaitGroup
 }
 
 func (c *cluster) partitionFor(id int32) *partition {

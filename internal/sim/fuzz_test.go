@@ -2,7 +2,6 @@ package sim
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -11,34 +10,6 @@ import (
 
 	"github.com/shardctl/shardctl/internal/budget"
 )
-
-// fuzzSim is one simulator shared by every fuzz input: what is checked is
-// that no request, alone or after others, panics it or wedges a partition.
-var (
-	fuzzOnce sync.Once
-	fuzzS    *Sim
-)
-
-func sharedSim(t *testing.T) *Sim {
-	fuzzOnce.Do(func() {
-		s, err := New(Config{Listen: "127.0.0.1:0", Partitions: 2, TimerInterval: 10 * time.Millisecond})
-		if err != nil {
-			panic(err)
-		}
-		if err := s.Start(context.Background()); err != nil {
-			panic(err)
-		}
-		fuzzS = s
-		ctx := context.Background()
-		_, _ = s.gw.DeployResource(ctx, &pb.DeployResourceRequest{Resources: []*pb.Resource{
-			{Name: "p.bpmn", Content: linearProcess("p", 1, "a")},
-			{Name: "wait.bpmn", Content: []byte(catchProcess)},
-			{Name: "route.bpmn", Content: []byte(gatewayProcess)},
-			{Name: "reserve.bpmn", Content: []byte(errorProcess)},
-		}})
-	})
-	return fuzzS
-}
 
 // nullStream discards what a streaming RPC sends.
 type nullStream[T any] struct {
@@ -53,8 +24,17 @@ func FuzzGatewayRequests(f *testing.F) {
 	f.Add("p", int64(1<<51+5), `{"amount": 500, "orderId": "o-1"}`, "paid", "o-1", int32(1), int32(5), int64(1000), int64(-1), []byte(nil))
 	f.Add("route", int64(2<<51+3), `{"amount": "x"}`, "", "", int32(0), int32(0), int64(-5), int64(0), []byte("<definitions"))
 	f.Add("", int64(-1), `[`, "audit", "\xff\xfe", int32(-3), int32(1<<30), int64(1<<62), int64(10), linearProcess("q", 2, "b"))
+	// One simulator for every input (closed when they are done): what is
+	// checked is that no request, alone or after others, panics it or
+	// wedges a partition.
+	s := startSim(f, Config{Partitions: 2, TimerInterval: 10 * time.Millisecond})
+	_, _ = s.gw.DeployResource(context.Background(), &pb.DeployResourceRequest{Resources: []*pb.Resource{
+		{Name: "p.bpmn", Content: linearProcess("p", 1, "a")},
+		{Name: "wait.bpmn", Content: []byte(catchProcess)},
+		{Name: "route.bpmn", Content: []byte(gatewayProcess)},
+		{Name: "reserve.bpmn", Content: []byte(errorProcess)},
+	}})
 	f.Fuzz(func(t *testing.T, id string, key int64, vars, name, corr string, retries, max int32, timeout, reqTimeout int64, xml []byte) {
-		s := sharedSim(t)
 		ctx, cancel := context.WithTimeout(context.Background(), budget.Of(2*time.Second))
 		defer cancel()
 		gw := s.gw

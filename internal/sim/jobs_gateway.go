@@ -108,13 +108,12 @@ func (g *gateway) sweep(ctx context.Context, req *pb.ActivateJobsRequest, remain
 		case jobs = <-done:
 		case <-ctx.Done():
 			// The partition still activates; hand those jobs back,
-			// unless the simulator stops first (its partitions will not
-			// run the activation, and its jobs end with it).
-			g.c.handBacks.Go(func() {
+			// unless it stops first and never runs the command.
+			g.c.detached.Go(func() {
 				select {
 				case jobs := <-done:
 					g.giveBack(jobs)
-				case <-g.c.closing:
+				case <-g.c.stop:
 				}
 			})
 			return sent, exhausted, status.FromContextError(ctx.Err()).Err()

@@ -128,8 +128,7 @@ type Sim struct {
 	admin     *http.Server
 	adminAddr net.Addr
 
-	stop chan struct{}
-	wg   sync.WaitGroup
+	wg sync.WaitGroup
 }
 
 // New builds a simulator; Start runs it.
@@ -138,7 +137,7 @@ func New(cfg Config) (*Sim, error) {
 		return nil, err
 	}
 	m := newMetrics()
-	c := &cluster{cfg: cfg, repo: newRepository(), metrics: m, closing: make(chan struct{}), aborted: make(chan struct{})}
+	c := &cluster{cfg: cfg, repo: newRepository(), metrics: m, closing: make(chan struct{}), aborted: make(chan struct{}), stop: make(chan struct{})}
 	c.pollers.gauge = m.longPolls
 	c.streams.gauge = m.jobStreams
 	for id := int32(1); id <= cfg.Partitions; id++ {
@@ -150,7 +149,7 @@ func New(cfg Config) (*Sim, error) {
 		p.slowFactor.Store(math.Float64bits(1))
 		c.partitions = append(c.partitions, p)
 	}
-	s := &Sim{cfg: cfg, cluster: c, stop: make(chan struct{})}
+	s := &Sim{cfg: cfg, cluster: c}
 	s.gw = &gateway{c: c, addr: s.Addr}
 	return s, nil
 }
@@ -180,7 +179,7 @@ func (s *Sim) Start(ctx context.Context) error {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			p.run(s.stop)
+			p.run(s.cluster.stop)
 		}()
 	}
 	s.wg.Add(1)
@@ -236,7 +235,7 @@ func (s *Sim) timer() {
 			for _, p := range s.cluster.partitions {
 				_ = p.enqueue(classInternal, p.tick)
 			}
-		case <-s.stop:
+		case <-s.cluster.stop:
 			return
 		}
 	}
@@ -277,16 +276,16 @@ func (s *Sim) Close(ctx context.Context) error {
 		}
 	}
 	select {
-	case <-s.stop:
+	case <-s.cluster.stop:
 	default:
-		close(s.stop)
+		close(s.cluster.stop)
 	}
 	var err error
 	if s.admin != nil {
 		err = s.admin.Shutdown(ctx)
 	}
 	s.wg.Wait()
-	s.cluster.handBacks.Wait()
+	s.cluster.detached.Wait()
 	return err
 }
 

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/camunda/zeebe/clients/go/v8/pkg/worker"
 	"github.com/camunda/zeebe/clients/go/v8/pkg/zbc"
 
 	"github.com/shardctl/shardctl/internal/proctest"
@@ -103,4 +104,18 @@ func Client(t testing.TB, addr string) zbc.Client {
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// Worker opens the job worker b builds on client c and closes both when
+// the test ends, the client first: a worker's Close waits for its poll in
+// flight, and a long poll would otherwise hold the test for its whole
+// request timeout.
+func Worker(t testing.TB, c zbc.Client, b worker.JobWorkerBuilderStep3) worker.JobWorker {
+	t.Helper()
+	w := b.Open()
+	t.Cleanup(func() {
+		_ = c.Close()
+		w.Close()
+	})
+	return w
 }

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/camunda/zeebe/clients/go/v8/pkg/zbc"
+
 	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/proctest"
 	"github.com/shardctl/shardctl/internal/sim"
@@ -89,11 +91,14 @@ func TestSignalsOnSimulatedShards(t *testing.T) {
 	defer wg.Wait()
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	defer stopLoad()
+	var clients []zbc.Client
 	for _, l := range []struct {
 		s    *sim.Sim
 		rate float64
 	}{{knee, 120}, {half, 30}} {
-		g := load.New(simtest.Client(t, l.s.Addr().String()), load.Config{ProcessID: "order", JobType: "work", Rate: l.rate})
+		c := simtest.Client(t, l.s.Addr().String())
+		clients = append(clients, c)
+		g := load.New(c, load.Config{ProcessID: "order", JobType: "work", Rate: l.rate})
 		if err := g.Deploy(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -168,6 +173,11 @@ func TestSignalsOnSimulatedShards(t *testing.T) {
 	}
 	t.Logf("both ways called the knee with both reasons %v after the load began", time.Since(start).Round(time.Second))
 	stopLoad()
+	// The load's job polls wait on a backlogged simulator until their
+	// deadline, some 12 s: closing the connections ends them now.
+	for _, c := range clients {
+		_ = c.Close()
+	}
 	wg.Wait()
 
 	lvl, reasons := report.shard("knee")

@@ -27,10 +27,11 @@ func replay(t *testing.T, file string) (signalstest.Recording, []signalstest.Eva
 }
 
 // TestRecordedWayDown replays recorded runs of a degraded simulator
-// (probes/source TestAdvisorOnTheWayDown with SHARDCTL_RECORD_RECOVERY
-// set): overloaded, its load stopped, overloaded again, its load lowered
-// to a third of its knee. The ETAs, reasons and levels are judged against
-// the recoveries measured in that run.
+// (probes/source TestAdvisorOnTheWayDown, in the long tier: run with
+// -tags long and SHARDCTL_RECORD_RECOVERY set): overloaded, its load
+// stopped, overloaded again, its load lowered to a third of its knee.
+// The ETAs, reasons and levels are judged against the recoveries
+// measured in that run.
 //
 // The bar is an ETA within 20% of the recovery's length (or 10 s) at
 // every evaluation. Both runs meet it; the second only just (20%, and
@@ -53,16 +54,16 @@ func TestRecordedWayDown(t *testing.T) {
 }
 
 // TestRecordedFromThePeak replays those runs and four of a burst from
-// idle (probes/source TestAdvisorAfterABurst: the capacity probe's
-// three-task process at 110 instances a second for 30 s, then nothing;
-// burst.json ran without the race detector, the others with it, whose
-// workers pay the debt at 65-70 instances a second where burst.json's
-// paid it at 80; burst-4.json's queue took back four batches of job
-// completions on its way down, and emptied 45 s after its peak) and
-// judges them as an operator
-// reads them once the queue has turned: from the first evaluation after
-// its peak, 80% of the ETAs within 20% (or 10 s) of the time left, no
-// "growing" once it falls, no ok while the debt is paid.
+// idle (probes/source TestAdvisorAfterABurst, in the long tier too: the
+// capacity probe's three-task process at 110 instances a second for 30 s,
+// then nothing; burst.json ran without the race detector, the others
+// with it, whose workers pay the debt at 65-70 instances a second where
+// burst.json's paid it at 80; burst-4.json's queue took back four batches
+// of job completions on its way down, and emptied 45 s after its peak)
+// and judges them as an operator reads them once the queue has turned:
+// from the first evaluation after its peak, 80% of the ETAs within 20%
+// (or 10 s) of the time left, no "growing" once it falls, no ok while
+// the debt is paid.
 func TestRecordedFromThePeak(t *testing.T) {
 	for _, file := range []string{"testdata/recovery.json", "testdata/recovery-2.json",
 		"testdata/burst.json", "testdata/burst-2.json", "testdata/burst-3.json", "testdata/burst-4.json"} {

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/camunda/zeebe/clients/go/v8/pkg/zbc"
+
 	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/proctest"
 	"github.com/shardctl/shardctl/internal/sim"
@@ -73,8 +75,9 @@ func hasReason(reasons []string, word string) bool {
 // another at half its capacity, and reads them through a real Prometheus
 // server and by scraping: the first is critical (scissors and queue), the
 // second ok, both ways; it also measures how long the advisor takes to
-// call the knee.
+// call the knee. It ends as soon as both ways say so.
 func TestSignalsOnSimulatedShards(t *testing.T) {
+	t.Parallel()
 	// One partition at 300 records/s: a one-task process completes up to
 	// ~60 instances/s. knee gets twice that; half gets half.
 	knee := simtest.Start(t, sim.Config{Partitions: 1, Capacity: 300, Degrade: true, DegradeThreshold: 50, BacklogLimit: -1})
@@ -88,11 +91,14 @@ func TestSignalsOnSimulatedShards(t *testing.T) {
 	defer wg.Wait()
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	defer stopLoad()
+	var clients []zbc.Client
 	for _, l := range []struct {
 		s    *sim.Sim
 		rate float64
 	}{{knee, 120}, {half, 30}} {
-		g := load.New(simtest.Client(t, l.s.Addr().String()), load.Config{ProcessID: "order", JobType: "work", Rate: l.rate})
+		c := simtest.Client(t, l.s.Addr().String())
+		clients = append(clients, c)
+		g := load.New(c, load.Config{ProcessID: "order", JobType: "work", Rate: l.rate})
 		if err := g.Deploy(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -101,20 +107,28 @@ func TestSignalsOnSimulatedShards(t *testing.T) {
 	}
 	start := time.Now()
 
-	// The scraping run samples from the start, as an operator without a
-	// Prometheus server would.
-	// The scissors need 30 s below half in the window: a starved machine
-	// reaches the knee later, so the sample grows with the slowdown, up to
-	// two minutes (the window is one).
-	sampleFor := min(budget.Of(55*time.Second), 2*time.Minute)
-	var scraped signalsReport
-	var scrapedCode int
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		scraped, scrapedCode = runSignals(ctx, t, bin, "--scrape", "knee=http://"+metrics["knee"]+"/metrics",
-			"--scrape", "half=http://"+metrics["half"]+"/metrics", "--sample", sampleFor.String(), "--window", "1m")
-	}()
+	// The scraping advisor samples from the start, as an operator without
+	// a Prometheus server would, and is read until it calls the knee with
+	// both reasons: the scissors need 30 s below half in its one-minute
+	// window, which a starved machine reaches later.
+	var (
+		mu      sync.Mutex
+		scraped signals.Report
+	)
+	scrapeDone := make(chan struct{})
+	var stderr proctest.LockedBuffer
+	watchSignals(loadCtx, t, &wg, &stderr, bin, func(r signals.Report) {
+		mu.Lock()
+		defer mu.Unlock()
+		if kneeCalled(scraped) {
+			return
+		}
+		scraped = r
+		if kneeCalled(r) {
+			close(scrapeDone)
+		}
+	}, "--scrape", "knee=http://"+metrics["knee"]+"/metrics", "--scrape", "half=http://"+metrics["half"]+"/metrics",
+		"--every", "2s", "--sample", "2s", "--window", "1m")
 
 	// The advisor, every 2 s through Prometheus, until it calls the knee.
 	p, err := source.NewPrometheus(prom, source.Presets["zeebe"])
@@ -142,31 +156,64 @@ func TestSignalsOnSimulatedShards(t *testing.T) {
 	if calledAt == 0 {
 		t.Errorf("the advisor did not call the knee within 100 s")
 	}
-	// Let the scissors stay open long enough for both reasons, then read
-	// through the command as a runbook would.
-	if d := time.Until(start.Add(sampleFor + 2*time.Second)); d > 0 {
-		time.Sleep(d)
+	// Once the scissors have stayed open long enough for both reasons,
+	// read through the command as a runbook would.
+	var report signalsReport
+	var code int
+	for {
+		report, code = runSignals(ctx, t, bin, "--prometheus", prom, "--window", "2m", "--step", "2s", "--rate", "10s")
+		if lvl, reasons := report.shard("knee"); lvl == "critical" && hasReason(reasons, "scissors") && hasReason(reasons, "queue growing") || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(2 * time.Second)
 	}
-	report, code := runSignals(ctx, t, bin, "--prometheus", prom, "--window", "2m", "--step", "2s", "--rate", "10s")
+	select {
+	case <-scrapeDone:
+	case <-ctx.Done():
+	}
+	t.Logf("both ways called the knee with both reasons %v after the load began", time.Since(start).Round(time.Second))
 	stopLoad()
+	// The load's job polls wait on a backlogged simulator until their
+	// deadline, some 12 s: closing the connections ends them now.
+	for _, c := range clients {
+		_ = c.Close()
+	}
 	wg.Wait()
 
-	for _, tc := range []struct {
-		how  string
-		r    signalsReport
-		code int
-	}{{"prometheus", report, code}, {"scrape", scraped, scrapedCode}} {
-		lvl, reasons := tc.r.shard("knee")
-		if lvl != "critical" || !hasReason(reasons, "scissors") || !hasReason(reasons, "queue growing") {
-			t.Errorf("%s: knee is %s with %q; want critical with scissors and queue reasons", tc.how, lvl, reasons)
-		}
-		if lvl, reasons := tc.r.shard("half"); lvl != "ok" {
-			t.Errorf("%s: half is %s with %q; want ok", tc.how, lvl, reasons)
-		}
-		if tc.code != 3 {
-			t.Errorf("%s: exit code %d, want 3 (critical reaches --fail-on critical)", tc.how, tc.code)
+	lvl, reasons := report.shard("knee")
+	if lvl != "critical" || !hasReason(reasons, "scissors") || !hasReason(reasons, "queue growing") {
+		t.Errorf("prometheus: knee is %s with %q; want critical with scissors and queue reasons", lvl, reasons)
+	}
+	if lvl, reasons := report.shard("half"); lvl != "ok" {
+		t.Errorf("prometheus: half is %s with %q; want ok", lvl, reasons)
+	}
+	if code != 3 {
+		t.Errorf("prometheus: exit code %d, want 3 (critical reaches --fail-on critical)", code)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, s := range scraped.Shards {
+		switch {
+		case s.Name == "knee" && !kneeCalled(scraped):
+			t.Errorf("scrape: knee is %s with %q; want critical with scissors and queue reasons; signals said: %s", s.Level, s.Reasons, stderr.String())
+		case s.Name == "half" && s.Level != signals.OK:
+			t.Errorf("scrape: half is %s with %q; want ok", s.Level, s.Reasons)
 		}
 	}
+	if len(scraped.Shards) != 2 {
+		t.Errorf("scrape: %d shards, want knee and half; signals said: %s", len(scraped.Shards), stderr.String())
+	}
+}
+
+// kneeCalled says whether r calls the shard named knee critical, with the
+// scissors and the queue among its reasons.
+func kneeCalled(r signals.Report) bool {
+	for _, s := range r.Shards {
+		if s.Name == "knee" {
+			return s.Level == signals.Critical && hasReason(s.Reasons, "scissors") && hasReason(s.Reasons, "queue growing")
+		}
+	}
+	return false
 }
 
 // A gate with a target missing never passes: a scrape target that does
@@ -174,6 +221,7 @@ func TestSignalsOnSimulatedShards(t *testing.T) {
 // code is what --no-data says (fail: 3, the default; inconclusive: 6;
 // pass: 0, the shard still listed).
 func TestSignalsWithATargetMissing(t *testing.T) {
+	t.Parallel()
 	bin := proctest.Build(t)
 	live := simtest.Start(t, sim.Config{Partitions: 1})
 	dead := "http://127.0.0.1:" + fmt.Sprint(proctest.FreePort(t)) + "/metrics"
@@ -182,17 +230,20 @@ func TestSignalsWithATargetMissing(t *testing.T) {
 		noData string
 		code   int
 	}{{"", 3}, {"inconclusive", 6}, {"pass", 0}} {
-		args := []string{"--scrape", "a=http://" + live.MetricsAddr().String() + "/metrics", "--scrape", "b=" + dead, "--sample", "3s"}
-		if tc.noData != "" {
-			args = append(args, "--no-data", tc.noData)
-		}
-		r, code := runSignals(ctx, t, bin, args...)
-		level, reasons := r.shard("b")
-		if code != tc.code || level != "unknown" || !hasReason(reasons, "connection refused") {
-			t.Errorf("--no-data %q: exit %d, b %s %v; want exit %d, b unknown saying why", tc.noData, code, level, reasons, tc.code)
-		}
-		if level, _ := r.shard("a"); level != "ok" {
-			t.Errorf("--no-data %q: a is %s, want ok", tc.noData, level)
-		}
+		t.Run("no-data="+tc.noData, func(t *testing.T) {
+			t.Parallel() // each samples for 3 s
+			args := []string{"--scrape", "a=http://" + live.MetricsAddr().String() + "/metrics", "--scrape", "b=" + dead, "--sample", "3s"}
+			if tc.noData != "" {
+				args = append(args, "--no-data", tc.noData)
+			}
+			r, code := runSignals(ctx, t, bin, args...)
+			level, reasons := r.shard("b")
+			if code != tc.code || level != "unknown" || !hasReason(reasons, "connection refused") {
+				t.Errorf("exit %d, b %s %v; want exit %d, b unknown saying why", code, level, reasons, tc.code)
+			}
+			if level, _ := r.shard("a"); level != "ok" {
+				t.Errorf("a is %s, want ok", level)
+			}
+		})
 	}
 }

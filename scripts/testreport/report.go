@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -38,7 +39,26 @@ func (e event) pkg() string {
 func filter(in io.Reader, show, save io.Writer, label string) error {
 	held := map[[2]string]*bytes.Buffer{} // a running test's output, until it ends
 	said := map[string]bool{}             // packages whose ok/FAIL line go test wrote
+	started := map[string]time.Time{}     // packages that have not ended yet
+	var last time.Time
 	enc := json.NewEncoder(save)
+	endPackage := func(e event) {
+		delete(started, e.Package)
+		if e.Action == "fail" {
+			// A panic or a timeout ends the package with tests still
+			// running: their output is what says why.
+			for k, b := range held {
+				if k[0] == e.Package {
+					show.Write(b.Bytes())
+					delete(held, k)
+				}
+			}
+		}
+		// A test binary run by test2json has no go command to say it.
+		if !said[e.Package] {
+			fmt.Fprintf(show, "%-4s\t%s\t%.3fs\n", map[string]string{"pass": "ok", "fail": "FAIL"}[e.Action], e.pkg(), e.Elapsed)
+		}
+	}
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
 	for sc.Scan() {
@@ -51,10 +71,15 @@ func filter(in io.Reader, show, save io.Writer, label string) error {
 		if err := enc.Encode(e); err != nil {
 			return err
 		}
+		if e.Time.After(last) {
+			last = e.Time
+		}
 		key := [2]string{e.Package, e.Test}
 		switch {
 		case e.Action == "build-output":
 			io.WriteString(show, e.Output)
+		case e.Action == "start":
+			started[e.Package] = e.Time
 		case e.Test == "" && e.Action == "output":
 			if strings.HasPrefix(e.Output, "ok  \t"+e.Package) || strings.HasPrefix(e.Output, "FAIL\t"+e.Package) {
 				said[e.Package] = true
@@ -63,20 +88,7 @@ func filter(in io.Reader, show, save io.Writer, label string) error {
 				io.WriteString(show, e.Output)
 			}
 		case e.Test == "" && (e.Action == "pass" || e.Action == "fail"):
-			if e.Action == "fail" {
-				// A panic or a timeout ends the package with tests still
-				// running: their output is what says why.
-				for k, b := range held {
-					if k[0] == e.Package {
-						show.Write(b.Bytes())
-						delete(held, k)
-					}
-				}
-			}
-			// A test binary run by test2json has no go command to say it.
-			if !said[e.Package] {
-				fmt.Fprintf(show, "%-4s\t%s\t%.3fs\n", map[string]string{"pass": "ok", "fail": "FAIL"}[e.Action], e.pkg(), e.Elapsed)
-			}
+			endPackage(e)
 		case e.Test == "":
 		case e.Action == "output":
 			b := held[key]
@@ -94,7 +106,20 @@ func filter(in io.Reader, show, save io.Writer, label string) error {
 			delete(held, key)
 		}
 	}
-	return sc.Err()
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	// A test binary killed (or one that crashed the runtime) ends with no
+	// package event: it failed, and its wall time is what it ran.
+	for _, pkg := range slices.Sorted(maps.Keys(started)) {
+		fmt.Fprintf(show, "%s: the test binary ended without a result (killed, or it crashed)\n", pkg)
+		e := event{Time: last, Action: "fail", Package: pkg, Label: label, Elapsed: last.Sub(started[pkg]).Seconds()}
+		if err := enc.Encode(e); err != nil {
+			return err
+		}
+		endPackage(e)
+	}
+	return nil
 }
 
 type result struct {

@@ -9,8 +9,9 @@ import (
 )
 
 // A run as go test -json writes it: a passing and a failing test with a
-// subtest, a package that timed out with a test still running, and a
-// line that is not JSON (the go command's own).
+// subtest, a package that timed out with a test still running, a line
+// that is not JSON (the go command's own), and a test binary killed under
+// test2json (no package event at all).
 const run = `{"Action":"start","Package":"m/a"}
 {"Action":"run","Package":"m/a","Test":"TestQuiet"}
 {"Action":"output","Package":"m/a","Test":"TestQuiet","Output":"=== RUN   TestQuiet\n"}
@@ -34,6 +35,10 @@ const run = `{"Action":"start","Package":"m/a"}
 {"Action":"fail","Package":"m/b","Elapsed":60}
 {"Action":"skip","Package":"m/c"}
 go: downloading example.com/x v1.0.0
+{"Time":"2026-12-04T18:37:05.1Z","Action":"start","Package":"m/k"}
+{"Time":"2026-12-04T18:37:05.1Z","Action":"run","Package":"m/k","Test":"TestSleeps"}
+{"Time":"2026-12-04T18:37:05.1Z","Action":"output","Package":"m/k","Test":"TestSleeps","Output":"=== RUN   TestSleeps\n"}
+{"Time":"2026-12-04T18:37:06.6Z","Action":"fail","Package":"m/k","Test":"TestSleeps","Elapsed":1.5}
 `
 
 func TestFilterShowsWhatGoTestWould(t *testing.T) {
@@ -45,8 +50,9 @@ func TestFilterShowsWhatGoTestWould(t *testing.T) {
 	for _, want := range []string{
 		"want 1, got 2", "--- FAIL: TestLoud", "FAIL\tm/a\t9.6s", // a failed test's output and its package line
 		"waiting for the shard", "panic: test timed out", // a test cut off by its package's end
-		"go: downloading",           // not JSON: passed through
-		"FAIL\tm/b (grpc)\t60.000s", // a package run by test2json alone: no go command said it
+		"go: downloading",                                                         // not JSON: passed through
+		"FAIL\tm/b (grpc)\t60.000s",                                               // a package run by test2json alone: no go command said it
+		"m/k: the test binary ended without a result", "FAIL\tm/k (grpc)\t1.500s", // killed
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("shown output lacks %q:\n%s", want, got)
@@ -60,8 +66,8 @@ func TestFilterShowsWhatGoTestWould(t *testing.T) {
 			t.Errorf("shown output has %q, which plain go test keeps quiet:\n%s", never, got)
 		}
 	}
-	if n := strings.Count(saved.String(), `"Label":"grpc"`); n != 22 {
-		t.Errorf("saved %d labelled events, want the 22 JSON lines read:\n%s", n, saved.String())
+	if n := strings.Count(saved.String(), `"Label":"grpc"`); n != 27 {
+		t.Errorf("saved %d labelled events, want the 26 JSON lines read and m/k's end:\n%s", n, saved.String())
 	}
 }
 
@@ -93,6 +99,7 @@ func TestSummaryNamesSlowestTestsAndEveryPackage(t *testing.T) {
 		{"m/a (again)", "TestLoud", "fail"},
 		{"m/a", "TestQuiet", "pass"},
 		{"m/a (again)", "TestQuiet", "pass"},
+		{"m/k", "TestSleeps", "fail"},
 	}
 	if len(s.Tests) != len(tests) {
 		t.Fatalf("got %d tests, want %d (top-level only): %+v", len(s.Tests), len(tests), s.Tests)
@@ -102,7 +109,7 @@ func TestSummaryNamesSlowestTestsAndEveryPackage(t *testing.T) {
 			t.Errorf("slowest #%d: got %+v, want %+v", i+1, got, want)
 		}
 	}
-	pkgs := []string{"m/b", "m/a", "m/a (again)"} // m/c had no tests
+	pkgs := []string{"m/b", "m/a", "m/a (again)", "m/k"} // m/c had no tests
 	if len(s.Packages) != len(pkgs) {
 		t.Fatalf("got packages %+v, want %v", s.Packages, pkgs)
 	}
@@ -116,13 +123,13 @@ func TestSummaryNamesSlowestTestsAndEveryPackage(t *testing.T) {
 	if err := writeDurations(durations, s); err != nil {
 		t.Fatal(err)
 	}
-	if b, _ := os.ReadFile(durations); string(b) != "m/b 60.0\nm/a 9.6\n" {
+	if b, _ := os.ReadFile(durations); string(b) != "m/b 60.0\nm/a 9.6\nm/k 1.5\n" {
 		t.Errorf("durations file %q: want each unlabelled package's wall time, slowest first", b)
 	}
 
 	var out bytes.Buffer
 	writeSummary(&out, s, 2)
-	for _, want := range []string{"the 2 slowest tests (3 passed, 2 failed, 0 skipped)", "30.0s  PASS", "60.0s  FAIL  m/b"} {
+	for _, want := range []string{"the 2 slowest tests (3 passed, 3 failed, 0 skipped)", "30.0s  PASS", "60.0s  FAIL  m/b"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, out.String())
 		}

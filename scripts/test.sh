@@ -157,11 +157,11 @@ if [[ $tier == long ]]; then
   phase build "shardctl and the long tier's test binaries, with -race"
   go build -o "$bindir/shardctl" ./cmd/shardctl
   export SHARDCTL_TEST_BINARY=$bindir/shardctl
-  long=$(long_tests)
+  long=$(long_tests | slowest_first)
   build_tests -tags long $(cut -d' ' -f2 <<<"$long")
-  phase test "the long scenarios"
+  phase test "the long scenarios, slowest package first"
   sed 's/^/  /' <<<"$long"
-  slowest_first <<<"$long" | run_tests ""
+  run_tests "" <<<"$long"
   exit 0
 fi
 

@@ -137,6 +137,15 @@ type summary struct {
 
 func summarize(events []event) summary {
 	s := summary{Counts: map[string]int{}}
+	// A test whose subtests run in parallel reports the time before they
+	// ran (go test says 0.00s): its longest subtest is its cost.
+	longestSub := map[[2]string]float64{}
+	for _, e := range events {
+		if top, _, sub := strings.Cut(e.Test, "/"); sub && (e.Action == "pass" || e.Action == "fail") {
+			k := [2]string{e.pkg(), top}
+			longestSub[k] = max(longestSub[k], e.Elapsed)
+		}
+	}
 	for _, e := range events {
 		if e.Action != "pass" && e.Action != "fail" && e.Action != "skip" {
 			continue
@@ -146,6 +155,7 @@ func summarize(events []event) summary {
 		case e.Test == "" && e.Action != "skip": // "skip": no test files
 			s.Packages = append(s.Packages, r)
 		case e.Test != "" && !strings.Contains(e.Test, "/"):
+			r.Elapsed = max(r.Elapsed, longestSub[[2]string{r.Name, r.Test}])
 			s.Tests = append(s.Tests, r)
 			s.Counts[e.Action]++
 		}

@@ -9,7 +9,7 @@ import (
 )
 
 // A run as go test -json writes it: a passing and a failing test with a
-// subtest, a package that timed out with a test still running, a line
+// subtest, a test whose subtest ran in parallel, a package that timed out with a test still running, a line
 // that is not JSON (the go command's own), and a test binary killed under
 // test2json (no package event at all).
 const run = `{"Action":"start","Package":"m/a"}
@@ -31,6 +31,8 @@ const run = `{"Action":"start","Package":"m/a"}
 {"Action":"output","Package":"m/b","Test":"TestHangs","Output":"    b_test.go:5: waiting for the shard\n"}
 {"Action":"run","Package":"m/b","Test":"TestFine"}
 {"Action":"pass","Package":"m/b","Test":"TestFine","Elapsed":30}
+{"Action":"pass","Package":"m/b","Test":"TestPar/slow","Elapsed":12}
+{"Action":"pass","Package":"m/b","Test":"TestPar","Elapsed":0}
 {"Action":"output","Package":"m/b","Output":"panic: test timed out after 1m0s\n"}
 {"Action":"fail","Package":"m/b","Elapsed":60}
 {"Action":"skip","Package":"m/c"}
@@ -66,8 +68,8 @@ func TestFilterShowsWhatGoTestWould(t *testing.T) {
 			t.Errorf("shown output has %q, which plain go test keeps quiet:\n%s", never, got)
 		}
 	}
-	if n := strings.Count(saved.String(), `"Label":"grpc"`); n != 27 {
-		t.Errorf("saved %d labelled events, want the 26 JSON lines read and m/k's end:\n%s", n, saved.String())
+	if n := strings.Count(saved.String(), `"Label":"grpc"`); n != 29 {
+		t.Errorf("saved %d labelled events, want the 28 JSON lines read and m/k's end:\n%s", n, saved.String())
 	}
 }
 
@@ -95,6 +97,7 @@ func TestSummaryNamesSlowestTestsAndEveryPackage(t *testing.T) {
 
 	tests := []struct{ name, test, action string }{
 		{"m/b", "TestFine", "pass"},
+		{"m/b", "TestPar", "pass"}, // 0 s itself, 12 s its parallel subtest
 		{"m/a", "TestLoud", "fail"},
 		{"m/a (again)", "TestLoud", "fail"},
 		{"m/a", "TestQuiet", "pass"},
@@ -129,7 +132,7 @@ func TestSummaryNamesSlowestTestsAndEveryPackage(t *testing.T) {
 
 	var out bytes.Buffer
 	writeSummary(&out, s, 2)
-	for _, want := range []string{"the 2 slowest tests (3 passed, 3 failed, 0 skipped)", "30.0s  PASS", "60.0s  FAIL  m/b"} {
+	for _, want := range []string{"the 2 slowest tests (4 passed, 3 failed, 0 skipped)", "30.0s  PASS", "60.0s  FAIL  m/b"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, out.String())
 		}

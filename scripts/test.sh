@@ -13,12 +13,12 @@
 set -euo pipefail
 tier=${1:-fast}
 [[ $tier == fast || $tier == long ]] || { echo "usage: scripts/test.sh [long]" >&2; exit 2; }
-durations=${XDG_CACHE_HOME:-$HOME/.cache}/shardctl/test-durations-$tier
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # CI starts with a bare environment: make sure go and its caches resolve.
 [[ -n ${HOME:-} ]] || export HOME=$(getent passwd "$(id -u)" | cut -d: -f6)
 command -v go >/dev/null || export PATH="$PATH:/usr/local/go/bin"
+durations=${XDG_CACHE_HOME:-$HOME/.cache}/shardctl/test-durations-$tier
 
 # Debian packages the tests use, one per line, with the reason.
 DEBIAN_PACKAGES=(

@@ -1,6 +1,7 @@
 package demo
 
 import (
+	"context"
 	"errors"
 	"net"
 	"strings"
@@ -29,11 +30,7 @@ func TestDrainScenario(t *testing.T) {
 			t.Errorf("close: %v", err)
 		}
 	}()
-	scrape, err := source.NewScrape(d.Targets(), "zeebe", time.Second, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go scrape.Run(ctx)
+	signalsNow := scraped(t, ctx, d)
 
 	budget.Eventually(t, 20*time.Second, "the scenario's drain", func() bool { return len(d.Events()) > 0 })
 	if ev := d.Events(); len(ev) != 1 || !strings.Contains(ev[0], "shard-1 set DRAINING") {
@@ -46,12 +43,7 @@ func TestDrainScenario(t *testing.T) {
 	// Let the 5 s rate window move wholly past the drain (wall-clock time,
 	// the scenario's own, not the machine's), then read the signals.
 	time.Sleep(8 * time.Second)
-	now := time.Now()
-	shards, err := scrape.Fetch(ctx, now, 5*time.Second, time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := signals.Evaluate(shards, now, 5*time.Second, signals.DefaultThresholds())
+	r := signalsNow()
 	for _, sh := range r.Shards {
 		switch {
 		case sh.Name == "shard-1" && sh.CreatedPerSec > 0.5:
@@ -121,11 +113,7 @@ func TestMonolithScenario(t *testing.T) {
 	if n := len(d.Targets()); n != 1 {
 		t.Fatalf("the monolith runs %d shards, want one", n)
 	}
-	scrape, err := source.NewScrape(d.Targets(), "zeebe", time.Second, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go scrape.Run(ctx)
+	signalsNow := scraped(t, ctx, d)
 
 	budget.Eventually(t, 30*time.Second, "the load raised ten times", func() bool { return len(d.Events()) == 10 })
 	if ev := d.Events(); !strings.Contains(ev[0], "load raised to 60 instances/s") || !strings.Contains(ev[9], "load raised to 150 instances/s") {
@@ -134,17 +122,32 @@ func TestMonolithScenario(t *testing.T) {
 	// Twice the cluster's knee (about 75/s): what it completes falls
 	// behind what it is given, at once.
 	time.Sleep(6 * time.Second)
-	now := time.Now()
-	shards, err := scrape.Fetch(ctx, now, 5*time.Second, time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := signals.Evaluate(shards, now, 5*time.Second, signals.DefaultThresholds())
+	r := signalsNow()
 	if len(r.Shards) != 1 {
 		t.Fatalf("signals of %d shards", len(r.Shards))
 	}
 	if sh := r.Shards[0]; sh.Ratio == nil || *sh.Ratio > 0.9 || sh.Debt <= 0 {
 		t.Errorf("past the knee the cluster completes %v of what it creates (%.0f/s of %.0f/s), debt %.0f: want under 0.9 and a debt",
 			sh.Ratio, sh.CompletedPerSec, sh.CreatedPerSec, sh.Debt)
+	}
+}
+
+// scraped scrapes the demo's shards every second until ctx ends, and
+// gives their signals over the last 5 s when asked.
+func scraped(t *testing.T, ctx context.Context, d *Demo) func() signals.Report {
+	t.Helper()
+	scrape, err := source.NewScrape(d.Targets(), "zeebe", time.Second, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go scrape.Run(ctx)
+	return func() signals.Report {
+		t.Helper()
+		now := time.Now()
+		shards, err := scrape.Fetch(ctx, now, 5*time.Second, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return signals.Evaluate(shards, now, 5*time.Second, signals.DefaultThresholds())
 	}
 }

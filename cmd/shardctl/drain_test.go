@@ -64,7 +64,7 @@ func TestDrainCommandTimesOutOnAnIncident(t *testing.T) {
 
 	// A timeout the test waits out: long enough for the 3 polls on a
 	// loaded machine, not stretched as far as a limit would be.
-	timeout := min(budget.Of(2*time.Second), 8*time.Second)
+	timeout := budget.Capped(2*time.Second, 8*time.Second)
 	r := runBin(t, bin, env, "", "drain", "blue-1", "--wait", "--poll", "100ms", "--stuck-after", "3", "--timeout", timeout.String())
 	if r.code != 4 {
 		t.Fatalf("exit %d, want 4 (timed out)\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)

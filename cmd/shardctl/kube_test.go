@@ -292,7 +292,7 @@ func TestK8sCutoverLease(t *testing.T) {
 	// slow machine too, for the next apply (a process start and one read
 	// of the Lease) to meet it still held; the test waits it out, so it
 	// is not stretched as far as a limit would be.
-	ttl := min(budget.Of(4*time.Second), 10*time.Second).Round(time.Second)
+	ttl := budget.Capped(4*time.Second, 10*time.Second).Round(time.Second)
 	args := k.k8sArgs(k.kubeconfig, "--rollout-timeout", "10m", "--lease-ttl", ttl.String())
 	first, _ := startBin(t, f.env, bin, args...)
 	budget.Eventually(t, time.Minute, "the first apply to restart the workers", func() bool { return k.restartedAt(t, "starter") != "" })

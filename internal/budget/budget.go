@@ -108,6 +108,15 @@ func Of(d time.Duration) time.Duration {
 	return time.Duration(float64(d) * Slowdown())
 }
 
+// Capped is Of(d) for a wait the test imposes and every run pays in full
+// (a timeout meant to expire, a lease meant to run out): stretched like a
+// limit, but never past most, since the slowdown under -race with the
+// suite running (10–20×, and never down within a process) would make it
+// minutes.
+func Capped(d, most time.Duration) time.Duration {
+	return min(Of(d), most)
+}
+
 // Context is a context that ends after Of(d) or with the test.
 func Context(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), Of(d))

@@ -67,7 +67,7 @@ func TestConnectionsPerShard(t *testing.T) {
 			// create that goes through at once: a create blocked behind
 			// the polls waits about that long.
 			const polls = 30
-			hold := min(budget.Of(2*time.Second), 10*time.Second)
+			hold := budget.Capped(2*time.Second, 10*time.Second)
 			pollCtx, endPolls := context.WithCancel(ctx)
 			var wg sync.WaitGroup
 			defer wg.Wait()

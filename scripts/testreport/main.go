@@ -78,11 +78,17 @@ func readFile(name string) ([]event, error) {
 	return events, nil
 }
 
+// lines reads r a line at a time; a test's output line can be long.
+func lines(r io.Reader) *bufio.Scanner {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
+	return sc
+}
+
 // parse reads saved events, one JSON object a line.
 func parse(r io.Reader) ([]event, error) {
 	var events []event
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
+	sc := lines(r)
 	for line := 1; sc.Scan(); line++ {
 		var e event
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {

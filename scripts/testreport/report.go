@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"cmp"
 	"encoding/json"
@@ -59,8 +58,7 @@ func filter(in io.Reader, show, save io.Writer, label string) error {
 			fmt.Fprintf(show, "%-4s\t%s\t%.3fs\n", map[string]string{"pass": "ok", "fail": "FAIL"}[e.Action], e.pkg(), e.Elapsed)
 		}
 	}
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
+	sc := lines(in)
 	for sc.Scan() {
 		var e event
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil || e.Action == "" {

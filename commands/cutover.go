@@ -21,10 +21,10 @@ import (
 	"github.com/shardctl/shardctl/completions"
 	"github.com/shardctl/shardctl/internal/human"
 	"github.com/shardctl/shardctl/internal/registry"
+	"github.com/shardctl/shardctl/internal/signals"
+	"github.com/shardctl/shardctl/internal/source"
 	"github.com/shardctl/shardctl/migrate"
 	"github.com/shardctl/shardctl/migrate/kube"
-	"github.com/shardctl/shardctl/probes/signals"
-	"github.com/shardctl/shardctl/probes/source"
 )
 
 // NewCmdCutover builds `shardctl cutover`.

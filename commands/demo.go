@@ -13,10 +13,10 @@ import (
 	"github.com/shardctl/shardctl/completions"
 	"github.com/shardctl/shardctl/internal/demo"
 	"github.com/shardctl/shardctl/internal/human"
+	"github.com/shardctl/shardctl/internal/load"
 	"github.com/shardctl/shardctl/internal/registry"
-	"github.com/shardctl/shardctl/probes/load"
-	"github.com/shardctl/shardctl/probes/signals"
-	"github.com/shardctl/shardctl/probes/source"
+	"github.com/shardctl/shardctl/internal/signals"
+	"github.com/shardctl/shardctl/internal/source"
 	"github.com/shardctl/shardctl/tui"
 )
 

@@ -12,10 +12,10 @@ import (
 
 	"github.com/shardctl/shardctl/commands/output"
 	"github.com/shardctl/shardctl/completions"
+	"github.com/shardctl/shardctl/internal/backlog"
 	"github.com/shardctl/shardctl/internal/registry"
+	"github.com/shardctl/shardctl/internal/source"
 	"github.com/shardctl/shardctl/migrate"
-	"github.com/shardctl/shardctl/probes/backlog"
-	"github.com/shardctl/shardctl/probes/source"
 )
 
 // DrainOptions drains shards: DRAINING at once, and with --wait until

@@ -14,7 +14,7 @@ import (
 
 	"github.com/shardctl/shardctl/commands/output"
 	"github.com/shardctl/shardctl/completions"
-	"github.com/shardctl/shardctl/internal/proxy"
+	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
 	"github.com/shardctl/shardctl/internal/registry"
 	"github.com/shardctl/shardctl/probes/proxies"
 )
@@ -111,7 +111,7 @@ type shardList struct {
 	Proxies []proxies.View `json:"proxies,omitempty"`
 	// Unregistered are the shards the proxies still route to that the
 	// registry no longer lists (evicted, their keys outstanding).
-	Unregistered []proxy.ShardStatus `json:"unregistered,omitempty"`
+	Unregistered []proxyapi.ShardStatus `json:"unregistered,omitempty"`
 }
 
 var shardHeader = []string{"ID", "SLOT", "POOL", "STATE", "ADDRESS", "RENEWED"}

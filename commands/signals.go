@@ -13,11 +13,11 @@ import (
 	"github.com/shardctl/shardctl/completions"
 	"github.com/shardctl/shardctl/internal/human"
 	"github.com/shardctl/shardctl/internal/registry"
+	"github.com/shardctl/shardctl/internal/signals"
+	"github.com/shardctl/shardctl/internal/source"
 	"github.com/shardctl/shardctl/migrate"
 	"github.com/shardctl/shardctl/probes/discover"
 	"github.com/shardctl/shardctl/probes/proxies"
-	"github.com/shardctl/shardctl/probes/signals"
-	"github.com/shardctl/shardctl/probes/source"
 )
 
 // signalSource is the flags and the source that `signals` and `top`

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/shardctl/shardctl/internal/keyslot"
 	"github.com/shardctl/shardctl/internal/registry"
 	"github.com/shardctl/shardctl/internal/sim"
 )
@@ -143,8 +144,8 @@ func (o *SimServeOptions) Validate() error {
 	if err := checkListenFlags(map[string]string{"--listen": o.cfg.Listen, "--metrics": o.cfg.MetricsListen}); err != nil {
 		return err
 	}
-	if o.cfg.Partitions < 1 || o.cfg.Partitions > sim.MaxPartitions {
-		return fmt.Errorf("--partitions %d: want 1 to %d", o.cfg.Partitions, sim.MaxPartitions)
+	if o.cfg.Partitions < 1 || o.cfg.Partitions > keyslot.MaxPartitions {
+		return fmt.Errorf("--partitions %d: want 1 to %d", o.cfg.Partitions, keyslot.MaxPartitions)
 	}
 	if o.cfg.Capacity < 0 {
 		return fmt.Errorf("--capacity %v: want 0 (unlimited) or a positive rate", o.cfg.Capacity)

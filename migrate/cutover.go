@@ -18,11 +18,11 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/shardctl/shardctl/internal/backlog"
 	"github.com/shardctl/shardctl/internal/human"
 	"github.com/shardctl/shardctl/internal/registry"
+	"github.com/shardctl/shardctl/internal/signals"
 	"github.com/shardctl/shardctl/migrate/kube"
-	"github.com/shardctl/shardctl/probes/backlog"
-	"github.com/shardctl/shardctl/probes/signals"
 )
 
 // A cutover is a drain-out: new instances move from the From pool to the

@@ -14,11 +14,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shardctl/shardctl/internal/backlog"
 	"github.com/shardctl/shardctl/internal/human"
-	"github.com/shardctl/shardctl/internal/proxy"
+	"github.com/shardctl/shardctl/internal/keyslot"
 	"github.com/shardctl/shardctl/internal/registry"
-	"github.com/shardctl/shardctl/probes/backlog"
-	"github.com/shardctl/shardctl/probes/signals"
+	"github.com/shardctl/shardctl/internal/signals"
 )
 
 // Registry is what migrate needs of the registry (registry.Client has it).
@@ -327,7 +327,7 @@ func (d *Drain) blockers(ctx context.Context, f *follow) []string {
 			if keys, err := l.IncidentKeys(ctx, backlog.Target{Shard: f.shard.ID, MetricsURL: f.shard.Metadata[registry.MetaMetrics]}); err == nil && len(keys) > 0 {
 				// As a client of the proxy knows them: with the shard's slot.
 				for i, k := range keys {
-					keys[i] = proxy.WithSlot(k, f.shard.Slot)
+					keys[i] = keyslot.With(k, f.shard.Slot)
 				}
 				what += fmt.Sprintf(" (keys %s)", joinKeys(keys))
 			}

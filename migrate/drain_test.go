@@ -14,14 +14,14 @@ import (
 	"github.com/camunda/zeebe/clients/go/v8/pkg/worker"
 	"github.com/camunda/zeebe/clients/go/v8/pkg/zbc"
 
+	"github.com/shardctl/shardctl/internal/backlog"
 	"github.com/shardctl/shardctl/internal/budget"
-	"github.com/shardctl/shardctl/internal/proxy"
+	"github.com/shardctl/shardctl/internal/keyslot"
+	"github.com/shardctl/shardctl/internal/load"
 	"github.com/shardctl/shardctl/internal/registry"
 	"github.com/shardctl/shardctl/internal/sim"
 	"github.com/shardctl/shardctl/internal/sim/simtest"
 	"github.com/shardctl/shardctl/migrate"
-	"github.com/shardctl/shardctl/probes/backlog"
-	"github.com/shardctl/shardctl/probes/load"
 )
 
 // startRegistry runs a registry in-process and returns a client of it.
@@ -259,7 +259,7 @@ func TestDrainNamesAnIncidentAndTimesOut(t *testing.T) {
 	if stuck[0].StalledPolls != 3 {
 		t.Errorf("first stuck event after %d polls, want --stuck-after 3", stuck[0].StalledPolls)
 	}
-	key := proxy.WithSlot(incidents[0].Key, shards[0].Slot)
+	key := keyslot.With(incidents[0].Key, shards[0].Slot)
 	if got := strings.Join(stuck[0].Blockers, "; "); !strings.Contains(got, "1 incident open") || !strings.Contains(got, strconv.FormatInt(key, 10)) {
 		t.Errorf("blockers %q: want the incident with key %d", got, key)
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/expr-lang/expr/vm"
 	"github.com/shardctl/shardctl/internal/yamlfile"
 
-	"github.com/shardctl/shardctl/probes/signals"
+	"github.com/shardctl/shardctl/internal/signals"
 )
 
 // A gate is a metric checked before and during a cutover's steps, as an

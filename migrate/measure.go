@@ -14,8 +14,8 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/shardctl/shardctl/internal/registry"
-	"github.com/shardctl/shardctl/probes/signals"
-	"github.com/shardctl/shardctl/probes/source"
+	"github.com/shardctl/shardctl/internal/signals"
+	"github.com/shardctl/shardctl/internal/source"
 )
 
 // Sources say where a cutover reads its signals and gates: a Prometheus

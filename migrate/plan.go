@@ -15,9 +15,9 @@ import (
 
 	"github.com/shardctl/shardctl/internal/ledger"
 	"github.com/shardctl/shardctl/internal/registry"
+	"github.com/shardctl/shardctl/internal/signals"
 	"github.com/shardctl/shardctl/migrate/kube"
 	"github.com/shardctl/shardctl/probes/proxies"
-	"github.com/shardctl/shardctl/probes/signals"
 )
 
 // CutoverRegistry is what a cutover needs of the registry (registry.Client

@@ -18,7 +18,7 @@ cleanup() {
 }
 trap cleanup EXIT
 go build -o "$dir/shardctl" ./cmd/shardctl
-go build -o "$dir/loadgen" ./probes/load/cmd/loadgen
+go build -o "$dir/loadgen" ./internal/load/cmd/loadgen
 args=()
 for i in $(seq -w 1 16); do
   "$dir/shardctl" sim serve --listen 127.0.0.1:0 --metrics 127.0.0.1:0 --partitions 1 --capacity 300 \

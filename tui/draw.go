@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/shardctl/shardctl/probes/signals"
+	"github.com/shardctl/shardctl/internal/signals"
 )
 
 // Drawing: sparklines, strips and charts made of text. Every picture

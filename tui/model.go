@@ -16,7 +16,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
-	"github.com/shardctl/shardctl/probes/signals"
+	"github.com/shardctl/shardctl/internal/signals"
 )
 
 // Options of the dashboard.

@@ -17,7 +17,7 @@ import (
 	"github.com/charmbracelet/x/exp/teatest/v2"
 
 	"github.com/shardctl/shardctl/internal/budget"
-	"github.com/shardctl/shardctl/probes/signals"
+	"github.com/shardctl/shardctl/internal/signals"
 )
 
 var now = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)

@@ -14,7 +14,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/shardctl/shardctl/internal/human"
-	"github.com/shardctl/shardctl/probes/signals"
+	"github.com/shardctl/shardctl/internal/signals"
 )
 
 var (

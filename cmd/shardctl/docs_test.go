@@ -33,9 +33,9 @@ import (
 	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/proctest"
 	"github.com/shardctl/shardctl/internal/proxy"
+	"github.com/shardctl/shardctl/internal/signals"
 	"github.com/shardctl/shardctl/migrate"
 	"github.com/shardctl/shardctl/plugins"
-	"github.com/shardctl/shardctl/probes/signals"
 )
 
 const repoRoot = "../.."

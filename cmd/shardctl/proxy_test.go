@@ -10,7 +10,7 @@ import (
 	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/proctest"
 	"github.com/shardctl/shardctl/internal/sim/simtest"
-	"github.com/shardctl/shardctl/probes/source"
+	"github.com/shardctl/shardctl/internal/source"
 )
 
 // startProxyServe runs `shardctl proxy serve` and returns it with its

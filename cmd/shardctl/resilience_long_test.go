@@ -20,10 +20,10 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/shardctl/shardctl/internal/budget"
+	"github.com/shardctl/shardctl/internal/load"
 	"github.com/shardctl/shardctl/internal/proctest"
-	"github.com/shardctl/shardctl/internal/proxy"
+	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
 	"github.com/shardctl/shardctl/internal/sim/simtest"
-	"github.com/shardctl/shardctl/probes/load"
 )
 
 // loaded is a federation of four simulators behind one proxy under a
@@ -318,13 +318,13 @@ func TestStalledShardUnderLoad(t *testing.T) {
 }
 
 // shards is the proxy's GET /shards.
-func (l *loaded) shards(t *testing.T) []proxy.ShardStatus {
+func (l *loaded) shards(t *testing.T) []proxyapi.ShardStatus {
 	resp, err := http.Get(l.admin)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var doc struct{ Shards []proxy.ShardStatus }
+	var doc struct{ Shards []proxyapi.ShardStatus }
 	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
 		t.Fatal(err)
 	}

@@ -24,8 +24,8 @@ import (
 	"google.golang.org/grpc/resolver/manual"
 
 	"github.com/shardctl/shardctl/internal/budget"
+	"github.com/shardctl/shardctl/internal/load"
 	"github.com/shardctl/shardctl/internal/proctest"
-	"github.com/shardctl/shardctl/probes/load"
 )
 
 // SIGTERM to one of two proxies behind one client address list, under

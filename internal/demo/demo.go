@@ -18,11 +18,11 @@ import (
 
 	"github.com/camunda/zeebe/clients/go/v8/pkg/zbc"
 
+	"github.com/shardctl/shardctl/internal/load"
 	"github.com/shardctl/shardctl/internal/proxy"
 	"github.com/shardctl/shardctl/internal/registry"
 	"github.com/shardctl/shardctl/internal/sim"
-	"github.com/shardctl/shardctl/probes/load"
-	"github.com/shardctl/shardctl/probes/source"
+	"github.com/shardctl/shardctl/internal/source"
 )
 
 // Scenarios by name, with what they show.

@@ -11,8 +11,8 @@ import (
 
 	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/registry"
-	"github.com/shardctl/shardctl/probes/signals"
-	"github.com/shardctl/shardctl/probes/source"
+	"github.com/shardctl/shardctl/internal/signals"
+	"github.com/shardctl/shardctl/internal/source"
 )
 
 // The drain scenario end to end, fast: shards register, the proxy follows,

@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -248,6 +249,23 @@ func (c *Cluster) Grant(t testing.TB, user, namespace string, rules ...rbacv1.Po
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
 		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
+	}
+	// The API server authorizes from a cache its informers fill: a call
+	// right after the create may still be denied. Return once every
+	// right granted is in force, so a test sees only the denials it set up.
+	for _, r := range rules {
+		for _, group := range r.APIGroups {
+			for _, resource := range r.Resources {
+				for _, verb := range r.Verbs {
+					attrs := &authorizationv1.ResourceAttributes{Namespace: namespace, Verb: verb, Group: group, Resource: resource}
+					budget.Eventually(t, 30*time.Second, user+" may "+verb+" "+resource, func() bool {
+						review, err := c.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
+							Spec: authorizationv1.SubjectAccessReviewSpec{User: user, ResourceAttributes: attrs}}, metav1.CreateOptions{})
+						return err == nil && review.Status.Allowed
+					})
+				}
+			}
+		}
 	}
 }
 

@@ -7,39 +7,15 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
 )
 
-// ShardStatus is one shard as GET /shards reports it.
-type ShardStatus struct {
-	ID      string `json:"id"`
-	Slot    int    `json:"slot"`
-	Address string `json:"address"`
-	// State is what the proxy routes by: DOWN while its health checks
-	// fail, else AssignedState (the registry's or the configuration's).
-	State         State       `json:"state"`
-	AssignedState State       `json:"assignedState"`
-	Health        ShardHealth `json:"health"`
-	Pool          string      `json:"pool,omitempty"`
-	Partitions    int32       `json:"partitions"`
-	InFlight      int64       `json:"inFlight"`
-	// Connections are the HTTP/2 connections to it; MaxStreams the
-	// concurrent calls per connection it advertised (absent: no limit).
-	Connections int    `json:"connections"`
-	MaxStreams  uint32 `json:"maxStreams,omitempty"`
-	CoolingOff  bool   `json:"coolingOff"`
-	Overloaded  bool   `json:"overloaded"`
-	// Backlog is present for shards with a metrics URL.
-	Backlog     *BacklogStatus `json:"backlog,omitempty"`
-	LastError   string         `json:"lastError,omitempty"`
-	LastErrorAt *time.Time     `json:"lastErrorAt,omitempty"`
-}
-
 // Shards reports every shard's state.
-func (p *Proxy) Shards() []ShardStatus {
+func (p *Proxy) Shards() []proxyapi.ShardStatus {
 	now := time.Now()
-	out := []ShardStatus{}
+	out := []proxyapi.ShardStatus{}
 	for _, s := range p.snapshot() {
-		st := ShardStatus{ID: s.ID, Slot: s.Slot, Address: s.Addr, State: s.routingState(), AssignedState: s.State(), Health: s.healthStatus(now),
+		st := proxyapi.ShardStatus{ID: s.ID, Slot: s.Slot, Address: s.Addr, State: s.routingState(), AssignedState: s.State(), Health: s.healthStatus(now),
 			Pool: s.Pool(), Partitions: s.partitions, InFlight: s.inflight.Load(), Connections: s.connections(), MaxStreams: s.advertised, CoolingOff: s.cooling(now),
 			Overloaded: s.overloaded.Load(), Backlog: s.backlogStatus()}
 		s.mu.Lock()

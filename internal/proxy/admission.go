@@ -11,8 +11,9 @@ import (
 
 	"google.golang.org/grpc/status"
 
-	"github.com/shardctl/shardctl/probes/backlog"
-	"github.com/shardctl/shardctl/probes/signals"
+	"github.com/shardctl/shardctl/internal/backlog"
+	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
+	"github.com/shardctl/shardctl/internal/signals"
 )
 
 // Admission from the shard's own backlog. Zeebe's backpressure counts
@@ -41,38 +42,10 @@ type admission struct {
 
 	mu      sync.Mutex
 	history signals.Series // records not processed, oldest first
-	status  BacklogStatus
+	status  proxyapi.BacklogStatus
 	// limiting: at the last reading, the instance limit had refused a
 	// placement since the reading before (what the log said last).
 	limiting bool
-}
-
-// BacklogStatus is a shard's backlog in GET /shards.
-type BacklogStatus struct {
-	// Records committed and not processed, summed over partitions.
-	Records float64 `json:"records"`
-	// Growing: linearly, by the signals' test, at Slope records/s.
-	Growing bool    `json:"growing"`
-	Slope   float64 `json:"slope"`
-	// Admitting is false while the shard gets no new instances for its
-	// backlog.
-	Admitting bool      `json:"admitting"`
-	Max       float64   `json:"max"`
-	At        time.Time `json:"at"`
-	// Instances are root instances in flight as last read, InstanceLimit
-	// the most the shard is given (0: none), CompletionRate its best
-	// completions per second over the last minute and InFlightTime the
-	// shortest time an instance spent in flight (Little's law), in seconds.
-	// The limit applies while Congested: the log held records not
-	// processed at this reading or the one before.
-	Instances      float64 `json:"instances"`
-	InstanceLimit  int64   `json:"instanceLimit"`
-	Congested      bool    `json:"congested"`
-	CompletionRate float64 `json:"completionRate"`
-	InFlightTime   float64 `json:"inFlightTime"`
-	// Error says why the backlog could not be read (the shard is then
-	// admitted as before: missing data does not refuse work).
-	Error string `json:"error,omitempty"`
 }
 
 // admissionLoop reads every shard's backlog each interval until the
@@ -164,7 +137,7 @@ func (p *Proxy) coolOff(s *shard, err error) {
 		"until", until.UTC(), "reason", status.Convert(err).Message())
 }
 
-func (s *shard) backlogStatus() *BacklogStatus {
+func (s *shard) backlogStatus() *proxyapi.BacklogStatus {
 	if s.Metrics == "" {
 		return nil
 	}

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shardctl/shardctl/probes/backlog"
+	"github.com/shardctl/shardctl/internal/backlog"
 )
 
 // Admission on a series of readings: over the max, or growing linearly,

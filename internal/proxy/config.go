@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
 	"github.com/shardctl/shardctl/internal/yamlfile"
 )
 
@@ -104,7 +105,7 @@ func ParseShardFlag(v string, position int) (ShardConfig, error) {
 			}
 			sc.Slot = n
 		case "state":
-			st, err := ParseState(val)
+			st, err := proxyapi.ParseState(val)
 			if err != nil {
 				return sc, fmt.Errorf("--shard %q: %w", v, err)
 			}

@@ -9,8 +9,8 @@ import (
 	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
 
 	"github.com/shardctl/shardctl/internal/budget"
+	"github.com/shardctl/shardctl/internal/load"
 	"github.com/shardctl/shardctl/internal/sim"
-	"github.com/shardctl/shardctl/probes/load"
 )
 
 func TestConnsFor(t *testing.T) {

@@ -20,8 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardctl/shardctl/internal/load"
 	"github.com/shardctl/shardctl/internal/proctest"
-	"github.com/shardctl/shardctl/probes/load"
 )
 
 const (

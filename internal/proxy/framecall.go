@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/shardctl/shardctl/internal/h2"
+	"github.com/shardctl/shardctl/internal/keyslot"
 )
 
 // maxRecvMsgSize is the largest request message the proxy takes, on
@@ -151,7 +152,7 @@ func (c *fastCall) route(msg []byte) {
 		}
 		key = k
 	}
-	if m.create && !noKey(key) && key > 0 {
+	if m.create && !keyslot.None(key) && key > 0 {
 		src, raw, err := p.shardForKey(key)
 		if err != nil {
 			c.finish(err)
@@ -172,7 +173,7 @@ func (c *fastCall) route(msg []byte) {
 		c.place(setPrefix(b))
 		return
 	}
-	if m.key != 0 && !(m.place && (noKey(key) || key <= 0)) {
+	if m.key != 0 && !(m.place && (keyslot.None(key) || key <= 0)) {
 		c.byKey(msg, key)
 		return
 	}
@@ -466,7 +467,7 @@ func (a *attempt) stamped() ([]byte, error) {
 // stampWire is message msg of type md, prefixed for the wire, with the
 // shard's slot in its keys.
 func stampWire(md protoreflect.MessageDescriptor, msg []byte, slot int) ([]byte, error) {
-	out, err := rewriteWire(framed(len(msg)), msg, md, func(_ protoreflect.FieldDescriptor, k int64) (int64, error) { return WithSlot(k, slot), nil })
+	out, err := rewriteWire(framed(len(msg)), msg, md, func(_ protoreflect.FieldDescriptor, k int64) (int64, error) { return keyslot.With(k, slot), nil })
 	if err != nil {
 		return nil, err
 	}

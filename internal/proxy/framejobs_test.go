@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/shardctl/shardctl/internal/budget"
+	"github.com/shardctl/shardctl/internal/keyslot"
 )
 
 // jobShard is a shard whose job polls the test scripts: the simulator
@@ -133,8 +134,8 @@ func TestRelayedPollSurplus(t *testing.T) {
 			}
 			var got []int64
 			for _, job := range jobs {
-				slot, raw := splitKey(job.GetKey())
-				if slot != 3 || job.GetProcessInstanceKey() != WithSlot(1<<51|7, 3) {
+				slot, raw := keyslot.Split(job.GetKey())
+				if slot != 3 || job.GetProcessInstanceKey() != keyslot.With(1<<51|7, 3) {
 					t.Errorf("job %d reached the worker with keys %d / %d: not stamped with slot 3", raw, job.GetKey(), job.GetProcessInstanceKey())
 				}
 				got = append(got, raw)
@@ -320,7 +321,7 @@ func TestRelayedPollsLeaveRoom(t *testing.T) {
 	// complete jobs: that it says so is that the call reached it).
 	cctx, cancel := context.WithTimeout(ctx, budget.Of(5*time.Second))
 	defer cancel()
-	if _, err := gw.CompleteJob(cctx, &pb.CompleteJobRequest{JobKey: WithSlot(1<<51|1, 3)}); status.Code(err) != codes.Unimplemented {
+	if _, err := gw.CompleteJob(cctx, &pb.CompleteJobRequest{JobKey: keyslot.With(1<<51|1, 3)}); status.Code(err) != codes.Unimplemented {
 		t.Errorf("CompleteJob while polls fill the shard's streams: %v, want the shard's Unimplemented", err)
 	}
 	close(release)

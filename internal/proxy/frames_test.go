@@ -16,8 +16,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/shardctl/shardctl/internal/budget"
+	"github.com/shardctl/shardctl/internal/load"
 	"github.com/shardctl/shardctl/internal/sim"
-	"github.com/shardctl/shardctl/probes/load"
 )
 
 // A client that sends calls as fast as it can and never reads the

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
+	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -123,7 +124,7 @@ func (p *Proxy) everyShard(interval time.Duration, do func(*shard)) {
 		}
 		var wg sync.WaitGroup
 		for _, s := range p.snapshot() {
-			if s.State() != Down {
+			if s.State() != proxyapi.Down {
 				wg.Go(func() { do(s) })
 			}
 		}
@@ -192,7 +193,7 @@ func (p *Proxy) markDown(s *shard, reason string) {
 		p.metrics.up.WithLabelValues(s.ID).Set(0)
 		s.noteError(errors.New("DOWN: " + reason))
 		// from and to are what the proxy routes by (routingState).
-		p.logShard(slog.LevelWarn, s, "shard down", "from", s.State(), "to", Down, "reason", reason)
+		p.logShard(slog.LevelWarn, s, "shard down", "from", s.State(), "to", proxyapi.Down, "reason", reason)
 	}
 }
 
@@ -206,7 +207,7 @@ func (p *Proxy) markUp(s *shard) {
 	h.consecutive.Store(0)
 	h.mu.Unlock()
 	p.metrics.up.WithLabelValues(s.ID).Set(1)
-	p.logShard(slog.LevelInfo, s, "shard up", "from", Down, "to", s.State(),
+	p.logShard(slog.LevelInfo, s, "shard up", "from", proxyapi.Down, "to", s.State(),
 		"reason", fmt.Sprintf("%d health checks passed and the ledger is replayed to it", p.cfg.Health.HealthyAfter), "downFor", logDuration(downFor))
 }
 
@@ -293,18 +294,9 @@ func downError(s *shard) error {
 		s.ID, since.UTC().Format(time.RFC3339), reason)
 }
 
-// ShardHealth is a shard's health in GET /shards.
-type ShardHealth struct {
-	Up           bool       `json:"up"`
-	Since        *time.Time `json:"since,omitempty"`
-	Reason       string     `json:"reason,omitempty"`
-	EjectedUntil *time.Time `json:"ejectedUntil,omitempty"`
-	Ejections    int        `json:"ejections"`
-}
-
-func (s *shard) healthStatus(now time.Time) ShardHealth {
+func (s *shard) healthStatus(now time.Time) proxyapi.ShardHealth {
 	h := &s.health
-	out := ShardHealth{Up: !h.down.Load(), Ejections: int(h.ejections.Load())}
+	out := proxyapi.ShardHealth{Up: !h.down.Load(), Ejections: int(h.ejections.Load())}
 	h.mu.Lock()
 	if !h.since.IsZero() {
 		since := h.since.UTC()

@@ -12,9 +12,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/shardctl/shardctl/internal/budget"
+	"github.com/shardctl/shardctl/internal/keyslot"
+	"github.com/shardctl/shardctl/internal/load"
+	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
 	"github.com/shardctl/shardctl/internal/sim"
 	"github.com/shardctl/shardctl/internal/sim/simtest"
-	"github.com/shardctl/shardctl/probes/load"
 )
 
 // A shard that stops answering is DOWN within two check intervals: new
@@ -41,7 +43,7 @@ func TestHealthChecksMarkDownAndBack(t *testing.T) {
 				t.Fatal(err)
 			}
 			k := resp.GetProcessInstanceKey()
-			s, _ := splitKey(k)
+			s, _ := keyslot.Split(k)
 			seen[s]++
 			if s == slot {
 				return k, seen
@@ -58,21 +60,21 @@ func TestHealthChecksMarkDownAndBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	stopped := time.Now()
-	state := func(id string) ShardStatus {
+	state := func(id string) proxyapi.ShardStatus {
 		for _, s := range p.Shards() {
 			if s.ID == id {
 				return s
 			}
 		}
 		t.Fatalf("no shard %s", id)
-		return ShardStatus{}
+		return proxyapi.ShardStatus{}
 	}
-	budget.Eventually(t, 10*time.Second, "shard-3 DOWN", func() bool { return state("shard-3").State == Down })
+	budget.Eventually(t, 10*time.Second, "shard-3 DOWN", func() bool { return state("shard-3").State == proxyapi.Down })
 	t.Logf("DOWN %v after the stop (interval %v)", time.Since(stopped).Round(time.Millisecond), interval)
 	if took := time.Since(stopped); took > budget.Of(2*interval+200*time.Millisecond) {
 		t.Errorf("DOWN only %v after the stop, want within two intervals of %v", took, interval)
 	}
-	if st := state("shard-3"); st.AssignedState != Up || st.Health.Up || st.Health.Reason == "" || st.Health.Since == nil {
+	if st := state("shard-3"); st.AssignedState != proxyapi.Up || st.Health.Up || st.Health.Reason == "" || st.Health.Since == nil {
 		t.Errorf("shard-3 in /shards: %+v", st)
 	}
 	if v := proxyMetric(t, p, "shardctl_proxy_shard_up", `shard="shard-3"`); v != 0 {
@@ -92,7 +94,7 @@ func TestHealthChecksMarkDownAndBack(t *testing.T) {
 	}
 
 	simtest.Start(t, sim.Config{Partitions: 1, Listen: addr})
-	budget.Eventually(t, 10*time.Second, "shard-3 back", func() bool { return state("shard-3").State == Up })
+	budget.Eventually(t, 10*time.Second, "shard-3 back", func() bool { return state("shard-3").State == proxyapi.Up })
 	if key, seen := createOn(3); key == 0 {
 		t.Errorf("no instance landed on shard-3 after it came back: %v", seen)
 	}
@@ -155,7 +157,7 @@ func TestOutlierEjection(t *testing.T) {
 	}
 	refused := status.Error(codes.Unavailable, "connection error: desc = \"transport: Error while dialing: dial tcp 127.0.0.1:1: connect: connection refused\"")
 	p.noteFailure(false, d, refused)
-	if !d.health.down.Load() || d.routingState() != Down {
+	if !d.health.down.Load() || d.routingState() != proxyapi.Down {
 		t.Error("a refused connection did not mark d DOWN")
 	}
 	if err := downError(d); status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "connection refused") {

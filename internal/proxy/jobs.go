@@ -9,6 +9,7 @@ import (
 	"time"
 
 	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
+	"github.com/shardctl/shardctl/internal/keyslot"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -237,7 +238,7 @@ func unstamp(jobs []*pb.ActivatedJob) []*pb.ActivatedJob {
 	out := make([]*pb.ActivatedJob, len(jobs))
 	for i, j := range jobs {
 		c := proto.Clone(j).(*pb.ActivatedJob)
-		_, c.Key = splitKey(c.GetKey())
+		_, c.Key = keyslot.Split(c.GetKey())
 		out[i] = c
 	}
 	return out

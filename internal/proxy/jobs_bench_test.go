@@ -23,8 +23,8 @@ import (
 	"github.com/camunda/zeebe/clients/go/v8/pkg/worker"
 	"github.com/camunda/zeebe/clients/go/v8/pkg/zbc"
 
+	"github.com/shardctl/shardctl/internal/load"
 	"github.com/shardctl/shardctl/internal/proctest"
-	"github.com/shardctl/shardctl/probes/load"
 )
 
 const (

@@ -15,8 +15,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/shardctl/shardctl/internal/budget"
+	"github.com/shardctl/shardctl/internal/keyslot"
+	"github.com/shardctl/shardctl/internal/load"
 	"github.com/shardctl/shardctl/internal/sim"
-	"github.com/shardctl/shardctl/probes/load"
 )
 
 const errorProcess = bpmnHead + `<bpmn:error id="e1" errorCode="NO_STOCK"/>
@@ -56,7 +57,7 @@ func TestKeyAddressedCallsThroughTheProxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	shardOf := func(key int64) *sim.Sim {
-		slot, _ := splitKey(key)
+		slot, _ := keyslot.Split(key)
 		if slot < 1 || slot > 3 {
 			t.Fatalf("key %d carries slot %d", key, slot)
 		}
@@ -74,7 +75,7 @@ func TestKeyAddressedCallsThroughTheProxy(t *testing.T) {
 	if job.ProcessInstanceKey != inst.ProcessInstanceKey {
 		t.Fatalf("job of instance %d, want %d", job.ProcessInstanceKey, inst.ProcessInstanceKey)
 	}
-	if s1, _ := splitKey(job.Key); s1 != int(job.ProcessInstanceKey>>slotShift&slotBits) {
+	if s1, _ := keyslot.Split(job.Key); s1 != int(job.ProcessInstanceKey>>keyslot.Shift&keyslot.Bits) {
 		t.Fatalf("job and instance keys carry different slots")
 	}
 	if _, err := c.NewUpdateJobTimeoutCommand().JobKey(job.Key).Timeout(time.Hour.Milliseconds()).Send(ctx); err != nil {
@@ -88,18 +89,18 @@ func TestKeyAddressedCallsThroughTheProxy(t *testing.T) {
 	if err != nil || len(incidents) != 1 {
 		t.Fatalf("incidents on the instance's shard: %v, %v", incidents, err)
 	}
-	slot, _ := splitKey(inst.ProcessInstanceKey)
+	slot, _ := keyslot.Split(inst.ProcessInstanceKey)
 	if _, err := c.NewUpdateJobRetriesCommand().JobKey(job.Key).Retries(2).Send(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.NewResolveIncidentCommand().IncidentKey(WithSlot(incidents[0].Key, slot)).Send(ctx); err != nil {
+	if _, err := c.NewResolveIncidentCommand().IncidentKey(keyslot.With(incidents[0].Key, slot)).Send(ctx); err != nil {
 		t.Fatalf("resolve through the proxy: %v", err)
 	}
 	job = activateOne(t, c, "reserve")
 	sv, _ := c.NewSetVariablesCommand().ElementInstanceKey(job.ElementInstanceKey).VariablesFromMap(map[string]any{"why": "sold out"})
 	if resp, err := sv.Send(ctx); err != nil {
 		t.Fatal(err)
-	} else if s, _ := splitKey(resp.GetKey()); s != slot {
+	} else if s, _ := keyslot.Split(resp.GetKey()); s != slot {
 		t.Errorf("set variables key carries slot %d, want %d", s, slot)
 	}
 	if _, err := c.NewThrowErrorCommand().JobKey(job.Key).ErrorCode("NO_STOCK").Send(ctx); err != nil {
@@ -142,7 +143,7 @@ func TestKeyAddressedCallsThroughTheProxy(t *testing.T) {
 	gw := pb.NewGatewayClient(dial(t, p.Addr().String()))
 	otherSlot := slot%3 + 1
 	_, err = gw.ModifyProcessInstance(ctx, &pb.ModifyProcessInstanceRequest{ProcessInstanceKey: inst.ProcessInstanceKey,
-		TerminateInstructions: []*pb.ModifyProcessInstanceRequest_TerminateInstruction{{ElementInstanceKey: WithSlot(7, otherSlot)}}})
+		TerminateInstructions: []*pb.ModifyProcessInstanceRequest_TerminateInstruction{{ElementInstanceKey: keyslot.With(7, otherSlot)}}})
 	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "one shard") {
 		t.Errorf("a nested key of another shard: %v, want INVALID_ARGUMENT", err)
 	}
@@ -155,7 +156,7 @@ func TestKeyAddressedCallsThroughTheProxy(t *testing.T) {
 	if _, err := c.NewCompleteJobCommand().JobKey(1<<51 + 5).Send(ctx); status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), "legacy shard") {
 		t.Errorf("slot 0 without a legacy shard: %v", err)
 	}
-	if _, err := c.NewCompleteJobCommand().JobKey(WithSlot(1<<51+5, 9)).Send(ctx); status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), "slot 9") {
+	if _, err := c.NewCompleteJobCommand().JobKey(keyslot.With(1<<51+5, 9)).Send(ctx); status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), "slot 9") {
 		t.Errorf("slot 9: %v", err)
 	}
 }
@@ -185,7 +186,7 @@ func TestLegacyShardServesUnslottedKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if slot, _ := splitKey(again.ProcessInstanceKey); slot != 1 {
+	if slot, _ := keyslot.Split(again.ProcessInstanceKey); slot != 1 {
 		t.Errorf("instance of a legacy definition on slot %d, want 1", slot)
 	}
 }
@@ -222,7 +223,7 @@ func TestDefinitionKeysSurviveAProxyRestart(t *testing.T) {
 		if err != nil {
 			t.Fatalf("create by a key from before the restart: %v", err)
 		}
-		if ks, _ := splitKey(key); func() int { s, _ := splitKey(r.ProcessInstanceKey); return s }() != ks {
+		if ks, _ := keyslot.Split(key); func() int { s, _ := keyslot.Split(r.ProcessInstanceKey); return s }() != ks {
 			t.Errorf("instance on another shard than the one that issued the definition key")
 		}
 	}

@@ -5,43 +5,9 @@ import (
 	"sync"
 
 	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
+	"github.com/shardctl/shardctl/internal/keyslot"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
-
-// A Zeebe key is partitionId << 51 | counter, so bits 58-62 are free (a
-// shard has fewer than 128 partitions, bit 63 is the sign). The proxy puts
-// the shard's slot (1-31) there in every key it returns and takes it out
-// of every key it receives; slot 0 is a key no proxy wrote: the legacy
-// shard's.
-const (
-	slotShift = 58
-	slotBits  = 0x1f
-	slotMask  = int64(slotBits) << slotShift
-	// MaxSlot is the highest slot a shard can have.
-	MaxSlot = 31
-	// MaxPartitions is the most partitions a shard may have for its keys
-	// to leave the slot bits free.
-	MaxPartitions = 127
-)
-
-// noKey reports the values Zeebe uses for "no key".
-func noKey(k int64) bool { return k == 0 || k == -1 }
-
-// WithSlot writes a shard's slot into a key, as the proxy returns it.
-func WithSlot(key int64, slot int) int64 {
-	if noKey(key) || key < 0 {
-		return key
-	}
-	return key&^slotMask | int64(slot)<<slotShift
-}
-
-// splitKey returns the slot a key carries and the key the shard issued.
-func splitKey(key int64) (slot int, raw int64) {
-	if noKey(key) || key < 0 {
-		return 0, key
-	}
-	return int(key >> slotShift & slotBits), key &^ slotMask
-}
 
 // keyPlan lists where a message type holds keys: int64 fields whose name
 // is "key" or ends in "Key" (the gateway API's convention), and the
@@ -118,17 +84,17 @@ func rewriteKeys(m protoreflect.Message, fn func(fd protoreflect.FieldDescriptor
 func stampSlot(m protoreflect.Message, slot int) {
 	switch r := m.Interface().(type) {
 	case *pb.CreateProcessInstanceResponse:
-		r.ProcessDefinitionKey = WithSlot(r.ProcessDefinitionKey, slot)
-		r.ProcessInstanceKey = WithSlot(r.ProcessInstanceKey, slot)
+		r.ProcessDefinitionKey = keyslot.With(r.ProcessDefinitionKey, slot)
+		r.ProcessInstanceKey = keyslot.With(r.ProcessInstanceKey, slot)
 		return
 	case *pb.CompleteJobResponse, *pb.FailJobResponse:
 		return // no keys
 	case *pb.ActivatedJob:
-		r.Key = WithSlot(r.Key, slot)
-		r.ProcessInstanceKey = WithSlot(r.ProcessInstanceKey, slot)
-		r.ProcessDefinitionKey = WithSlot(r.ProcessDefinitionKey, slot)
-		r.ElementInstanceKey = WithSlot(r.ElementInstanceKey, slot)
+		r.Key = keyslot.With(r.Key, slot)
+		r.ProcessInstanceKey = keyslot.With(r.ProcessInstanceKey, slot)
+		r.ProcessDefinitionKey = keyslot.With(r.ProcessDefinitionKey, slot)
+		r.ElementInstanceKey = keyslot.With(r.ElementInstanceKey, slot)
 		return
 	}
-	_ = rewriteKeys(m, func(_ protoreflect.FieldDescriptor, k int64) (int64, error) { return WithSlot(k, slot), nil })
+	_ = rewriteKeys(m, func(_ protoreflect.FieldDescriptor, k int64) (int64, error) { return keyslot.With(k, slot), nil })
 }

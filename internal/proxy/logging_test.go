@@ -11,13 +11,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/shardctl/shardctl/internal/backlog"
 	"github.com/shardctl/shardctl/internal/budget"
+	"github.com/shardctl/shardctl/internal/load"
 	"github.com/shardctl/shardctl/internal/logs/logstest"
+	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
 	"github.com/shardctl/shardctl/internal/registry"
 	"github.com/shardctl/shardctl/internal/sim"
 	"github.com/shardctl/shardctl/internal/sim/simtest"
-	"github.com/shardctl/shardctl/probes/backlog"
-	"github.com/shardctl/shardctl/probes/load"
 )
 
 // A shard killed is logged DOWN once, however many checks fail; back on
@@ -29,7 +30,7 @@ func TestLogsShardDownAndBack(t *testing.T) {
 		Health: HealthConfig{Interval: 200 * time.Millisecond, Timeout: 100 * time.Millisecond}})
 	for i, s := range shards {
 		lines.Wait(t, time.Second, "shard added", "shard", fmt.Sprintf("shard-%d", i+1), "slot", i+1,
-			"address", s.Addr().String(), "state", Up, "partitions", 1, "level", "INFO")
+			"address", s.Addr().String(), "state", proxyapi.Up, "partitions", 1, "level", "INFO")
 	}
 	ctx := budget.Context(t, time.Minute)
 	c := newClient(t, p.Addr().String())
@@ -40,7 +41,7 @@ func TestLogsShardDownAndBack(t *testing.T) {
 	if err := shards[1].Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	down := lines.Wait(t, 10*time.Second, "shard down", "shard", "shard-2", "slot", 2, "from", Up, "to", Down, "level", "WARN")
+	down := lines.Wait(t, 10*time.Second, "shard down", "shard", "shard-2", "slot", 2, "from", proxyapi.Up, "to", proxyapi.Down, "level", "WARN")
 	if down["reason"] == "" {
 		t.Errorf("the DOWN line gives no reason: %v", down)
 	}
@@ -51,7 +52,7 @@ func TestLogsShardDownAndBack(t *testing.T) {
 	failed := failures()
 	budget.Eventually(t, 10*time.Second, "three more failed checks", func() bool { return failures() >= failed+3 })
 	simtest.Start(t, sim.Config{Partitions: 1, Listen: addr})
-	lines.Wait(t, 10*time.Second, "shard up", "shard", "shard-2", "slot", 2, "from", Down, "to", Up, "level", "INFO")
+	lines.Wait(t, 10*time.Second, "shard up", "shard", "shard-2", "slot", 2, "from", proxyapi.Down, "to", proxyapi.Up, "level", "INFO")
 
 	var order []string
 	for _, l := range lines.All(t) {
@@ -93,8 +94,8 @@ func TestLogsFollowTheRegistry(t *testing.T) {
 	log, lines := logstest.New()
 	startProxy(t, Config{Registry: client, Logger: log, Health: HealthConfig{Interval: -1}})
 	lines.Wait(t, time.Second, "following the registry", "registry", "http://"+regAddr+"/eureka", "app", app)
-	lines.Wait(t, 10*time.Second, "shard added", "shard", "blue-1", "pool", "blue", "state", Up)
-	lines.Wait(t, 10*time.Second, "shard added", "shard", "blue-2", "pool", "blue", "state", Up)
+	lines.Wait(t, 10*time.Second, "shard added", "shard", "blue-1", "pool", "blue", "state", proxyapi.Up)
+	lines.Wait(t, 10*time.Second, "shard added", "shard", "blue-2", "pool", "blue", "state", proxyapi.Up)
 	lines.Wait(t, 5*time.Second, "proxy registered", "app", registry.ProxiesApp)
 
 	r := srv.Registry()
@@ -105,11 +106,11 @@ func TestLogsFollowTheRegistry(t *testing.T) {
 		fields []any
 	}{
 		{"drain", func() error { return r.SetState(app, "blue-1", registry.StateDraining) },
-			"shard state changed", []any{"shard", "blue-1", "from", Up, "to", Draining}},
+			"shard state changed", []any{"shard", "blue-1", "from", proxyapi.Up, "to", proxyapi.Draining}},
 		{"undrain", func() error { return r.SetState(app, "blue-1", registry.StateUp) },
-			"shard state changed", []any{"shard", "blue-1", "from", Draining, "to", Up}},
+			"shard state changed", []any{"shard", "blue-1", "from", proxyapi.Draining, "to", proxyapi.Up}},
 		{"out of service", func() error { return r.SetState(app, "blue-2", registry.StateOutOfService) },
-			"shard state changed", []any{"shard", "blue-2", "from", Up, "to", OutOfService}},
+			"shard state changed", []any{"shard", "blue-2", "from", proxyapi.Up, "to", proxyapi.OutOfService}},
 		{"pool", func() error { return r.SetMetadata(app, "blue-2", map[string]string{registry.MetaPool: "green"}) },
 			"shard pool changed", []any{"shard", "blue-2", "from", "blue", "to", "green"}},
 		{"cutover weights", func() error {
@@ -118,7 +119,7 @@ func TestLogsFollowTheRegistry(t *testing.T) {
 			return err
 		}, "pool weights changed", []any{"from", "none", "to", "blue=90 green=10"}},
 		{"leave", func() error { return r.Cancel(app, "blue-2") },
-			"shard left the registry", []any{"shard", "blue-2", "from", OutOfService, "to", Down}},
+			"shard left the registry", []any{"shard", "blue-2", "from", proxyapi.OutOfService, "to", proxyapi.Down}},
 	} {
 		if err := step.change(); err != nil {
 			t.Fatalf("%s: %v", step.name, err)
@@ -142,7 +143,7 @@ func TestLogsFollowTheRegistry(t *testing.T) {
 	lines.Wait(t, 5*time.Second, "registry watch broken, reconnecting", "level", "WARN")
 	startRegistry(t, regAddr)
 	lines.Wait(t, 10*time.Second, "registry watch reconnected", "level", "INFO")
-	lines.Wait(t, 5*time.Second, "shard left the registry", "shard", "blue-1", "from", Up, "to", Down)
+	lines.Wait(t, 5*time.Second, "shard left the registry", "shard", "blue-1", "from", proxyapi.Up, "to", proxyapi.Down)
 	// The record written again changed nothing; the registry that came
 	// back has no cutover: no weights.
 	if got := lines.Find(t, "pool weights changed"); len(got) != 2 || !got[1].Has("from", "blue=90 green=10", "to", "none") {

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
 	"github.com/shardctl/shardctl/internal/registry"
 )
 
@@ -88,7 +89,7 @@ func (p *Proxy) Sync(ctx context.Context, want []ShardConfig) error {
 	seen := map[string]bool{}
 	for _, sc := range sorted {
 		if sc.State == "" {
-			sc.State = Up
+			sc.State = proxyapi.Up
 		}
 		seen[sc.ID] = true
 		cur := p.shardByID(sc.ID)
@@ -102,7 +103,7 @@ func (p *Proxy) Sync(ctx context.Context, want []ShardConfig) error {
 		}
 		switch {
 		case cur.State() == sc.State:
-		case sc.State == Up && cur.health.needsReplay.Load():
+		case sc.State == proxyapi.Up && cur.health.needsReplay.Load():
 			// It missed a deployment while it was not UP: it catches up
 			// before it takes instances, after the other states changed.
 			catchUp = append(catchUp, cur)
@@ -114,8 +115,8 @@ func (p *Proxy) Sync(ctx context.Context, want []ShardConfig) error {
 		}
 	}
 	for _, s := range p.snapshot() {
-		if !seen[s.ID] && s.State() != Down {
-			p.setState(s, Down, "shard left the registry", "not in the registry any more: its keys fail until it is back")
+		if !seen[s.ID] && s.State() != proxyapi.Down {
+			p.setState(s, proxyapi.Down, "shard left the registry", "not in the registry any more: its keys fail until it is back")
 			s.noteError(errors.New("not in the registry any more"))
 		}
 	}
@@ -126,7 +127,7 @@ func (p *Proxy) Sync(ctx context.Context, want []ShardConfig) error {
 			continue
 		}
 		s.health.needsReplay.Store(false)
-		p.setState(s, Up, "shard state changed", "the registry's, once the ledger was replayed to it")
+		p.setState(s, proxyapi.Up, "shard state changed", "the registry's, once the ledger was replayed to it")
 	}
 	for _, sc := range joining {
 		// The registry gives a slot to a new shard only once the shard
@@ -246,9 +247,9 @@ func WeightsOf(cs []registry.Cutover) map[string]int {
 func fromRegistry(shards []registry.Shard) []ShardConfig {
 	out := make([]ShardConfig, 0, len(shards))
 	for _, s := range shards {
-		st, err := ParseState(s.State)
+		st, err := proxyapi.ParseState(s.State)
 		if err != nil {
-			st = Down
+			st = proxyapi.Down
 		}
 		out = append(out, ShardConfig{ID: s.ID, Addr: s.Address, Slot: s.Slot, State: st, Pool: s.Pool, Metrics: s.Metadata[registry.MetaMetrics], TLS: s.Metadata[registry.MetaTLS]})
 	}

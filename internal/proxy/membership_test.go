@@ -7,8 +7,10 @@ import (
 	"time"
 
 	"github.com/shardctl/shardctl/internal/budget"
+	"github.com/shardctl/shardctl/internal/keyslot"
+	"github.com/shardctl/shardctl/internal/load"
+	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
 	"github.com/shardctl/shardctl/internal/sim"
-	"github.com/shardctl/shardctl/probes/load"
 )
 
 func TestWantFollowsTheShardSet(t *testing.T) {
@@ -21,7 +23,7 @@ func TestWantFollowsTheShardSet(t *testing.T) {
 		lastErr, syncs = err, syncs+1
 		mu.Unlock()
 	}})
-	state := func(id string) State {
+	state := func(id string) proxyapi.State {
 		if s := p.shardByID(id); s != nil {
 			return s.State()
 		}
@@ -39,24 +41,26 @@ func TestWantFollowsTheShardSet(t *testing.T) {
 	}{
 		{"drain one", func() []ShardConfig {
 			c := append([]ShardConfig(nil), cfgs...)
-			c[1].State = Draining
+			c[1].State = proxyapi.Draining
 			return c
-		}, func() bool { return state("shard-2") == Draining && state("shard-1") == Up }, "shard-2 DRAINING"},
+		}, func() bool { return state("shard-2") == proxyapi.Draining && state("shard-1") == proxyapi.Up }, "shard-2 DRAINING"},
 		{"one leaves the registry", func() []ShardConfig { return []ShardConfig{cfgs[0], cfgs[1]} },
-			func() bool { return state("shard-3") == Down && state("shard-2") == Up && len(p.Shards()) == 3 }, "shard-3 kept as DOWN, shard-2 UP again"},
+			func() bool {
+				return state("shard-3") == proxyapi.Down && state("shard-2") == proxyapi.Up && len(p.Shards()) == 3
+			}, "shard-3 kept as DOWN, shard-2 UP again"},
 		{"it comes back", func() []ShardConfig { return cfgs },
-			func() bool { return state("shard-3") == Up }, "shard-3 UP"},
+			func() bool { return state("shard-3") == proxyapi.Up }, "shard-3 UP"},
 		{"a new address replaces the shard", func() []ShardConfig {
 			c := append([]ShardConfig(nil), cfgs...)
 			c[2].Addr = sims[0].Addr().String()
 			return c
 		}, func() bool { s := p.shardByID("shard-3"); return s != nil && s.Addr == sims[0].Addr().String() }, "shard-3 at its new address"},
 		{"one leaves", func() []ShardConfig { return cfgs[:2] },
-			func() bool { return state("shard-3") == Down }, "shard-3 kept as DOWN"},
+			func() bool { return state("shard-3") == proxyapi.Down }, "shard-3 kept as DOWN"},
 		// The registry gave its slot to another shard: it released it.
 		{"another shard takes its slot", func() []ShardConfig {
 			return append(cfgs[:2:2], ShardConfig{ID: "shard-3b", Addr: sims[2].Addr().String(), Slot: cfgs[2].Slot})
-		}, func() bool { return state("shard-3b") == Up && state("shard-3") == "" && len(p.Shards()) == 3 }, "shard-3b in slot 3, shard-3 gone"},
+		}, func() bool { return state("shard-3b") == proxyapi.Up && state("shard-3") == "" && len(p.Shards()) == 3 }, "shard-3b in slot 3, shard-3 gone"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p.Want(tc.want())
@@ -68,10 +72,10 @@ func TestWantFollowsTheShardSet(t *testing.T) {
 	// states, and is tried again until it can join.
 	unreachable := ShardConfig{ID: "shard-9", Addr: "127.0.0.1:1", Slot: 9}
 	c := append([]ShardConfig(nil), cfgs...)
-	c[0].State = OutOfService
+	c[0].State = proxyapi.OutOfService
 	p.Want(append(c, unreachable))
 	budget.Eventually(t, 2*time.Second, "shard-1 OUT_OF_SERVICE while shard-9 cannot be reached", func() bool {
-		return state("shard-1") == OutOfService
+		return state("shard-1") == proxyapi.OutOfService
 	})
 	budget.Eventually(t, 30*time.Second, "a sync error naming shard-9", func() bool {
 		mu.Lock()
@@ -91,7 +95,7 @@ func TestReplayOnReturn(t *testing.T) {
 	sims := startShards(t, 2, sim.Config{Partitions: 1})
 	cfgs := shardConfigs(sims)
 	p := startProxy(t, Config{Dynamic: true, Health: HealthConfig{Interval: -1}})
-	cfgs[1].State = OutOfService
+	cfgs[1].State = proxyapi.OutOfService
 	p.Want(cfgs)
 	budget.Eventually(t, 5*time.Second, "two shards", func() bool { return len(p.Shards()) == 2 })
 	sims[1].Refuse()
@@ -103,16 +107,16 @@ func TestReplayOnReturn(t *testing.T) {
 	if err := sims[1].Resume(); err != nil {
 		t.Fatal(err)
 	}
-	cfgs[1].State = Up
+	cfgs[1].State = proxyapi.Up
 	p.Want(cfgs)
-	budget.Eventually(t, 5*time.Second, "shard-2 UP", func() bool { return p.shardByID("shard-2").State() == Up })
+	budget.Eventually(t, 5*time.Second, "shard-2 UP", func() bool { return p.shardByID("shard-2").State() == proxyapi.Up })
 	on2 := 0
 	for range 40 {
 		resp, err := c.NewCreateInstanceCommand().BPMNProcessId("order").LatestVersion().Send(ctx)
 		if err != nil {
 			t.Fatalf("create after shard-2 came back: %v", err)
 		}
-		if slot, _ := splitKey(resp.GetProcessInstanceKey()); slot == 2 {
+		if slot, _ := keyslot.Split(resp.GetProcessInstanceKey()); slot == 2 {
 			on2++
 		}
 	}

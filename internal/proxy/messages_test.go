@@ -14,9 +14,10 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/shardctl/shardctl/internal/budget"
+	"github.com/shardctl/shardctl/internal/keyslot"
+	"github.com/shardctl/shardctl/internal/load"
 	"github.com/shardctl/shardctl/internal/sim"
 	"github.com/shardctl/shardctl/internal/sim/simtest"
-	"github.com/shardctl/shardctl/probes/load"
 )
 
 const catchProcess = bpmnHead + `<bpmn:message id="m" name="paid"><bpmn:extensionElements><zeebe:subscription correlationKey="=orderId"/></bpmn:extensionElements></bpmn:message>
@@ -62,7 +63,7 @@ func TestMessagesThroughTheProxy(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		slot, _ := splitKey(r.ProcessInstanceKey)
+		slot, _ := keyslot.Split(r.ProcessInstanceKey)
 		slots[slot] = true
 	}
 	if len(slots) < 2 {

@@ -13,8 +13,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/shardctl/shardctl/internal/budget"
+	"github.com/shardctl/shardctl/internal/keyslot"
+	"github.com/shardctl/shardctl/internal/load"
 	"github.com/shardctl/shardctl/internal/sim"
-	"github.com/shardctl/shardctl/probes/load"
 )
 
 // A shard is overloaded past limit × (1 + excess) in flight and stays so
@@ -95,7 +96,7 @@ func TestInflightLimitRefusesAtOnce(t *testing.T) {
 	}
 	budget.Eventually(t, 5*time.Second, "two creates in flight", func() bool { return p.shardByID("shard-1").inflight.Load() == 2 })
 	start := time.Now()
-	_, err := c.NewCancelInstanceCommand().ProcessInstanceKey(WithSlot(1<<51|5, 1)).Send(ctx)
+	_, err := c.NewCancelInstanceCommand().ProcessInstanceKey(keyslot.With(1<<51|5, 1)).Send(ctx)
 	took := time.Since(start)
 	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "--max-inflight-per-shard") {
 		t.Errorf("a call past the limit: %v, want RESOURCE_EXHAUSTED naming the limit", err)

@@ -36,8 +36,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/shardctl/shardctl/internal/load"
 	"github.com/shardctl/shardctl/internal/proctest"
-	"github.com/shardctl/shardctl/probes/load"
 )
 
 const (

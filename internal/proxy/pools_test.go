@@ -7,9 +7,10 @@ import (
 	"time"
 
 	"github.com/shardctl/shardctl/internal/budget"
+	"github.com/shardctl/shardctl/internal/keyslot"
+	"github.com/shardctl/shardctl/internal/load"
 	"github.com/shardctl/shardctl/internal/registry"
 	"github.com/shardctl/shardctl/internal/sim"
-	"github.com/shardctl/shardctl/probes/load"
 )
 
 // Pool weights place new instances between pools by weight, and over
@@ -35,7 +36,7 @@ func TestPoolWeights(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			slot, _ := splitKey(resp.GetProcessInstanceKey())
+			slot, _ := keyslot.Split(resp.GetProcessInstanceKey())
 			pools[poolOf[slot]]++
 			slots[slot]++
 		}

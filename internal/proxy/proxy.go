@@ -33,8 +33,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/shardctl/shardctl/internal/certs"
+	"github.com/shardctl/shardctl/internal/keyslot"
 	"github.com/shardctl/shardctl/internal/ledger"
 	"github.com/shardctl/shardctl/internal/logs"
+	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
 	"github.com/shardctl/shardctl/internal/registry"
 )
 
@@ -157,7 +159,7 @@ func (c *Config) validate() error {
 			return fmt.Errorf("shard id %q is named twice", s.ID)
 		}
 		if other, dup := slots[s.Slot]; dup {
-			return fmt.Errorf("shards %q and %q both have slot %d: every shard needs its own slot (1-%d)", other, s.ID, s.Slot, MaxSlot)
+			return fmt.Errorf("shards %q and %q both have slot %d: every shard needs its own slot (1-%d)", other, s.ID, s.Slot, keyslot.MaxSlot)
 		}
 		ids[s.ID], slots[s.Slot] = true, s.ID
 	}
@@ -220,11 +222,11 @@ func validateShard(s ShardConfig) error {
 	if _, _, err := net.SplitHostPort(s.Addr); err != nil {
 		return fmt.Errorf("shard %q: address %q: want HOST:PORT", s.ID, s.Addr)
 	}
-	if s.Slot < 1 || s.Slot > MaxSlot {
-		return fmt.Errorf("shard %q: slot %d: want 1-%d (slot 0 is for keys of the legacy shard)", s.ID, s.Slot, MaxSlot)
+	if s.Slot < 1 || s.Slot > keyslot.MaxSlot {
+		return fmt.Errorf("shard %q: slot %d: want 1-%d (slot 0 is for keys of the legacy shard)", s.ID, s.Slot, keyslot.MaxSlot)
 	}
 	if s.State != "" {
-		if _, err := ParseState(string(s.State)); err != nil {
+		if _, err := proxyapi.ParseState(string(s.State)); err != nil {
 			return fmt.Errorf("shard %q: %w", s.ID, err)
 		}
 	}
@@ -499,7 +501,7 @@ func (p *Proxy) replayLocked(ctx context.Context, s *shard, deployments []ledger
 }
 
 // SetState changes a shard's state, as the registry or an operator does.
-func (p *Proxy) SetState(id string, st State) error {
+func (p *Proxy) SetState(id string, st proxyapi.State) error {
 	s := p.shardByID(id)
 	if s == nil {
 		return fmt.Errorf("no shard %q", id)
@@ -509,7 +511,7 @@ func (p *Proxy) SetState(id string, st State) error {
 }
 
 // setState assigns s a state and logs msg when that changed it.
-func (p *Proxy) setState(s *shard, st State, msg, reason string) {
+func (p *Proxy) setState(s *shard, st proxyapi.State, msg, reason string) {
 	if from := s.swapState(st); from != st {
 		p.logShard(slog.LevelInfo, s, msg, "from", from, "to", st, "reason", reason)
 	}
@@ -522,7 +524,7 @@ func (p *Proxy) snapshot() []*shard { return p.set.Load().all }
 
 // shardForKey routes a key-addressed call.
 func (p *Proxy) shardForKey(key int64) (*shard, int64, error) {
-	slot, raw := splitKey(key)
+	slot, raw := keyslot.Split(key)
 	s := p.set.Load().forKey(slot)
 	if s == nil {
 		if slot == 0 {

@@ -12,9 +12,10 @@ import (
 	"github.com/camunda/zeebe/clients/go/v8/pkg/zbc"
 
 	"github.com/shardctl/shardctl/internal/budget"
+	"github.com/shardctl/shardctl/internal/keyslot"
+	"github.com/shardctl/shardctl/internal/load"
 	"github.com/shardctl/shardctl/internal/sim"
 	"github.com/shardctl/shardctl/internal/sim/simtest"
-	"github.com/shardctl/shardctl/probes/load"
 )
 
 func TestTwoThousandInstancesThroughTheProxy(t *testing.T) {
@@ -27,7 +28,7 @@ func TestTwoThousandInstancesThroughTheProxy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if slot, _ := splitKey(dep.Key); slot != 1 {
+	if slot, _ := keyslot.Split(dep.Key); slot != 1 {
 		t.Errorf("deployment key %d carries slot %d, want the lowest slot 1", dep.Key, slot)
 	}
 
@@ -55,7 +56,7 @@ func TestTwoThousandInstancesThroughTheProxy(t *testing.T) {
 			t.Fatalf("instance key %d returned twice", k)
 		}
 		seen[k] = true
-		slot, _ := splitKey(k)
+		slot, _ := keyslot.Split(k)
 		perSlot[slot]++
 	}
 	if len(seen) != n {
@@ -122,7 +123,7 @@ func TestPowerOfTwoChoicesFavoursTheFasterShard(t *testing.T) {
 	const n = 1000
 	var onSlow atomic.Int64
 	createConcurrently(t, ctx, c, "p", n, 32, nil, func(k int64) {
-		if slot, _ := splitKey(k); slot == 1 {
+		if slot, _ := keyslot.Split(k); slot == 1 {
 			onSlow.Add(1)
 		}
 	})

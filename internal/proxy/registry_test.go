@@ -14,9 +14,11 @@ import (
 	"github.com/camunda/zeebe/clients/go/v8/pkg/worker"
 
 	"github.com/shardctl/shardctl/internal/budget"
+	"github.com/shardctl/shardctl/internal/keyslot"
+	"github.com/shardctl/shardctl/internal/load"
 	"github.com/shardctl/shardctl/internal/proctest"
+	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
 	"github.com/shardctl/shardctl/internal/sim/simtest"
-	"github.com/shardctl/shardctl/probes/load"
 )
 
 func getJSON(t testing.TB, url string, v any) {
@@ -56,10 +58,10 @@ func TestShardsFromTheRegistry(t *testing.T) {
 	px := proctest.Start(t, bin, nil, "--registry", regURL, "proxy", "serve", "--listen", "127.0.0.1:0", "--admin", fmt.Sprintf("127.0.0.1:%d", adminPort),
 		"--shutdown-delay", "0")
 	admin := fmt.Sprintf("http://127.0.0.1:%d/shards", adminPort)
-	proxyShards := func() map[string]ShardStatus {
-		var list struct{ Shards []ShardStatus }
+	proxyShards := func() map[string]proxyapi.ShardStatus {
+		var list struct{ Shards []proxyapi.ShardStatus }
 		getJSON(t, admin, &list)
-		out := map[string]ShardStatus{}
+		out := map[string]proxyapi.ShardStatus{}
 		for _, s := range list.Shards {
 			out[s.ID] = s
 		}
@@ -93,7 +95,7 @@ func TestShardsFromTheRegistry(t *testing.T) {
 			if err != nil {
 				t.Fatalf("create: %v", err)
 			}
-			slot, _ := splitKey(resp.GetProcessInstanceKey())
+			slot, _ := keyslot.Split(resp.GetProcessInstanceKey())
 			perSlot[slot]++
 		}
 		return perSlot
@@ -109,7 +111,7 @@ func TestShardsFromTheRegistry(t *testing.T) {
 	}
 	drained := time.Now()
 	budget.Eventually(t, time.Second, "the proxy to see sim-b DRAINING", func() bool {
-		return proxyShards()["sim-b"].State == Draining
+		return proxyShards()["sim-b"].State == proxyapi.Draining
 	})
 	t.Logf("the proxy saw DRAINING %v after `shards drain` returned", time.Since(drained).Round(time.Millisecond))
 	after := create(60)
@@ -122,7 +124,7 @@ func TestShardsFromTheRegistry(t *testing.T) {
 	completed := map[int]int{}
 	simtest.Worker(t, client, client.NewJobWorker().JobType("work").Handler(func(c worker.JobClient, job entities.Job) {
 		if _, err := c.NewCompleteJobCommand().JobKey(job.GetKey()).Send(ctx); err == nil {
-			slot, _ := splitKey(job.GetProcessInstanceKey())
+			slot, _ := keyslot.Split(job.GetProcessInstanceKey())
 			mu.Lock()
 			completed[slot]++
 			mu.Unlock()
@@ -145,7 +147,7 @@ func TestShardsFromTheRegistry(t *testing.T) {
 	// instances: creating by process id works there at once.
 	startSim("sim-d")
 	budget.Eventually(t, 10*time.Second, "the proxy to follow sim-d", func() bool {
-		return proxyShards()["sim-d"].State == Up
+		return proxyShards()["sim-d"].State == proxyapi.Up
 	})
 	slotD := proxyShards()["sim-d"].Slot
 	if n := create(60)[slotD]; n == 0 {
@@ -157,7 +159,7 @@ func TestShardsFromTheRegistry(t *testing.T) {
 		t.Fatalf("shards undrain: %v\n%s", err, out)
 	}
 	budget.Eventually(t, time.Second, "the proxy to see sim-b UP again", func() bool {
-		return proxyShards()["sim-b"].State == Up
+		return proxyShards()["sim-b"].State == proxyapi.Up
 	})
 	if t.Failed() {
 		t.Logf("proxy stderr:\n%s", px.Stderr())

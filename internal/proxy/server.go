@@ -14,7 +14,9 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/shardctl/shardctl/internal/keyslot"
 	"github.com/shardctl/shardctl/internal/ledger"
+	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
 )
 
 // server implements the Zeebe gateway API over the shards.
@@ -56,10 +58,10 @@ func isDefinitionKey(fd protoreflect.FieldDescriptor) bool {
 // any other key of another shard cannot be served there.
 func (p *Proxy) stripFor(target *shard) func(protoreflect.FieldDescriptor, int64) (int64, error) {
 	return func(fd protoreflect.FieldDescriptor, k int64) (int64, error) {
-		if noKey(k) || k < 0 {
+		if keyslot.None(k) || k < 0 {
 			return k, nil
 		}
-		slot, raw := splitKey(k)
+		slot, raw := keyslot.Split(k)
 		if slot == target.Slot || (slot == 0 && p.set.Load().legacy == target) {
 			return raw, nil
 		}
@@ -122,7 +124,7 @@ func placeNew[Req proto.Message, Resp proto.Message](ctx context.Context, sv *se
 }
 
 func (p *Proxy) place(ctx context.Context, rpc string, send func(context.Context, pb.GatewayClient) (proto.Message, error)) (proto.Message, error) {
-	var triedOn [MaxSlot]*shard // on the stack: this is the hot path
+	var triedOn [keyslot.MaxSlot]*shard // on the stack: this is the hot path
 	tried := triedOn[:0]
 	var lastErr error
 	exhausted := false
@@ -182,7 +184,7 @@ func (p *Proxy) prepareCreate(req *pb.CreateProcessInstanceRequest) (*shard, err
 		return nil, status.Error(codes.InvalidArgument, "Expected a create process instance request, but none given")
 	}
 	k := req.GetProcessDefinitionKey()
-	if noKey(k) || k < 0 {
+	if keyslot.None(k) || k < 0 {
 		return nil, nil
 	}
 	src, raw, err := p.shardForKey(k)
@@ -222,7 +224,7 @@ func (sv *server) CreateProcessInstanceWithResult(ctx context.Context, req *pb.C
 }
 
 func (sv *server) EvaluateDecision(ctx context.Context, req *pb.EvaluateDecisionRequest) (*pb.EvaluateDecisionResponse, error) {
-	if k := req.GetDecisionKey(); !noKey(k) && k > 0 {
+	if k := req.GetDecisionKey(); !keyslot.None(k) && k > 0 {
 		return byKey(ctx, sv, "EvaluateDecision", req, k, pb.GatewayClient.EvaluateDecision)
 	}
 	return placeNew(ctx, sv, "EvaluateDecision", req, pb.GatewayClient.EvaluateDecision)
@@ -233,7 +235,7 @@ func (sv *server) EvaluateDecision(ctx context.Context, req *pb.EvaluateDecision
 func (p *Proxy) deployTargets() []*shard {
 	var out []*shard
 	for _, s := range p.snapshot() {
-		if s.routingState() == Down {
+		if s.routingState() == proxyapi.Down {
 			s.health.needsReplay.Store(true)
 			continue
 		}
@@ -258,7 +260,7 @@ func deployAll[Resp proto.Message](ctx context.Context, sv *server, rpc string, 
 	for _, s := range p.deployTargets() {
 		resp, err := call(ctx, p, s, rpc, send)
 		if err != nil {
-			if s.State() != Up {
+			if s.State() != proxyapi.Up {
 				s.health.needsReplay.Store(true) // only UP shards must accept; the others catch up
 				continue
 			}

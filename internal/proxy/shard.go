@@ -21,37 +21,16 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/shardctl/shardctl/internal/keyslot"
+	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
 )
-
-// State is a shard's state in the federation (docs/architecture.md).
-type State string
-
-const (
-	// Up takes everything.
-	Up State = "UP"
-	// Draining takes no new instances but serves jobs and keys.
-	Draining State = "DRAINING"
-	// OutOfService takes nothing new.
-	OutOfService State = "OUT_OF_SERVICE"
-	// Down is set by health checks.
-	Down State = "DOWN"
-)
-
-// ParseState reads a state name.
-func ParseState(s string) (State, error) {
-	switch st := State(strings.ToUpper(s)); st {
-	case Up, Draining, OutOfService, Down:
-		return st, nil
-	}
-	return "", fmt.Errorf("unknown shard state %q: use UP, DRAINING, OUT_OF_SERVICE or DOWN", s)
-}
 
 // ShardConfig names one shard.
 type ShardConfig struct {
-	ID    string `json:"id"`
-	Addr  string `json:"address"`
-	Slot  int    `json:"slot"`
-	State State  `json:"state,omitempty"`
+	ID    string         `json:"id"`
+	Addr  string         `json:"address"`
+	Slot  int            `json:"slot"`
+	State proxyapi.State `json:"state,omitempty"`
 	// Pool is the group the shard belongs to (blue, green): pool weights
 	// place new instances between pools.
 	Pool string `json:"pool,omitempty"`
@@ -112,7 +91,7 @@ type shard struct {
 	// when the proxy planned its connections (0: none, or not read).
 	advertised uint32
 
-	state    atomic.Value // State
+	state    atomic.Value // proxyapi.State
 	pool     atomic.Value // string; the registry may move a shard
 	inflight atomic.Int64
 	// placing counts the requests in flight that place something new
@@ -154,7 +133,7 @@ func dialShard(cfg ShardConfig, roots *x509.CertPool, n int, frames bool) (*shar
 	}
 	st := cfg.State
 	if st == "" {
-		st = Up
+		st = proxyapi.Up
 	}
 	s.state.Store(st)
 	s.pool.Store(cfg.Pool)
@@ -215,13 +194,13 @@ func (s *shard) closeConns() {
 	}
 }
 
-func (s *shard) State() State { return s.state.Load().(State) }
-func (s *shard) Pool() string { return s.pool.Load().(string) }
+func (s *shard) State() proxyapi.State { return s.state.Load().(proxyapi.State) }
+func (s *shard) Pool() string          { return s.pool.Load().(string) }
 
 // swapState and swapPool set the state and the pool and say what they
 // were, so a change is logged once however many set it at once.
-func (s *shard) swapState(st State) State { return s.state.Swap(st).(State) }
-func (s *shard) swapPool(p string) string { return s.pool.Swap(p).(string) }
+func (s *shard) swapState(st proxyapi.State) proxyapi.State { return s.state.Swap(st).(proxyapi.State) }
+func (s *shard) swapPool(p string) string                   { return s.pool.Swap(p).(string) }
 
 // checkTopology reads the shard's partition count and refuses a shard
 // whose keys would reach into the slot bits.
@@ -230,9 +209,9 @@ func (s *shard) checkTopology(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("shard %s (%s): read its topology: %w", s.ID, s.Addr, err)
 	}
-	if topo.GetPartitionsCount() > MaxPartitions {
+	if topo.GetPartitionsCount() > keyslot.MaxPartitions {
 		return fmt.Errorf("shard %s (%s) has %d partitions: at most %d fit beside the shard slot in a key; split it or use fewer partitions",
-			s.ID, s.Addr, topo.GetPartitionsCount(), MaxPartitions)
+			s.ID, s.Addr, topo.GetPartitionsCount(), keyslot.MaxPartitions)
 	}
 	s.partitions = topo.GetPartitionsCount()
 	return nil
@@ -256,21 +235,21 @@ func (s *shard) noteError(err error) {
 // deployment, not overloaded, admitted by its backlog and under its
 // instance limit, under the in-flight limit, not cooling off.
 func (s *shard) takesInstances(now time.Time, maxInflight int64) bool {
-	return s.State() == Up && !s.health.down.Load() && !s.health.needsReplay.Load() && !s.health.ejected(now) &&
+	return s.State() == proxyapi.Up && !s.health.down.Load() && !s.health.needsReplay.Load() && !s.health.ejected(now) &&
 		!s.overloaded.Load() && !s.admission.refusing.Load() && s.admission.instances.admits() && (maxInflight <= 0 || s.inflight.Load() < maxInflight) && !s.cooling(now)
 }
 
 // servesJobs: shards that may hold work and can be reached.
 func (s *shard) servesJobs() bool {
 	st := s.State()
-	return (st == Up || st == Draining) && !s.health.down.Load()
+	return (st == proxyapi.Up || st == proxyapi.Draining) && !s.health.down.Load()
 }
 
 // routingState is the state the proxy routes by: the assigned one, or
 // DOWN while health checks fail.
-func (s *shard) routingState() State {
+func (s *shard) routingState() proxyapi.State {
 	if s.health.down.Load() {
-		return Down
+		return proxyapi.Down
 	}
 	return s.State()
 }

@@ -16,8 +16,10 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/shardctl/shardctl/internal/budget"
+	"github.com/shardctl/shardctl/internal/keyslot"
+	"github.com/shardctl/shardctl/internal/load"
+	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
 	"github.com/shardctl/shardctl/internal/sim"
-	"github.com/shardctl/shardctl/probes/load"
 )
 
 // fakeGateway answers Topology with a chosen partition count and records
@@ -124,7 +126,7 @@ func TestConfigErrors(t *testing.T) {
 		}
 	}
 	sc, err := ParseShardFlag("green=10.0.0.1:26500,slot=7,state=draining", 1)
-	if err != nil || sc.Slot != 7 || sc.State != Draining || sc.Addr != "10.0.0.1:26500" {
+	if err != nil || sc.Slot != 7 || sc.State != proxyapi.Draining || sc.Addr != "10.0.0.1:26500" {
 		t.Errorf("parsed %+v, %v", sc, err)
 	}
 }
@@ -172,7 +174,7 @@ func TestAddShardReplaysAndDrainingShardsKeepServingJobs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := p.SetState("shard-1", Draining); err != nil {
+	if err := p.SetState("shard-1", proxyapi.Draining); err != nil {
 		t.Fatal(err)
 	}
 	for range 30 {
@@ -180,7 +182,7 @@ func TestAddShardReplaysAndDrainingShardsKeepServingJobs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if slot, _ := splitKey(r.ProcessInstanceKey); slot == 1 {
+		if slot, _ := keyslot.Split(r.ProcessInstanceKey); slot == 1 {
 			t.Fatal("a DRAINING shard got a new instance")
 		}
 	}
@@ -203,7 +205,7 @@ func TestAddShardReplaysAndDrainingShardsKeepServingJobs(t *testing.T) {
 	if after := simMetric(t, shards[0], "zeebe_job_events_total", `action="completed"`); after <= before {
 		t.Error("the DRAINING shard's jobs were not served")
 	}
-	if err := p.SetState("nope", Up); err == nil {
+	if err := p.SetState("nope", proxyapi.Up); err == nil {
 		t.Error("SetState of an unknown shard succeeded")
 	}
 }
@@ -266,9 +268,12 @@ func TestEveryKeyFieldIsRewritten(t *testing.T) {
 		}
 	}
 	// And the rewrite reaches nested messages.
-	req := &pb.ModifyProcessInstanceRequest{ProcessInstanceKey: WithSlot(5, 3),
-		ActivateInstructions: []*pb.ModifyProcessInstanceRequest_ActivateInstruction{{AncestorElementInstanceKey: WithSlot(7, 3)}}}
-	_ = rewriteKeys(req.ProtoReflect(), func(_ protoreflect.FieldDescriptor, k int64) (int64, error) { _, raw := splitKey(k); return raw, nil })
+	req := &pb.ModifyProcessInstanceRequest{ProcessInstanceKey: keyslot.With(5, 3),
+		ActivateInstructions: []*pb.ModifyProcessInstanceRequest_ActivateInstruction{{AncestorElementInstanceKey: keyslot.With(7, 3)}}}
+	_ = rewriteKeys(req.ProtoReflect(), func(_ protoreflect.FieldDescriptor, k int64) (int64, error) {
+		_, raw := keyslot.Split(k)
+		return raw, nil
+	})
 	if req.ProcessInstanceKey != 5 || req.ActivateInstructions[0].AncestorElementInstanceKey != 7 {
 		t.Errorf("rewritten: %v", req)
 	}
@@ -279,13 +284,13 @@ func TestSlotBits(t *testing.T) {
 		key  int64
 		slot int
 	}{{1<<51 + 1, 1}, {127<<51 + 123456, 31}, {2<<51 + 9, 17}} {
-		k := WithSlot(tt.key, tt.slot)
-		if s, raw := splitKey(k); s != tt.slot || raw != tt.key || k < 0 {
-			t.Errorf("WithSlot(%d,%d) = %d -> slot %d raw %d", tt.key, tt.slot, k, s, raw)
+		k := keyslot.With(tt.key, tt.slot)
+		if s, raw := keyslot.Split(k); s != tt.slot || raw != tt.key || k < 0 {
+			t.Errorf("keyslot.With(%d,%d) = %d -> slot %d raw %d", tt.key, tt.slot, k, s, raw)
 		}
 	}
 	for _, k := range []int64{0, -1} {
-		if WithSlot(k, 5) != k {
+		if keyslot.With(k, 5) != k {
 			t.Errorf("%d must stay as it is", k)
 		}
 	}

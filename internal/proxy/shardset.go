@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"github.com/shardctl/shardctl/internal/keyslot"
 	"maps"
 	"math/rand/v2"
 	"slices"
@@ -14,7 +15,7 @@ import (
 // picker: a frozen view; the mechanics around it retry and cool off).
 type shardSet struct {
 	all    []*shard // by slot
-	bySlot [MaxSlot + 1]*shard
+	bySlot [keyslot.MaxSlot + 1]*shard
 	legacy *shard
 	// weights are the pools' shares of new instances in percent; nil
 	// places over every shard alike.

@@ -12,6 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/shardctl/shardctl/internal/budget"
+	"github.com/shardctl/shardctl/internal/keyslot"
+	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
 	"github.com/shardctl/shardctl/internal/sim"
 )
 
@@ -19,7 +21,7 @@ import (
 func fakeShard(id string, slot int, pool string) *shard {
 	// One connection that is never dialed: calls on a fake do not use it.
 	s := &shard{ShardConfig: ShardConfig{ID: id, Slot: slot, Pool: pool}, clients: []pb.GatewayClient{nil}, inflightGauge: prometheus.NewGauge(prometheus.GaugeOpts{Name: "test"})}
-	s.state.Store(Up)
+	s.state.Store(proxyapi.Up)
 	s.pool.Store(pool)
 	return s
 }
@@ -120,7 +122,7 @@ func TestShardJoiningUnderReaders(t *testing.T) {
 				before := ids(held)
 				for range 100 {
 					_ = p.pick(time.Now(), nil)
-					_, _, _ = p.shardForKey(int64(held[0].Slot) << slotShift)
+					_, _, _ = p.shardForKey(int64(held[0].Slot) << keyslot.Shift)
 				}
 				if after := ids(held); !slices.Equal(before, after) {
 					t.Errorf("a list a reader held changed from %v to %v", before, after)

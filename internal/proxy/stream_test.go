@@ -14,9 +14,10 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/shardctl/shardctl/internal/budget"
+	"github.com/shardctl/shardctl/internal/keyslot"
+	"github.com/shardctl/shardctl/internal/load"
 	"github.com/shardctl/shardctl/internal/sim"
 	"github.com/shardctl/shardctl/internal/sim/simtest"
-	"github.com/shardctl/shardctl/probes/load"
 )
 
 // A streaming job worker through the proxy gets the jobs every shard
@@ -133,7 +134,7 @@ func TestRemainingRPCsThroughTheProxy(t *testing.T) {
 	if err != nil || len(old.GetProcesses()) != 1 {
 		t.Fatalf("DeployProcess: %v, %v", old, err)
 	}
-	if slot, _ := splitKey(old.GetProcesses()[0].GetProcessDefinitionKey()); slot != 1 {
+	if slot, _ := keyslot.Split(old.GetProcesses()[0].GetProcessDefinitionKey()); slot != 1 {
 		t.Errorf("definition key from the lowest slot, got slot %d", slot)
 	}
 	go func() {
@@ -147,7 +148,7 @@ func TestRemainingRPCsThroughTheProxy(t *testing.T) {
 	if err != nil || !strings.Contains(res.GetVariables(), `"answer":42`) {
 		t.Fatalf("with result: %v, %v", res, err)
 	}
-	if slot, _ := splitKey(res.GetProcessInstanceKey()); slot < 1 || slot > 2 {
+	if slot, _ := keyslot.Split(res.GetProcessInstanceKey()); slot < 1 || slot > 2 {
 		t.Errorf("result's instance key carries slot %d", slot)
 	}
 	for name, call := range map[string]func() error{

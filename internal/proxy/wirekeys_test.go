@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
+	"github.com/shardctl/shardctl/internal/keyslot"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
@@ -13,11 +14,11 @@ import (
 // messages. Both must give the same message for every request and
 // response that carries keys, nested ones included, and fail alike.
 func TestWireRewriteMatchesDecodedRewrite(t *testing.T) {
-	slotted := WithSlot(1<<51|42, 3)
-	other := WithSlot(2<<51|7, 5)
-	stamp := func(_ protoreflect.FieldDescriptor, k int64) (int64, error) { return WithSlot(k, 4), nil }
+	slotted := keyslot.With(1<<51|42, 3)
+	other := keyslot.With(2<<51|7, 5)
+	stamp := func(_ protoreflect.FieldDescriptor, k int64) (int64, error) { return keyslot.With(k, 4), nil }
 	strip := func(_ protoreflect.FieldDescriptor, k int64) (int64, error) {
-		if slot, raw := splitKey(k); slot == 3 || slot == 0 {
+		if slot, raw := keyslot.Split(k); slot == 3 || slot == 0 {
 			return raw, nil
 		}
 		return 0, errors.New("another shard's key")
@@ -84,11 +85,11 @@ func TestWireRewriteRefusesMalformed(t *testing.T) {
 }
 
 func FuzzRewriteWire(f *testing.F) {
-	seed, _ := proto.Marshal(&pb.ModifyProcessInstanceRequest{ProcessInstanceKey: WithSlot(1<<51|1, 2),
+	seed, _ := proto.Marshal(&pb.ModifyProcessInstanceRequest{ProcessInstanceKey: keyslot.With(1<<51|1, 2),
 		TerminateInstructions: []*pb.ModifyProcessInstanceRequest_TerminateInstruction{{ElementInstanceKey: 5}}})
 	f.Add(seed)
 	md := (&pb.ModifyProcessInstanceRequest{}).ProtoReflect().Descriptor()
-	stamp := func(_ protoreflect.FieldDescriptor, k int64) (int64, error) { return WithSlot(k, 7), nil }
+	stamp := func(_ protoreflect.FieldDescriptor, k int64) (int64, error) { return keyslot.With(k, 7), nil }
 	f.Fuzz(func(t *testing.T, in []byte) {
 		out, err := rewriteWire(nil, in, md, stamp)
 		if err != nil {

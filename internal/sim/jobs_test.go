@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/shardctl/shardctl/internal/budget"
-	"github.com/shardctl/shardctl/probes/load"
+	"github.com/shardctl/shardctl/internal/load"
 )
 
 func deploy(t testing.TB, c zbc.Client, name string, xml []byte) {

@@ -6,10 +6,6 @@ package sim
 // proxy's slot bits exist for.
 const keyBits = 51
 
-// MaxPartitions is the largest partition count the simulator accepts; the
-// proxy refuses shards with 128 or more.
-const MaxPartitions = 127
-
 func encodeKey(partition int32, counter int64) int64 { return int64(partition)<<keyBits | counter }
 
 // PartitionOfKey returns the partition id a key was issued by.

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/shardctl/shardctl/internal/budget"
-	"github.com/shardctl/shardctl/probes/load"
+	"github.com/shardctl/shardctl/internal/load"
 )
 
 // TestDegradedRecovery checks --degrade's way back against the shape

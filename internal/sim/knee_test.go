@@ -10,7 +10,7 @@ import (
 	"github.com/camunda/zeebe/clients/go/v8/pkg/worker"
 
 	"github.com/shardctl/shardctl/internal/budget"
-	"github.com/shardctl/shardctl/probes/load"
+	"github.com/shardctl/shardctl/internal/load"
 )
 
 // TestKnee drives a --degrade simulator past its capacity with a rising

@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/shardctl/shardctl/internal/certs"
+	"github.com/shardctl/shardctl/internal/keyslot"
 	"github.com/shardctl/shardctl/internal/logs"
 )
 
@@ -85,8 +86,8 @@ func (c *Config) setDefaults() error {
 	if c.Partitions == 0 {
 		c.Partitions = DefaultPartitions
 	}
-	if c.Partitions < 1 || c.Partitions > MaxPartitions {
-		return fmt.Errorf("partitions must be between 1 and %d, got %d", MaxPartitions, c.Partitions)
+	if c.Partitions < 1 || c.Partitions > keyslot.MaxPartitions {
+		return fmt.Errorf("partitions must be between 1 and %d, got %d", keyslot.MaxPartitions, c.Partitions)
 	}
 	if c.Capacity < 0 || math.IsNaN(c.Capacity) || math.IsInf(c.Capacity, 0) {
 		return fmt.Errorf("capacity must be 0 (unlimited) or a positive rate, got %v", c.Capacity)

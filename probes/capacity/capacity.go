@@ -24,7 +24,7 @@ import (
 
 	"github.com/shardctl/shardctl/internal/bpmn"
 	"github.com/shardctl/shardctl/internal/human"
-	"github.com/shardctl/shardctl/probes/load"
+	"github.com/shardctl/shardctl/internal/load"
 )
 
 // Defaults of the published method.

@@ -9,9 +9,9 @@ import (
 
 	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/human"
+	"github.com/shardctl/shardctl/internal/load"
 	"github.com/shardctl/shardctl/internal/sim"
 	"github.com/shardctl/shardctl/internal/sim/simtest"
-	"github.com/shardctl/shardctl/probes/load"
 )
 
 // processedMetric counts the records the simulator's --capacity limits:

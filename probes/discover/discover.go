@@ -11,8 +11,8 @@ import (
 	"slices"
 
 	"github.com/shardctl/shardctl/internal/registry"
+	"github.com/shardctl/shardctl/internal/source"
 	"github.com/shardctl/shardctl/probes/proxies"
-	"github.com/shardctl/shardctl/probes/source"
 )
 
 // RegistryTargets finds the shards to scrape in a registry (for

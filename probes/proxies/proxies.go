@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/shardctl/shardctl/internal/human"
-	"github.com/shardctl/shardctl/internal/proxy"
+	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
 	"github.com/shardctl/shardctl/internal/registry"
 )
 
@@ -25,10 +25,10 @@ const Timeout = 2 * time.Second
 
 // View is what one proxy sees.
 type View struct {
-	Proxy  string              `json:"proxy"`
-	Admin  string              `json:"admin"`
-	Shards []proxy.ShardStatus `json:"shards,omitempty"`
-	Error  string              `json:"error,omitempty"`
+	Proxy  string                 `json:"proxy"`
+	Admin  string                 `json:"admin"`
+	Shards []proxyapi.ShardStatus `json:"shards,omitempty"`
+	Error  string                 `json:"error,omitempty"`
 }
 
 // Registry is what Read needs of a registry client.
@@ -54,7 +54,7 @@ func Read(ctx context.Context, r Registry) ([]View, error) {
 	return views, nil
 }
 
-func ask(ctx context.Context, admin string) ([]proxy.ShardStatus, string) {
+func ask(ctx context.Context, admin string) ([]proxyapi.ShardStatus, string) {
 	if admin == "" {
 		return nil, "registered without an admin address"
 	}
@@ -73,7 +73,7 @@ func ask(ctx context.Context, admin string) ([]proxy.ShardStatus, string) {
 		return nil, "GET /shards: " + resp.Status
 	}
 	var doc struct {
-		Shards []proxy.ShardStatus `json:"shards"`
+		Shards []proxyapi.ShardStatus `json:"shards"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
 		return nil, "GET /shards: " + err.Error()
@@ -90,7 +90,7 @@ type Health struct {
 	// Refusing counts the proxies that give it no new instances for its
 	// backlog; Backlog is one of their readings (the first by proxy id).
 	Refusing int
-	Backlog  *proxy.BacklogStatus
+	Backlog  *proxyapi.BacklogStatus
 }
 
 // Of sums the views for one shard.
@@ -123,12 +123,12 @@ func Of(views []View, shard string) Health {
 // Unlisted are the shards the proxies route to that are not among
 // registered: the registry dropped them while their keys still route
 // there. Each is as the first proxy (by id) that knows it reports it.
-func Unlisted(views []View, registered []registry.Shard) []proxy.ShardStatus {
+func Unlisted(views []View, registered []registry.Shard) []proxyapi.ShardStatus {
 	seen := map[string]bool{}
 	for _, s := range registered {
 		seen[s.ID] = true
 	}
-	var out []proxy.ShardStatus
+	var out []proxyapi.ShardStatus
 	for _, v := range views { // sorted by proxy id
 		for _, s := range v.Shards {
 			if !seen[s.ID] {
@@ -137,7 +137,7 @@ func Unlisted(views []View, registered []registry.Shard) []proxy.ShardStatus {
 			}
 		}
 	}
-	slices.SortFunc(out, func(a, b proxy.ShardStatus) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(out, func(a, b proxyapi.ShardStatus) int { return strings.Compare(a.ID, b.ID) })
 	return out
 }
 
@@ -171,7 +171,7 @@ func (h Health) String() string {
 
 // BacklogReason says why a proxy refuses new instances for a shard's
 // backlog, with its reading.
-func BacklogReason(b proxy.BacklogStatus) string {
+func BacklogReason(b proxyapi.BacklogStatus) string {
 	why := fmt.Sprintf("backlog %s records (max %s)", human.Count(b.Records), human.Count(b.Max))
 	if b.Growing {
 		why += fmt.Sprintf(", growing %+.0f/s", b.Slope)

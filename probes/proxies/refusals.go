@@ -9,8 +9,8 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/shardctl/shardctl/probes/signals"
-	"github.com/shardctl/shardctl/probes/source"
+	"github.com/shardctl/shardctl/internal/signals"
+	"github.com/shardctl/shardctl/internal/source"
 )
 
 // The proxy's counters of new instances: what its clients asked and what

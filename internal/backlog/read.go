@@ -14,7 +14,7 @@ import (
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
 
-	"github.com/shardctl/shardctl/probes/source"
+	"github.com/shardctl/shardctl/internal/source"
 )
 
 // Target is a shard to read: its id and, when the registry knows it, the

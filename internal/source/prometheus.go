@@ -13,7 +13,7 @@ import (
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
 
-	"github.com/shardctl/shardctl/probes/signals"
+	"github.com/shardctl/shardctl/internal/signals"
 )
 
 // Source fetches every shard's series over a window ending now, at step.

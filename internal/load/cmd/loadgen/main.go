@@ -13,7 +13,7 @@ import (
 
 	"github.com/camunda/zeebe/clients/go/v8/pkg/zbc"
 
-	"github.com/shardctl/shardctl/probes/load"
+	"github.com/shardctl/shardctl/internal/load"
 )
 
 func main() {

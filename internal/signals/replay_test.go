@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shardctl/shardctl/probes/signals"
-	"github.com/shardctl/shardctl/probes/signals/signalstest"
+	"github.com/shardctl/shardctl/internal/signals"
+	"github.com/shardctl/shardctl/internal/signals/signalstest"
 )
 
 // replay evaluates a recorded run every 5 s from 30 s in, as `signals
@@ -27,7 +27,7 @@ func replay(t *testing.T, file string) (signalstest.Recording, []signalstest.Eva
 }
 
 // TestRecordedWayDown replays recorded runs of a degraded simulator
-// (probes/source TestAdvisorOnTheWayDown, in the long tier: run with
+// (internal/source TestAdvisorOnTheWayDown, in the long tier: run with
 // -tags long and SHARDCTL_RECORD_RECOVERY set): overloaded, its load
 // stopped, overloaded again, its load lowered to a third of its knee.
 // The ETAs, reasons and levels are judged against the recoveries
@@ -54,7 +54,7 @@ func TestRecordedWayDown(t *testing.T) {
 }
 
 // TestRecordedFromThePeak replays those runs and four of a burst from
-// idle (probes/source TestAdvisorAfterABurst, in the long tier too: the
+// idle (internal/source TestAdvisorAfterABurst, in the long tier too: the
 // capacity probe's three-task process at 110 instances a second for 30 s,
 // then nothing; burst.json ran without the race detector, the others
 // with it, whose workers pay the debt at 65-70 instances a second where

@@ -20,7 +20,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/shardctl/shardctl/probes/signals"
+	"github.com/shardctl/shardctl/internal/signals"
 )
 
 // Target is a /metrics endpoint to scrape; Name labels its shard.

@@ -5,12 +5,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardctl/shardctl/internal/backlog"
 	"github.com/shardctl/shardctl/internal/budget"
+	"github.com/shardctl/shardctl/internal/load"
 	"github.com/shardctl/shardctl/internal/proctest"
 	"github.com/shardctl/shardctl/internal/sim"
 	"github.com/shardctl/shardctl/internal/sim/simtest"
-	"github.com/shardctl/shardctl/probes/backlog"
-	"github.com/shardctl/shardctl/probes/load"
 )
 
 func TestMain(m *testing.M) { os.Exit(proctest.Main(m)) }

@@ -4,9 +4,9 @@ package source_test
 
 // The advisor through two recoveries of a simulator, and through a burst
 // and its recovery, takes minutes each: `go test -tags long -run
-// 'TestAdvisorOnTheWayDown|TestAdvisorAfterABurst' ./probes/source/`
+// 'TestAdvisorOnTheWayDown|TestAdvisorAfterABurst' ./internal/source/`
 // (make test-long). In the default suite, the same judges read these
-// runs' recordings (probes/signals TestRecordedWayDown and
+// runs' recordings (internal/signals TestRecordedWayDown and
 // TestRecordedFromThePeak) and shapes like theirs (TestOnTheWayDown,
 // TestAfterABurst there), and TestAdvisorOnAScriptedRecovery here drives
 // `shardctl signals --watch` through a recovery in seconds.
@@ -22,18 +22,18 @@ import (
 
 	"github.com/camunda/zeebe/clients/go/v8/pkg/zbc"
 
+	"github.com/shardctl/shardctl/internal/backlog"
 	"github.com/shardctl/shardctl/internal/budget"
+	"github.com/shardctl/shardctl/internal/load"
+	"github.com/shardctl/shardctl/internal/signals"
+	"github.com/shardctl/shardctl/internal/signals/signalstest"
 	"github.com/shardctl/shardctl/internal/sim"
 	"github.com/shardctl/shardctl/internal/sim/simtest"
-	"github.com/shardctl/shardctl/probes/backlog"
 	"github.com/shardctl/shardctl/probes/capacity"
-	"github.com/shardctl/shardctl/probes/load"
-	"github.com/shardctl/shardctl/probes/signals"
-	"github.com/shardctl/shardctl/probes/signals/signalstest"
 )
 
 // recordEnv names a file to write a run's series to, for the replays in
-// probes/signals (its testdata/recovery.json is one such run); when it
+// internal/signals (its testdata/recovery.json is one such run); when it
 // names a directory, each test writes its own file there, named after it.
 const recordEnv = "SHARDCTL_RECORD_RECOVERY"
 

@@ -1,4 +1,4 @@
-// Package source fetches the series probes/signals reads: from a
+// Package source fetches the series internal/signals reads: from a
 // Prometheus server (its HTTP query API), or by scraping /metrics endpoints
 // directly into a ring buffer when there is no server at all.
 package source

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/shardctl/shardctl/probes/signals"
+	"github.com/shardctl/shardctl/internal/signals"
 )
 
 // Event names a recording's Judge reads: a recovery begins (the load

@@ -3,7 +3,7 @@
 // against completed per second), the queue (records not yet processed) and
 // the latency heatmap; it turns them into a level (ok, warn, critical) and
 // the reason in words. It is pure arithmetic over series that a Source
-// (probes/source) fetched, so what `shardctl top` draws and what
+// (internal/source) fetched, so what `shardctl top` draws and what
 // `shardctl signals` decides are the same numbers.
 package signals
 

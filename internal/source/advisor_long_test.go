@@ -3,7 +3,7 @@
 package source_test
 
 // The advisor's false-alarm check is ten minutes long: `go test -tags long
-// -run TestAdvisorQuietAtSeventyPercent ./probes/source/` (make
+// -run TestAdvisorQuietAtSeventyPercent ./internal/source/` (make
 // test-long); the default suite leaves it out.
 
 import (
@@ -13,11 +13,11 @@ import (
 	"time"
 
 	"github.com/shardctl/shardctl/internal/budget"
+	"github.com/shardctl/shardctl/internal/load"
+	"github.com/shardctl/shardctl/internal/signals"
 	"github.com/shardctl/shardctl/internal/sim"
 	"github.com/shardctl/shardctl/internal/sim/simtest"
-	"github.com/shardctl/shardctl/probes/load"
-	"github.com/shardctl/shardctl/probes/signals"
-	"github.com/shardctl/shardctl/probes/source"
+	"github.com/shardctl/shardctl/internal/source"
 )
 
 // TestAdvisorQuietAtSeventyPercent runs a simulator at 70% of its knee for

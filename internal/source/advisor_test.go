@@ -14,9 +14,9 @@ import (
 
 	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/proctest"
-	"github.com/shardctl/shardctl/probes/signals"
-	"github.com/shardctl/shardctl/probes/signals/signalstest"
-	"github.com/shardctl/shardctl/probes/source"
+	"github.com/shardctl/shardctl/internal/signals"
+	"github.com/shardctl/shardctl/internal/signals/signalstest"
+	"github.com/shardctl/shardctl/internal/source"
 )
 
 // watchSignals runs `shardctl signals --watch -o json ARGS` until ctx

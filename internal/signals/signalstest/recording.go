@@ -10,7 +10,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/shardctl/shardctl/probes/signals"
+	"github.com/shardctl/shardctl/internal/signals"
 )
 
 // Recording is one shard's series, each point as [seconds since Start,

@@ -1,0 +1,224 @@
+package architecture
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shardctl/shardctl/internal/budget"
+)
+
+const module = "github.com/shardctl/shardctl/"
+
+// A rule limits the arrows out of the packages From names. Names are
+// module-relative; "x/..." is x and everything below it.
+type rule struct {
+	why  string
+	from []string
+	// never may not be reached at all: not directly, not through another
+	// package (go list's Deps).
+	never []string
+	// only, when set, lists every module package that may be imported
+	// directly; the standard library and other modules are not limited.
+	only []string
+	// except are From packages the rule does not hold for.
+	except []string
+}
+
+var (
+	runtimes = []string{"internal/proxy/...", "internal/registry/...", "internal/sim/..."}
+	// model packages: types and arithmetic every room shares, with no
+	// runtime, no network client and no terminal behind them.
+	model = []string{"internal/signals", "internal/human", "internal/keyslot", "internal/proxy/proxyapi"}
+	tools = []string{"probes/...", "commands/...", "tui/...", "migrate/...", "plugins/...", "completions/..."}
+)
+
+var rules = []rule{
+	{why: "a runtime never links the tools that operate it", from: runtimes, never: tools},
+	{why: "the TUI renders the model and queries nothing itself", from: []string{"tui/..."}, only: model},
+	{why: "the model is shared by every room and so depends on none", from: model, only: []string{"internal/human"}},
+	{why: "only main builds the command tree", from: []string{"..."}, never: []string{"commands/..."},
+		except: []string{"cmd/shardctl", "commands/..."}},
+}
+
+// pkg is one package of the module as go list sees it, its imports and
+// deps cut down to the module's own packages, module-relative.
+type pkg struct {
+	path    string
+	imports []string
+	deps    []string
+}
+
+func matches(pattern, path string) bool {
+	if pattern == "..." {
+		return true
+	}
+	if tree, ok := strings.CutSuffix(pattern, "/..."); ok {
+		return path == tree || strings.HasPrefix(path, tree+"/")
+	}
+	return path == pattern
+}
+
+func matchesAny(patterns []string, path string) bool {
+	return slices.ContainsFunc(patterns, func(p string) bool { return matches(p, path) })
+}
+
+// violations lists every arrow the rules forbid, one line each, naming
+// the rule it breaks.
+func violations(pkgs []pkg, rules []rule) []string {
+	var out []string
+	for _, r := range rules {
+		for _, p := range pkgs {
+			if !matchesAny(r.from, p.path) || matchesAny(r.except, p.path) {
+				continue
+			}
+			for _, d := range p.deps {
+				if matchesAny(r.never, d) {
+					how := "through " + strings.Join(pathTo(pkgs, p.path, d), " -> ")
+					out = append(out, fmt.Sprintf("%s imports %s (%s): %s", p.path, d, how, r.why))
+				}
+			}
+			if r.only == nil {
+				continue
+			}
+			for _, d := range p.imports {
+				if !matchesAny(r.only, d) {
+					out = append(out, fmt.Sprintf("%s imports %s: %s", p.path, d, r.why))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// pathTo is one chain of imports from one package to another, for the
+// message: the arrow to remove is somewhere on it.
+func pathTo(pkgs []pkg, from, to string) []string {
+	byPath := map[string]pkg{}
+	for _, p := range pkgs {
+		byPath[p.path] = p
+	}
+	prev := map[string]string{from: ""}
+	queue := []string{from}
+	for len(queue) > 0 {
+		cur := queue[0]
+		queue = queue[1:]
+		if cur == to {
+			var chain []string
+			for at := to; at != ""; at = prev[at] {
+				chain = append([]string{at}, chain...)
+			}
+			return chain
+		}
+		for _, next := range byPath[cur].imports {
+			if _, seen := prev[next]; !seen {
+				prev[next] = cur
+				queue = append(queue, next)
+			}
+		}
+	}
+	return []string{from, "?", to}
+}
+
+// graph lists the module's packages with go list. Test files are left
+// out: a runtime's tests may start the tools that operate it.
+func graph(t *testing.T) []pkg {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), budget.Of(2*time.Minute))
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "list", "-f", "{{.ImportPath}}\t{{join .Imports \" \"}}\t{{join .Deps \" \"}}", module+"...")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.String())
+	}
+	own := func(list string) []string {
+		var paths []string
+		for _, p := range strings.Fields(list) {
+			if rel, ok := strings.CutPrefix(p, module); ok {
+				paths = append(paths, rel)
+			}
+		}
+		return paths
+	}
+	var pkgs []pkg
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		fields := strings.Split(sc.Text(), "\t")
+		if len(fields) != 3 {
+			t.Fatalf("go list printed %q: want path, imports and deps", sc.Text())
+		}
+		path, _ := strings.CutPrefix(fields[0], module)
+		pkgs = append(pkgs, pkg{path: path, imports: own(fields[1]), deps: own(fields[2])})
+	}
+	return pkgs
+}
+
+func TestImportGraph(t *testing.T) {
+	pkgs := graph(t)
+	// A rule that matches nothing checks nothing: every pattern a rule
+	// names must still name a package.
+	for _, r := range rules {
+		for _, p := range slices.Concat(r.from, r.never, r.only, r.except) {
+			if !slices.ContainsFunc(pkgs, func(k pkg) bool { return matches(p, k.path) }) {
+				t.Errorf("rule %q names %s, which matches no package: the map moved, update the rule", r.why, p)
+			}
+		}
+	}
+	for _, v := range violations(pkgs, rules) {
+		t.Error(v)
+	}
+}
+
+// TestViolations runs the rules over made-up graphs, so a rule that could
+// not fail is caught here rather than by a wrong import that got through.
+func TestViolations(t *testing.T) {
+	tests := []struct {
+		name string
+		pkgs []pkg
+		want []string
+	}{
+		{"clean", []pkg{
+			{path: "internal/proxy", imports: []string{"internal/signals"}, deps: []string{"internal/signals", "internal/human"}},
+			{path: "tui", imports: []string{"internal/signals", "internal/human"}, deps: []string{"internal/signals", "internal/human"}},
+			{path: "cmd/shardctl", imports: []string{"commands"}, deps: []string{"commands", "tui"}},
+			{path: "commands", imports: []string{"commands/output"}, deps: []string{"commands/output"}},
+		}, nil},
+		{"a runtime links a probe through another package", []pkg{
+			{path: "internal/proxy/route", imports: []string{"internal/demo"}, deps: []string{"internal/demo", "probes/health"}},
+			{path: "internal/demo", imports: []string{"probes/health"}, deps: []string{"probes/health"}},
+		}, []string{"internal/proxy/route imports probes/health (through internal/proxy/route -> internal/demo -> probes/health)"}},
+		{"the simulator imports migrate", []pkg{
+			{path: "internal/sim", imports: []string{"migrate"}, deps: []string{"migrate"}},
+		}, []string{"internal/sim imports migrate ("}},
+		{"the TUI imports a source", []pkg{
+			{path: "tui", imports: []string{"internal/source"}, deps: []string{"internal/source"}},
+		}, []string{"tui imports internal/source: the TUI"}},
+		{"the model imports a runtime", []pkg{
+			{path: "internal/signals", imports: []string{"internal/registry"}, deps: []string{"internal/registry"}},
+		}, []string{"internal/signals imports internal/registry: the model"}},
+		{"a probe imports the commands", []pkg{
+			{path: "probes/health", imports: []string{"commands/output"}, deps: []string{"commands/output"}},
+		}, []string{"probes/health imports commands/output ("}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := violations(tt.pkgs, rules)
+			if len(got) != len(tt.want) {
+				t.Fatalf("got %d violations, want %d:\n%s", len(got), len(tt.want), strings.Join(got, "\n"))
+			}
+			for i, w := range tt.want {
+				if !strings.HasPrefix(got[i], w) {
+					t.Errorf("violation %d = %q, want it to start with %q", i, got[i], w)
+				}
+			}
+		})
+	}
+}

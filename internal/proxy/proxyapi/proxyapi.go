@@ -1,0 +1,109 @@
+// Package proxyapi is the proxy's admin API as its readers see it: the
+// shard states and the JSON of GET /shards. It has no runtime behind it,
+// so the probes, the TUI, migrate and the commands read a proxy without
+// linking one. It imports nothing of this module.
+package proxyapi
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// ShardsPath is where a proxy's admin listener serves Shards.
+const ShardsPath = "/shards"
+
+// State is a shard's state in the federation (docs/architecture.md).
+type State string
+
+const (
+	// Up takes everything.
+	Up State = "UP"
+	// Draining takes no new instances but serves jobs and keys.
+	Draining State = "DRAINING"
+	// OutOfService takes nothing new.
+	OutOfService State = "OUT_OF_SERVICE"
+	// Down is set by health checks.
+	Down State = "DOWN"
+)
+
+// ParseState reads a state name.
+func ParseState(s string) (State, error) {
+	switch st := State(strings.ToUpper(s)); st {
+	case Up, Draining, OutOfService, Down:
+		return st, nil
+	}
+	return "", fmt.Errorf("unknown shard state %q: use UP, DRAINING, OUT_OF_SERVICE or DOWN", s)
+}
+
+// Shards is the document GET /shards answers.
+type Shards struct {
+	Shards []ShardStatus `json:"shards"`
+	// Weights are the pool weights new instances are placed by (absent:
+	// no weights, every UP shard alike).
+	Weights map[string]int `json:"weights,omitempty"`
+}
+
+// ShardStatus is one shard as GET /shards reports it.
+type ShardStatus struct {
+	ID      string `json:"id"`
+	Slot    int    `json:"slot"`
+	Address string `json:"address"`
+	// State is what the proxy routes by: DOWN while its health checks
+	// fail, else AssignedState (the registry's or the configuration's).
+	State         State       `json:"state"`
+	AssignedState State       `json:"assignedState"`
+	Health        ShardHealth `json:"health"`
+	Pool          string      `json:"pool,omitempty"`
+	Partitions    int32       `json:"partitions"`
+	InFlight      int64       `json:"inFlight"`
+	// Connections are the HTTP/2 connections to it; MaxStreams the
+	// concurrent calls per connection it advertised (absent: no limit).
+	Connections int    `json:"connections"`
+	MaxStreams  uint32 `json:"maxStreams,omitempty"`
+	CoolingOff  bool   `json:"coolingOff"`
+	Overloaded  bool   `json:"overloaded"`
+	// Backlog is present for shards with a metrics URL.
+	Backlog     *BacklogStatus `json:"backlog,omitempty"`
+	LastError   string         `json:"lastError,omitempty"`
+	LastErrorAt *time.Time     `json:"lastErrorAt,omitempty"`
+}
+
+// ShardHealth is what the proxy's health checks and outlier ejection
+// make of a shard.
+type ShardHealth struct {
+	Up           bool       `json:"up"`
+	Since        *time.Time `json:"since,omitempty"`
+	Reason       string     `json:"reason,omitempty"`
+	EjectedUntil *time.Time `json:"ejectedUntil,omitempty"`
+	Ejections    int        `json:"ejections"`
+}
+
+// BacklogStatus is a shard's backlog as the proxy last read it from the
+// shard's metrics, and what its admission made of it.
+type BacklogStatus struct {
+	// Records committed and not processed, summed over partitions.
+	Records float64 `json:"records"`
+	// Growing: linearly, by the signals' test, at Slope records/s.
+	Growing bool    `json:"growing"`
+	Slope   float64 `json:"slope"`
+	// Admitting is false while the shard gets no new instances for its
+	// backlog.
+	Admitting bool      `json:"admitting"`
+	Max       float64   `json:"max"`
+	At        time.Time `json:"at"`
+	// Instances are root instances in flight as last read, InstanceLimit
+	// the most the shard is given (0: none), CompletionRate its best
+	// completions per second over the last minute and InFlightTime the
+	// shortest time an instance spent in flight (Little's law), in seconds.
+	// The limit applies while Congested: the log held records not
+	// processed at this reading or the one before.
+	Instances      float64 `json:"instances"`
+	InstanceLimit  int64   `json:"instanceLimit"`
+	Congested      bool    `json:"congested"`
+	CompletionRate float64 `json:"completionRate"`
+	InFlightTime   float64 `json:"inFlightTime"`
+	// Error says why the backlog could not be read (the shard is then
+	// admitted as before: missing data does not refuse work).
+	Error string `json:"error,omitempty"`
+}

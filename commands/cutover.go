@@ -20,7 +20,8 @@ import (
 	"github.com/shardctl/shardctl/commands/output"
 	"github.com/shardctl/shardctl/completions"
 	"github.com/shardctl/shardctl/internal/human"
-	"github.com/shardctl/shardctl/internal/registry"
+	"github.com/shardctl/shardctl/internal/registry/registryapi"
+	"github.com/shardctl/shardctl/internal/registry/registryclient"
 	"github.com/shardctl/shardctl/internal/signals"
 	"github.com/shardctl/shardctl/internal/source"
 	"github.com/shardctl/shardctl/migrate"
@@ -360,7 +361,7 @@ type CutoverPlanOptions struct {
 	pf      planFlags
 	out     string
 	printer *output.Printer
-	c       *registry.Client
+	c       *registryclient.Client
 }
 
 func newCmdCutoverPlan(f *shardsFlags) *cobra.Command {
@@ -518,7 +519,7 @@ func (rf *runnerFlags) add(cmd *cobra.Command) {
 }
 
 // runner builds a Runner whose events go to printer (and the log).
-func (rf *runnerFlags) runner(f *shardsFlags, c *registry.Client, printer *output.Printer) (*migrate.Runner, *eventPrinter, error) {
+func (rf *runnerFlags) runner(f *shardsFlags, c *registryclient.Client, printer *output.Printer) (*migrate.Runner, *eventPrinter, error) {
 	src, err := cutoverSources(f.g)
 	if err != nil {
 		return nil, nil, err
@@ -549,7 +550,7 @@ type CutoverApplyOptions struct {
 	dryRun   string
 	dry      kube.DryRun
 	printer  *output.Printer
-	c        *registry.Client
+	c        *registryclient.Client
 	// given are the plan flags the command line set.
 	given []string
 }
@@ -654,7 +655,7 @@ func (o *CutoverApplyOptions) savedPlan(ctx context.Context) (migrate.Plan, erro
 // it must not be dropped in silence.
 func (o *CutoverApplyOptions) resumable(ctx context.Context, plan migrate.Plan) error {
 	rec, err := o.c.Cutover(ctx, plan.Name)
-	if registry.IsNotFound(err) || err == nil && registry.Final(rec.Phase) {
+	if registryclient.IsNotFound(err) || err == nil && registryapi.Final(rec.Phase) {
 		return nil
 	}
 	if err != nil {
@@ -769,7 +770,7 @@ type CutoverStatusOptions struct {
 	waitFor string
 	timeout time.Duration
 	printer *output.Printer
-	c       *registry.Client
+	c       *registryclient.Client
 }
 
 func newCmdCutoverStatus(f *shardsFlags) *cobra.Command {
@@ -824,7 +825,7 @@ func (o *CutoverStatusOptions) Validate() error {
 
 // cutoverStatus is what status prints.
 type cutoverStatus struct {
-	registry.Cutover
+	registryapi.Cutover
 	StepName string           `json:"stepName"`
 	Steps    int              `json:"steps"`
 	Progress migrate.Progress `json:"progress"`
@@ -841,7 +842,7 @@ func (st cutoverStatus) shown() string {
 }
 
 func (o *CutoverStatusOptions) read(ctx context.Context) (cutoverStatus, error) {
-	var rec registry.Cutover
+	var rec registryapi.Cutover
 	var err error
 	if o.name != "" {
 		rec, err = o.c.Cutover(ctx, o.name)
@@ -877,9 +878,9 @@ func (o *CutoverStatusOptions) read(ctx context.Context) (cutoverStatus, error) 
 // when it never will.
 func (o *CutoverStatusOptions) reached(st cutoverStatus) (bool, error) {
 	switch st.Phase {
-	case registry.PhaseRolledBack, registry.PhaseFailed:
+	case registryapi.PhaseRolledBack, registryapi.PhaseFailed:
 		return false, Refused(fmt.Errorf("cutover %s %s: %s", st.Name, st.Phase, st.Message))
-	case registry.PhasePaused:
+	case registryapi.PhasePaused:
 		if st.Progress.Inconclusive != "" {
 			return false, &ExitError{Code: ExitUnknown, Err: fmt.Errorf("cutover %s paused, inconclusive: %s", st.Name, st.Progress.Inconclusive)}
 		}
@@ -887,7 +888,7 @@ func (o *CutoverStatusOptions) reached(st cutoverStatus) (bool, error) {
 			return true, nil
 		}
 		return false, &ExitError{Code: ExitPaused, Err: fmt.Errorf("cutover %s %s", st.Name, st.Message)}
-	case registry.PhaseDone:
+	case registryapi.PhaseDone:
 		return true, nil
 	}
 	switch o.waitFor {
@@ -932,7 +933,7 @@ func (o *CutoverStatusOptions) Run(ctx context.Context) error {
 			if ok || err != nil {
 				return err
 			}
-		} else if registry.Final(st.Phase) {
+		} else if registryapi.Final(st.Phase) {
 			_, err := o.reached(st)
 			return err
 		}
@@ -960,18 +961,18 @@ func (o *CutoverStatusOptions) describe(st cutoverStatus) {
 	w, c := o.f.g.Streams.Out, o.printer.Colors
 	phase := st.Phase
 	switch st.Phase {
-	case registry.PhaseRolledBack, registry.PhaseFailed:
+	case registryapi.PhaseRolledBack, registryapi.PhaseFailed:
 		phase = c.Bad(phase)
-	case registry.PhasePaused:
+	case registryapi.PhasePaused:
 		phase = c.Warn(phase)
-	case registry.PhaseDone:
+	case registryapi.PhaseDone:
 		phase = c.Good(phase)
 	}
 	where := fmt.Sprintf("step %d of %d: %s", min(st.Step+1, st.Steps), st.Steps, st.StepName)
 	switch {
-	case st.Phase == registry.PhaseRolledBack && st.Step >= st.Steps:
+	case st.Phase == registryapi.PhaseRolledBack && st.Step >= st.Steps:
 		where = "after it was done"
-	case registry.Final(st.Phase) && st.Phase != registry.PhaseDone:
+	case registryapi.Final(st.Phase) && st.Phase != registryapi.PhaseDone:
 		where = "at " + where // where it stopped, not where it is
 	}
 	fmt.Fprintf(w, "cutover %s (%s): %s → %s, %s, %s\n", st.Name, st.App, st.From, st.To, phase, where)
@@ -988,7 +989,7 @@ func (o *CutoverStatusOptions) describe(st cutoverStatus) {
 	}
 	// A rolled-back cutover undrained its old pool: what the drain last
 	// said of it is no longer so.
-	if st.Phase != registry.PhaseRolledBack {
+	if st.Phase != registryapi.PhaseRolledBack {
 		for _, id := range slices.Sorted(maps.Keys(st.Progress.Drain)) {
 			e := st.Progress.Drain[id]
 			fmt.Fprintf(w, "  %s\n", e.Line())
@@ -1009,7 +1010,7 @@ type namedCutover struct {
 	name    string
 	yes     bool
 	printer *output.Printer
-	c       *registry.Client
+	c       *registryclient.Client
 }
 
 // addYes adds --yes: at a terminal promote and rollback say what they

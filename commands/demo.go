@@ -14,7 +14,7 @@ import (
 	"github.com/shardctl/shardctl/internal/demo"
 	"github.com/shardctl/shardctl/internal/human"
 	"github.com/shardctl/shardctl/internal/load"
-	"github.com/shardctl/shardctl/internal/registry"
+	"github.com/shardctl/shardctl/internal/registry/registryapi"
 	"github.com/shardctl/shardctl/internal/signals"
 	"github.com/shardctl/shardctl/internal/source"
 	"github.com/shardctl/shardctl/tui"
@@ -126,7 +126,7 @@ func (o *DemoOptions) Run(ctx context.Context) error {
 	}
 	go scrape.Run(ctx)
 	src := signalSource{g: o.g, window: 5 * time.Minute, step: time.Second, src: scrape, scrape: scrape}
-	snapshot := withStates(src.snapshot, d.Registry(), registry.DefaultShardsApp)
+	snapshot := withStates(src.snapshot, d.Registry(), registryapi.DefaultShardsApp)
 	if o.noTUI {
 		return o.print(ctx, d, snapshot)
 	}

@@ -13,7 +13,8 @@ import (
 	"github.com/shardctl/shardctl/commands/output"
 	"github.com/shardctl/shardctl/completions"
 	"github.com/shardctl/shardctl/internal/backlog"
-	"github.com/shardctl/shardctl/internal/registry"
+	"github.com/shardctl/shardctl/internal/registry/registryapi"
+	"github.com/shardctl/shardctl/internal/registry/registryclient"
 	"github.com/shardctl/shardctl/internal/source"
 	"github.com/shardctl/shardctl/migrate"
 )
@@ -29,7 +30,7 @@ type DrainOptions struct {
 	stuckAfter int
 
 	printer *output.Printer
-	c       *registry.Client
+	c       *registryclient.Client
 	reader  backlog.Reader
 }
 
@@ -186,7 +187,7 @@ type UndrainOptions struct {
 	f       *shardsFlags
 	ids     []string
 	printer *output.Printer
-	c       *registry.Client
+	c       *registryclient.Client
 }
 
 // NewCmdUndrain builds `shardctl undrain`.
@@ -226,7 +227,7 @@ func (o *UndrainOptions) Run(ctx context.Context) error {
 	}
 	if o.printer.Format.Machine() {
 		return o.printer.Print(struct {
-			Shards []registry.Shard `json:"shards"`
+			Shards []registryapi.Shard `json:"shards"`
 		}{shards})
 	}
 	for _, s := range shards {

@@ -12,7 +12,8 @@ import (
 
 	"github.com/shardctl/shardctl/commands/output"
 	"github.com/shardctl/shardctl/completions"
-	"github.com/shardctl/shardctl/internal/registry"
+	"github.com/shardctl/shardctl/internal/registry/registryapi"
+	"github.com/shardctl/shardctl/internal/registry/registryclient"
 	"github.com/shardctl/shardctl/plugins"
 )
 
@@ -101,19 +102,19 @@ func (g *Globals) RegistryNamed() bool {
 // RegistryClient is the one way a command opens the registry: at url
 // (RegistryURL when empty), with the token of tokenFile, else of
 // SHARDCTL_REGISTRY_TOKEN. A bad URL is a usage error.
-func (g *Globals) RegistryClient(url, tokenFile string) (*registry.Client, error) {
+func (g *Globals) RegistryClient(url, tokenFile string) (*registryclient.Client, error) {
 	if url == "" {
 		url = g.RegistryURL()
 	}
 	token := g.Getenv(EnvRegistryToken)
 	if tokenFile != "" {
-		t, err := registry.ReadTokenFile(tokenFile)
+		t, err := registryapi.ReadTokenFile(tokenFile)
 		if err != nil {
 			return nil, err
 		}
 		token = t
 	}
-	c, err := registry.NewClient(url, token)
+	c, err := registryclient.New(url, token)
 	if err != nil {
 		return nil, UsageError(err)
 	}

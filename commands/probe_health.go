@@ -12,7 +12,8 @@ import (
 
 	"github.com/shardctl/shardctl/commands/output"
 	"github.com/shardctl/shardctl/internal/human"
-	"github.com/shardctl/shardctl/internal/registry"
+	"github.com/shardctl/shardctl/internal/registry/registryapi"
+	"github.com/shardctl/shardctl/internal/registry/registryclient"
 	"github.com/shardctl/shardctl/probes/health"
 )
 
@@ -26,7 +27,7 @@ type ProbeHealthOptions struct {
 	interval time.Duration
 
 	targets []health.Target
-	rc      *registry.Client
+	rc      *registryclient.Client
 	printer *output.Printer
 }
 
@@ -66,7 +67,7 @@ with -o json), and exits with the last round's code.`,
 		RunE:              runOptions(o),
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.app, "app", registry.DefaultShardsApp, "registry application of the shards (with no TARGET)")
+	f.StringVar(&o.app, "app", registryapi.DefaultShardsApp, "registry application of the shards (with no TARGET)")
 	f.StringVar(&o.proxy, "proxy", "", "the proxy's admin URL, checked with no TARGET (env SHARDCTL_PROXY)")
 	f.DurationVar(&o.timeout, "timeout", health.DefaultTimeout, "the most one target's check takes")
 	f.BoolVar(&o.watch, "watch", false, "check again every --interval until interrupted")

@@ -10,7 +10,8 @@ import (
 
 	"github.com/shardctl/shardctl/internal/procs"
 	"github.com/shardctl/shardctl/internal/proxy"
-	"github.com/shardctl/shardctl/internal/registry"
+	"github.com/shardctl/shardctl/internal/registry/registryapi"
+	"github.com/shardctl/shardctl/internal/registry/registryclient"
 )
 
 // NewCmdProxy builds `shardctl proxy`.
@@ -34,7 +35,7 @@ type ProxyServeOptions struct {
 	sizeProcs       bool
 	// registry mode: shards, states and the ledger come from the registry
 	app, tokenFile string
-	registry       *registry.Client
+	registry       *registryclient.Client
 	logs           logFlags
 }
 
@@ -167,8 +168,8 @@ list of {id, address, slot, state, pool, metrics, tls}:
 	f.DurationVar(&o.cfg.StreamStallTimeout, "stream-stall-timeout", proxy.DefaultStreamStallTimeout, "how long a job stream's worker may read nothing while a job waits for it: then the stream ends with RESOURCE_EXHAUSTED and its jobs go back to other workers")
 	f.BoolVar(&o.cfg.Profiling, "profiling", false, "serve Go's /debug/pprof on the admin address")
 	f.BoolVar(&o.sizeProcs, "size-procs", true, "run Go code on as few threads as the load needs (see Threads above; false: always GOMAXPROCS)")
-	f.StringVar(&o.app, "app", registry.DefaultShardsApp, "registry application of the shards (registry mode)")
-	f.StringVar(&o.cfg.ID, "proxy-id", "", "the id this proxy registers as in "+registry.ProxiesApp+" (registry mode; default HOSTNAME-PORT)")
+	f.StringVar(&o.app, "app", registryapi.DefaultShardsApp, "registry application of the shards (registry mode)")
+	f.StringVar(&o.cfg.ID, "proxy-id", "", "the id this proxy registers as in "+registryapi.ProxiesApp+" (registry mode; default HOSTNAME-PORT)")
 	f.StringVar(&o.tokenFile, "registry-token-file", "", "file with the bearer token the registry wants for writes (env "+EnvRegistryToken+")")
 	o.tls.addFlags(f, "clients")
 	f.StringVar(&o.tls.clientCA, "tls-client-ca", "", "CA file client certificates must be signed by: clients without one are refused (read again when it changes)")
@@ -236,7 +237,7 @@ func (o *ProxyServeOptions) Complete(cmd *cobra.Command, _ []string) error {
 		}
 		o.registry = c
 		o.cfg.Dynamic = true
-		o.cfg.Ledger = registry.Ledger{C: c}
+		o.cfg.Ledger = registryclient.Ledger{C: c}
 	}
 	return nil
 }

@@ -10,6 +10,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/shardctl/shardctl/internal/registry"
+	"github.com/shardctl/shardctl/internal/registry/registryapi"
+	"github.com/shardctl/shardctl/internal/registry/store"
 )
 
 // NewCmdRegistry builds `shardctl registry`.
@@ -27,7 +29,7 @@ type RegistryServeOptions struct {
 	cfg             registry.Config
 	shutdownTimeout time.Duration
 	coordinators    []string
-	embedded        registry.EmbeddedEtcd
+	embedded        store.EmbeddedEtcd
 	logs            logFlags
 }
 
@@ -90,16 +92,16 @@ answers reads from what it saw last with the header Shardctl-Stale-Seconds.`,
 	f.StringVar(&o.cfg.Replica.ID, "id", "", "this replica's name among the replicas over etcd, and its etcd member's (default: the host name)")
 	f.StringSliceVar(&o.coordinators, "coordinators", nil, "replicas preferred as coordinator (the one that evicts), ID,ID; any order; stored for every replica")
 	f.DurationVar(&o.cfg.Replica.SessionTTL, "session-ttl", registry.DefaultSessionTTL, "etcd lease of a replica's membership and candidacy: how soon a replica that died hands over")
-	f.StringVar(&o.cfg.EtcdPrefix, "etcd-prefix", registry.DefaultEtcdPrefix, "where the registry keeps its keys in etcd")
+	f.StringVar(&o.cfg.EtcdPrefix, "etcd-prefix", store.DefaultEtcdPrefix, "where the registry keeps its keys in etcd")
 	f.StringVar(&o.embedded.Dir, "embedded-etcd", "", "run an etcd member in this process, with its data in DIR, and keep the registry in it")
 	f.StringVar(&o.embedded.InitialCluster, "initial-cluster", "", "the embedded members of a new cluster, NAME=PEER-URL,… (default: this one alone)")
-	f.StringVar(&o.embedded.ClientURL, "etcd-client-url", "", "where the embedded member serves etcd clients (default "+registry.DefaultEtcdClientURL+")")
-	f.StringVar(&o.embedded.PeerURL, "etcd-peer-url", "", "where the embedded member talks to the others (default: its --initial-cluster entry, else "+registry.DefaultEtcdPeerURL+")")
+	f.StringVar(&o.embedded.ClientURL, "etcd-client-url", "", "where the embedded member serves etcd clients (default "+store.DefaultEtcdClientURL+")")
+	f.StringVar(&o.embedded.PeerURL, "etcd-peer-url", "", "where the embedded member talks to the others (default: its --initial-cluster entry, else "+store.DefaultEtcdPeerURL+")")
 	f.DurationVar(&o.cfg.LeaseDuration, "lease-expiration", 90*time.Second, "lease duration of instances that do not give their own")
 	f.DurationVar(&o.cfg.EvictionInterval, "eviction-interval", registry.DefaultEvictionInterval, "how often expired leases are evicted: a dead instance is gone within its lease plus this")
 	f.BoolVar(&o.cfg.SelfPreservation, "self-preservation", true, "hold eviction while too few renewals arrive, as Eureka does")
 	f.Float64Var(&o.cfg.RenewalThreshold, "renewal-threshold", 0.85, "share of expected renewals per minute below which self-preservation holds eviction")
-	f.StringVar(&o.cfg.ShardsApp, "shards-app", registry.DefaultShardsApp, "application whose instances are shards (they get slots)")
+	f.StringVar(&o.cfg.ShardsApp, "shards-app", registryapi.DefaultShardsApp, "application whose instances are shards (they get slots)")
 	f.StringVar(&o.cfg.TokenFile, "token-file", "", "file holding a bearer token that writes must present")
 	f.StringVar(&o.cfg.ReadTokenFile, "token-file-read", "", "file holding a bearer token that reads must present")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGTERM, how long requests in flight may take to finish")

@@ -15,7 +15,8 @@ import (
 	"github.com/shardctl/shardctl/commands/output"
 	"github.com/shardctl/shardctl/completions"
 	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
-	"github.com/shardctl/shardctl/internal/registry"
+	"github.com/shardctl/shardctl/internal/registry/registryapi"
+	"github.com/shardctl/shardctl/internal/registry/registryclient"
 	"github.com/shardctl/shardctl/probes/proxies"
 )
 
@@ -28,12 +29,12 @@ type shardsFlags struct {
 
 // addFlags adds --app and --token-file.
 func (f *shardsFlags) addFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&f.app, "app", registry.DefaultShardsApp, "registry application of the shards")
+	fs.StringVar(&f.app, "app", registryapi.DefaultShardsApp, "registry application of the shards")
 	fs.StringVar(&f.tokenFile, "token-file", "", "file with the bearer token for registry writes (env "+EnvRegistryToken+")")
 }
 
 // client opens the registry named by --registry / SHARDCTL_REGISTRY.
-func (f *shardsFlags) client() (*registry.Client, error) {
+func (f *shardsFlags) client() (*registryclient.Client, error) {
 	return f.g.RegistryClient("", f.tokenFile)
 }
 
@@ -47,7 +48,7 @@ func (f *shardsFlags) catalog() (completions.Catalog, error) {
 }
 
 type registryCatalog struct {
-	c   *registry.Client
+	c   *registryclient.Client
 	app string
 }
 
@@ -98,15 +99,15 @@ reported down. Eureka clients see DRAINING as OUT_OF_SERVICE.`,
 	}
 	f.addFlags(cmd.PersistentFlags())
 	cmd.AddCommand(newCmdShardsList(f), newCmdShardsGet(f), newCmdShardsRegister(f), newCmdShardsDeregister(f),
-		newCmdShardsState(f, "drain", registry.StateDraining, "Set a shard DRAINING: no new instances, jobs and keyed calls still served"),
-		newCmdShardsState(f, "undrain", registry.StateUp, "Set a shard UP again (removes DRAINING or OUT_OF_SERVICE)"))
+		newCmdShardsState(f, "drain", registryapi.StateDraining, "Set a shard DRAINING: no new instances, jobs and keyed calls still served"),
+		newCmdShardsState(f, "undrain", registryapi.StateUp, "Set a shard UP again (removes DRAINING or OUT_OF_SERVICE)"))
 	return cmd
 }
 
 // shardList is `shards list`: the shards and the registry's own state.
 type shardList struct {
-	Registry registry.Health  `json:"registry"`
-	Shards   []registry.Shard `json:"shards"`
+	Registry registryapi.Health  `json:"registry"`
+	Shards   []registryapi.Shard `json:"shards"`
 	// Proxies are what each registered proxy sees of the shards.
 	Proxies []proxies.View `json:"proxies,omitempty"`
 	// Unregistered are the shards the proxies still route to that the
@@ -138,7 +139,7 @@ func (l shardList) Rows(wide bool, c output.Colors) [][]string {
 		h := proxies.Of(l.Proxies, id)
 		cell := h.String()
 		if h.Down > 0 {
-			cell = c.State(registry.StateDown) + cell[len("DOWN"):]
+			cell = c.State(registryapi.StateDown) + cell[len("DOWN"):]
 		}
 		return cell, h.Down > 0
 	}
@@ -147,7 +148,7 @@ func (l shardList) Rows(wide bool, c output.Colors) [][]string {
 		if down {
 			// DOWN wherever shardctl shows it: the registry's state is
 			// in -o wide's STATUS and OVERRIDE, and in the JSON.
-			s.State = registry.StateDown
+			s.State = registryapi.StateDown
 		}
 		row := shardRow(s, wide, c)
 		if wide {
@@ -166,7 +167,7 @@ func (l shardList) Rows(wide bool, c output.Colors) [][]string {
 	return rows
 }
 
-func shardRow(s registry.Shard, wide bool, c output.Colors) []string {
+func shardRow(s registryapi.Shard, wide bool, c output.Colors) []string {
 	renewed := "static"
 	if !s.Static {
 		renewed = duration.HumanDuration(time.Since(s.LastRenewal)) + " ago"
@@ -177,13 +178,13 @@ func shardRow(s registry.Shard, wide bool, c output.Colors) []string {
 		if s.LeaseExpires != nil {
 			expires = s.LeaseExpires.Format(time.RFC3339)
 		}
-		row = append(row, string(s.Status), dash(string(s.OverriddenStatus)), expires, dash(s.Metadata[registry.MetaMetrics]))
+		row = append(row, string(s.Status), dash(string(s.OverriddenStatus)), expires, dash(s.Metadata[registryapi.MetaMetrics]))
 	}
 	return row
 }
 
 // shardView prints one shard.
-type shardView struct{ registry.Shard }
+type shardView struct{ registryapi.Shard }
 
 func (shardView) Header(wide bool) []string { return shardColumns(wide) }
 func (v shardView) Rows(wide bool, c output.Colors) [][]string {
@@ -191,7 +192,7 @@ func (v shardView) Rows(wide bool, c output.Colors) [][]string {
 }
 
 // replicaLine says which replica answered and who coordinates, for -o wide.
-func replicaLine(rs *registry.ReplicaStatus, c output.Colors) string {
+func replicaLine(rs *registryapi.ReplicaStatus, c output.Colors) string {
 	coord := rs.Coordinator
 	if coord == "" {
 		coord = c.Warn("none elected")
@@ -219,7 +220,7 @@ type ShardsListOptions struct {
 	pool    string
 	state   string
 	printer *output.Printer
-	c       *registry.Client
+	c       *registryclient.Client
 }
 
 func newCmdShardsList(f *shardsFlags) *cobra.Command {
@@ -238,7 +239,7 @@ func newCmdShardsList(f *shardsFlags) *cobra.Command {
 	cmd.Flags().StringVar(&o.pool, "pool", "", "only the shards of this pool")
 	cmd.Flags().StringVar(&o.state, "state", "", "only shards in this state (UP, DRAINING, OUT_OF_SERVICE, DOWN, STARTING)")
 	_ = cmd.RegisterFlagCompletionFunc("pool", completions.Pools(f.catalog))
-	_ = cmd.RegisterFlagCompletionFunc("state", completions.Values(registry.StateUp, registry.StateDraining, registry.StateOutOfService, registry.StateDown, registry.StateStarting))
+	_ = cmd.RegisterFlagCompletionFunc("state", completions.Values(registryapi.StateUp, registryapi.StateDraining, registryapi.StateOutOfService, registryapi.StateDown, registryapi.StateStarting))
 	return cmd
 }
 
@@ -261,7 +262,7 @@ func (o *ShardsListOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	l := shardList{Registry: health, Shards: []registry.Shard{}}
+	l := shardList{Registry: health, Shards: []registryapi.Shard{}}
 	// What the proxies see: a shard the registry calls UP may not
 	// answer, and one it dropped may still hold keys. A proxy that does
 	// not answer is said, not fatal.
@@ -270,7 +271,7 @@ func (o *ShardsListOptions) Run(ctx context.Context) error {
 	// --state filters by the state shown: DOWN when a proxy holds it so.
 	wanted := func(pool, state, id string) bool {
 		if proxies.Of(views, id).Down > 0 {
-			state = registry.StateDown
+			state = registryapi.StateDown
 		}
 		return (o.pool == "" || pool == o.pool) && (o.state == "" || strings.EqualFold(state, o.state))
 	}
@@ -318,7 +319,7 @@ type ShardsGetOptions struct {
 	f       *shardsFlags
 	id      string
 	printer *output.Printer
-	c       *registry.Client
+	c       *registryclient.Client
 }
 
 func newCmdShardsGet(f *shardsFlags) *cobra.Command {
@@ -355,9 +356,9 @@ func (o *ShardsGetOptions) Run(ctx context.Context) error {
 // ShardsRegisterOptions registers a shard that no sidecar heartbeats.
 type ShardsRegisterOptions struct {
 	f       *shardsFlags
-	reg     registry.ShardRegistration
+	reg     registryapi.ShardRegistration
 	printer *output.Printer
-	c       *registry.Client
+	c       *registryclient.Client
 }
 
 func newCmdShardsRegister(f *shardsFlags) *cobra.Command {
@@ -397,12 +398,12 @@ func (o *ShardsRegisterOptions) Validate() error {
 	if o.reg.Address == "" {
 		return fmt.Errorf("--address HOST:PORT is required")
 	}
-	_, err := registry.NewShardInstance(o.reg)
+	_, err := registryapi.NewShardInstance(o.reg)
 	return err
 }
 
 func (o *ShardsRegisterOptions) Run(ctx context.Context) error {
-	in, _ := registry.NewShardInstance(o.reg)
+	in, _ := registryapi.NewShardInstance(o.reg)
 	if err := o.c.Register(ctx, in); err != nil {
 		return err
 	}
@@ -418,7 +419,7 @@ type ShardsDeregisterOptions struct {
 	f           *shardsFlags
 	id          string
 	releaseSlot bool
-	c           *registry.Client
+	c           *registryclient.Client
 }
 
 func newCmdShardsDeregister(f *shardsFlags) *cobra.Command {
@@ -461,7 +462,7 @@ type ShardsStateOptions struct {
 	id      string
 	state   string
 	printer *output.Printer
-	c       *registry.Client
+	c       *registryclient.Client
 }
 
 func newCmdShardsState(f *shardsFlags, verb, state, short string) *cobra.Command {

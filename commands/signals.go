@@ -12,7 +12,8 @@ import (
 	"github.com/shardctl/shardctl/commands/output"
 	"github.com/shardctl/shardctl/completions"
 	"github.com/shardctl/shardctl/internal/human"
-	"github.com/shardctl/shardctl/internal/registry"
+	"github.com/shardctl/shardctl/internal/registry/registryapi"
+	"github.com/shardctl/shardctl/internal/registry/registryclient"
 	"github.com/shardctl/shardctl/internal/signals"
 	"github.com/shardctl/shardctl/internal/source"
 	"github.com/shardctl/shardctl/migrate"
@@ -42,7 +43,7 @@ func (s *signalSource) addFlags(cmd *cobra.Command, window time.Duration) {
 	f.DurationVar(&s.window, "window", window, "how far back to read")
 	f.DurationVar(&s.step, "step", 0, "resolution of the series (default: window/120, at least 5s; with --scrape 1s)")
 	f.DurationVar(&s.rate, "rate", 0, "with --prometheus: the range of rate() (default: 4 steps, at least 30s; at least 4 scrape intervals)")
-	f.StringVar(&s.app, "app", registry.DefaultShardsApp, "registry application of the shards (with --registry)")
+	f.StringVar(&s.app, "app", registryapi.DefaultShardsApp, "registry application of the shards (with --registry)")
 	_ = cmd.RegisterFlagCompletionFunc("preset", completions.Values("zeebe", "proxy"))
 }
 
@@ -144,7 +145,7 @@ func (s *signalSource) snapshot(ctx context.Context) (signals.Snapshot, error) {
 // and the proxies' refusals show beside the shards' backpressure. A
 // registry or a proxy that does not answer leaves its part out, not the
 // pictures.
-func withStates(fetch func(context.Context) (signals.Snapshot, error), c *registry.Client, app string) func(context.Context) (signals.Snapshot, error) {
+func withStates(fetch func(context.Context) (signals.Snapshot, error), c *registryclient.Client, app string) func(context.Context) (signals.Snapshot, error) {
 	meter := &proxies.Meter{}
 	return func(ctx context.Context) (signals.Snapshot, error) {
 		snap, err := fetch(ctx)

@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/shardctl/shardctl/internal/keyslot"
-	"github.com/shardctl/shardctl/internal/registry"
+	"github.com/shardctl/shardctl/internal/registry/registryapi"
 	"github.com/shardctl/shardctl/internal/sim"
 )
 
@@ -122,7 +122,7 @@ Fault injection on the --metrics port:
 	f.StringVar(&o.reg.shardID, "shard-id", "", "shard id to register as (with --register; default: sim-PORT)")
 	f.StringVar(&o.reg.pool, "pool", "", "pool (e.g. blue or green) to register in (with --register)")
 	f.IntVar(&o.reg.slot, "slot", 0, "key slot 1-31 to ask for (with --register; 0: the registry assigns one)")
-	f.StringVar(&o.reg.app, "app", registry.DefaultShardsApp, "registry application of the shards (with --register)")
+	f.StringVar(&o.reg.app, "app", registryapi.DefaultShardsApp, "registry application of the shards (with --register)")
 	f.StringVar(&o.reg.status, "status", "UP", "status to register with (with --register): UP, or OUT_OF_SERVICE to stay out of placement until undrain or a cutover lets it in")
 	f.StringVar(&o.reg.advertise, "advertise", "", "gateway address to register, HOST:PORT (default: the address --listen bound)")
 	f.DurationVar(&o.reg.renewal, "renewal-interval", 30*time.Second, "how often to renew the registration (with --register)")
@@ -169,7 +169,7 @@ func (o *SimServeOptions) Validate() error {
 		return nil
 	}
 	o.reg.status = strings.ToUpper(o.reg.status)
-	if st := registry.Status(o.reg.status); st != registry.StatusUp && st != registry.StatusOutOfService {
+	if st := registryapi.Status(o.reg.status); st != registryapi.StatusUp && st != registryapi.StatusOutOfService {
 		return fmt.Errorf("--status %q: want UP or OUT_OF_SERVICE", o.reg.status)
 	}
 	if o.reg.slot < 0 || o.reg.slot > 31 {
@@ -228,10 +228,10 @@ func (o *SimServeOptions) startHeartbeat(ctx context.Context, gateway, metrics s
 		_, port, _ := net.SplitHostPort(addr)
 		id = "sim-" + port
 	}
-	in, err := registry.NewShardInstance(registry.ShardRegistration{
+	in, err := registryapi.NewShardInstance(registryapi.ShardRegistration{
 		App: o.reg.app, ID: id, Address: addr, Pool: o.reg.pool, Slot: o.reg.slot,
 		Metrics: "http://" + metrics + "/metrics", RenewalInterval: o.reg.renewal, LeaseDuration: o.reg.leaseLength,
-		Status: registry.Status(o.reg.status), TLS: o.registeredTLS(),
+		Status: registryapi.Status(o.reg.status), TLS: o.registeredTLS(),
 	})
 	if err != nil {
 		return nil, UsageError(err)

@@ -20,7 +20,8 @@ import (
 
 	"github.com/shardctl/shardctl/internal/backlog"
 	"github.com/shardctl/shardctl/internal/human"
-	"github.com/shardctl/shardctl/internal/registry"
+	"github.com/shardctl/shardctl/internal/registry/registryapi"
+	"github.com/shardctl/shardctl/internal/registry/registryclient"
 	"github.com/shardctl/shardctl/internal/signals"
 	"github.com/shardctl/shardctl/migrate/kube"
 )
@@ -60,7 +61,7 @@ type Progress struct {
 }
 
 // ProgressOf reads a record's progress.
-func ProgressOf(rec registry.Cutover) Progress {
+func ProgressOf(rec registryapi.Cutover) Progress {
 	var p Progress
 	if len(rec.Status) > 0 {
 		_ = json.Unmarshal(rec.Status, &p)
@@ -69,7 +70,7 @@ func ProgressOf(rec registry.Cutover) Progress {
 }
 
 // PlanOf reads the plan a record runs.
-func PlanOf(rec registry.Cutover) (Plan, error) {
+func PlanOf(rec registryapi.Cutover) (Plan, error) {
 	var p Plan
 	if err := json.Unmarshal(rec.Spec, &p); err != nil {
 		return Plan{}, fmt.Errorf("cutover %s: its plan: %w", rec.Name, err)
@@ -83,7 +84,7 @@ func PlanOf(rec registry.Cutover) (Plan, error) {
 }
 
 // record reads the cutover called name and the plan it runs.
-func (r *Runner) record(ctx context.Context, name string) (registry.Cutover, Plan, error) {
+func (r *Runner) record(ctx context.Context, name string) (registryapi.Cutover, Plan, error) {
 	rec, err := r.Registry.Cutover(ctx, name)
 	if err != nil {
 		return rec, Plan{}, err
@@ -222,7 +223,7 @@ func (r *Runner) holder() string {
 	return r.Holder
 }
 
-func (r *Runner) emit(rec registry.Cutover, plan Plan, step int, event, msg string, f func(*CutoverEvent)) {
+func (r *Runner) emit(rec registryapi.Cutover, plan Plan, step int, event, msg string, f func(*CutoverEvent)) {
 	if r.OnEvent == nil {
 		return
 	}
@@ -265,12 +266,12 @@ func (r *Runner) Check(ctx context.Context, plan Plan) error {
 }
 
 // poolShards are the registry's shards of both pools now.
-func (r *Runner) poolShards(ctx context.Context, plan Plan) ([]registry.Shard, error) {
+func (r *Runner) poolShards(ctx context.Context, plan Plan) ([]registryapi.Shard, error) {
 	all, err := r.Registry.Shards(ctx, plan.App)
 	if err != nil {
 		return nil, err
 	}
-	var out []registry.Shard
+	var out []registryapi.Shard
 	for _, s := range all {
 		if s.Pool == plan.From || s.Pool == plan.To {
 			out = append(out, s)
@@ -281,36 +282,36 @@ func (r *Runner) poolShards(ctx context.Context, plan Plan) ([]registry.Shard, e
 
 // Apply starts a cutover, or resumes the one in progress under the
 // plan's name (with the plan it was started with).
-func (r *Runner) Apply(ctx context.Context, plan Plan) (registry.Cutover, error) {
+func (r *Runner) Apply(ctx context.Context, plan Plan) (registryapi.Cutover, error) {
 	rec, err := r.Registry.Cutover(ctx, plan.Name)
 	switch {
-	case err != nil && !registry.IsNotFound(err):
-		return registry.Cutover{}, err
-	case err == nil && rec.Phase == registry.PhaseDone:
+	case err != nil && !registryclient.IsNotFound(err):
+		return registryapi.Cutover{}, err
+	case err == nil && rec.Phase == registryapi.PhaseDone:
 		r.emit(rec, plan, plan.Total()-1, CutoverDone, "already done: nothing to change", nil)
 		return rec, nil
-	case err == nil && !registry.Final(rec.Phase):
+	case err == nil && !registryapi.Final(rec.Phase):
 		if plan, err = PlanOf(rec); err != nil {
 			return rec, err
 		}
 		r.emit(rec, plan, rec.Step, CutoverResumed, fmt.Sprintf("resuming at step %d of %d", rec.Step+1, plan.Total()), nil)
 	default: // none, or one that failed or was rolled back: start anew
 		if err := r.Check(ctx, plan); err != nil {
-			return registry.Cutover{}, err
+			return registryapi.Cutover{}, err
 		}
 		spec, err := json.Marshal(plan)
 		if err != nil {
-			return registry.Cutover{}, err
+			return registryapi.Cutover{}, err
 		}
 		status, _ := json.Marshal(Progress{Run: time.Now().UTC().Format(time.RFC3339Nano)})
-		rec, err = r.Registry.PutCutover(ctx, registry.Cutover{Name: plan.Name, App: plan.App, From: plan.From, To: plan.To,
-			Weights: map[string]int{plan.From: 100, plan.To: 0}, Phase: registry.PhasePending, Spec: spec, Status: status, Holder: r.holder(),
+		rec, err = r.Registry.PutCutover(ctx, registryapi.Cutover{Name: plan.Name, App: plan.App, From: plan.From, To: plan.To,
+			Weights: map[string]int{plan.From: 100, plan.To: 0}, Phase: registryapi.PhasePending, Spec: spec, Status: status, Holder: r.holder(),
 			Version: 0})
 		if err != nil {
-			if errors.Is(err, registry.ErrConflict) || errors.Is(err, registry.ErrLeased) {
-				return registry.Cutover{}, fmt.Errorf("%w: %v", ErrRefused, err)
+			if errors.Is(err, registryapi.ErrConflict) || errors.Is(err, registryapi.ErrLeased) {
+				return registryapi.Cutover{}, fmt.Errorf("%w: %v", ErrRefused, err)
 			}
-			return registry.Cutover{}, err
+			return registryapi.Cutover{}, err
 		}
 		r.emit(rec, plan, 0, CutoverStarted, fmt.Sprintf("from %s to %s in %d steps", plan.From, plan.To, plan.Total()), nil)
 	}
@@ -318,16 +319,16 @@ func (r *Runner) Apply(ctx context.Context, plan Plan) (registry.Cutover, error)
 }
 
 // Promote lets a paused cutover go on, and runs it to its end.
-func (r *Runner) Promote(ctx context.Context, name string) (registry.Cutover, error) {
+func (r *Runner) Promote(ctx context.Context, name string) (registryapi.Cutover, error) {
 	rec, plan, err := r.record(ctx, name)
 	if err != nil {
 		return rec, err
 	}
 	switch {
-	case rec.Phase == registry.PhaseDone:
+	case rec.Phase == registryapi.PhaseDone:
 		r.emit(rec, plan, plan.Total()-1, CutoverDone, "already done: nothing to promote", nil)
 		return rec, nil
-	case registry.Final(rec.Phase):
+	case registryapi.Final(rec.Phase):
 		return rec, fmt.Errorf("%w: cutover %s is %s: apply it again to start over", ErrRefused, name, rec.Phase)
 	}
 	return r.run(ctx, plan, rec, func(p *Progress) { p.Promoted, p.Inconclusive = true, "" })
@@ -335,7 +336,7 @@ func (r *Runner) Promote(ctx context.Context, name string) (registry.Cutover, er
 
 // run takes the lease and runs the plan from the first step the record
 // has not completed. before changes the progress once the lease is held.
-func (r *Runner) run(ctx context.Context, plan Plan, rec registry.Cutover, before ...func(*Progress)) (registry.Cutover, error) {
+func (r *Runner) run(ctx context.Context, plan Plan, rec registryapi.Cutover, before ...func(*Progress)) (registryapi.Cutover, error) {
 	// The Kubernetes Lease first: a second apply is refused by it, naming
 	// the holder; one that took it from a holder that stopped renewing may
 	// take that holder's registry lease too.
@@ -361,12 +362,12 @@ func (r *Runner) run(ctx context.Context, plan Plan, rec registry.Cutover, befor
 	}()
 	s := &session{r: r, plan: plan, rec: rec, lock: lock}
 	if len(before) > 0 {
-		if err := s.save(runCtx, func(c *registry.Cutover, p *Progress) {
+		if err := s.save(runCtx, func(c *registryapi.Cutover, p *Progress) {
 			for _, f := range before {
 				f(p)
 			}
-			if c.Phase == registry.PhasePaused {
-				c.Phase, c.Message = registry.PhaseProgressing, "promoted"
+			if c.Phase == registryapi.PhasePaused {
+				c.Phase, c.Message = registryapi.PhaseProgressing, "promoted"
 			}
 		}); err != nil {
 			return s.rec, err
@@ -381,17 +382,17 @@ func (r *Runner) run(ctx context.Context, plan Plan, rec registry.Cutover, befor
 
 // lease takes the record's lease, from a holder that died on this machine
 // if it must; a live holder refuses the apply.
-func (r *Runner) lease(ctx context.Context, rec registry.Cutover, replace string) (registry.Cutover, error) {
+func (r *Runner) lease(ctx context.Context, rec registryapi.Cutover, replace string) (registryapi.Cutover, error) {
 	ttl := r.LeaseTTL
 	if ttl <= 0 {
 		ttl = DefaultLeaseTTL
 	}
 	got, err := r.Registry.LeaseCutover(ctx, rec.Name, r.holder(), ttl, replace)
-	if err != nil && errors.Is(err, registry.ErrLeased) && replace != "" {
+	if err != nil && errors.Is(err, registryapi.ErrLeased) && replace != "" {
 		replace = "" // not the holder named: the live holder decides below
 		got, err = r.Registry.LeaseCutover(ctx, rec.Name, r.holder(), ttl, "")
 	}
-	if err != nil && replace == "" && errors.Is(err, registry.ErrLeased) {
+	if err != nil && replace == "" && errors.Is(err, registryapi.ErrLeased) {
 		cur, rerr := r.Registry.Cutover(ctx, rec.Name)
 		if rerr == nil && gone(cur.Holder) {
 			return r.lease(ctx, rec, cur.Holder)
@@ -430,9 +431,9 @@ func (r *Runner) renew(ctx context.Context, stop context.CancelCauseFunc, name s
 		if err == nil {
 			_, err = r.Registry.LeaseCutover(ctx, name, r.holder(), ttl, "")
 		}
-		if err != nil && (errors.Is(err, registry.ErrLeased) || errors.Is(err, kube.ErrLost)) {
+		if err != nil && (errors.Is(err, registryapi.ErrLeased) || errors.Is(err, kube.ErrLost)) {
 			cur, rerr := r.Registry.Cutover(ctx, name)
-			if rerr == nil && cur.Phase == registry.PhaseRolledBack {
+			if rerr == nil && cur.Phase == registryapi.PhaseRolledBack {
 				stop(fmt.Errorf("%w by %s: %s", ErrRolledBack, cur.Holder, cur.Message))
 			} else {
 				stop(fmt.Errorf("%w: lost the lease of cutover %s: %v", ErrRefused, name, err))
@@ -446,7 +447,7 @@ func (r *Runner) renew(ctx context.Context, stop context.CancelCauseFunc, name s
 type session struct {
 	r    *Runner
 	plan Plan
-	rec  registry.Cutover
+	rec  registryapi.Cutover
 	m    *measurer
 	lock *kube.Lock // the Kubernetes Lease, with a Kubernetes step
 }
@@ -454,7 +455,7 @@ type session struct {
 // save writes a change of the record (and its progress), reading it again
 // when it moved on (a lease renewal); an operator's rollback meanwhile
 // ends the run.
-func (s *session) save(ctx context.Context, change func(*registry.Cutover, *Progress)) error {
+func (s *session) save(ctx context.Context, change func(*registryapi.Cutover, *Progress)) error {
 	for attempt := 0; ; attempt++ {
 		next := s.rec.Clone()
 		p := ProgressOf(next)
@@ -466,15 +467,15 @@ func (s *session) save(ctx context.Context, change func(*registry.Cutover, *Prog
 			s.rec = got
 			return nil
 		}
-		leased := errors.Is(err, registry.ErrLeased)
-		if !leased && !errors.Is(err, registry.ErrConflict) || attempt == 5 {
+		leased := errors.Is(err, registryapi.ErrLeased)
+		if !leased && !errors.Is(err, registryapi.ErrConflict) || attempt == 5 {
 			return fmt.Errorf("write cutover %s: %w", s.rec.Name, err)
 		}
 		fresh, rerr := s.r.Registry.Cutover(ctx, s.rec.Name)
 		if rerr != nil {
 			return rerr
 		}
-		if fresh.Phase == registry.PhaseRolledBack && s.rec.Phase != registry.PhaseRolledBack {
+		if fresh.Phase == registryapi.PhaseRolledBack && s.rec.Phase != registryapi.PhaseRolledBack {
 			s.rec = fresh
 			return fmt.Errorf("%w by %s: %s", ErrRolledBack, fresh.Holder, fresh.Message)
 		}
@@ -520,13 +521,13 @@ func (s *session) steps(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := s.save(ctx, func(c *registry.Cutover, p *Progress) { c.Step = k + 1; p.StepStarted = nil }); err != nil {
+		if err := s.save(ctx, func(c *registryapi.Cutover, p *Progress) { c.Step = k + 1; p.StepStarted = nil }); err != nil {
 			return err
 		}
 	}
 	done := fmt.Sprintf("new instances go to %s; %s is OUT_OF_SERVICE", s.plan.To, s.plan.From)
-	if err := s.save(ctx, func(c *registry.Cutover, _ *Progress) {
-		c.Phase, c.Step, c.Message = registry.PhaseDone, s.plan.Total(), done
+	if err := s.save(ctx, func(c *registryapi.Cutover, _ *Progress) {
+		c.Phase, c.Step, c.Message = registryapi.PhaseDone, s.plan.Total(), done
 		c.Weights = map[string]int{s.plan.From: 0, s.plan.To: 100}
 	}); err != nil {
 		return err
@@ -537,7 +538,7 @@ func (s *session) steps(ctx context.Context) error {
 
 // fail ends the cutover before any weight moved: Failed, with why.
 func (s *session) fail(ctx context.Context, step int, why string) error {
-	if err := s.save(ctx, func(c *registry.Cutover, _ *Progress) { c.Phase, c.Message = registry.PhaseFailed, why }); err != nil {
+	if err := s.save(ctx, func(c *registryapi.Cutover, _ *Progress) { c.Phase, c.Message = registryapi.PhaseFailed, why }); err != nil {
 		return err
 	}
 	s.emit(step, CutoverFailed, why, nil)
@@ -547,7 +548,7 @@ func (s *session) fail(ctx context.Context, step int, why string) error {
 // preflight: every target shard UP with a healthy topology and the whole
 // ledger replayed; the target pool's signals ok; every gate answers.
 func (s *session) preflight(ctx context.Context) error {
-	if err := s.save(ctx, func(c *registry.Cutover, _ *Progress) { c.Phase = registry.PhaseProgressing }); err != nil {
+	if err := s.save(ctx, func(c *registryapi.Cutover, _ *Progress) { c.Phase = registryapi.PhaseProgressing }); err != nil {
 		return err
 	}
 	check := func(msg string) { s.emit(0, CutoverCheck, msg, nil) }
@@ -621,8 +622,8 @@ func (s *session) preflight(ctx context.Context) error {
 
 // inconclusive pauses the cutover where it is (weights unchanged).
 func (s *session) inconclusive(ctx context.Context, step int, why string) error {
-	if err := s.save(ctx, func(c *registry.Cutover, p *Progress) {
-		c.Phase, c.Message, p.Inconclusive = registry.PhasePaused, "inconclusive: "+why, why
+	if err := s.save(ctx, func(c *registryapi.Cutover, p *Progress) {
+		c.Phase, c.Message, p.Inconclusive = registryapi.PhasePaused, "inconclusive: "+why, why
 	}); err != nil {
 		return err
 	}
@@ -633,7 +634,7 @@ func (s *session) inconclusive(ctx context.Context, step int, why string) error 
 // pause stops before step k for `cutover promote`.
 func (s *session) pause(ctx context.Context, k int) error {
 	msg := fmt.Sprintf("paused before %s: run cutover promote %s to go on", s.plan.StepName(k), s.plan.Name)
-	if err := s.save(ctx, func(c *registry.Cutover, _ *Progress) { c.Phase, c.Message = registry.PhasePaused, msg }); err != nil {
+	if err := s.save(ctx, func(c *registryapi.Cutover, _ *Progress) { c.Phase, c.Message = registryapi.PhasePaused, msg }); err != nil {
 		return err
 	}
 	s.emit(k, CutoverPaused, strings.TrimPrefix(msg, "paused "), nil)
@@ -648,8 +649,8 @@ func (s *session) weightStep(ctx context.Context, k, j int) error {
 	}
 	w := s.plan.weightsAt(j)
 	now := time.Now()
-	if err := s.save(ctx, func(c *registry.Cutover, p *Progress) {
-		c.Phase, c.Weights, c.Message = registry.PhaseProgressing, w, ""
+	if err := s.save(ctx, func(c *registryapi.Cutover, p *Progress) {
+		c.Phase, c.Weights, c.Message = registryapi.PhaseProgressing, w, ""
 		p.StepStarted = &now
 	}); err != nil {
 		return err
@@ -664,8 +665,8 @@ func (s *session) weightStep(ctx context.Context, k, j int) error {
 		return err
 	}
 	for _, sh := range shards {
-		if sh.Pool == s.plan.To && sh.State == registry.StateOutOfService {
-			if _, err := s.r.Registry.SetState(ctx, s.plan.App, sh.ID, registry.StateUp); err != nil {
+		if sh.Pool == s.plan.To && sh.State == registryapi.StateOutOfService {
+			if _, err := s.r.Registry.SetState(ctx, s.plan.App, sh.ID, registryapi.StateUp); err != nil {
 				return fmt.Errorf("set %s UP: %w", sh.ID, err)
 			}
 			s.emit(k, CutoverCheck, sh.ID+" UP: it takes its share of the new instances from now", nil)
@@ -696,7 +697,7 @@ func (s *session) weightStep(ctx context.Context, k, j int) error {
 			next[i] = time.Now().Add(time.Duration(g.Interval))
 			m := s.m.measure(ctx, g, s.plan.pools(), time.Duration(s.plan.GateWindow))
 			s.emit(k, CutoverGate, "", func(e *CutoverEvent) { e.Gate = &m; holding(e) })
-			if err := s.save(ctx, func(_ *registry.Cutover, p *Progress) {
+			if err := s.save(ctx, func(_ *registryapi.Cutover, p *Progress) {
 				if p.Gates == nil {
 					p.Gates = map[string]Measurement{}
 				}
@@ -721,8 +722,8 @@ func (s *session) weightStep(ctx context.Context, k, j int) error {
 func (s *session) rollback(ctx context.Context, k int, why string) error {
 	w := map[string]int{s.plan.From: 100, s.plan.To: 0}
 	msg := fmt.Sprintf("%s: new instances go to %s again; %s keeps and finishes %s", why, s.plan.From, s.plan.To, s.r.held(ctx, s.plan.To))
-	if err := s.save(ctx, func(c *registry.Cutover, _ *Progress) {
-		c.Phase, c.Weights, c.Message = registry.PhaseRolledBack, w, msg
+	if err := s.save(ctx, func(c *registryapi.Cutover, _ *Progress) {
+		c.Phase, c.Weights, c.Message = registryapi.PhaseRolledBack, w, msg
 	}); err != nil {
 		return err
 	}
@@ -745,7 +746,7 @@ func (r *Runner) held(ctx context.Context, pool string) string {
 		if sh.Pool != pool {
 			continue
 		}
-		b := r.Backlog.Read(ctx, backlog.Target{Shard: sh.ID, MetricsURL: sh.Metadata[registry.MetaMetrics]})
+		b := r.Backlog.Read(ctx, backlog.Target{Shard: sh.ID, MetricsURL: sh.Metadata[registryapi.MetaMetrics]})
 		if !b.Known() {
 			return "the instances it already took"
 		}
@@ -759,7 +760,7 @@ func (s *session) drain(ctx context.Context, k int) error {
 	if s.plan.PauseBefore == PauseDrain && !ProgressOf(s.rec).Promoted {
 		return s.pause(ctx, k)
 	}
-	if err := s.save(ctx, func(c *registry.Cutover, _ *Progress) { c.Phase, c.Message = registry.PhaseDraining, "" }); err != nil {
+	if err := s.save(ctx, func(c *registryapi.Cutover, _ *Progress) { c.Phase, c.Message = registryapi.PhaseDraining, "" }); err != nil {
 		return err
 	}
 	var from []string
@@ -769,7 +770,7 @@ func (s *session) drain(ctx context.Context, k int) error {
 	d := &Drain{Registry: s.r.Registry, App: s.plan.App, Backlog: s.r.Backlog, Poll: s.r.Poll, StuckAfter: s.r.StuckAfter,
 		OnEvent: func(e DrainEvent) {
 			s.emit(k, CutoverDrain, "", func(ce *CutoverEvent) { ce.Drain = &e })
-			_ = s.save(ctx, func(_ *registry.Cutover, p *Progress) {
+			_ = s.save(ctx, func(_ *registryapi.Cutover, p *Progress) {
 				if p.Drain == nil {
 					p.Drain = map[string]DrainEvent{}
 				}
@@ -799,7 +800,7 @@ type RollbackOptions struct {
 // Rollback sends a cutover's new work back to From at once and undrains
 // From, then restores what its clients step changed in Kubernetes. It
 // preempts a running apply, and is idempotent.
-func (r *Runner) Rollback(ctx context.Context, name string, o RollbackOptions) (registry.Cutover, error) {
+func (r *Runner) Rollback(ctx context.Context, name string, o RollbackOptions) (registryapi.Cutover, error) {
 	rec, plan, err := r.record(ctx, name)
 	if err != nil {
 		return rec, err
@@ -815,8 +816,8 @@ func (r *Runner) Rollback(ctx context.Context, name string, o RollbackOptions) (
 	s := &session{r: r, plan: plan, rec: rec}
 	w := map[string]int{plan.From: 100, plan.To: 0}
 	msg := fmt.Sprintf("rolled back by cutover rollback: new instances go to %s again; %s keeps and finishes %s", plan.From, plan.To, r.held(ctx, plan.To))
-	if err := s.save(ctx, func(c *registry.Cutover, _ *Progress) {
-		c.Phase, c.Weights, c.Message = registry.PhaseRolledBack, w, msg
+	if err := s.save(ctx, func(c *registryapi.Cutover, _ *Progress) {
+		c.Phase, c.Weights, c.Message = registryapi.PhaseRolledBack, w, msg
 	}); err != nil {
 		return s.rec, err
 	}
@@ -836,8 +837,8 @@ func (r *Runner) Rollback(ctx context.Context, name string, o RollbackOptions) (
 		return s.rec, err
 	}
 	for _, sh := range shards {
-		if sh.Pool == plan.From && (sh.State == registry.StateDraining || sh.State == registry.StateOutOfService) {
-			if _, err := r.Registry.SetState(ctx, plan.App, sh.ID, registry.StateUp); err != nil {
+		if sh.Pool == plan.From && (sh.State == registryapi.StateDraining || sh.State == registryapi.StateOutOfService) {
+			if _, err := r.Registry.SetState(ctx, plan.App, sh.ID, registryapi.StateUp); err != nil {
 				return s.rec, fmt.Errorf("undrain %s: %w", sh.ID, err)
 			}
 			s.emit(rec.Step, CutoverRolledBack, sh.ID+" UP again", nil)

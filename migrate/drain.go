@@ -17,15 +17,15 @@ import (
 	"github.com/shardctl/shardctl/internal/backlog"
 	"github.com/shardctl/shardctl/internal/human"
 	"github.com/shardctl/shardctl/internal/keyslot"
-	"github.com/shardctl/shardctl/internal/registry"
+	"github.com/shardctl/shardctl/internal/registry/registryapi"
 	"github.com/shardctl/shardctl/internal/signals"
 )
 
 // Registry is what migrate needs of the registry (registry.Client has it).
 type Registry interface {
-	Shards(ctx context.Context, app string) ([]registry.Shard, error)
-	Shard(ctx context.Context, app, id string) (registry.Shard, error)
-	SetState(ctx context.Context, app, id, state string) (registry.Shard, error)
+	Shards(ctx context.Context, app string) ([]registryapi.Shard, error)
+	Shard(ctx context.Context, app, id string) (registryapi.Shard, error)
+	SetState(ctx context.Context, app, id, state string) (registryapi.Shard, error)
 }
 
 // Drain defaults.
@@ -131,16 +131,16 @@ func (d *Drain) emit(e DrainEvent) {
 }
 
 // Lookup finds every shard, or says which are unknown; nothing changes.
-func Lookup(ctx context.Context, r Registry, app string, ids []string) ([]registry.Shard, error) {
+func Lookup(ctx context.Context, r Registry, app string, ids []string) ([]registryapi.Shard, error) {
 	all, err := r.Shards(ctx, app)
 	if err != nil {
 		return nil, err
 	}
-	byID := map[string]registry.Shard{}
+	byID := map[string]registryapi.Shard{}
 	for _, s := range all {
 		byID[s.ID] = s
 	}
-	var out []registry.Shard
+	var out []registryapi.Shard
 	var unknown []string
 	for _, id := range ids {
 		s, ok := byID[id]
@@ -152,32 +152,32 @@ func Lookup(ctx context.Context, r Registry, app string, ids []string) ([]regist
 	}
 	if len(unknown) > 0 {
 		known := slices.Sorted(maps.Keys(byID))
-		return nil, fmt.Errorf("%w: no shard %s in %s (it has: %s)", registry.ErrNotFound, strings.Join(unknown, ", "), app, strings.Join(known, ", "))
+		return nil, fmt.Errorf("%w: no shard %s in %s (it has: %s)", registryapi.ErrNotFound, strings.Join(unknown, ", "), app, strings.Join(known, ", "))
 	}
 	return out, nil
 }
 
 // Begin sets every shard DRAINING, after checking that all exist.
-func (d *Drain) Begin(ctx context.Context, ids []string) ([]registry.Shard, error) {
+func (d *Drain) Begin(ctx context.Context, ids []string) ([]registryapi.Shard, error) {
 	shards, err := Lookup(ctx, d.Registry, d.App, ids)
 	if err != nil {
 		return nil, err
 	}
 	for i, s := range shards {
 		was := s.State
-		if s.State != registry.StateDraining {
-			if shards[i], err = d.Registry.SetState(ctx, d.App, s.ID, registry.StateDraining); err != nil {
+		if s.State != registryapi.StateDraining {
+			if shards[i], err = d.Registry.SetState(ctx, d.App, s.ID, registryapi.StateDraining); err != nil {
 				return nil, fmt.Errorf("set %s DRAINING: %w", s.ID, err)
 			}
 		}
-		d.emit(DrainEvent{At: time.Now(), Event: EventDraining, Shard: s.ID, State: registry.StateDraining, Was: was})
+		d.emit(DrainEvent{At: time.Now(), Event: EventDraining, Shard: s.ID, State: registryapi.StateDraining, Was: was})
 	}
 	return shards, nil
 }
 
 // follow is what the drain knows of one shard.
 type follow struct {
-	shard   registry.Shard
+	shard   registryapi.Shard
 	first   float64        // backlog size at the first reading
 	history signals.Series // backlog size per poll
 	last    backlog.Backlog
@@ -202,7 +202,7 @@ func size(b backlog.Backlog) float64 {
 // Wait follows DRAINING shards until each reads empty for two polls in a
 // row and sets each OUT_OF_SERVICE then. When ctx ends first it returns a
 // *NotEmptyError naming what is left; those shards stay DRAINING.
-func (d *Drain) Wait(ctx context.Context, shards []registry.Shard) error {
+func (d *Drain) Wait(ctx context.Context, shards []registryapi.Shard) error {
 	poll, stuckAfter := d.Poll, d.StuckAfter
 	if poll <= 0 {
 		poll = DefaultPoll
@@ -241,7 +241,7 @@ func (d *Drain) Wait(ctx context.Context, shards []registry.Shard) error {
 			for _, f := range follows {
 				if !f.done {
 					b := f.last
-					e.Left = append(e.Left, DrainEvent{At: time.Now(), Event: EventProgress, Shard: f.shard.ID, State: registry.StateDraining, Backlog: &b})
+					e.Left = append(e.Left, DrainEvent{At: time.Now(), Event: EventProgress, Shard: f.shard.ID, State: registryapi.StateDraining, Backlog: &b})
 				}
 			}
 			return e
@@ -253,13 +253,13 @@ func (d *Drain) Wait(ctx context.Context, shards []registry.Shard) error {
 // pollOnce reads one shard and reports it; an empty one is set
 // OUT_OF_SERVICE on its second empty poll.
 func (d *Drain) pollOnce(ctx context.Context, f *follow, stuckAfter int) error {
-	b := d.Backlog.Read(ctx, backlog.Target{Shard: f.shard.ID, MetricsURL: f.shard.Metadata[registry.MetaMetrics]})
+	b := d.Backlog.Read(ctx, backlog.Target{Shard: f.shard.ID, MetricsURL: f.shard.Metadata[registryapi.MetaMetrics]})
 	if ctx.Err() != nil {
 		return nil // a reading cut short by the end of the wait says nothing
 	}
 	f.last = b
 	n := size(b)
-	ev := DrainEvent{At: b.At, Event: EventProgress, Shard: f.shard.ID, State: registry.StateDraining, Backlog: &b}
+	ev := DrainEvent{At: b.At, Event: EventProgress, Shard: f.shard.ID, State: registryapi.StateDraining, Backlog: &b}
 	if b.Known() {
 		if f.history == nil {
 			f.first = n
@@ -301,7 +301,7 @@ func (d *Drain) pollOnce(ctx context.Context, f *follow, stuckAfter int) error {
 		d.emit(stuck)
 	}
 	if f.empty >= emptyPolls {
-		s, err := d.Registry.SetState(ctx, d.App, f.shard.ID, registry.StateOutOfService)
+		s, err := d.Registry.SetState(ctx, d.App, f.shard.ID, registryapi.StateOutOfService)
 		if err != nil {
 			return fmt.Errorf("%s is empty, and setting it OUT_OF_SERVICE failed: %w", f.shard.ID, err)
 		}
@@ -324,7 +324,7 @@ func (d *Drain) blockers(ctx context.Context, f *follow) []string {
 	if b.Incidents > 0 {
 		what := fmt.Sprintf("%s open", human.Plural(b.Incidents, "incident"))
 		if l, ok := d.Backlog.(backlog.IncidentLister); ok {
-			if keys, err := l.IncidentKeys(ctx, backlog.Target{Shard: f.shard.ID, MetricsURL: f.shard.Metadata[registry.MetaMetrics]}); err == nil && len(keys) > 0 {
+			if keys, err := l.IncidentKeys(ctx, backlog.Target{Shard: f.shard.ID, MetricsURL: f.shard.Metadata[registryapi.MetaMetrics]}); err == nil && len(keys) > 0 {
 				// As a client of the proxy knows them: with the shard's slot.
 				for i, k := range keys {
 					keys[i] = keyslot.With(k, f.shard.Slot)
@@ -373,13 +373,13 @@ func joinKeys(keys []int64) string {
 }
 
 // Undrain sets every shard UP again, after checking that all exist.
-func Undrain(ctx context.Context, r Registry, app string, ids []string) ([]registry.Shard, error) {
+func Undrain(ctx context.Context, r Registry, app string, ids []string) ([]registryapi.Shard, error) {
 	shards, err := Lookup(ctx, r, app, ids)
 	if err != nil {
 		return nil, err
 	}
 	for i, s := range shards {
-		if shards[i], err = r.SetState(ctx, app, s.ID, registry.StateUp); err != nil {
+		if shards[i], err = r.SetState(ctx, app, s.ID, registryapi.StateUp); err != nil {
 			return nil, fmt.Errorf("set %s UP: %w", s.ID, err)
 		}
 	}

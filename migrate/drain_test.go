@@ -19,6 +19,8 @@ import (
 	"github.com/shardctl/shardctl/internal/keyslot"
 	"github.com/shardctl/shardctl/internal/load"
 	"github.com/shardctl/shardctl/internal/registry"
+	"github.com/shardctl/shardctl/internal/registry/registryapi"
+	"github.com/shardctl/shardctl/internal/registry/registryclient"
 	"github.com/shardctl/shardctl/internal/sim"
 	"github.com/shardctl/shardctl/internal/sim/simtest"
 	"github.com/shardctl/shardctl/migrate"
@@ -27,7 +29,7 @@ import (
 // startRegistry runs a registry in-process and returns a client of it.
 // The test goes on beside the other tests that have their own registry
 // and shards (they wait on polls and workers).
-func startRegistry(t *testing.T) *registry.Client {
+func startRegistry(t *testing.T) *registryclient.Client {
 	t.Helper()
 	t.Parallel()
 	s, err := registry.New(registry.Config{Listen: "127.0.0.1:0", Store: "memory"})
@@ -38,7 +40,7 @@ func startRegistry(t *testing.T) *registry.Client {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Close(budget.Context(t, 5*time.Second)) })
-	c, err := registry.NewClient("http://"+s.Addr().String()+"/eureka", "")
+	c, err := registryclient.New("http://"+s.Addr().String()+"/eureka", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,10 +48,10 @@ func startRegistry(t *testing.T) *registry.Client {
 }
 
 // shard starts a simulator and registers it (static: no heartbeat).
-func shard(t *testing.T, c *registry.Client, id, pool string) *sim.Sim {
+func shard(t *testing.T, c *registryclient.Client, id, pool string) *sim.Sim {
 	t.Helper()
 	s := simtest.Start(t, sim.Config{Partitions: 2, TimerInterval: 20 * time.Millisecond})
-	in, err := registry.NewShardInstance(registry.ShardRegistration{App: registry.DefaultShardsApp, ID: id, Address: s.Addr().String(),
+	in, err := registryapi.NewShardInstance(registryapi.ShardRegistration{App: registryapi.DefaultShardsApp, ID: id, Address: s.Addr().String(),
 		Pool: pool, Metrics: "http://" + s.MetricsAddr().String() + "/metrics", Static: true})
 	if err != nil {
 		t.Fatal(err)
@@ -121,9 +123,9 @@ func (c cuedDeadline) Err() error {
 	return nil
 }
 
-func state(t *testing.T, c *registry.Client, id string) string {
+func state(t *testing.T, c *registryclient.Client, id string) string {
 	t.Helper()
-	s, err := c.Shard(budget.Context(t, 5*time.Second), registry.DefaultShardsApp, id)
+	s, err := c.Shard(budget.Context(t, 5*time.Second), registryapi.DefaultShardsApp, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,12 +156,12 @@ func TestDrainWaitsUntilEmpty(t *testing.T) {
 	deployAndStart(t, zc, 40)
 
 	rec := &recorder{}
-	d := &migrate.Drain{Registry: c, App: registry.DefaultShardsApp, Backlog: backlog.Scrape{}, Poll: 100 * time.Millisecond, StuckAfter: 50, OnEvent: rec.on}
+	d := &migrate.Drain{Registry: c, App: registryapi.DefaultShardsApp, Backlog: backlog.Scrape{}, Poll: 100 * time.Millisecond, StuckAfter: 50, OnEvent: rec.on}
 	shards, err := d.Begin(budget.Context(t, 5*time.Second), []string{"blue-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st := state(t, c, "blue-1"); st != registry.StateDraining {
+	if st := state(t, c, "blue-1"); st != registryapi.StateDraining {
 		t.Fatalf("blue-1 is %s after Begin, want DRAINING", st)
 	}
 	// Workers that take a while: the drain sees the backlog fall.
@@ -179,10 +181,10 @@ func TestDrainWaitsUntilEmpty(t *testing.T) {
 	if done.Load() != 80 {
 		t.Errorf("the drain ended with %d of 80 jobs done", done.Load())
 	}
-	if st := state(t, c, "blue-1"); st != registry.StateOutOfService {
+	if st := state(t, c, "blue-1"); st != registryapi.StateOutOfService {
 		t.Errorf("blue-1 is %s after the drain, want OUT_OF_SERVICE", st)
 	}
-	if st := state(t, c, "blue-2"); st != registry.StateUp {
+	if st := state(t, c, "blue-2"); st != registryapi.StateUp {
 		t.Errorf("blue-2 is %s, want UP: it was not drained", st)
 	}
 	progress := rec.of(migrate.EventProgress, "blue-1")
@@ -201,7 +203,7 @@ func TestDrainWaitsUntilEmpty(t *testing.T) {
 	if withETA == 0 {
 		t.Error("no progress event had an ETA while the shard emptied")
 	}
-	if got := rec.of(migrate.EventEmpty, "blue-1"); len(got) != 1 || got[0].State != registry.StateOutOfService {
+	if got := rec.of(migrate.EventEmpty, "blue-1"); len(got) != 1 || got[0].State != registryapi.StateOutOfService {
 		t.Errorf("empty events %+v", got)
 	}
 	t.Logf("%d polls; first: %s", len(progress), progress[0].Line())
@@ -239,7 +241,7 @@ func TestDrainNamesAnIncidentAndTimesOut(t *testing.T) {
 
 	rec := &recorder{}
 	wctx, timeout := timeoutOnCue(t, 10*time.Second)
-	d := &migrate.Drain{Registry: c, App: registry.DefaultShardsApp, Backlog: backlog.Scrape{}, Poll: 50 * time.Millisecond, StuckAfter: 3, OnEvent: rec.until(migrate.EventStuck, timeout)}
+	d := &migrate.Drain{Registry: c, App: registryapi.DefaultShardsApp, Backlog: backlog.Scrape{}, Poll: 50 * time.Millisecond, StuckAfter: 3, OnEvent: rec.until(migrate.EventStuck, timeout)}
 	shards, err := d.Begin(ctx, []string{"blue-1"})
 	if err != nil {
 		t.Fatal(err)
@@ -263,7 +265,7 @@ func TestDrainNamesAnIncidentAndTimesOut(t *testing.T) {
 	if got := strings.Join(stuck[0].Blockers, "; "); !strings.Contains(got, "1 incident open") || !strings.Contains(got, strconv.FormatInt(key, 10)) {
 		t.Errorf("blockers %q: want the incident with key %d", got, key)
 	}
-	if st := state(t, c, "blue-1"); st != registry.StateDraining {
+	if st := state(t, c, "blue-1"); st != registryapi.StateDraining {
 		t.Errorf("blue-1 is %s after the timeout, want DRAINING", st)
 	}
 }
@@ -276,7 +278,7 @@ func TestDrainWithoutMetricsWaits(t *testing.T) {
 	rec := &recorder{}
 	unreachable := backlog.Scrape{URLs: map[string]string{"blue-1": "http://127.0.0.1:1/metrics"}}
 	wctx, timeout := timeoutOnCue(t, 10*time.Second)
-	d := &migrate.Drain{Registry: c, App: registry.DefaultShardsApp, Backlog: unreachable, Poll: 50 * time.Millisecond, StuckAfter: 2, OnEvent: rec.until(migrate.EventStuck, timeout)}
+	d := &migrate.Drain{Registry: c, App: registryapi.DefaultShardsApp, Backlog: unreachable, Poll: 50 * time.Millisecond, StuckAfter: 2, OnEvent: rec.until(migrate.EventStuck, timeout)}
 	shards, err := d.Begin(budget.Context(t, 5*time.Second), []string{"blue-1"})
 	if err != nil {
 		t.Fatal(err)
@@ -288,7 +290,7 @@ func TestDrainWithoutMetricsWaits(t *testing.T) {
 	if len(stuck) == 0 || !strings.Contains(stuck[0].Blockers[0], "cannot be read") {
 		t.Errorf("stuck events %+v: want the unreadable metrics named", stuck)
 	}
-	if st := state(t, c, "blue-1"); st != registry.StateDraining {
+	if st := state(t, c, "blue-1"); st != registryapi.StateDraining {
 		t.Errorf("blue-1 is %s, want DRAINING", st)
 	}
 }
@@ -297,15 +299,15 @@ func TestDrainWithoutMetricsWaits(t *testing.T) {
 func TestDrainUnknownShardChangesNothing(t *testing.T) {
 	c := startRegistry(t)
 	shard(t, c, "blue-1", "blue")
-	d := &migrate.Drain{Registry: c, App: registry.DefaultShardsApp, Backlog: backlog.Scrape{}}
+	d := &migrate.Drain{Registry: c, App: registryapi.DefaultShardsApp, Backlog: backlog.Scrape{}}
 	_, err := d.Begin(budget.Context(t, 5*time.Second), []string{"blue-1", "bleu-2"})
-	if !errors.Is(err, registry.ErrNotFound) || !strings.Contains(err.Error(), "bleu-2") || !strings.Contains(err.Error(), "blue-1") {
+	if !errors.Is(err, registryapi.ErrNotFound) || !strings.Contains(err.Error(), "bleu-2") || !strings.Contains(err.Error(), "blue-1") {
 		t.Fatalf("Begin with an unknown shard: %v; want not found, naming it and the known ones", err)
 	}
-	if st := state(t, c, "blue-1"); st != registry.StateUp {
+	if st := state(t, c, "blue-1"); st != registryapi.StateUp {
 		t.Errorf("blue-1 is %s after a refused drain, want UP", st)
 	}
-	if _, err := migrate.Undrain(budget.Context(t, 5*time.Second), c, registry.DefaultShardsApp, []string{"nope"}); !errors.Is(err, registry.ErrNotFound) {
+	if _, err := migrate.Undrain(budget.Context(t, 5*time.Second), c, registryapi.DefaultShardsApp, []string{"nope"}); !errors.Is(err, registryapi.ErrNotFound) {
 		t.Errorf("undrain of an unknown shard: %v", err)
 	}
 }

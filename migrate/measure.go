@@ -13,7 +13,7 @@ import (
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
 
-	"github.com/shardctl/shardctl/internal/registry"
+	"github.com/shardctl/shardctl/internal/registry/registryapi"
 	"github.com/shardctl/shardctl/internal/signals"
 	"github.com/shardctl/shardctl/internal/source"
 )
@@ -51,7 +51,7 @@ func CheckSources(gates []Gate, src Sources) error {
 	return nil
 }
 
-func newMeasurer(src Sources, shards []registry.Shard, window time.Duration) (*measurer, error) {
+func newMeasurer(src Sources, shards []registryapi.Shard, window time.Duration) (*measurer, error) {
 	m := &measurer{stop: func() {}}
 	if src.Prometheus != "" {
 		c, err := api.NewClient(api.Config{Address: src.Prometheus})
@@ -70,7 +70,7 @@ func newMeasurer(src Sources, shards []registry.Shard, window time.Duration) (*m
 	for _, s := range shards {
 		u := src.Scrape[s.ID]
 		if u == "" {
-			u = s.Metadata[registry.MetaMetrics]
+			u = s.Metadata[registryapi.MetaMetrics]
 		}
 		if u == "" {
 			return nil, fmt.Errorf("shard %s: no metrics URL in its registration: give --scrape %s=URL or --prometheus URL", s.ID, s.ID)

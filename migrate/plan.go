@@ -14,7 +14,8 @@ import (
 	"time"
 
 	"github.com/shardctl/shardctl/internal/ledger"
-	"github.com/shardctl/shardctl/internal/registry"
+	"github.com/shardctl/shardctl/internal/registry/registryapi"
+	"github.com/shardctl/shardctl/internal/registry/registryclient"
 	"github.com/shardctl/shardctl/internal/signals"
 	"github.com/shardctl/shardctl/migrate/kube"
 	"github.com/shardctl/shardctl/probes/proxies"
@@ -24,10 +25,10 @@ import (
 // has it).
 type CutoverRegistry interface {
 	Registry
-	Cutovers(ctx context.Context, app string) ([]registry.Cutover, error)
-	Cutover(ctx context.Context, name string) (registry.Cutover, error)
-	PutCutover(ctx context.Context, c registry.Cutover) (registry.Cutover, error)
-	LeaseCutover(ctx context.Context, name, holder string, ttl time.Duration, replace string) (registry.Cutover, error)
+	Cutovers(ctx context.Context, app string) ([]registryapi.Cutover, error)
+	Cutover(ctx context.Context, name string) (registryapi.Cutover, error)
+	PutCutover(ctx context.Context, c registryapi.Cutover) (registryapi.Cutover, error)
+	LeaseCutover(ctx context.Context, name, holder string, ttl time.Duration, replace string) (registryapi.Cutover, error)
 	ReleaseCutover(ctx context.Context, name, holder string) error
 	Deployments(ctx context.Context) ([]ledger.Deployment, error)
 }
@@ -271,11 +272,11 @@ func MakePlan(ctx context.Context, r CutoverRegistry, o PlanOptions) (Plan, erro
 	p.Fingerprint = fingerprint(p)
 	rec, err := r.Cutover(ctx, p.Name)
 	switch {
-	case registry.IsNotFound(err):
+	case registryclient.IsNotFound(err):
 	case err != nil:
 		return Plan{}, err
 	}
-	p.Changes = !(rec.Phase == registry.PhaseDone && rec.From == p.From && rec.To == p.To)
+	p.Changes = !(rec.Phase == registryapi.PhaseDone && rec.From == p.From && rec.To == p.To)
 	p.Actions = p.actions(rec)
 	return p, nil
 }
@@ -358,12 +359,12 @@ func Drift(plan, now Plan) string {
 }
 
 // actions say in words what applying the plan does.
-func (p Plan) actions(rec registry.Cutover) []string {
+func (p Plan) actions(rec registryapi.Cutover) []string {
 	if !p.Changes {
 		return []string{fmt.Sprintf("nothing: cutover %s from %s to %s is done", p.Name, p.From, p.To)}
 	}
 	var out []string
-	if rec.Name != "" && !registry.Final(rec.Phase) {
+	if rec.Name != "" && !registryapi.Final(rec.Phase) {
 		out = append(out, fmt.Sprintf("resume cutover %s at step %d of %d (%s)", p.Name, rec.Step+1, p.Total(), p.StepName(rec.Step)))
 	}
 	out = append(out, fmt.Sprintf("preflight: %s UP (or held OUT_OF_SERVICE until the first step) with a healthy topology and every one of the %d deployments replayed; its signals not warn or critical over %v; every gate answers",
@@ -458,15 +459,15 @@ func (p Plan) Differences(q Plan) []string {
 
 // Current is the cutover a command without a name means: the app's in
 // progress, else the one written last.
-func Current(ctx context.Context, r CutoverRegistry, app string) (registry.Cutover, error) {
+func Current(ctx context.Context, r CutoverRegistry, app string) (registryapi.Cutover, error) {
 	all, err := r.Cutovers(ctx, app)
 	if err != nil {
-		return registry.Cutover{}, err
+		return registryapi.Cutover{}, err
 	}
-	var latest *registry.Cutover
+	var latest *registryapi.Cutover
 	for i := range all {
 		c := &all[i]
-		if !registry.Final(c.Phase) {
+		if !registryapi.Final(c.Phase) {
 			return *c, nil
 		}
 		if latest == nil || c.UpdatedAt.After(latest.UpdatedAt) {
@@ -474,7 +475,7 @@ func Current(ctx context.Context, r CutoverRegistry, app string) (registry.Cutov
 		}
 	}
 	if latest == nil {
-		return registry.Cutover{}, fmt.Errorf("%w: no cutover in %s: start one with cutover apply", registry.ErrNotFound, strings.ToUpper(app))
+		return registryapi.Cutover{}, fmt.Errorf("%w: no cutover in %s: start one with cutover apply", registryapi.ErrNotFound, strings.ToUpper(app))
 	}
 	return *latest, nil
 }
@@ -483,7 +484,7 @@ func Current(ctx context.Context, r CutoverRegistry, app string) (registry.Cutov
 // cutover: UP, or registered OUT_OF_SERVICE (held out until the first
 // weight step lets it in).
 func takesCutover(state string) bool {
-	return state == registry.StateUp || state == registry.StateOutOfService
+	return state == registryapi.StateUp || state == registryapi.StateOutOfService
 }
 
 // FederationOf reads the registry's side of the dashboard from its
@@ -491,7 +492,7 @@ func takesCutover(state string) bool {
 // in progress with what its draining shards still hold; with what the
 // proxies see (views): which shards they hold DOWN, those among them the
 // registry no longer lists, and those they refuse new instances for.
-func FederationOf(ctx context.Context, r CutoverRegistry, app string, shards []registry.Shard, views []proxies.View) (*signals.Federation, error) {
+func FederationOf(ctx context.Context, r CutoverRegistry, app string, shards []registryapi.Shard, views []proxies.View) (*signals.Federation, error) {
 	f := &signals.Federation{Pools: map[string]string{}}
 	pools := map[string]string{} // by id: the registry's shards and those only the proxies know
 	for _, s := range shards {
@@ -527,7 +528,7 @@ func FederationOf(ctx context.Context, r CutoverRegistry, app string, shards []r
 		return f, err
 	}
 	f.Weights = rec.Weights
-	if registry.Final(rec.Phase) {
+	if registryapi.Final(rec.Phase) {
 		return f, nil
 	}
 	plan, err := PlanOf(rec)

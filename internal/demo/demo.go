@@ -21,6 +21,8 @@ import (
 	"github.com/shardctl/shardctl/internal/load"
 	"github.com/shardctl/shardctl/internal/proxy"
 	"github.com/shardctl/shardctl/internal/registry"
+	"github.com/shardctl/shardctl/internal/registry/registryapi"
+	"github.com/shardctl/shardctl/internal/registry/registryclient"
 	"github.com/shardctl/shardctl/internal/sim"
 	"github.com/shardctl/shardctl/internal/source"
 )
@@ -58,7 +60,7 @@ type Demo struct {
 	proxy    *proxy.Proxy
 	client   zbc.Client
 	load     *load.Generator
-	regc     *registry.Client
+	regc     *registryclient.Client
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -115,7 +117,7 @@ func Start(ctx context.Context, cfg Config) (_ *Demo, err error) {
 	if err := d.registry.Start(ctx); err != nil {
 		return nil, err
 	}
-	d.regc, err = registry.NewClient(d.RegistryURL(), "")
+	d.regc, err = registryclient.New(d.RegistryURL(), "")
 	if err != nil {
 		return nil, err
 	}
@@ -153,8 +155,8 @@ func Start(ctx context.Context, cfg Config) (_ *Demo, err error) {
 		d.sims = append(d.sims, s)
 		id := fmt.Sprintf("shard-%d", i+1)
 		d.ids = append(d.ids, id)
-		in, err := registry.NewShardInstance(registry.ShardRegistration{
-			App: registry.DefaultShardsApp, ID: id, Address: s.Addr().String(), Pool: "blue", Slot: i + 1,
+		in, err := registryapi.NewShardInstance(registryapi.ShardRegistration{
+			App: registryapi.DefaultShardsApp, ID: id, Address: s.Addr().String(), Pool: "blue", Slot: i + 1,
 			Metrics: "http://" + s.MetricsAddr().String() + "/metrics", RenewalInterval: time.Second, LeaseDuration: 5 * time.Second,
 		})
 		if err != nil {
@@ -231,7 +233,7 @@ func (d *Demo) scenario(ctx context.Context) {
 		if !wait(3 * d.cfg.Step) {
 			return
 		}
-		if _, err := d.regc.SetState(ctx, registry.DefaultShardsApp, d.ids[0], registry.StateDraining); err != nil {
+		if _, err := d.regc.SetState(ctx, registryapi.DefaultShardsApp, d.ids[0], registryapi.StateDraining); err != nil {
 			d.note("drain %s: %v", d.ids[0], err)
 			return
 		}
@@ -256,7 +258,7 @@ func (d *Demo) Events() []string {
 
 func (d *Demo) startProxy(ctx context.Context, listen string) (*proxy.Proxy, error) {
 	cfg := proxy.Config{Listen: listen, AdminListen: "127.0.0.1:0", Registry: d.regc,
-		Ledger: registry.Ledger{C: d.regc}, MaxInflightPerShard: proxy.DefaultMaxInflightPerShard, CoolingOff: 5 * time.Second}
+		Ledger: registryclient.Ledger{C: d.regc}, MaxInflightPerShard: proxy.DefaultMaxInflightPerShard, CoolingOff: 5 * time.Second}
 	if d.cfg.Scenario == "monolith" {
 		// No proxy stood before the monolith of the public load test: this
 		// one lets every instance through, so the cluster meets the whole
@@ -289,7 +291,7 @@ func (d *Demo) Targets() []source.Target {
 }
 
 // Registry is a client of the demo's registry.
-func (d *Demo) Registry() *registry.Client { return d.regc }
+func (d *Demo) Registry() *registryclient.Client { return d.regc }
 
 // Load is the demo's load, for its counts.
 func (d *Demo) Load() load.Stats { return d.load.Stats() }

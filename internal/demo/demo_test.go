@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/shardctl/shardctl/internal/budget"
-	"github.com/shardctl/shardctl/internal/registry"
+	"github.com/shardctl/shardctl/internal/registry/registryapi"
 	"github.com/shardctl/shardctl/internal/signals"
 	"github.com/shardctl/shardctl/internal/source"
 )
@@ -36,7 +36,7 @@ func TestDrainScenario(t *testing.T) {
 	if ev := d.Events(); len(ev) != 1 || !strings.Contains(ev[0], "shard-1 set DRAINING") {
 		t.Fatalf("scenario events %q", ev)
 	}
-	s, err := d.Registry().Shard(ctx, registry.DefaultShardsApp, "shard-1")
+	s, err := d.Registry().Shard(ctx, registryapi.DefaultShardsApp, "shard-1")
 	if err != nil || s.State != "DRAINING" {
 		t.Fatalf("shard-1 in the registry: %+v, %v", s, err)
 	}

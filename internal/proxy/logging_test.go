@@ -17,6 +17,8 @@ import (
 	"github.com/shardctl/shardctl/internal/logs/logstest"
 	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
 	"github.com/shardctl/shardctl/internal/registry"
+	"github.com/shardctl/shardctl/internal/registry/registryapi"
+	"github.com/shardctl/shardctl/internal/registry/registryclient"
 	"github.com/shardctl/shardctl/internal/sim"
 	"github.com/shardctl/shardctl/internal/sim/simtest"
 )
@@ -76,14 +78,14 @@ func TestLogsShardDownAndBack(t *testing.T) {
 func TestLogsFollowTheRegistry(t *testing.T) {
 	srv := startRegistry(t, "127.0.0.1:0")
 	regAddr := srv.Addr().String()
-	client, err := registry.NewClient("http://"+regAddr+"/eureka", "")
+	client, err := registryclient.New("http://"+regAddr+"/eureka", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	const app = registry.DefaultShardsApp
+	const app = registryapi.DefaultShardsApp
 	sims := startShards(t, 2, sim.Config{Partitions: 1})
 	for i, id := range []string{"blue-1", "blue-2"} {
-		in, err := registry.NewShardInstance(registry.ShardRegistration{App: app, ID: id, Address: sims[i].Addr().String(), Pool: "blue"})
+		in, err := registryapi.NewShardInstance(registryapi.ShardRegistration{App: app, ID: id, Address: sims[i].Addr().String(), Pool: "blue"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -96,7 +98,7 @@ func TestLogsFollowTheRegistry(t *testing.T) {
 	lines.Wait(t, time.Second, "following the registry", "registry", "http://"+regAddr+"/eureka", "app", app)
 	lines.Wait(t, 10*time.Second, "shard added", "shard", "blue-1", "pool", "blue", "state", proxyapi.Up)
 	lines.Wait(t, 10*time.Second, "shard added", "shard", "blue-2", "pool", "blue", "state", proxyapi.Up)
-	lines.Wait(t, 5*time.Second, "proxy registered", "app", registry.ProxiesApp)
+	lines.Wait(t, 5*time.Second, "proxy registered", "app", registryapi.ProxiesApp)
 
 	r := srv.Registry()
 	for _, step := range []struct {
@@ -105,17 +107,17 @@ func TestLogsFollowTheRegistry(t *testing.T) {
 		msg    string
 		fields []any
 	}{
-		{"drain", func() error { return r.SetState(app, "blue-1", registry.StateDraining) },
+		{"drain", func() error { return r.SetState(app, "blue-1", registryapi.StateDraining) },
 			"shard state changed", []any{"shard", "blue-1", "from", proxyapi.Up, "to", proxyapi.Draining}},
-		{"undrain", func() error { return r.SetState(app, "blue-1", registry.StateUp) },
+		{"undrain", func() error { return r.SetState(app, "blue-1", registryapi.StateUp) },
 			"shard state changed", []any{"shard", "blue-1", "from", proxyapi.Draining, "to", proxyapi.Up}},
-		{"out of service", func() error { return r.SetState(app, "blue-2", registry.StateOutOfService) },
+		{"out of service", func() error { return r.SetState(app, "blue-2", registryapi.StateOutOfService) },
 			"shard state changed", []any{"shard", "blue-2", "from", proxyapi.Up, "to", proxyapi.OutOfService}},
-		{"pool", func() error { return r.SetMetadata(app, "blue-2", map[string]string{registry.MetaPool: "green"}) },
+		{"pool", func() error { return r.SetMetadata(app, "blue-2", map[string]string{registryapi.MetaPool: "green"}) },
 			"shard pool changed", []any{"shard", "blue-2", "from", "blue", "to", "green"}},
 		{"cutover weights", func() error {
-			_, err := r.PutCutover(registry.Cutover{Name: "blue-to-green", App: app, From: "blue", To: "green",
-				Weights: map[string]int{"blue": 90, "green": 10}, Phase: registry.PhaseProgressing})
+			_, err := r.PutCutover(registryapi.Cutover{Name: "blue-to-green", App: app, From: "blue", To: "green",
+				Weights: map[string]int{"blue": 90, "green": 10}, Phase: registryapi.PhaseProgressing})
 			return err
 		}, "pool weights changed", []any{"from", "none", "to", "blue=90 green=10"}},
 		{"leave", func() error { return r.Cancel(app, "blue-2") },

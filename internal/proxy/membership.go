@@ -12,7 +12,8 @@ import (
 	"time"
 
 	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
-	"github.com/shardctl/shardctl/internal/registry"
+	"github.com/shardctl/shardctl/internal/registry/registryapi"
+	"github.com/shardctl/shardctl/internal/registry/registryclient"
 )
 
 // Membership from a registry: the proxy is told the shard set it should
@@ -180,15 +181,15 @@ func (p *Proxy) followRegistry(ctx context.Context) {
 			p.logRepeating(slog.LevelInfo, "registry watch reconnected", "registry", p.cfg.Registry.Base.String())
 		}
 	}
-	p.cfg.Registry.Watch(ctx, p.cfg.App, registry.Watcher{
-		Shards: func(_ uint64, shards []registry.Shard) { heard(); p.Want(fromRegistry(shards)) },
+	p.cfg.Registry.Watch(ctx, p.cfg.App, registryclient.Watcher{
+		Shards: func(_ uint64, shards []registryapi.Shard) { heard(); p.Want(fromRegistry(shards)) },
 		Ledger: func(int) {
 			heard()
 			if err := p.RefreshLedger(ctx); err != nil {
 				p.logRepeating(slog.LevelWarn, "ledger refresh failed", "err", err)
 			}
 		},
-		Cutovers: func(cs []registry.Cutover) { heard(); p.SetWeights(WeightsOf(cs)) },
+		Cutovers: func(cs []registryapi.Cutover) { heard(); p.SetWeights(WeightsOf(cs)) },
 		Error: func(err error) {
 			broken = true
 			p.logRepeating(slog.LevelWarn, "registry watch broken, reconnecting", "registry", p.cfg.Registry.Base.String(), "err", err)
@@ -208,7 +209,7 @@ func (p *Proxy) announce(ctx context.Context) error {
 		_, port, _ := net.SplitHostPort(p.addr.String())
 		id = host + "-" + port
 	}
-	in, err := registry.NewShardInstance(registry.ShardRegistration{App: registry.ProxiesApp, ID: id, Address: p.addr.String(),
+	in, err := registryapi.NewShardInstance(registryapi.ShardRegistration{App: registryapi.ProxiesApp, ID: id, Address: p.addr.String(),
 		Admin: "http://" + p.adminAddr.String(), Metrics: "http://" + p.adminAddr.String() + "/metrics",
 		RenewalInterval: 10 * time.Second, LeaseDuration: 30 * time.Second})
 	if err != nil {
@@ -217,10 +218,10 @@ func (p *Proxy) announce(ctx context.Context) error {
 	p.owned.Go(func() {
 		p.cfg.Registry.Heartbeat(ctx, in, func(err error) {
 			if err != nil {
-				p.logRepeating(slog.LevelWarn, "proxy registration failed, retrying", "proxy", id, "app", registry.ProxiesApp, "err", err)
+				p.logRepeating(slog.LevelWarn, "proxy registration failed, retrying", "proxy", id, "app", registryapi.ProxiesApp, "err", err)
 				return
 			}
-			p.log.Info("proxy registered", "proxy", id, "app", registry.ProxiesApp, "admin", "http://"+p.adminAddr.String())
+			p.log.Info("proxy registered", "proxy", id, "app", registryapi.ProxiesApp, "admin", "http://"+p.adminAddr.String())
 		})
 	})
 	return nil
@@ -229,8 +230,8 @@ func (p *Proxy) announce(ctx context.Context) error {
 // WeightsOf are the pool weights the proxy places by: those of the
 // cutover written last (in progress, done or rolled back: its weights
 // hold until another cutover), none when there was never one.
-func WeightsOf(cs []registry.Cutover) map[string]int {
-	var latest *registry.Cutover
+func WeightsOf(cs []registryapi.Cutover) map[string]int {
+	var latest *registryapi.Cutover
 	for i := range cs {
 		if latest == nil || cs[i].UpdatedAt.After(latest.UpdatedAt) {
 			latest = &cs[i]
@@ -244,14 +245,14 @@ func WeightsOf(cs []registry.Cutover) map[string]int {
 
 // fromRegistry reads the registry's shards as the proxy's; a state the
 // proxy does not route by (STARTING) takes nothing, as DOWN.
-func fromRegistry(shards []registry.Shard) []ShardConfig {
+func fromRegistry(shards []registryapi.Shard) []ShardConfig {
 	out := make([]ShardConfig, 0, len(shards))
 	for _, s := range shards {
 		st, err := proxyapi.ParseState(s.State)
 		if err != nil {
 			st = proxyapi.Down
 		}
-		out = append(out, ShardConfig{ID: s.ID, Addr: s.Address, Slot: s.Slot, State: st, Pool: s.Pool, Metrics: s.Metadata[registry.MetaMetrics], TLS: s.Metadata[registry.MetaTLS]})
+		out = append(out, ShardConfig{ID: s.ID, Addr: s.Address, Slot: s.Slot, State: st, Pool: s.Pool, Metrics: s.Metadata[registryapi.MetaMetrics], TLS: s.Metadata[registryapi.MetaTLS]})
 	}
 	return out
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/keyslot"
 	"github.com/shardctl/shardctl/internal/load"
-	"github.com/shardctl/shardctl/internal/registry"
+	"github.com/shardctl/shardctl/internal/registry/registryapi"
 	"github.com/shardctl/shardctl/internal/sim"
 )
 
@@ -96,12 +96,12 @@ func TestPoolWeights(t *testing.T) {
 
 func TestWeightsOf(t *testing.T) {
 	at := func(s int) time.Time { return time.Unix(int64(s), 0) }
-	done := registry.Cutover{Name: "a", Weights: map[string]int{"green": 100, "blue": 0}, UpdatedAt: at(1)}
-	newer := registry.Cutover{Name: "b", Weights: map[string]int{"green": 90, "purple": 10}, UpdatedAt: at(2)}
+	done := registryapi.Cutover{Name: "a", Weights: map[string]int{"green": 100, "blue": 0}, UpdatedAt: at(1)}
+	newer := registryapi.Cutover{Name: "b", Weights: map[string]int{"green": 90, "purple": 10}, UpdatedAt: at(2)}
 	if w := WeightsOf(nil); w != nil {
 		t.Errorf("no cutover: %v", w)
 	}
-	if w := WeightsOf([]registry.Cutover{newer, done}); w["purple"] != 10 {
+	if w := WeightsOf([]registryapi.Cutover{newer, done}); w["purple"] != 10 {
 		t.Errorf("the latest record's weights: %v", w)
 	}
 }

@@ -37,7 +37,8 @@ import (
 	"github.com/shardctl/shardctl/internal/ledger"
 	"github.com/shardctl/shardctl/internal/logs"
 	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
-	"github.com/shardctl/shardctl/internal/registry"
+	"github.com/shardctl/shardctl/internal/registry/registryapi"
+	"github.com/shardctl/shardctl/internal/registry/registryclient"
 )
 
 // Config of a proxy. Zero values take the defaults below.
@@ -104,7 +105,7 @@ type Config struct {
 	// App (default registry.DefaultShardsApp), their states, the ledger
 	// and the cutover weights; what goes wrong is logged (the watch
 	// reconnects by itself). A registry makes the proxy Dynamic.
-	Registry *registry.Client
+	Registry *registryclient.Client
 	App      string
 	// ID names the proxy where it registers itself (registry.ProxiesApp),
 	// with its admin address, while it follows a registry (default
@@ -144,7 +145,7 @@ func (c *Config) validate() error {
 	if c.Registry != nil {
 		c.Dynamic = true
 		if c.App == "" {
-			c.App = registry.DefaultShardsApp
+			c.App = registryapi.DefaultShardsApp
 		}
 	}
 	if len(c.Shards) == 0 && !c.Dynamic {
@@ -394,7 +395,7 @@ func (p *Proxy) Start(ctx context.Context) error {
 		if p.cfg.Registry != nil {
 			p.owned.Go(func() { p.followRegistry(fctx) })
 			if err := p.announce(fctx); err != nil {
-				p.log.Error("the proxy cannot register itself in the registry", "app", registry.ProxiesApp, "err", err)
+				p.log.Error("the proxy cannot register itself in the registry", "app", registryapi.ProxiesApp, "err", err)
 			}
 		}
 	}
@@ -548,7 +549,7 @@ func (p *Proxy) SetWeights(w map[string]int) {
 	p.members.Unlock()
 	// The registry sends the weights again with every cutover write.
 	if !maps.Equal(old, w) {
-		p.log.Info("pool weights changed", "from", registry.FormatWeights(old), "to", registry.FormatWeights(w))
+		p.log.Info("pool weights changed", "from", registryapi.FormatWeights(old), "to", registryapi.FormatWeights(w))
 	}
 }
 

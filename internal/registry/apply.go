@@ -2,6 +2,9 @@ package registry
 
 import (
 	"time"
+
+	"github.com/shardctl/shardctl/internal/registry/registryapi"
+	"github.com/shardctl/shardctl/internal/registry/store"
 )
 
 // Every change to the registry is a Batch, planned against memory and then
@@ -15,7 +18,7 @@ import (
 
 // write plans a change under r.mu (plan reads memory and returns the
 // batch, or nil for nothing to do) and makes it.
-func (r *Registry) write(plan func(now time.Time) (*Batch, error)) error {
+func (r *Registry) write(plan func(now time.Time) (*store.Batch, error)) error {
 	if r.repl != nil {
 		return r.repl.write(plan)
 	}
@@ -42,7 +45,7 @@ func (r *Registry) write(plan func(now time.Time) (*Batch, error)) error {
 
 // applyLocked changes memory by a batch and records each change for
 // deltas, watchers and the read snapshot. Callers hold r.mu.
-func (r *Registry) applyLocked(b *Batch, now time.Time) {
+func (r *Registry) applyLocked(b *store.Batch, now time.Time) {
 	for ref, slot := range b.Slots {
 		if slot == 0 {
 			delete(r.slots, ref)
@@ -51,7 +54,7 @@ func (r *Registry) applyLocked(b *Batch, now time.Time) {
 		}
 	}
 	for ref, o := range b.Overrides {
-		if o.zero() {
+		if o.Zero() {
 			delete(r.overrides, ref)
 		} else {
 			r.overrides[ref] = o
@@ -74,30 +77,30 @@ func (r *Registry) applyLocked(b *Batch, now time.Time) {
 	}
 	for _, c := range b.Cutovers {
 		r.cutovers[c.Name] = c.Clone()
-		r.appendChange(Change{Action: ActionCutover, Cutover: c.Name})
+		r.appendChange(Change{Action: registryapi.ActionCutover, Cutover: c.Name})
 	}
 }
 
 // putInstance stores an instance: a new registration starts a new lease,
 // any other change (status, override, metadata) keeps the lease running.
-func (r *Registry) putInstance(in *Instance, now time.Time) {
+func (r *Registry) putInstance(in *registryapi.Instance, now time.Time) {
 	old := r.apps[in.App][in.InstanceID]
 	if old != nil && old.inst.LeaseInfo.RegistrationTimestamp == in.LeaseInfo.RegistrationTimestamp {
 		old.inst = in
-		old.static = in.Metadata[MetaStatic] == "true"
+		old.static = in.Metadata[registryapi.MetaStatic] == "true"
 		old.duration = time.Duration(in.LeaseInfo.DurationInSecs) * time.Second
-		r.record(ActionModified, in)
+		r.record(registryapi.ActionModified, in)
 		return
 	}
 	r.put(in, now)
-	action := ActionAdded
+	action := registryapi.ActionAdded
 	if old != nil {
-		action = ActionModified
+		action = registryapi.ActionModified
 	}
 	r.record(action, in)
 }
 
-func (r *Registry) deleteInstance(ref InstanceRef, now time.Time) {
+func (r *Registry) deleteInstance(ref registryapi.InstanceRef, now time.Time) {
 	l := r.apps[ref.App][ref.ID]
 	if l == nil {
 		return
@@ -108,5 +111,5 @@ func (r *Registry) deleteInstance(ref InstanceRef, now time.Time) {
 	}
 	gone := l.inst.Clone()
 	gone.LastUpdatedTimestamp = now.UnixMilli()
-	r.record(ActionDeleted, gone)
+	r.record(registryapi.ActionDeleted, gone)
 }

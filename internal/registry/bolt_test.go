@@ -26,6 +26,8 @@ import (
 	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/ledger"
 	"github.com/shardctl/shardctl/internal/proctest"
+	"github.com/shardctl/shardctl/internal/registry/registryapi"
+	"github.com/shardctl/shardctl/internal/registry/store"
 )
 
 // ---------------------------------------------------------------------------
@@ -100,7 +102,7 @@ type boltInst struct {
 	registered bool
 	gen        int // of the registration: port, ipAddr
 	meta       map[string]string
-	override   Override // outlives cancels, as the registry promises
+	override   registryapi.Override // outlives cancels, as the registry promises
 }
 
 type boltOp struct {
@@ -127,11 +129,11 @@ func (m boltInst) apply(o boltOp) boltInst {
 	case boltOpCancel:
 		m.registered = false
 	case boltOpStatus:
-		m.override = Override{Status: StatusOutOfService}
+		m.override = registryapi.Override{Status: registryapi.StatusOutOfService}
 	case boltOpUnstatus:
-		m.override = Override{}
+		m.override = registryapi.Override{}
 	case boltOpDrain:
-		m.override = Override{Status: StatusOutOfService, Draining: true}
+		m.override = registryapi.Override{Status: registryapi.StatusOutOfService, Draining: true}
 	case boltOpMetadata:
 		if m.meta == nil {
 			m.meta = map[string]string{}
@@ -282,12 +284,12 @@ func (w *boltWorker) send(o boltOp) boltOutcome {
 		method, path = http.MethodDelete, inst
 	case boltOpStatus:
 		method, path = http.MethodPut, inst+"/status"
-		q.Set("value", string(StatusOutOfService))
+		q.Set("value", string(registryapi.StatusOutOfService))
 	case boltOpUnstatus:
 		method, path = http.MethodDelete, inst+"/status"
 	case boltOpDrain:
 		method, path = http.MethodPut, "/shardctl/v1/shards/"+url.PathEscape(k.id)+"/state"
-		q.Set("value", StateDraining)
+		q.Set("value", registryapi.StateDraining)
 		if k.app != "ZEEBE-SHARDS" {
 			q.Set("app", k.app)
 		}
@@ -333,9 +335,9 @@ func (w *boltWorker) send(o boltOp) boltOutcome {
 			w.ledger = append(w.ledger, boltLedgerAck{name: o.ledger, seq: d.Seq})
 		}
 	case boltOpDrain:
-		var s Shard
+		var s registryapi.Shard
 		if rerr == nil && json.Unmarshal(rb, &s) == nil {
-			if s.State != StateDraining {
+			if s.State != registryapi.StateDraining {
 				w.problem("%v: answered state %s", o, s.State)
 			}
 			w.noteSlot(k, s.Slot)
@@ -391,27 +393,27 @@ func (w *boltWorker) run(deadline time.Time) {
 	}
 }
 
-func boltGetShard(c *http.Client, base string, k boltKey) (Shard, int, error) {
+func boltGetShard(c *http.Client, base string, k boltKey) (registryapi.Shard, int, error) {
 	u := base + "/shardctl/v1/shards/" + url.PathEscape(k.id) + "?app=" + url.QueryEscape(k.app)
 	resp, err := c.Get(u)
 	if err != nil {
-		return Shard{}, 0, err
+		return registryapi.Shard{}, 0, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return Shard{}, 0, err
+		return registryapi.Shard{}, 0, err
 	}
-	var s Shard
+	var s registryapi.Shard
 	if resp.StatusCode == http.StatusOK {
 		if err := json.Unmarshal(b, &s); err != nil {
-			return Shard{}, 0, fmt.Errorf("GET %s: %w: %s", u, err, b)
+			return registryapi.Shard{}, 0, fmt.Errorf("GET %s: %w: %s", u, err, b)
 		}
 	}
 	return s, resp.StatusCode, nil
 }
 
-func boltGetInstance(c *http.Client, base string, k boltKey) (*Instance, int, error) {
+func boltGetInstance(c *http.Client, base string, k boltKey) (*registryapi.Instance, int, error) {
 	req, _ := http.NewRequest(http.MethodGet, base+"/eureka/apps/"+k.app+"/"+url.PathEscape(k.id), nil)
 	req.Header.Set("Accept", "application/json")
 	resp, err := c.Do(req)
@@ -426,7 +428,7 @@ func boltGetInstance(c *http.Client, base string, k boltKey) (*Instance, int, er
 	if resp.StatusCode != http.StatusOK {
 		return nil, resp.StatusCode, nil
 	}
-	in, err := decodeInstanceJSON(b)
+	in, err := registryapi.DecodeInstanceJSON(b)
 	return in, resp.StatusCode, err
 }
 
@@ -458,13 +460,13 @@ func boltNewClient() (*http.Client, *http.Transport) {
 
 // boltSeen is what the restarted registry says of one instance.
 type boltSeen struct {
-	in    *Instance
-	shard Shard
+	in    *registryapi.Instance
+	shard registryapi.Shard
 }
 
 func (s boltSeen) metaWithoutSlot() map[string]string {
 	m := maps.Clone(s.in.Metadata)
-	delete(m, MetaSlot)
+	delete(m, registryapi.MetaSlot)
 	return m
 }
 
@@ -488,12 +490,12 @@ func boltMatch(m boltInst, seen *boltSeen) string {
 	if got := seen.metaWithoutSlot(); !(len(got) == 0 && len(m.meta) == 0) && !maps.Equal(got, m.meta) {
 		diffs = append(diffs, fmt.Sprintf("metadata %v, want %v", got, m.meta))
 	}
-	wantOverridden, wantStatus, wantState := StatusUnknown, StatusUp, StateUp
+	wantOverridden, wantStatus, wantState := registryapi.StatusUnknown, registryapi.StatusUp, registryapi.StateUp
 	if m.override.Status != "" {
-		wantOverridden, wantStatus, wantState = m.override.Status, m.override.Status, StateOutOfService
+		wantOverridden, wantStatus, wantState = m.override.Status, m.override.Status, registryapi.StateOutOfService
 	}
 	if m.override.Draining {
-		wantState = StateDraining
+		wantState = registryapi.StateDraining
 	}
 	if in.OverriddenStatus != wantOverridden {
 		diffs = append(diffs, fmt.Sprintf("overriddenStatus %s, want %s", in.OverriddenStatus, wantOverridden))
@@ -660,7 +662,7 @@ func boltVerify(t *testing.T, p *proctest.Process, ws []*boltWorker, restart tim
 
 			// Slots: the same as before the kill, one shard each.
 			if k.app == "ZEEBE-SHARDS" {
-				slot, _ := strconv.Atoi(seen.in.Metadata[MetaSlot])
+				slot, _ := strconv.Atoi(seen.in.Metadata[registryapi.MetaSlot])
 				if slot != seen.shard.Slot {
 					fail("shard %s: metadata slot %d, shard API slot %d", k.id, slot, seen.shard.Slot)
 				}
@@ -747,7 +749,7 @@ func boltVerify(t *testing.T, p *proctest.Process, ws []*boltWorker, restart tim
 	}
 
 	// Nothing was evicted: the leases started again.
-	var h Health
+	var h registryapi.Health
 	if err := boltGetJSON(client, base+"/shardctl/v1/status", &h); err != nil {
 		t.Fatal(err)
 	}
@@ -854,19 +856,19 @@ func (c *boltClock) set(t time.Time) {
 	c.mu.Unlock()
 }
 
-func boltInstance(app, id string, meta map[string]string) *Instance {
-	return &Instance{
-		InstanceID: id, App: app, HostName: id + ".test", IPAddr: "10.1.2.3", Status: StatusUp,
+func boltInstance(app, id string, meta map[string]string) *registryapi.Instance {
+	return &registryapi.Instance{
+		InstanceID: id, App: app, HostName: id + ".test", IPAddr: "10.1.2.3", Status: registryapi.StatusUp,
 		Port: 26500, PortEnabled: true, VIPAddress: strings.ToLower(app),
-		DataCenterInfo: DataCenterInfo{Class: "com.netflix.appinfo.InstanceInfo$DefaultDataCenterInfo", Name: "MyOwn"},
-		LeaseInfo:      LeaseInfo{RenewalIntervalInSecs: 10, DurationInSecs: 30},
+		DataCenterInfo: registryapi.DataCenterInfo{Class: "com.netflix.appinfo.InstanceInfo$DefaultDataCenterInfo", Name: "MyOwn"},
+		LeaseInfo:      registryapi.LeaseInfo{RenewalIntervalInSecs: 10, DurationInSecs: 30},
 		Metadata:       meta,
 	}
 }
 
 func boltOpenRegistry(t *testing.T, path string, clock *boltClock) *Registry {
 	t.Helper()
-	st, err := OpenBoltStore(path)
+	st, err := store.OpenBoltStore(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -900,15 +902,15 @@ func TestBoltStoreReopen(t *testing.T) {
 	must(r.Register("ORDERS", boltInstance("ORDERS", "o-2", nil)))
 	must(r.Register("PAYMENTS", boltInstance("PAYMENTS", "p-1", nil)))
 	for _, id := range []string{"s-1", "s-2", "s-3"} {
-		must(r.Register("ZEEBE-SHARDS", boltInstance("ZEEBE-SHARDS", id, map[string]string{MetaPool: "blue"})))
+		must(r.Register("ZEEBE-SHARDS", boltInstance("ZEEBE-SHARDS", id, map[string]string{registryapi.MetaPool: "blue"})))
 	}
-	must(r.Register("ZEEBE-SHARDS", boltInstance("ZEEBE-SHARDS", "s-4", map[string]string{MetaSlot: "7"})))
+	must(r.Register("ZEEBE-SHARDS", boltInstance("ZEEBE-SHARDS", "s-4", map[string]string{registryapi.MetaSlot: "7"})))
 	clock.set(t0.Add(time.Second))
-	must(r.SetOverride("ORDERS", "o-1", Override{Status: StatusOutOfService}))
-	must(r.SetState("ZEEBE-SHARDS", "s-2", StateDraining))
-	must(r.SetState("ZEEBE-SHARDS", "s-4", StateOutOfService))
+	must(r.SetOverride("ORDERS", "o-1", registryapi.Override{Status: registryapi.StatusOutOfService}))
+	must(r.SetState("ZEEBE-SHARDS", "s-2", registryapi.StateDraining))
+	must(r.SetState("ZEEBE-SHARDS", "s-4", registryapi.StateOutOfService))
 	must(r.SetMetadata("PAYMENTS", "p-1", map[string]string{"color": "blue"}))
-	must(r.SetMetadata("ORDERS", "o-2", map[string]string{MetaStatic: "true"}))
+	must(r.SetMetadata("ORDERS", "o-2", map[string]string{registryapi.MetaStatic: "true"}))
 	// s-3 goes but keeps its slot; s-1 goes and gives its slot up.
 	must(r.Cancel("ZEEBE-SHARDS", "s-3"))
 	must(r.Cancel("ZEEBE-SHARDS", "s-1"))
@@ -928,7 +930,7 @@ func TestBoltStoreReopen(t *testing.T) {
 	}
 	must(r.SetDeploymentKeys(1, "s-2", map[string]int64{ledger.ProcessRef("a", 1): 42}))
 
-	wantSlots := map[InstanceRef]int{{"ZEEBE-SHARDS", "s-2"}: 2, {"ZEEBE-SHARDS", "s-3"}: 3, {"ZEEBE-SHARDS", "s-4"}: 7}
+	wantSlots := map[registryapi.InstanceRef]int{{App: "ZEEBE-SHARDS", ID: "s-2"}: 2, {App: "ZEEBE-SHARDS", ID: "s-3"}: 3, {App: "ZEEBE-SHARDS", ID: "s-4"}: 7}
 	if !reflect.DeepEqual(r.slots, wantSlots) {
 		t.Fatalf("slots before reopening: %v, want %v", r.slots, wantSlots)
 	}
@@ -983,7 +985,7 @@ func TestBoltStoreReopen(t *testing.T) {
 	for _, s := range afterShards {
 		states[s.ID] = s.State
 	}
-	if states["s-2"] != StateDraining || states["s-4"] != StateOutOfService {
+	if states["s-2"] != registryapi.StateDraining || states["s-4"] != registryapi.StateOutOfService {
 		t.Errorf("reopened shard states %v; want s-2 DRAINING, s-4 OUT_OF_SERVICE", states)
 	}
 
@@ -992,15 +994,15 @@ func TestBoltStoreReopen(t *testing.T) {
 	clock.set(t1.Add(time.Second))
 	s3 := boltInstance("ZEEBE-SHARDS", "s-3", nil)
 	must(r2.Register("ZEEBE-SHARDS", s3))
-	if s3.Metadata[MetaSlot] != "3" {
-		t.Errorf("s-3 re-registered after reopening: slot %s, want its own 3", s3.Metadata[MetaSlot])
+	if s3.Metadata[registryapi.MetaSlot] != "3" {
+		t.Errorf("s-3 re-registered after reopening: slot %s, want its own 3", s3.Metadata[registryapi.MetaSlot])
 	}
 	s5 := boltInstance("ZEEBE-SHARDS", "s-5", nil)
 	must(r2.Register("ZEEBE-SHARDS", s5))
-	if s5.Metadata[MetaSlot] != "1" {
-		t.Errorf("new shard after reopening: slot %s, want 1 (released by s-1)", s5.Metadata[MetaSlot])
+	if s5.Metadata[registryapi.MetaSlot] != "1" {
+		t.Errorf("new shard after reopening: slot %s, want 1 (released by s-1)", s5.Metadata[registryapi.MetaSlot])
 	}
-	if err := r2.Register("ZEEBE-SHARDS", boltInstance("ZEEBE-SHARDS", "s-6", map[string]string{MetaSlot: "7"})); !errors.Is(err, ErrConflict) {
+	if err := r2.Register("ZEEBE-SHARDS", boltInstance("ZEEBE-SHARDS", "s-6", map[string]string{registryapi.MetaSlot: "7"})); !errors.Is(err, registryapi.ErrConflict) {
 		t.Errorf("new shard asking for s-4's slot 7 after reopening: %v, want a conflict", err)
 	}
 	d3, err := r2.AppendDeployment(ledger.Deployment{Resources: []ledger.Resource{{Name: "c.bpmn", Content: []byte("<c/>")}}})
@@ -1054,17 +1056,17 @@ func TestBoltStoreCorruptOrLocked(t *testing.T) {
 
 	t.Run("locked", func(t *testing.T) {
 		path := filepath.Join(dir, "locked.db")
-		first, err := OpenBoltStore(path)
+		first, err := store.OpenBoltStore(path)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer first.Close()
 		start := time.Now()
-		second, err := OpenBoltStore(path)
+		second, err := store.OpenBoltStore(path)
 		took := time.Since(start)
 		if err == nil {
 			second.Close()
-			t.Fatal("a second OpenBoltStore of an open file succeeded")
+			t.Fatal("a second store.OpenBoltStore of an open file succeeded")
 		}
 		t.Logf("second open, after %v: %v", took.Round(time.Millisecond), err)
 		if !strings.Contains(err.Error(), path) {
@@ -1077,19 +1079,19 @@ func TestBoltStoreCorruptOrLocked(t *testing.T) {
 			t.Errorf("the second open took %v to give up", took)
 		}
 		// The first holder is unharmed, and the file opens once it lets go.
-		if err := first.Apply(Batch{Slots: map[InstanceRef]int{{App: "ZEEBE-SHARDS", ID: "s-1"}: 1}}); err != nil {
+		if err := first.Apply(store.Batch{Slots: map[registryapi.InstanceRef]int{{App: "ZEEBE-SHARDS", ID: "s-1"}: 1}}); err != nil {
 			t.Errorf("first store after the second open failed: %v", err)
 		}
 		if err := first.Close(); err != nil {
 			t.Fatal(err)
 		}
-		again, err := OpenBoltStore(path)
+		again, err := store.OpenBoltStore(path)
 		if err != nil {
 			t.Fatalf("open after the first closed: %v", err)
 		}
 		st, err := again.Load()
 		again.Close()
-		if err != nil || st.Slots[InstanceRef{"ZEEBE-SHARDS", "s-1"}] != 1 {
+		if err != nil || st.Slots[registryapi.InstanceRef{App: "ZEEBE-SHARDS", ID: "s-1"}] != 1 {
 			t.Errorf("reopened after the lock: slots %v, %v", st.Slots, err)
 		}
 	})
@@ -1130,11 +1132,12 @@ func TestBoltStoreCorruptOrLocked(t *testing.T) {
 			}
 			defer db.Close()
 			return db.Update(func(tx *bolt.Tx) error {
-				b, err := tx.CreateBucketIfNotExists(bucketInstances)
+				// "instances" is the bolt store's bucket of instances, keyed app NUL id.
+				b, err := tx.CreateBucketIfNotExists([]byte("instances"))
 				if err != nil {
 					return err
 				}
-				return b.Put(refKey("ORDERS", "o-1"), []byte("{not json"))
+				return b.Put([]byte("ORDERS\x00o-1"), []byte("{not json"))
 			})
 		}, `instance "ORDERS\x00o-1"`},
 		{"truncated", func(p string) error { return os.WriteFile(p, realBytes[:len(realBytes)/2], 0o600) }, ""},

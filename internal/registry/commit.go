@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/shardctl/shardctl/internal/registry/store"
 )
 
 // committer writes batches through the store in the order they were
@@ -18,7 +20,7 @@ import (
 // registry reports not ready, until it is restarted from what the store
 // holds.
 type committer struct {
-	store  Store
+	store  store.Store
 	sync   bool        // the store keeps nothing: a batch is done when queued
 	onFail func(error) // told once, when the store fails
 
@@ -33,7 +35,7 @@ type committer struct {
 
 // ticket is one queued batch; done closes when it is durable or failed.
 type ticket struct {
-	b    Batch
+	b    store.Batch
 	err  error
 	done chan struct{}
 }
@@ -43,11 +45,11 @@ var closedTicket = func() *ticket { t := &ticket{done: make(chan struct{})}; clo
 // errStoreFailed prefixes every write refused after a failed commit.
 var errStoreFailed = errors.New("store failed earlier; restart the registry to reload what the store holds")
 
-func newCommitter(s Store, onFail func(error)) *committer {
+func newCommitter(s store.Store, onFail func(error)) *committer {
 	// A memory store keeps nothing; replicas over etcd write through
 	// their own transactions (replica.go), never through a committer.
-	_, memory := s.(*memoryStore)
-	_, replicated := s.(*etcdStore)
+	_, memory := s.(*store.Memory)
+	_, replicated := s.(*store.Etcd)
 	c := &committer{store: s, sync: memory || replicated, onFail: onFail, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	if c.sync {
 		close(c.done)
@@ -72,7 +74,7 @@ func (c *committer) err() error {
 
 // enqueue queues a batch. The caller may hold the registry's lock: this
 // only appends.
-func (c *committer) enqueue(b Batch) *ticket {
+func (c *committer) enqueue(b store.Batch) *ticket {
 	if c.sync {
 		return closedTicket
 	}
@@ -118,7 +120,7 @@ func (c *committer) run() {
 }
 
 func (c *committer) commit(q []*ticket) {
-	bs := make([]Batch, len(q))
+	bs := make([]store.Batch, len(q))
 	for i, t := range q {
 		bs[i] = t.b
 	}

@@ -9,22 +9,25 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/shardctl/shardctl/internal/registry/registryapi"
+	"github.com/shardctl/shardctl/internal/registry/store"
 )
 
 // slowStore is a store whose every Apply takes as long as an fsync, and
 // which remembers what it holds and how many transactions it took.
 type slowStore struct {
-	memoryStore
+	store.Memory
 	fsync time.Duration
 
 	mu    sync.Mutex
 	txs   int
-	held  map[InstanceRef]bool
+	held  map[registryapi.InstanceRef]bool
 	order []string // "+APP/id" or "-APP/id", as applied
 	fail  error
 }
 
-func (s *slowStore) Apply(bs ...Batch) error {
+func (s *slowStore) Apply(bs ...store.Batch) error {
 	time.Sleep(s.fsync)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -33,11 +36,11 @@ func (s *slowStore) Apply(bs ...Batch) error {
 	}
 	s.txs++
 	if s.held == nil {
-		s.held = map[InstanceRef]bool{}
+		s.held = map[registryapi.InstanceRef]bool{}
 	}
 	for _, b := range bs {
 		for _, in := range b.Put {
-			s.held[InstanceRef{in.App, in.InstanceID}] = true
+			s.held[registryapi.InstanceRef{App: in.App, ID: in.InstanceID}] = true
 			s.order = append(s.order, "+"+in.App+"/"+in.InstanceID)
 		}
 		for _, ref := range b.Delete {
@@ -48,7 +51,7 @@ func (s *slowStore) Apply(bs ...Batch) error {
 	return nil
 }
 
-func (s *slowStore) holds(ref InstanceRef) bool {
+func (s *slowStore) holds(ref registryapi.InstanceRef) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.held[ref]
@@ -71,7 +74,7 @@ func TestGroupCommit(t *testing.T) {
 					errs <- err
 					return
 				}
-				if !st.holds(InstanceRef{"ORDERS", id}) {
+				if !st.holds(registryapi.InstanceRef{App: "ORDERS", ID: id}) {
 					errs <- fmt.Errorf("%s answered before the store held it", id)
 				}
 				if i%2 == 1 {
@@ -79,7 +82,7 @@ func TestGroupCommit(t *testing.T) {
 						errs <- err
 						return
 					}
-					if st.holds(InstanceRef{"ORDERS", id}) {
+					if st.holds(registryapi.InstanceRef{App: "ORDERS", ID: id}) {
 						errs <- fmt.Errorf("%s cancelled, answered while the store still held it", id)
 					}
 				}
@@ -102,7 +105,7 @@ func TestGroupCommit(t *testing.T) {
 		t.Errorf("%d instances in memory, want %d", got, want)
 	}
 	for _, in := range r.Instances("ORDERS") {
-		if !st.holds(InstanceRef{in.App, in.InstanceID}) {
+		if !st.holds(registryapi.InstanceRef{App: in.App, ID: in.InstanceID}) {
 			t.Errorf("%s in memory, not in the store", in.InstanceID)
 		}
 	}
@@ -138,7 +141,9 @@ func TestStoreFailureRefusesWrites(t *testing.T) {
 	for name, write := range map[string]func() error{
 		"register": func() error { return r.Register("ORDERS", testInstance("ORDERS", "c", 5, 30)) },
 		"cancel":   func() error { return r.Cancel("ORDERS", "a") },
-		"status":   func() error { return r.SetOverride("ORDERS", "a", Override{Status: StatusOutOfService}) },
+		"status": func() error {
+			return r.SetOverride("ORDERS", "a", registryapi.Override{Status: registryapi.StatusOutOfService})
+		},
 		"metadata": func() error { return r.SetMetadata("ORDERS", "a", map[string]string{"k": "v"}) },
 	} {
 		if err := write(); !errors.Is(err, errStoreFailed) {
@@ -176,7 +181,7 @@ func TestFetchSeesTheWriteBefore(t *testing.T) {
 					time.Sleep(time.Until(acked.Add(staleness)))
 					s = r.current()
 				}
-				if !slices.ContainsFunc(s.instances, func(in *Instance) bool { return in.InstanceID == id }) {
+				if !slices.ContainsFunc(s.instances, func(in *registryapi.Instance) bool { return in.InstanceID == id }) {
 					t.Fatalf("the fetch %v after registering %s lacks it (snapshot version %d)", max(staleness, 0), id, s.version)
 				}
 				if len(s.instances) != i+1 {

@@ -7,10 +7,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shardctl/shardctl/internal/registry/registryapi"
+	"github.com/shardctl/shardctl/internal/registry/registryclient"
+	"github.com/shardctl/shardctl/internal/registry/store"
 )
 
-func testCutover(name string) Cutover {
-	return Cutover{Name: name, App: "zeebe-shards", From: "blue", To: "green", Phase: PhasePending, Weights: map[string]int{"blue": 100, "green": 0}}
+func testCutover(name string) registryapi.Cutover {
+	return registryapi.Cutover{Name: name, App: "zeebe-shards", From: "blue", To: "green", Phase: registryapi.PhasePending, Weights: map[string]int{"blue": 100, "green": 0}}
 }
 
 // Writes compare and swap on the version; a lease keeps everyone else
@@ -21,19 +25,19 @@ func TestCutoverRecord(t *testing.T) {
 	if err != nil || c.Version != 1 || c.App != "ZEEBE-SHARDS" {
 		t.Fatalf("create: %+v, %v", c, err)
 	}
-	if _, err := r.PutCutover(testCutover("blue-to-green")); !errors.Is(err, ErrConflict) {
+	if _, err := r.PutCutover(testCutover("blue-to-green")); !errors.Is(err, registryapi.ErrConflict) {
 		t.Errorf("creating it again while in progress: %v, want a conflict", err)
 	}
-	if _, err := r.PutCutover(testCutover("other")); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "one at a time") {
+	if _, err := r.PutCutover(testCutover("other")); !errors.Is(err, registryapi.ErrConflict) || !strings.Contains(err.Error(), "one at a time") {
 		t.Errorf("a second cutover of the app: %v, want a conflict", err)
 	}
 
 	stale := c
-	c.Phase, c.Step, c.Weights = PhaseProgressing, 1, map[string]int{"blue": 90, "green": 10}
+	c.Phase, c.Step, c.Weights = registryapi.PhaseProgressing, 1, map[string]int{"blue": 90, "green": 10}
 	if c, err = r.PutCutover(c); err != nil || c.Version != 2 {
 		t.Fatalf("update: %+v, %v", c, err)
 	}
-	if _, err := r.PutCutover(stale); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "read it again") {
+	if _, err := r.PutCutover(stale); !errors.Is(err, registryapi.ErrConflict) || !strings.Contains(err.Error(), "read it again") {
 		t.Errorf("a write from version 1 after version 2: %v", err)
 	}
 
@@ -41,8 +45,8 @@ func TestCutoverRecord(t *testing.T) {
 	if err != nil || held.Holder != "apply-1" || held.LeaseExpires == nil {
 		t.Fatalf("lease: %+v, %v", held, err)
 	}
-	var le *LeaseError
-	if _, err := r.LeaseCutover("blue-to-green", "apply-2", 15*time.Second, ""); !errors.As(err, &le) || le.Holder != "apply-1" || !errors.Is(err, ErrLeased) {
+	var le *registryapi.LeaseError
+	if _, err := r.LeaseCutover("blue-to-green", "apply-2", 15*time.Second, ""); !errors.As(err, &le) || le.Holder != "apply-1" || !errors.Is(err, registryapi.ErrLeased) {
 		t.Errorf("a second lease: %v, want apply-1 named", err)
 	}
 	other := held
@@ -81,7 +85,7 @@ func TestCutoverRecord(t *testing.T) {
 	}
 	// Final: the app may start another.
 	done, _ := r.Cutover("blue-to-green")
-	done.Phase = PhaseDone
+	done.Phase = registryapi.PhaseDone
 	if _, err := r.PutCutover(done); err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +97,7 @@ func TestCutoverRecord(t *testing.T) {
 	if got := r.Cutovers("zeebe-shards"); len(got) != 2 || got[0].Name != "blue-to-green" {
 		t.Errorf("Cutovers: %+v", got)
 	}
-	for _, bad := range []Cutover{{Name: "x", App: "A", From: "blue", To: "blue"}, {Name: "", App: "A", From: "a", To: "b"},
+	for _, bad := range []registryapi.Cutover{{Name: "x", App: "A", From: "blue", To: "blue"}, {Name: "", App: "A", From: "a", To: "b"},
 		{Name: "y", App: "A", From: "a", To: "b", Weights: map[string]int{"a": 120}}} {
 		if _, err := r.PutCutover(bad); err == nil {
 			t.Errorf("%+v accepted", bad)
@@ -106,15 +110,15 @@ func TestCutoverRecord(t *testing.T) {
 func TestCutoverStoredAndWatched(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "registry.db")
 	s, base := startServer(t, Config{Store: "bolt:" + path})
-	c, err := NewClient(base+"/eureka", "")
+	c, err := registryclient.New(base+"/eureka", "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	got := make(chan []Cutover, 16)
+	got := make(chan []registryapi.Cutover, 16)
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
-	go c.Watch(wctx, "zeebe-shards", Watcher{Cutovers: func(cs []Cutover) { got <- cs }})
+	go c.Watch(wctx, "zeebe-shards", registryclient.Watcher{Cutovers: func(cs []registryapi.Cutover) { got <- cs }})
 	if first := <-got; len(first) != 0 {
 		t.Errorf("first delivery %+v, want no cutover yet", first)
 	}
@@ -126,7 +130,7 @@ func TestCutoverStoredAndWatched(t *testing.T) {
 	if _, err := c.LeaseCutover(ctx, cut.Name, "apply-1", time.Minute, ""); err != nil {
 		t.Fatal(err)
 	}
-	var last []Cutover
+	var last []registryapi.Cutover
 	for len(last) == 0 || last[0].Holder != "apply-1" {
 		select {
 		case last = <-got:
@@ -134,10 +138,10 @@ func TestCutoverStoredAndWatched(t *testing.T) {
 			t.Fatalf("the watch did not carry the lease: %+v", last)
 		}
 	}
-	if _, err := c.LeaseCutover(ctx, cut.Name, "apply-2", time.Minute, ""); !errors.Is(err, ErrLeased) || !strings.Contains(err.Error(), "held by apply-1") {
+	if _, err := c.LeaseCutover(ctx, cut.Name, "apply-2", time.Minute, ""); !errors.Is(err, registryapi.ErrLeased) || !strings.Contains(err.Error(), "held by apply-1") {
 		t.Errorf("a second lease over HTTP: %v", err)
 	}
-	if _, err := c.Cutover(ctx, "nope"); !IsNotFound(err) {
+	if _, err := c.Cutover(ctx, "nope"); !registryclient.IsNotFound(err) {
 		t.Errorf("an unknown cutover: %v", err)
 	}
 	stop()
@@ -145,7 +149,7 @@ func TestCutoverStoredAndWatched(t *testing.T) {
 	if err := s.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	st2, err := OpenBoltStore(path)
+	st2, err := store.OpenBoltStore(path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/shardctl/shardctl/internal/budget"
+	"github.com/shardctl/shardctl/internal/registry/registryapi"
 )
 
 // The npm package TestEurekaJS runs, installed outside the repository.
@@ -648,10 +649,10 @@ func ejsFullHashcode(t *testing.T, base string) string {
 }
 
 // ejsStatus reads GET /shardctl/v1/status.
-func ejsStatus(t *testing.T, base string) Health {
+func ejsStatus(t *testing.T, base string) registryapi.Health {
 	t.Helper()
 	code, body := ejsDo(t, "GET", base+"/shardctl/v1/status", "")
-	var h Health
+	var h registryapi.Health
 	if err := json.Unmarshal([]byte(body), &h); code != http.StatusOK || err != nil {
 		t.Fatalf("GET /shardctl/v1/status: %d %v %s", code, err, body)
 	}

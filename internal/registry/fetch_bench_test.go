@@ -7,6 +7,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/shardctl/shardctl/internal/registry/registryapi"
 )
 
 // BenchmarkFullFetch600 is a full fetch of 600 instances over HTTP on
@@ -78,7 +80,7 @@ func BenchmarkFullFetch600(b *testing.B) {
 func BenchmarkRegisterHandler(b *testing.B) {
 	r, _ := newTestRegistry(b, Options{})
 	h := r.Handler(HandlerOptions{})
-	body := string(encodeInstanceJSON(testInstance("ORDERS", "x", 30, 90)))
+	body := string(registryapi.EncodeInstanceJSON(testInstance("ORDERS", "x", 30, 90)))
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {

@@ -2,11 +2,10 @@ package registry
 
 import (
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"context"
 	"encoding/json"
-	"encoding/xml"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -15,8 +14,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"reflect"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -25,6 +22,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/shardctl/shardctl/internal/ledger"
+	"github.com/shardctl/shardctl/internal/registry/registryapi"
+	"github.com/shardctl/shardctl/internal/registry/registryapi/wiretest"
+	"github.com/shardctl/shardctl/internal/registry/store"
 )
 
 // Native fuzz tests of the wire decoders and of the whole HTTP API. `go
@@ -36,324 +36,6 @@ import (
 //
 // (-fuzzminimizetime: by default every new interesting input is minimized
 // for up to 60 s, which stalls a short run.)
-
-// Register bodies as real clients send them, then broken variants.
-var fzInstanceJSONSeeds = []string{
-	// Java Eureka client 1.10 (Jackson), Spring Cloud's metadata.
-	`{"instance":{"instanceId":"orders-1:8080","hostName":"10.0.0.7","app":"ORDERS","ipAddr":"10.0.0.7","status":"UP","overriddenStatus":"UNKNOWN","port":{"$":8080,"@enabled":"true"},"securePort":{"$":443,"@enabled":"false"},"countryId":1,"dataCenterInfo":{"@class":"com.netflix.appinfo.InstanceInfo$DefaultDataCenterInfo","name":"MyOwn"},"leaseInfo":{"renewalIntervalInSecs":30,"durationInSecs":90,"registrationTimestamp":0,"lastRenewalTimestamp":0,"evictionTimestamp":0,"serviceUpTimestamp":0},"metadata":{"@class":"java.util.Collections$EmptyMap"},"homePageUrl":"http://10.0.0.7:8080/","statusPageUrl":"http://10.0.0.7:8080/actuator/info","healthCheckUrl":"http://10.0.0.7:8080/actuator/health","vipAddress":"orders","secureVipAddress":"orders","isCoordinatingDiscoveryServer":"false","lastUpdatedTimestamp":"1700000000000","lastDirtyTimestamp":"1700000000000"}}`,
-	`{"instance":{"instanceId":"payments-7f9c:payments:8081","hostName":"payments-7f9c","app":"PAYMENTS","ipAddr":"10.0.3.12","status":"STARTING","overriddenStatus":"UNKNOWN","port":{"$":8081,"@enabled":"true"},"securePort":{"$":443,"@enabled":"false"},"countryId":1,"dataCenterInfo":{"@class":"com.netflix.appinfo.InstanceInfo$DefaultDataCenterInfo","name":"MyOwn"},"leaseInfo":{"renewalIntervalInSecs":5,"durationInSecs":15,"registrationTimestamp":0,"lastRenewalTimestamp":0,"evictionTimestamp":0,"serviceUpTimestamp":0},"metadata":{"management.port":"8081","zone":"eu-west-1a","version":"2.4.1"},"homePageUrl":"http://payments-7f9c:8081/","statusPageUrl":"http://payments-7f9c:8081/actuator/info","healthCheckUrl":"http://payments-7f9c:8081/actuator/health","vipAddress":"payments","secureVipAddress":"payments","isCoordinatingDiscoveryServer":"false","lastUpdatedTimestamp":"1700000000123","lastDirtyTimestamp":"1700000000100","actionType":"ADDED"}}`,
-	// A shard of the shards app, asking for a slot.
-	`{"instance":{"instanceId":"shard-c","hostName":"zeebe-2","app":"ZEEBE-SHARDS","ipAddr":"10.1.0.3","status":"UP","port":{"$":26500,"@enabled":"true"},"dataCenterInfo":{"@class":"com.netflix.appinfo.InstanceInfo$DefaultDataCenterInfo","name":"MyOwn"},"leaseInfo":{"renewalIntervalInSecs":10,"durationInSecs":30},"metadata":{"slot":"3","pool":"p1","metrics":"http://10.1.0.3:9600/metrics"},"vipAddress":"zeebe-shards"}}`,
-	// hudl/fargo 1.4.0 (UseJson): ports and their flags as strings.
-	`{"instance":{"instanceId":"orders-1","hostName":"orders-1.local","app":"ORDERS","ipAddr":"10.0.0.7","vipAddress":"orders","secureVipAddress":"orders-secure","status":"UP","overriddenstatus":"","homePageUrl":"","statusPageUrl":"","healthCheckUrl":"","countryId":0,"dataCenterInfo":{"name":"MyOwn","@class":"com.netflix.appinfo.MyDataCenterInfo"},"leaseInfo":{"renewalIntervalInSecs":10,"durationInSecs":30,"registrationTimestamp":0,"lastRenewalTimestamp":0,"evictionTimestamp":0,"serviceUpTimestamp":0},"metadata":{"zone":"a"},"port":{"$":"8080","@enabled":"true"},"securePort":{"$":"8443","@enabled":"false"}}}`,
-	`{"instance":{"instanceId":"","hostName":"h","app":"A","ipAddr":"1.2.3.4","vipAddress":"","secureVipAddress":"","status":"","overriddenstatus":"","homePageUrl":"","statusPageUrl":"","healthCheckUrl":"","countryId":0,"dataCenterInfo":{"name":"Amazon","@class":"com.netflix.appinfo.AmazonInfo","metadata":{"ami-launch-index":"","local-hostname":"","availability-zone":"","instance-id":"i-1","public-ipv4":"","public-hostname":"","ami-manifest-path":"","local-ipv4":"1.2.3.4","hostname":"","ami-id":"","instance-type":""}},"leaseInfo":{"renewalIntervalInSecs":0,"durationInSecs":0,"registrationTimestamp":0,"lastRenewalTimestamp":0,"evictionTimestamp":0,"serviceUpTimestamp":0},"metadata":{},"port":{"$":"0","@enabled":"false"},"securePort":{"$":"0","@enabled":"false"}}}`,
-	// fargo re-registering what it read back from the server (it does
-	// after every registration), an operator's override included.
-	`{"instance":{"instanceId":"orders-1","hostName":"orders-1.local","app":"ORDERS","ipAddr":"10.0.0.7","vipAddress":"orders","status":"OUT_OF_SERVICE","overriddenstatus":"OUT_OF_SERVICE","countryId":1,"dataCenterInfo":{"name":"MyOwn","@class":"com.netflix.appinfo.MyDataCenterInfo"},"leaseInfo":{"renewalIntervalInSecs":10,"durationInSecs":30},"metadata":{"zone":"a"},"port":{"$":"8080","@enabled":"true"},"securePort":{"$":"8443","@enabled":"false"}}}`,
-	// eureka-js-client 4.5: JSON only, @enabled as a boolean.
-	`{"instance":{"app":"JS-SERVICE","hostName":"localhost","ipAddr":"127.0.0.1","instanceId":"js-service-1","statusPageUrl":"http://localhost:3000/info","healthCheckUrl":"http://localhost:3000/health","port":{"$":3000,"@enabled":true},"vipAddress":"js-service","dataCenterInfo":{"@class":"com.netflix.appinfo.InstanceInfo$DefaultDataCenterInfo","name":"MyOwn"},"status":"UP","metadata":{"zone":"b","weight":10,"canary":false}}}`,
-	`{"instance":{"app":"js-service","hostName":"ip-10-0-0-1","ipAddr":"10.0.0.1","port":{"$":"3000","@enabled":"true"},"securePort":{"$":3443,"@enabled":false},"vipAddress":"js-service","dataCenterInfo":{"@class":"com.netflix.appinfo.AmazonInfo","name":"Amazon","metadata":{"instance-id":"i-0abc","availability-zone":"us-east-1a"}},"leaseInfo":{"renewalIntervalInSecs":"30","durationInSecs":"90"}}}`,
-	// Ports as bare numbers, strings, booleans; numbers as strings.
-	`{"instance":{"instanceId":"n1","app":"N","ipAddr":"10.0.0.9","port":8080,"securePort":"8443","dataCenterInfo":{"name":"MyOwn"},"countryId":"1","isCoordinatingDiscoveryServer":true,"lastDirtyTimestamp":1700000000000}}`,
-	`{"instance":{"instanceId":"n2","app":"N","ipAddr":"10.0.0.9","port":{"$":8080,"@enabled":true},"dataCenterInfo":{"name":"MyOwn"},"status":"down"}}`,
-	`{"instance":{"instanceId":"n3","app":"N","ipAddr":"10.0.0.9","port":{"$":8080},"dataCenterInfo":{"name":"MyOwn"},"status":"bogus","overriddenStatus":"OUT_OF_SERVICE"}}`,
-	`{"instance":{"instanceId":"n4","app":"N","ipAddr":"10.0.0.9","port":"8080","dataCenterInfo":{"name":"Netflix","@class":"com.netflix.appinfo.InstanceInfo$DefaultDataCenterInfo"},"metadata":{"@class":"java.util.LinkedHashMap","a b":"c","ünï":"x","xmlish":"y","":"empty","n":null,"o":{"k":[1,2]}}}}`,
-	// Broken or extreme.
-	`{"instance":{"instanceId":"x","app":"X","ipAddr":"1.1.1.1","port":{"$":"abc","@enabled":"yes"},"dataCenterInfo":{"name":"MyOwn"}}}`,
-	`{"instance":{"instanceId":"x","app":"X","ipAddr":"1.1.1.1","port":{"$":1e300,"@enabled":"true"},"dataCenterInfo":{"name":"MyOwn"},"leaseInfo":{"durationInSecs":99999999999}}}`,
-	`{"instance":{"instanceId":"x","app":"X","ipAddr":"1.1.1.1","port":"NaN","securePort":"-Inf","dataCenterInfo":{"name":"MyOwn"},"lastDirtyTimestamp":"9223372036854775807"}}`,
-	`{"instance":{"instanceId":"x","app":"X","ipAddr":"1.1.1.1","port":true,"dataCenterInfo":{}}}`,
-	`{"instance":{"instanceId":"x","app":"X","ipAddr":"1.1.1.1","dataCenterInfo":{"@class":"com.netflix.appinfo.MyDataCenterInfo"}}}`,
-	`{"instance":{"instanceId":{"a":1},"app":["X"],"ipAddr":12,"dataCenterInfo":{"name":true}}}`,
-	`{"instance":{"hostName":"only-host","app":"X","ipAddr":"1.1.1.1","dataCenterInfo":{"name":"MyOwn"},"metadata":"not a map"}}`,
-	`{"instance":{"instanceId":"x\u0000y","app":"X\u00e9","ipAddr":" 1.1.1.1 ","dataCenterInfo":{"name":"MyOwn"},"metadata":{"k\u0001":"v\u0002","ok":"\ud800"}}}`,
-	`{"instance":null}`,
-	`{"instance":[]}`,
-	`{"application":{"name":"ORDERS"}}`,
-	`{"instance":{"instanceId":"orders-1","app":"ORDERS","ipAddr":"10.0.0.7","port":{"$":8080,"@enabled":"true"`,
-	`{"instance":{}}`,
-	``,
-	`null`,
-	`<instance/>`,
-}
-
-var fzInstanceXMLSeeds = []string{
-	// Java Eureka client (XStream).
-	`<?xml version="1.0" encoding="UTF-8"?>
-<instance>
-  <instanceId>orders-1:8080</instanceId>
-  <hostName>10.0.0.7</hostName>
-  <app>ORDERS</app>
-  <ipAddr>10.0.0.7</ipAddr>
-  <status>UP</status>
-  <overriddenstatus>UNKNOWN</overriddenstatus>
-  <port enabled="true">8080</port>
-  <securePort enabled="false">443</securePort>
-  <countryId>1</countryId>
-  <dataCenterInfo class="com.netflix.appinfo.InstanceInfo$DefaultDataCenterInfo">
-    <name>MyOwn</name>
-  </dataCenterInfo>
-  <leaseInfo>
-    <renewalIntervalInSecs>30</renewalIntervalInSecs>
-    <durationInSecs>90</durationInSecs>
-    <registrationTimestamp>0</registrationTimestamp>
-    <lastRenewalTimestamp>0</lastRenewalTimestamp>
-    <evictionTimestamp>0</evictionTimestamp>
-    <serviceUpTimestamp>0</serviceUpTimestamp>
-  </leaseInfo>
-  <metadata class="java.util.Collections$EmptyMap"/>
-  <homePageUrl>http://10.0.0.7:8080/</homePageUrl>
-  <statusPageUrl>http://10.0.0.7:8080/actuator/info</statusPageUrl>
-  <healthCheckUrl>http://10.0.0.7:8080/actuator/health</healthCheckUrl>
-  <vipAddress>orders</vipAddress>
-  <secureVipAddress>orders</secureVipAddress>
-  <isCoordinatingDiscoveryServer>false</isCoordinatingDiscoveryServer>
-  <lastUpdatedTimestamp>1700000000000</lastUpdatedTimestamp>
-  <lastDirtyTimestamp>1700000000000</lastDirtyTimestamp>
-</instance>`,
-	`<instance><instanceId>payments-1</instanceId><hostName>payments-1</hostName><app>PAYMENTS</app><ipAddr>10.0.3.12</ipAddr><status>STARTING</status><port enabled="true">8081</port><dataCenterInfo class="com.netflix.appinfo.InstanceInfo$DefaultDataCenterInfo"><name>MyOwn</name></dataCenterInfo><metadata><management.port>8081</management.port><zone>eu-west-1a</zone></metadata><vipAddress>payments</vipAddress></instance>`,
-	// hudl/fargo 1.4.0 (its default, XML).
-	`<instance><instanceId>orders-1</instanceId><hostName>orders-1.local</hostName><app>ORDERS</app><ipAddr>10.0.0.7</ipAddr><vipAddress>orders</vipAddress><secureVipAddress>orders-secure</secureVipAddress><status>UP</status><overriddenstatus></overriddenstatus><homePageUrl></homePageUrl><statusPageUrl></statusPageUrl><healthCheckUrl></healthCheckUrl><countryId>0</countryId><dataCenterInfo><name>MyOwn</name><metadata></metadata></dataCenterInfo><leaseInfo><renewalIntervalInSecs>10</renewalIntervalInSecs><durationInSecs>30</durationInSecs><registrationTimestamp>0</registrationTimestamp><lastRenewalTimestamp>0</lastRenewalTimestamp><evictionTimestamp>0</evictionTimestamp><serviceUpTimestamp>0</serviceUpTimestamp></leaseInfo><metadata><zone>a</zone></metadata><port enabled="true">8080</port><securePort enabled="false">8443</securePort></instance>`,
-	`<instance><instanceId></instanceId><hostName>h</hostName><app>A</app><ipAddr>1.2.3.4</ipAddr><vipAddress></vipAddress><secureVipAddress></secureVipAddress><status></status><overriddenstatus></overriddenstatus><homePageUrl></homePageUrl><statusPageUrl></statusPageUrl><healthCheckUrl></healthCheckUrl><countryId>0</countryId><dataCenterInfo><name>Amazon</name><metadata><ami-launch-index></ami-launch-index><local-hostname></local-hostname><availability-zone></availability-zone><instance-id>i-1</instance-id><public-ipv4></public-ipv4><public-hostname></public-hostname><ami-manifest-path></ami-manifest-path><local-ipv4>1.2.3.4</local-ipv4><hostname></hostname><ami-id></ami-id><instance-type></instance-type></metadata></dataCenterInfo><leaseInfo><renewalIntervalInSecs>0</renewalIntervalInSecs><durationInSecs>0</durationInSecs><registrationTimestamp>0</registrationTimestamp><lastRenewalTimestamp>0</lastRenewalTimestamp><evictionTimestamp>0</evictionTimestamp><serviceUpTimestamp>0</serviceUpTimestamp></leaseInfo><metadata></metadata><port enabled="false">0</port><securePort enabled="false">0</securePort></instance>`,
-	// fargo re-registering what it read back: an override included.
-	`<instance><instanceId>orders-1</instanceId><hostName>orders-1.local</hostName><app>ORDERS</app><ipAddr>10.0.0.7</ipAddr><vipAddress>orders</vipAddress><status>OUT_OF_SERVICE</status><overriddenstatus>OUT_OF_SERVICE</overriddenstatus><dataCenterInfo><name>MyOwn</name></dataCenterInfo><metadata><zone>a</zone></metadata><port enabled="true">8080</port></instance>`,
-	`<instance><instanceId>shard-c</instanceId><app>zeebe-shards</app><ipAddr>10.1.0.3</ipAddr><port>26500</port><dataCenterInfo><name>MyOwn</name></dataCenterInfo><metadata><slot>3</slot><pool>p1</pool></metadata></instance>`,
-	// Odd but valid XML.
-	`<instance xmlns:e="urn:eureka"><instanceId>  spaced  </instanceId><app> X </app><ipAddr>&#x20;1.1.1.1</ipAddr><status>down</status><overriddenStatus>DOWN</overriddenStatus><port enabled="TRUE"> 80 </port><dataCenterInfo><name>MyOwn</name></dataCenterInfo><metadata><e:zone>a</e:zone><a.b-c>x&amp;y</a.b-c><xmlKey>dropped</xmlKey><ünï>dropped</ünï><nested><k>v</k></nested></metadata></instance>`,
-	`<instance><instanceId>x</instanceId><app>X</app><ipAddr>1.1.1.1</ipAddr><dataCenterInfo class=""><name>MyOwn</name></dataCenterInfo><metadata><a>line&#xD;&#xA;two</a><b><![CDATA[<raw>]]></b></metadata><metadata><c>second</c></metadata></instance>`,
-	// Broken.
-	`<instance><instanceId>x</instanceId><app>X</app><ipAddr>1.1.1.1</ipAddr><port enabled="maybe">1e40</port><dataCenterInfo><name>MyOwn</name></dataCenterInfo><leaseInfo><durationInSecs>NaN</durationInSecs></leaseInfo></instance>`,
-	`<instance><instanceId>x</instanceId><app>X</app><ipAddr>1.1.1.1</ipAddr><dataCenterInfo class="com.netflix.appinfo.MyDataCenterInfo"/></instance>`,
-	`<instance><instanceId>x</instanceId><app>X</app><metadata><a>1</a>`,
-	`<instance><instanceId>x</b></instance>`,
-	`<application><name>ORDERS</name></application>`,
-	`<instance/>`,
-	``,
-	`{"instance":{}}`,
-	`<!DOCTYPE instance [<!ENTITY e "x">]><instance><app>&e;</app></instance>`,
-}
-
-var fzAppsJSONSeeds = []string{
-	`{"applications":{"versions__delta":"1","apps__hashcode":"","application":[]}}`,
-	`{"applications":{"versions__delta":"3","apps__hashcode":"DOWN_1_UP_1_","application":[{"name":"ORDERS","instance":[{"instanceId":"orders-1","hostName":"orders-1","app":"ORDERS","ipAddr":"10.0.0.7","status":"UP","overriddenStatus":"UNKNOWN","port":{"$":8080,"@enabled":"true"},"securePort":{"$":443,"@enabled":"false"},"countryId":1,"dataCenterInfo":{"@class":"com.netflix.appinfo.InstanceInfo$DefaultDataCenterInfo","name":"MyOwn"},"leaseInfo":{"renewalIntervalInSecs":30,"durationInSecs":90,"registrationTimestamp":1700000000000,"lastRenewalTimestamp":1700000000000,"evictionTimestamp":0,"serviceUpTimestamp":1700000000000},"metadata":{"@class":"java.util.Collections$EmptyMap"},"homePageUrl":"","statusPageUrl":"","healthCheckUrl":"","vipAddress":"orders","secureVipAddress":"orders","isCoordinatingDiscoveryServer":"false","lastUpdatedTimestamp":"1700000000000","lastDirtyTimestamp":"1700000000000","actionType":"ADDED"},{"instanceId":"orders-2","app":"ORDERS","ipAddr":"10.0.0.8","status":"DOWN","port":{"$":8080,"@enabled":"true"},"dataCenterInfo":{"name":"MyOwn"}}]}]}}`,
-	// Old servers: one application and one instance as objects, not arrays.
-	`{"applications":{"versions__delta":1,"apps__hashcode":"UP_1_","application":{"name":"ORDERS","instance":{"instanceId":"orders-1","app":"ORDERS","ipAddr":"10.0.0.7","status":"UP","port":{"$":"8080","@enabled":"true"}}}}}`,
-	`{"applications":{"application":[{"name":"A","instance":null},{"name":"B"}]}}`,
-	`{"applications":{"application":"ORDERS"}}`,
-	`{"applications":{"application":[{"name":"A","instance":[1,2]}]}}`,
-	`{"applications":null}`,
-	`{"applications":{"application":[{"name":"A","instance":{"port":{"$":"x"}}}]}}`,
-	`{"applications":{"versions__delta":"1"`,
-	`[]`,
-	``,
-}
-
-// FuzzDecodeInstanceJSON: decoding never panics; what decodes and
-// validates survives encoding and decoding again.
-func FuzzDecodeInstanceJSON(f *testing.F) {
-	for _, s := range fzInstanceJSONSeeds {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, body []byte) {
-		defer fzWatchdog(t)()
-		in, err := decodeInstanceJSON(body)
-		if err != nil {
-			return
-		}
-		if in == nil {
-			t.Fatal("decodeInstanceJSON returned neither an instance nor an error")
-		}
-		if err := in.validate(in.App); err != nil {
-			return
-		}
-		fzRoundTrip(t, in, encodeInstanceJSON, decodeInstanceJSON, false)
-	})
-}
-
-// FuzzDecodeInstanceJSONAsEncodingJSON: the token walker that reads a
-// registration reads what encoding/json, reflecting over the same struct
-// tags, read before it: the same instance, or an error from both.
-func FuzzDecodeInstanceJSONAsEncodingJSON(f *testing.F) {
-	for _, s := range fzInstanceJSONSeeds {
-		f.Add([]byte(s))
-	}
-	// jsonInInstanceByTags has the fields and tags of jsonInInstance, not
-	// its UnmarshalJSON: encoding/json reflects over it.
-	type jsonInInstanceByTags jsonInInstance
-	f.Fuzz(func(t *testing.T, body []byte) {
-		defer fzWatchdog(t)()
-		got, err := decodeInstanceJSON(body)
-		var doc struct {
-			Instance *jsonInInstanceByTags `json:"instance"`
-		}
-		refErr := json.Unmarshal(body, &doc)
-		if refErr == nil && doc.Instance == nil {
-			refErr = errors.New("no instance")
-		}
-		if (err == nil) != (refErr == nil) {
-			t.Fatalf("%q: token walker error %v, encoding/json error %v", body, err, refErr)
-		}
-		if err != nil {
-			return
-		}
-		want := (*jsonInInstance)(doc.Instance).instance()
-		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("%q:\n token walker  %+v\n encoding/json %+v", body, got, want)
-		}
-	})
-}
-
-// FuzzDecodeInstanceXML: the same for XML, whose metadata cannot carry
-// keys that are not XML names (the encoder drops them).
-func FuzzDecodeInstanceXML(f *testing.F) {
-	for _, s := range fzInstanceXMLSeeds {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, body []byte) {
-		defer fzWatchdog(t)()
-		in, err := decodeInstanceXML(body)
-		if err != nil {
-			return
-		}
-		if in == nil {
-			t.Fatal("decodeInstanceXML returned neither an instance nor an error")
-		}
-		if err := in.validate(in.App); err != nil {
-			return
-		}
-		fzRoundTrip(t, in, encodeInstanceXML, decodeInstanceXML, true)
-	})
-}
-
-// fzRoundTrip encodes a validated instance, decodes it again and compares.
-// The encoders write the effective status (an override wins), as Eureka
-// does, so Status is compared as that.
-func fzRoundTrip(t *testing.T, in *Instance, enc func(*Instance) []byte, dec func([]byte) (*Instance, error), xmlNames bool) {
-	t.Helper()
-	b := enc(in)
-	out, err := dec(b)
-	if err != nil {
-		t.Fatalf("decoding the encoded instance: %v\nencoded: %s", err, b)
-	}
-	if err := out.validate(in.App); err != nil {
-		t.Fatalf("the encoded instance no longer validates (a client re-registering it is refused): %v\nencoded: %s", err, b)
-	}
-	wantMeta := in.Metadata
-	if xmlNames {
-		wantMeta = fzXMLNamed(in.Metadata)
-	}
-	switch {
-	case out.InstanceID != in.InstanceID:
-		t.Errorf("InstanceID %q, want %q", out.InstanceID, in.InstanceID)
-	case out.App != in.App:
-		t.Errorf("App %q, want %q", out.App, in.App)
-	case out.IPAddr != in.IPAddr:
-		t.Errorf("IPAddr %q, want %q", out.IPAddr, in.IPAddr)
-	case out.Port != in.Port || out.PortEnabled != in.PortEnabled:
-		t.Errorf("port %d enabled %v, want %d enabled %v", out.Port, out.PortEnabled, in.Port, in.PortEnabled)
-	case out.Status != in.EffectiveStatus():
-		t.Errorf("Status %q, want %q (status %q, overridden %q)", out.Status, in.EffectiveStatus(), in.Status, in.OverriddenStatus)
-	case out.OverriddenStatus != in.OverriddenStatus:
-		t.Errorf("OverriddenStatus %q, want %q", out.OverriddenStatus, in.OverriddenStatus)
-	case !maps.Equal(out.Metadata, wantMeta):
-		t.Errorf("Metadata %q, want %q", out.Metadata, wantMeta)
-	}
-	if t.Failed() {
-		t.Fatalf("encoded: %s", b)
-	}
-	// Encoding is stable: what was read back encodes the same.
-	if b2 := enc(out); !bytes.Equal(b, b2) {
-		t.Fatalf("encoding is not stable:\nfirst:  %s\nsecond: %s", b, b2)
-	}
-}
-
-// fzWatchdog turns a hang into a crash that the fuzzer keeps as an input:
-// it panics, with every goroutine's stack, when one input takes too long.
-func fzWatchdog(t *testing.T) (stop func()) {
-	timer := time.AfterFunc(fzHang, func() {
-		buf := make([]byte, 1<<20)
-		buf = buf[:runtime.Stack(buf, true)]
-		panic(fmt.Sprintf("%s: one input has run for %v: a hang?\n%s", t.Name(), fzHang, buf))
-	})
-	return func() { timer.Stop() }
-}
-
-// fzHang is far above what an input takes (well under 10 ms) yet short
-// enough to spot a hang in a minute of fuzzing.
-const fzHang = 5 * time.Second
-
-// fzXMLNamed is the metadata XML can carry.
-func fzXMLNamed(m map[string]string) map[string]string {
-	out := map[string]string{}
-	for k, v := range m {
-		if validXMLName(k) {
-			out[k] = v
-		}
-	}
-	return out
-}
-
-// FuzzDecodeAppsJSON: reading a full or delta fetch never panics, and what
-// it reads encodes (JSON and XML) and reads again.
-func FuzzDecodeAppsJSON(f *testing.F) {
-	for _, s := range fzAppsJSONSeeds {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, body []byte) {
-		defer fzWatchdog(t)()
-		apps, err := decodeAppsJSON(body)
-		if err != nil {
-			return
-		}
-		b := encodeAppsJSON(apps)
-		again, err := decodeAppsJSON(b)
-		if err != nil {
-			t.Fatalf("decoding the encoded applications: %v\n%s", err, b)
-		}
-		if got, want := fzShape(again), fzShape(apps); got != want {
-			t.Fatalf("applications read back as %s, want %s\n%s", got, want, b)
-		}
-		if err := fzWellFormedXML(encodeAppsXML(apps)); err != nil {
-			t.Fatalf("XML of the applications: %v", err)
-		}
-	})
-}
-
-func fzShape(apps *Applications) string {
-	var b strings.Builder
-	for _, a := range apps.Applications {
-		fmt.Fprintf(&b, "%q:%d ", a.Name, len(a.Instances))
-	}
-	return b.String()
-}
-
-// fzWellFormedXML reads every token of an XML document.
-func fzWellFormedXML(b []byte) error {
-	d := xml.NewDecoder(bytes.NewReader(b))
-	depth, roots := 0, 0
-	for {
-		tok, err := d.Token()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		switch tok.(type) {
-		case xml.StartElement:
-			if depth == 0 {
-				roots++
-			}
-			depth++
-		case xml.EndElement:
-			depth--
-		}
-	}
-	if roots != 1 || depth != 0 {
-		return fmt.Errorf("%d root elements, depth %d at the end", roots, depth)
-	}
-	return nil
-}
 
 // The HTTP API.
 
@@ -464,11 +146,11 @@ func FuzzHandler(f *testing.F) {
 		bolt           bool
 	}
 	var seeds []seed
-	for i, b := range fzInstanceJSONSeeds {
-		in, _ := decodeInstanceJSON([]byte(b))
+	for i, b := range wiretest.InstanceJSONSeeds {
+		in, _ := registryapi.DecodeInstanceJSON([]byte(b))
 		app, id := "ORDERS", "orders-1"
 		if in != nil {
-			app, id = in.App, firstNonEmpty(in.InstanceID, in.HostName)
+			app, id = in.App, cmp.Or(in.InstanceID, in.HostName)
 		}
 		hdr := byte(hJSON | hCTJSON)
 		if i%3 == 1 {
@@ -476,11 +158,11 @@ func FuzzHandler(f *testing.F) {
 		}
 		seeds = append(seeds, seed{steps: fzSteps(fzStep(fzRegister, 0, hdr), fzStep(fzInstance, 0, hdr), fzStep(fzDelta, 0, hXML)), app: app, id: id, body: b, bolt: i%4 == 0})
 	}
-	for i, b := range fzInstanceXMLSeeds {
-		in, _ := decodeInstanceXML([]byte(b))
+	for i, b := range wiretest.InstanceXMLSeeds {
+		in, _ := registryapi.DecodeInstanceXML([]byte(b))
 		app, id := "ORDERS", "orders-1"
 		if in != nil {
-			app, id = in.App, firstNonEmpty(in.InstanceID, in.HostName)
+			app, id = in.App, cmp.Or(in.InstanceID, in.HostName)
 		}
 		hdr := byte(hCTXML | hV2)
 		if i%2 == 1 {
@@ -488,8 +170,8 @@ func FuzzHandler(f *testing.F) {
 		}
 		seeds = append(seeds, seed{steps: fzSteps(fzStep(fzRegister, 0, hdr), fzStep(fzApp, 0, hXML), fzStep(fzFull, 0, hGzip)), app: app, id: id, body: b, bolt: i%4 == 1})
 	}
-	java := fzInstanceJSONSeeds[0]
-	fargoRead := fzInstanceJSONSeeds[5]
+	java := wiretest.InstanceJSONSeeds[0]
+	fargoRead := wiretest.InstanceJSONSeeds[5]
 	seeds = append(seeds,
 		// Eureka's life cycle on the preloaded instances.
 		seed{steps: fzSteps(fzStep(fzRenew, 0, 0), fzStep(fzSetStatus, 0, 0), fzStep(fzDeleteStatus, 0, hV2)), app: "orders", id: "orders-1", query: "status=UP&lastDirtyTimestamp=1700000000000&value=OUT_OF_SERVICE"},
@@ -501,10 +183,10 @@ func FuzzHandler(f *testing.F) {
 		// A client re-registering with an override it read back, then the
 		// operator removing every override.
 		seed{steps: fzSteps(fzStep(fzRegister, 0, hCTJSON), fzStep(fzDeleteStatus, 0, 0), fzStep(fzInstance, 0, hJSON)), app: "ORDERS", id: "orders-1", body: fargoRead},
-		seed{steps: fzSteps(fzStep(fzRegister, 0, hCTXML), fzStep(fzDeleteStatus, 0, 0)), app: "ORDERS", id: "orders-1", body: fzInstanceXMLSeeds[4], bolt: true},
+		seed{steps: fzSteps(fzStep(fzRegister, 0, hCTXML), fzStep(fzDeleteStatus, 0, 0)), app: "ORDERS", id: "orders-1", body: wiretest.InstanceXMLSeeds[4], bolt: true},
 		// shardctl's API.
 		seed{steps: fzSteps(fzStep(fzShards, 0, 0), fzStep(fzShard, 0, 0), fzStep(fzShardState, 0, 0), fzStep(fzShards, 0, 0)), id: "shard-a", query: "app=zeebe-shards&value=DRAINING"},
-		seed{steps: fzSteps(fzStep(fzShardState, 0, 0), fzStep(fzDeregisterShard, 0, 0), fzStep(fzRegister, 0, hCTJSON)), app: "ZEEBE-SHARDS", id: "shard-b", query: "value=UP&release-slot=true", body: fzInstanceJSONSeeds[2]},
+		seed{steps: fzSteps(fzStep(fzShardState, 0, 0), fzStep(fzDeregisterShard, 0, 0), fzStep(fzRegister, 0, hCTJSON)), app: "ZEEBE-SHARDS", id: "shard-b", query: "value=UP&release-slot=true", body: wiretest.InstanceJSONSeeds[2]},
 		seed{steps: fzSteps(fzStep(fzDeregisterShard, 0, 0), fzStep(fzShards, 0, 0)), id: "shard-a", query: "release-slot=1", bolt: true},
 		seed{steps: fzSteps(fzStep(fzWatch, 0, 0), fzStep(fzShardState, 0, 0), fzStep(fzWatch, 0, 0)), id: "shard-b", query: "poll=1&since=2&timeout=0s&value=OUT_OF_SERVICE"},
 		seed{steps: fzSteps(fzStep(fzWatch, 0, 0)), query: "app=ORDERS&since=1"},
@@ -551,7 +233,7 @@ func fzHandlerInput(t *testing.T, steps []byte, app, id, query string, body []by
 	if len(body) > 64<<10 || len(app)+len(id)+len(query) > 4<<10 {
 		return // an instance is a few KiB; keep each input quick
 	}
-	defer fzWatchdog(t)()
+	defer wiretest.Watchdog(t)()
 	h := fzNewHarness(t, steps, bolt)
 	defer h.close()
 	checked := uint64(0)
@@ -575,7 +257,7 @@ type fzHarness struct {
 	r     *Registry
 	h     http.Handler
 	bolt  string // the store's path, when bolt
-	copy  map[InstanceRef]*Instance
+	copy  map[registryapi.InstanceRef]*registryapi.Instance
 	trace []string
 }
 
@@ -593,7 +275,7 @@ func fzNewHarness(t *testing.T, steps []byte, bolt bool) *fzHarness {
 		}
 		t.Cleanup(func() { os.RemoveAll(d) })
 		h.bolt = filepath.Join(d, "registry.db")
-		st, err := OpenBoltStore(h.bolt)
+		st, err := store.OpenBoltStore(h.bolt)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -612,11 +294,11 @@ func fzNewHarness(t *testing.T, steps []byte, bolt bool) *fzHarness {
 	}
 	h.h = r.Handler(ho)
 	h.preload()
-	h.copy = map[InstanceRef]*Instance{}
+	h.copy = map[registryapi.InstanceRef]*registryapi.Instance{}
 	full := h.fetchApps(false, false)
 	for _, a := range full.Applications {
 		for _, in := range a.Instances {
-			h.copy[InstanceRef{in.App, in.InstanceID}] = in
+			h.copy[registryapi.InstanceRef{App: in.App, ID: in.InstanceID}] = in
 		}
 	}
 	return h
@@ -632,30 +314,30 @@ func (h *fzHarness) close() {
 // and one deployment.
 func (h *fzHarness) preload() {
 	t := h.t
-	mk := func(app, id string, st Status, port int, md map[string]string) *Instance {
-		return &Instance{
+	mk := func(app, id string, st registryapi.Status, port int, md map[string]string) *registryapi.Instance {
+		return &registryapi.Instance{
 			InstanceID: id, App: app, HostName: id + ".local", IPAddr: "10.0.0." + strconv.Itoa(port%200), Status: st,
 			Port: port, PortEnabled: true, SecurePort: 443, VIPAddress: strings.ToLower(app), SecureVIPAddress: strings.ToLower(app) + "-secure",
-			DataCenterInfo: DataCenterInfo{Class: "com.netflix.appinfo.InstanceInfo$DefaultDataCenterInfo", Name: "MyOwn"},
-			LeaseInfo:      LeaseInfo{RenewalIntervalInSecs: 10, DurationInSecs: 30},
+			DataCenterInfo: registryapi.DataCenterInfo{Class: "com.netflix.appinfo.InstanceInfo$DefaultDataCenterInfo", Name: "MyOwn"},
+			LeaseInfo:      registryapi.LeaseInfo{RenewalIntervalInSecs: 10, DurationInSecs: 30},
 			Metadata:       md,
 		}
 	}
-	for _, in := range []*Instance{
-		mk("ORDERS", "orders-1", StatusUp, 8080, map[string]string{"zone": "a"}),
-		mk("ORDERS", "orders-2", StatusDown, 8081, nil),
-		mk("PAYMENTS", "pay-1", StatusStarting, 8090, map[string]string{"management.port": "8091"}),
-		mk("ZEEBE-SHARDS", "shard-a", StatusUp, 26500, map[string]string{MetaSlot: "1", MetaPool: "p1"}),
-		mk("ZEEBE-SHARDS", "shard-b", StatusUp, 26501, map[string]string{MetaPool: "p2"}),
+	for _, in := range []*registryapi.Instance{
+		mk("ORDERS", "orders-1", registryapi.StatusUp, 8080, map[string]string{"zone": "a"}),
+		mk("ORDERS", "orders-2", registryapi.StatusDown, 8081, nil),
+		mk("PAYMENTS", "pay-1", registryapi.StatusStarting, 8090, map[string]string{"management.port": "8091"}),
+		mk("ZEEBE-SHARDS", "shard-a", registryapi.StatusUp, 26500, map[string]string{registryapi.MetaSlot: "1", registryapi.MetaPool: "p1"}),
+		mk("ZEEBE-SHARDS", "shard-b", registryapi.StatusUp, 26501, map[string]string{registryapi.MetaPool: "p2"}),
 	} {
 		if err := h.r.Register(in.App, in); err != nil {
 			t.Fatalf("preload %s/%s: %v", in.App, in.InstanceID, err)
 		}
 	}
-	if err := h.r.SetOverride("PAYMENTS", "pay-1", Override{Status: StatusOutOfService}); err != nil {
+	if err := h.r.SetOverride("PAYMENTS", "pay-1", registryapi.Override{Status: registryapi.StatusOutOfService}); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.r.SetState("ZEEBE-SHARDS", "shard-b", StateDraining); err != nil {
+	if err := h.r.SetState("ZEEBE-SHARDS", "shard-b", registryapi.StateDraining); err != nil {
 		t.Fatal(err)
 	}
 	d := ledger.Deployment{
@@ -764,7 +446,7 @@ func (h *fzHarness) serveChecked(method, target, rawPath, query string, hdr http
 			h.fatalf("%s answered %d %s with a body that is not JSON: %q", desc, res.code, ct, res.body)
 		}
 	case strings.Contains(ct, "xml"):
-		if err := fzWellFormedXML(res.body); err != nil {
+		if err := wiretest.WellFormedXML(res.body); err != nil {
 			h.fatalf("%s answered %d %s with a body that is not XML (%v): %q", desc, res.code, ct, err, res.body)
 		}
 	}
@@ -855,7 +537,7 @@ func (h *fzHarness) step(routeB, methodB, hdrB byte, app, id, query string, body
 		if in == nil {
 			h.fatalf("register answered %d to a body the decoders refuse", res.code)
 		}
-		if err := in.validate(app); err != nil {
+		if err := in.Validate(app); err != nil {
 			h.fatalf("register answered %d to an instance that does not validate: %v", res.code, err)
 		}
 		got, err := r.Instance(in.App, in.InstanceID)
@@ -875,7 +557,7 @@ func (h *fzHarness) step(routeB, methodB, hdrB byte, app, id, query string, body
 		if err != nil {
 			h.fatalf("status of %s/%q set, then: %v", app, id, err)
 		}
-		if want := ParseStatus(values.Get("value")); got.EffectiveStatus() != want {
+		if want := registryapi.ParseStatus(values.Get("value")); got.EffectiveStatus() != want {
 			h.fatalf("status of %s/%q set to %s, reads %s", app, id, want, got.EffectiveStatus())
 		}
 	case fzDeleteStatus:
@@ -883,7 +565,7 @@ func (h *fzHarness) step(routeB, methodB, hdrB byte, app, id, query string, body
 		if err != nil {
 			h.fatalf("override of %s/%q removed, then: %v", app, id, err)
 		}
-		if got.OverriddenStatus != StatusUnknown {
+		if got.OverriddenStatus != registryapi.StatusUnknown {
 			h.fatalf("override of %s/%q removed (200), but it still reads overriddenStatus %s (status %s, effective %s)",
 				app, id, got.OverriddenStatus, got.Status, got.EffectiveStatus())
 		}
@@ -909,15 +591,15 @@ func (h *fzHarness) step(routeB, methodB, hdrB byte, app, id, query string, body
 }
 
 // fzDecodeLikeHandler picks the decoder as the register handler does.
-func fzDecodeLikeHandler(ct string, b []byte) *Instance {
+func fzDecodeLikeHandler(ct string, b []byte) *registryapi.Instance {
 	ct = strings.ToLower(ct)
 	trimmed := bytes.TrimSpace(b)
-	var in *Instance
+	var in *registryapi.Instance
 	var err error
 	if strings.Contains(ct, "json") || !strings.Contains(ct, "xml") && len(trimmed) > 0 && trimmed[0] == '{' {
-		in, err = decodeInstanceJSON(b)
+		in, err = registryapi.DecodeInstanceJSON(b)
 	} else {
-		in, err = decodeInstanceXML(b)
+		in, err = registryapi.DecodeInstanceXML(b)
 	}
 	if err != nil {
 		return nil
@@ -941,12 +623,12 @@ func (h *fzHarness) readBack(base, app, id string) {
 		if res.code != http.StatusOK {
 			h.fatalf("GET %s of a registered instance answered %d: %s", target, res.code, res.body)
 		}
-		var in *Instance
+		var in *registryapi.Instance
 		var err error
 		if asJSON {
-			in, err = decodeInstanceJSON(res.body)
+			in, err = registryapi.DecodeInstanceJSON(res.body)
 		} else {
-			in, err = decodeInstanceXML(res.body)
+			in, err = registryapi.DecodeInstanceXML(res.body)
 		}
 		if err != nil {
 			h.fatalf("GET %s (json %v): %v\n%s", target, asJSON, err, res.body)
@@ -958,8 +640,8 @@ func (h *fzHarness) readBack(base, app, id string) {
 	}
 }
 
-// fzWireText is how an id reads back through decodeInstanceJSON or
-// decodeInstanceXML: XML cannot carry some characters (the encoder writes
+// fzWireText is how an id reads back through registryapi.DecodeInstanceJSON or
+// registryapi.DecodeInstanceXML: XML cannot carry some characters (the encoder writes
 // U+FFFD) and the XML decoder trims ids.
 func fzWireText(s string, asXML bool) string {
 	if !asXML {
@@ -980,7 +662,7 @@ func fzXMLSafe(s string) string {
 
 // fetchApps reads GET /eureka/apps (or /delta) and checks it is what
 // clients parse.
-func (h *fzHarness) fetchApps(delta, asXML bool) *Applications {
+func (h *fzHarness) fetchApps(delta, asXML bool) *registryapi.Applications {
 	target := "/eureka/apps"
 	if delta {
 		target += "/delta"
@@ -994,51 +676,31 @@ func (h *fzHarness) fetchApps(delta, asXML bool) *Applications {
 		h.fatalf("GET %s answered %d: %s", target, res.code, res.body)
 	}
 	if asXML {
-		var doc struct {
-			XMLName       xml.Name `xml:"applications"`
-			VersionsDelta string   `xml:"versions__delta"`
-			AppsHashcode  *string  `xml:"apps__hashcode"`
-			Application   []xmlApp `xml:"application"`
-		}
-		if err := xml.Unmarshal(res.body, &doc); err != nil {
+		apps, err := registryapi.DecodeAppsXML(res.body)
+		if err != nil {
 			h.fatalf("GET %s (XML): %v\n%s", target, err, res.body)
 		}
-		if doc.AppsHashcode == nil {
-			h.fatalf("GET %s (XML): no apps__hashcode\n%s", target, res.body)
-		}
-		out := &Applications{VersionsDelta: doc.VersionsDelta, AppsHashcode: *doc.AppsHashcode}
-		for _, a := range doc.Application {
-			app := Application{Name: a.Name}
-			for i := range a.Instance {
-				w := a.Instance[i]
-				in := w.instance()
-				in.InstanceID = w.InstanceID // untrimmed, as written
-				in.ActionType = w.ActionType
-				app.Instances = append(app.Instances, in)
-			}
-			out.Applications = append(out.Applications, app)
-		}
-		return out
+		return apps
 	}
 	var anyDoc any
 	if err := json.Unmarshal(res.body, &anyDoc); err != nil {
 		h.fatalf("GET %s (JSON): %v\n%s", target, err, res.body)
 	}
-	apps, err := decodeAppsJSON(res.body)
+	apps, err := registryapi.DecodeAppsJSON(res.body)
 	if err != nil {
-		h.fatalf("GET %s (JSON): decodeAppsJSON: %v\n%s", target, err, res.body)
+		h.fatalf("GET %s (JSON): registryapi.DecodeAppsJSON: %v\n%s", target, err, res.body)
 	}
 	return apps
 }
 
 // fzHashcode is apps__hashcode computed here, independently.
-func fzHashcode(statuses []Status) string {
-	counts := map[Status]int{}
+func fzHashcode(statuses []registryapi.Status) string {
+	counts := map[registryapi.Status]int{}
 	for _, s := range statuses {
 		counts[s]++
 	}
 	var b strings.Builder
-	for _, st := range []Status{"DOWN", "OUT_OF_SERVICE", "STARTING", "UNKNOWN", "UP"} {
+	for _, st := range []registryapi.Status{"DOWN", "OUT_OF_SERVICE", "STARTING", "UNKNOWN", "UP"} {
 		if counts[st] > 0 {
 			fmt.Fprintf(&b, "%s_%d_", st, counts[st])
 			delete(counts, st)
@@ -1052,12 +714,12 @@ func fzHashcode(statuses []Status) string {
 
 type fzListed struct {
 	app, id string
-	status  Status
+	status  registryapi.Status
 }
 
-func fzList(apps *Applications) ([]fzListed, []Status) {
+func fzList(apps *registryapi.Applications) ([]fzListed, []registryapi.Status) {
 	var out []fzListed
-	var sts []Status
+	var sts []registryapi.Status
 	for _, a := range apps.Applications {
 		for _, in := range a.Instances {
 			out = append(out, fzListed{a.Name, in.InstanceID, in.Status})
@@ -1078,7 +740,7 @@ func fzList(apps *Applications) ([]fzListed, []Status) {
 // the delta holds the same.
 func (h *fzHarness) checkConsistent() {
 	var want []fzListed
-	var wantSt []Status
+	var wantSt []registryapi.Status
 	for _, in := range h.r.Instances("") {
 		want = append(want, fzListed{in.App, in.InstanceID, in.EffectiveStatus()})
 		wantSt = append(wantSt, in.EffectiveStatus())
@@ -1120,11 +782,11 @@ func (h *fzHarness) checkConsistent() {
 	delta := h.fetchApps(true, false)
 	for _, a := range delta.Applications {
 		for _, in := range a.Instances {
-			ref := InstanceRef{in.App, in.InstanceID}
+			ref := registryapi.InstanceRef{App: in.App, ID: in.InstanceID}
 			switch in.ActionType {
-			case ActionAdded, ActionModified:
+			case registryapi.ActionAdded, registryapi.ActionModified:
 				h.copy[ref] = in
-			case ActionDeleted:
+			case registryapi.ActionDeleted:
 				delete(h.copy, ref)
 			default:
 				h.fatalf("delta: instance %s/%q with actionType %q", in.App, in.InstanceID, in.ActionType)
@@ -1132,7 +794,7 @@ func (h *fzHarness) checkConsistent() {
 		}
 	}
 	var mine []fzListed
-	var mineSt []Status
+	var mineSt []registryapi.Status
 	for ref, in := range h.copy {
 		mine = append(mine, fzListed{ref.App, ref.ID, in.Status})
 		mineSt = append(mineSt, in.Status)
@@ -1156,9 +818,9 @@ func (h *fzHarness) checkConsistent() {
 	h.r.mu.RUnlock()
 	holder := map[int]string{}
 	for _, in := range h.r.Instances(h.r.opts.ShardsApp) {
-		slot := slots[InstanceRef{in.App, in.InstanceID}]
-		if slot < 1 || slot > 31 || in.Metadata[MetaSlot] != strconv.Itoa(slot) {
-			h.fatalf("shard %q: slot %d, metadata slot %q", in.InstanceID, slot, in.Metadata[MetaSlot])
+		slot := slots[registryapi.InstanceRef{App: in.App, ID: in.InstanceID}]
+		if slot < 1 || slot > 31 || in.Metadata[registryapi.MetaSlot] != strconv.Itoa(slot) {
+			h.fatalf("shard %q: slot %d, metadata slot %q", in.InstanceID, slot, in.Metadata[registryapi.MetaSlot])
 		}
 		if other, ok := holder[slot]; ok {
 			h.fatalf("shards %q and %q both hold slot %d", other, in.InstanceID, slot)
@@ -1178,8 +840,8 @@ func (h *fzHarness) checkConsistent() {
 	}
 }
 
-func fzFlat(apps *Applications) []*Instance {
-	var out []*Instance
+func fzFlat(apps *registryapi.Applications) []*registryapi.Instance {
+	var out []*registryapi.Instance
 	for _, a := range apps.Applications {
 		out = append(out, a.Instances...)
 	}
@@ -1200,7 +862,7 @@ func (h *fzHarness) checkEnd() {
 			len(fzFlat(xmlDelta)), xmlDelta.AppsHashcode, len(fzFlat(delta)), delta.AppsHashcode)
 	}
 	st := h.serve("GET", "/shardctl/v1/status", "", "", nil, nil, false)
-	var health Health
+	var health registryapi.Health
 	if err := json.Unmarshal(st.body, &health); err != nil {
 		h.fatalf("status: %v", err)
 	}
@@ -1215,7 +877,7 @@ func (h *fzHarness) checkEnd() {
 		h.fatalf("close: %v", err)
 	}
 	h.r = nil
-	store, err := OpenBoltStore(h.bolt)
+	store, err := store.OpenBoltStore(h.bolt)
 	if err != nil {
 		h.fatalf("reopen the bolt store: %v", err)
 	}
@@ -1238,7 +900,7 @@ func (h *fzHarness) checkEnd() {
 // UTF-8 reads as U+FFFD): instances, overrides, slots and the ledger.
 func (h *fzHarness) state(r *Registry) string {
 	var b strings.Builder
-	b.Write(fzNormJSON(encodeAppsJSON(&Applications{AppsHashcode: hashcode(r.Instances("")), Applications: group(r.Instances(""))})))
+	b.Write(fzNormJSON(registryapi.EncodeAppsJSON(&registryapi.Applications{AppsHashcode: registryapi.Hashcode(r.Instances("")), Applications: registryapi.Group(r.Instances(""))})))
 	r.mu.RLock()
 	ov := make([]string, 0, len(r.overrides))
 	for ref, o := range r.overrides {

@@ -16,13 +16,12 @@ import (
 	"unicode/utf8"
 
 	"github.com/shardctl/shardctl/internal/ledger"
+	"github.com/shardctl/shardctl/internal/registry/registryapi"
+	"github.com/shardctl/shardctl/internal/registry/store"
 )
 
-// Body limits: an instance is a few KiB; a ledger entry carries BPMN files.
-const (
-	maxInstanceBody = 1 << 20
-	maxLedgerBody   = 64 << 20
-)
+// maxInstanceBody bounds a registration: an instance is a few KiB.
+const maxInstanceBody = 1 << 20
 
 // HandlerOptions configure the HTTP API.
 type HandlerOptions struct {
@@ -101,7 +100,7 @@ func (r *Registry) Handler(opts HandlerOptions) http.Handler {
 		body := struct {
 			Ready  bool   `json:"ready"`
 			Reason string `json:"reason,omitempty"`
-			*ReplicaStatus
+			*registryapi.ReplicaStatus
 		}{Ready: err == nil, ReplicaStatus: r.repl.status()}
 		code := http.StatusOK
 		if err != nil {
@@ -148,7 +147,7 @@ func (a *api) route(mux *http.ServeMux, pattern string, h http.HandlerFunc, writ
 			// A replica cut off from etcd still answers reads, from what it
 			// last saw, and says how old that is.
 			if stale := p.staleness(); !write && stale > p.opts.Cutoff {
-				rec.Header().Set(StaleHeader, formatSeconds(stale))
+				rec.Header().Set(StaleHeader, store.FormatSeconds(stale))
 			}
 		}
 		h(rec, req)
@@ -248,11 +247,11 @@ func readBody(w http.ResponseWriter, req *http.Request, limit int64) ([]byte, er
 func fail(w http.ResponseWriter, err error) {
 	code := http.StatusBadRequest
 	switch {
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, registryapi.ErrNotFound):
 		code = http.StatusNotFound
-	case errors.Is(err, ErrLeased):
+	case errors.Is(err, registryapi.ErrLeased):
 		code = http.StatusLocked
-	case errors.Is(err, ErrConflict):
+	case errors.Is(err, registryapi.ErrConflict):
 		code = http.StatusConflict
 	case errors.Is(err, ErrUnavailable):
 		code = http.StatusServiceUnavailable
@@ -268,14 +267,14 @@ func (a *api) register(w http.ResponseWriter, req *http.Request) {
 		fail(w, err)
 		return
 	}
-	var in *Instance
+	var in *registryapi.Instance
 	ct := strings.ToLower(req.Header.Get("Content-Type"))
 	trimmed := bytes.TrimSpace(b)
 	switch {
 	case strings.Contains(ct, "json"), !strings.Contains(ct, "xml") && len(trimmed) > 0 && trimmed[0] == '{':
-		in, err = decodeInstanceJSON(b)
+		in, err = registryapi.DecodeInstanceJSON(b)
 	default:
-		in, err = decodeInstanceXML(b)
+		in, err = registryapi.DecodeInstanceXML(b)
 	}
 	if err != nil {
 		fail(w, err)
@@ -319,8 +318,8 @@ func (a *api) app(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "no such application", http.StatusNotFound)
 		return
 	}
-	app := group(ins)[0]
-	write(w, req, func() []byte { return encodeAppJSON(app) }, func() []byte { return encodeAppXML(app) })
+	app := registryapi.Group(ins)[0]
+	write(w, req, func() []byte { return registryapi.EncodeAppJSON(app) }, func() []byte { return registryapi.EncodeAppXML(app) })
 }
 
 func (a *api) instance(w http.ResponseWriter, req *http.Request) {
@@ -329,7 +328,7 @@ func (a *api) instance(w http.ResponseWriter, req *http.Request) {
 		fail(w, err)
 		return
 	}
-	write(w, req, func() []byte { return encodeInstanceJSON(in) }, func() []byte { return encodeInstanceXML(in) })
+	write(w, req, func() []byte { return registryapi.EncodeInstanceJSON(in) }, func() []byte { return registryapi.EncodeInstanceXML(in) })
 }
 
 func (a *api) instanceByID(w http.ResponseWriter, req *http.Request) {
@@ -338,7 +337,7 @@ func (a *api) instanceByID(w http.ResponseWriter, req *http.Request) {
 		fail(w, err)
 		return
 	}
-	write(w, req, func() []byte { return encodeInstanceJSON(in) }, func() []byte { return encodeInstanceXML(in) })
+	write(w, req, func() []byte { return registryapi.EncodeInstanceJSON(in) }, func() []byte { return registryapi.EncodeInstanceXML(in) })
 }
 
 func (a *api) vip(secure bool) http.HandlerFunc {
@@ -348,12 +347,12 @@ func (a *api) vip(secure bool) http.HandlerFunc {
 			http.Error(w, "no instance has this VIP address", http.StatusNotFound)
 			return
 		}
-		var all []*Instance
+		var all []*registryapi.Instance
 		for _, app := range apps {
 			all = append(all, app.Instances...)
 		}
-		body := &Applications{VersionsDelta: strconv.FormatUint(a.r.Version(), 10), AppsHashcode: hashcode(all), Applications: apps}
-		write(w, req, func() []byte { return encodeAppsJSON(body) }, func() []byte { return encodeAppsXML(body) })
+		body := &registryapi.Applications{VersionsDelta: strconv.FormatUint(a.r.Version(), 10), AppsHashcode: registryapi.Hashcode(all), Applications: apps}
+		write(w, req, func() []byte { return registryapi.EncodeAppsJSON(body) }, func() []byte { return registryapi.EncodeAppsXML(body) })
 	}
 }
 
@@ -388,8 +387,8 @@ func (a *api) setStatus(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "missing value: expected ?value=OUT_OF_SERVICE (or UP, DOWN, STARTING)", http.StatusBadRequest)
 		return
 	}
-	st := ParseStatus(v)
-	if st == StatusUnknown {
+	st := registryapi.ParseStatus(v)
+	if st == registryapi.StatusUnknown {
 		http.Error(w, fmt.Sprintf("value %q: expected UP, DOWN, STARTING or OUT_OF_SERVICE", v), http.StatusBadRequest)
 		return
 	}
@@ -404,7 +403,7 @@ func (a *api) setStatus(w http.ResponseWriter, req *http.Request) {
 }
 
 func (a *api) deleteStatus(w http.ResponseWriter, req *http.Request) {
-	if err := a.r.SetOverride(req.PathValue("app"), req.PathValue("id"), Override{}); err != nil {
+	if err := a.r.SetOverride(req.PathValue("app"), req.PathValue("id"), registryapi.Override{}); err != nil {
 		fail(w, err)
 		return
 	}
@@ -417,7 +416,7 @@ func (a *api) metadata(w http.ResponseWriter, req *http.Request) {
 		if len(vs) > 0 {
 			kv[k] = vs[len(vs)-1]
 		}
-		if err := checkName("metadata key", k); err != nil || !utf8.ValidString(kv[k]) {
+		if err := registryapi.CheckName("metadata key", k); err != nil || !utf8.ValidString(kv[k]) {
 			http.Error(w, fmt.Sprintf("metadata %q: keys must be short UTF-8 names, values UTF-8", k), http.StatusBadRequest)
 			return
 		}
@@ -463,14 +462,14 @@ func (a *api) shard(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, fmt.Sprintf("no shard %q in %s", req.PathValue("id"), a.appParam(req)), http.StatusNotFound)
 		return
 	}
-	writeJSON(w, http.StatusOK, ShardOf(in, a.r.Override(in.App, in.InstanceID)))
+	writeJSON(w, http.StatusOK, registryapi.ShardOf(in, a.r.Override(in.App, in.InstanceID)))
 }
 
 func (a *api) shardState(w http.ResponseWriter, req *http.Request) {
 	app, id := a.appParam(req), req.PathValue("id")
 	if err := a.r.SetState(app, id, req.URL.Query().Get("value")); err != nil {
-		if errors.Is(err, ErrNotFound) {
-			err = fmt.Errorf("%w: no shard %q in %s", ErrNotFound, id, app)
+		if errors.Is(err, registryapi.ErrNotFound) {
+			err = fmt.Errorf("%w: no shard %q in %s", registryapi.ErrNotFound, id, app)
 		}
 		fail(w, err)
 		return
@@ -482,12 +481,12 @@ func (a *api) deregisterShard(w http.ResponseWriter, req *http.Request) {
 	app, id := a.appParam(req), req.PathValue("id")
 	err := a.r.Cancel(app, id)
 	release, _ := strconv.ParseBool(req.URL.Query().Get("release-slot"))
-	if errors.Is(err, ErrNotFound) && release {
+	if errors.Is(err, registryapi.ErrNotFound) && release {
 		err = nil // releasing the slot of a shard already gone is the point
 	}
 	if err != nil {
-		if errors.Is(err, ErrNotFound) {
-			err = fmt.Errorf("%w: no shard %q in %s", ErrNotFound, id, app)
+		if errors.Is(err, registryapi.ErrNotFound) {
+			err = fmt.Errorf("%w: no shard %q in %s", registryapi.ErrNotFound, id, app)
 		}
 		fail(w, err)
 		return
@@ -510,7 +509,7 @@ func (a *api) ledgerAll(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (a *api) ledgerAppend(w http.ResponseWriter, req *http.Request) {
-	b, err := readBody(w, req, maxLedgerBody)
+	b, err := readBody(w, req, registryapi.MaxLedgerBody)
 	if err != nil {
 		fail(w, err)
 		return
@@ -548,7 +547,7 @@ func (a *api) ledgerKeys(w http.ResponseWriter, req *http.Request) {
 		fail(w, fmt.Errorf(`malformed keys JSON, expected {"process@version": key}: %w`, err))
 		return
 	}
-	if err := checkName("shard id", req.PathValue("shard")); err != nil {
+	if err := registryapi.CheckName("shard id", req.PathValue("shard")); err != nil {
 		fail(w, err)
 		return
 	}
@@ -582,7 +581,7 @@ func (a *api) putCutover(w http.ResponseWriter, req *http.Request) {
 		fail(w, err)
 		return
 	}
-	var c Cutover
+	var c registryapi.Cutover
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil {

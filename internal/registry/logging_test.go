@@ -8,6 +8,7 @@ import (
 
 	"github.com/shardctl/shardctl/internal/logs"
 	"github.com/shardctl/shardctl/internal/logs/logstest"
+	"github.com/shardctl/shardctl/internal/registry/registryapi"
 )
 
 // Every change an operator or a client makes is one line naming the
@@ -17,7 +18,7 @@ import (
 func TestLogsChanges(t *testing.T) {
 	log, lines := logstest.New()
 	r, c := newTestRegistry(t, Options{Logger: log})
-	const shards = DefaultShardsApp
+	const shards = registryapi.DefaultShardsApp
 	register := func(id string, duration int) {
 		t.Helper()
 		if err := r.Register(shards, testInstance(shards, id, 1, duration)); err != nil {
@@ -33,11 +34,11 @@ func TestLogsChanges(t *testing.T) {
 		msg    string
 		fields []any
 	}{
-		{"drain", func() error { return r.SetState(shards, "blue-1", StateDraining) },
-			"instance state changed", []any{"shard", "blue-1", "slot", 1, "from", StateUp, "to", StateDraining, "overriddenStatus", StatusOutOfService}},
-		{"undrain", func() error { return r.SetState(shards, "blue-1", StateUp) },
-			"instance state changed", []any{"shard", "blue-1", "from", StateDraining, "to", StateUp}},
-		{"pool", func() error { return r.SetMetadata(shards, "blue-1", map[string]string{MetaPool: "green"}) },
+		{"drain", func() error { return r.SetState(shards, "blue-1", registryapi.StateDraining) },
+			"instance state changed", []any{"shard", "blue-1", "slot", 1, "from", registryapi.StateUp, "to", registryapi.StateDraining, "overriddenStatus", registryapi.StatusOutOfService}},
+		{"undrain", func() error { return r.SetState(shards, "blue-1", registryapi.StateUp) },
+			"instance state changed", []any{"shard", "blue-1", "from", registryapi.StateDraining, "to", registryapi.StateUp}},
+		{"pool", func() error { return r.SetMetadata(shards, "blue-1", map[string]string{registryapi.MetaPool: "green"}) },
 			"instance metadata changed", []any{"shard", "blue-1", "slot", 1}},
 		{"lease expiry", func() error { c.advance(6 * time.Second); r.Evict(); return nil },
 			"lease expired, instance evicted", []any{"shard", "blue-2", "slot", 2, "lease", "5s"}},
@@ -48,17 +49,17 @@ func TestLogsChanges(t *testing.T) {
 		{"deploy", func() error { _, err := r.AppendDeployment(testDeployment()); return err },
 			"deployment added to the ledger", []any{"seq", 1, "resources", 1}},
 		{"cutover", func() error {
-			_, err := r.PutCutover(Cutover{Name: "b2g", App: shards, From: "blue", To: "green", Weights: map[string]int{"blue": 100}, Phase: PhasePending})
+			_, err := r.PutCutover(registryapi.Cutover{Name: "b2g", App: shards, From: "blue", To: "green", Weights: map[string]int{"blue": 100}, Phase: registryapi.PhasePending})
 			return err
-		}, "cutover created", []any{"cutover", "b2g", "phase", PhasePending, "weights", "blue=100"}},
+		}, "cutover created", []any{"cutover", "b2g", "phase", registryapi.PhasePending, "weights", "blue=100"}},
 		{"lease", func() error { _, err := r.LeaseCutover("b2g", "apply-1", time.Minute, ""); return err },
 			"cutover lease taken", []any{"cutover", "b2g", "holder", "apply-1", "replaced", ""}},
 		{"step", func() error {
 			cut, _ := r.Cutover("b2g")
-			cut.Holder, cut.Phase, cut.Step, cut.Weights = "apply-1", PhaseProgressing, 1, map[string]int{"blue": 90, "green": 10}
+			cut.Holder, cut.Phase, cut.Step, cut.Weights = "apply-1", registryapi.PhaseProgressing, 1, map[string]int{"blue": 90, "green": 10}
 			_, err := r.PutCutover(cut)
 			return err
-		}, "cutover updated", []any{"cutover", "b2g", "phase", PhaseProgressing, "previousPhase", PhasePending, "step", 1, "weights", "blue=90 green=10"}},
+		}, "cutover updated", []any{"cutover", "b2g", "phase", registryapi.PhaseProgressing, "previousPhase", registryapi.PhasePending, "step", 1, "weights", "blue=90 green=10"}},
 		{"preempted", func() error { _, err := r.LeaseCutover("b2g", "rollback", time.Minute, "apply-1"); return err },
 			"cutover lease taken", []any{"cutover", "b2g", "holder", "rollback", "replaced", "apply-1"}},
 		{"released", func() error { return r.ReleaseCutover("b2g", "rollback") },
@@ -72,7 +73,7 @@ func TestLogsChanges(t *testing.T) {
 			t.Errorf("%s: no line %q with %v; the log:\n%s", step.name, step.msg, step.fields, lines)
 		}
 	}
-	if got := lines.Find(t, "instance registered", "shard", "blue-1"); len(got) != 2 || !got[0].Has("again", false, "state", StateUp, "slot", 1) || !got[1].Has("again", true) {
+	if got := lines.Find(t, "instance registered", "shard", "blue-1"); len(got) != 2 || !got[0].Has("again", false, "state", registryapi.StateUp, "slot", 1) || !got[1].Has("again", true) {
 		t.Errorf("blue-1 registered: %v, want two lines, the second again", got)
 	}
 
@@ -81,7 +82,7 @@ func TestLogsChanges(t *testing.T) {
 	before := len(lines.All(t))
 	register("blue-3", 90)
 	before++
-	if err := r.SetState(shards, "blue-3", StateUp); err != nil {
+	if err := r.SetState(shards, "blue-3", registryapi.StateUp); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := r.LeaseCutover("b2g", "apply-2", time.Minute, ""); err != nil {
@@ -158,15 +159,15 @@ func TestLogsSelfPreservation(t *testing.T) {
 func TestLogsEvictionAndStoreFailure(t *testing.T) {
 	log, lines := logstest.New()
 	s, _ := startServer(t, Config{Logger: log, Options: Options{EvictionInterval: 100 * time.Millisecond}})
-	in, err := NewShardInstance(ShardRegistration{App: DefaultShardsApp, ID: "blue-1", Address: "127.0.0.1:26501", Pool: "blue",
+	in, err := registryapi.NewShardInstance(registryapi.ShardRegistration{App: registryapi.DefaultShardsApp, ID: "blue-1", Address: "127.0.0.1:26501", Pool: "blue",
 		RenewalInterval: time.Second, LeaseDuration: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Registry().Register(DefaultShardsApp, in); err != nil {
+	if err := s.Registry().Register(registryapi.DefaultShardsApp, in); err != nil {
 		t.Fatal(err)
 	}
-	lines.Wait(t, 5*time.Second, "lease expired, instance evicted", "app", DefaultShardsApp, "shard", "blue-1", "slot", 1, "lease", "1s")
+	lines.Wait(t, 5*time.Second, "lease expired, instance evicted", "app", registryapi.DefaultShardsApp, "shard", "blue-1", "slot", 1, "lease", "1s")
 
 	st := &slowStore{fail: errors.New("disk full")}
 	log, lines = logstest.New()

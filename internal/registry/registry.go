@@ -1,8 +1,13 @@
+// Package registry is the federation's control plane: which shards exist,
+// where, in which pool and state, and the deployment ledger. It speaks
+// Netflix Eureka's REST API so existing Eureka clients register with it
+// unchanged, without Eureka's delays: leases end at last renewal +
+// duration, eviction runs every few seconds, reads are served from a
+// snapshot rebuilt on change, and watchers are pushed changes.
 package registry
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -16,66 +21,19 @@ import (
 
 	"github.com/shardctl/shardctl/internal/ledger"
 	"github.com/shardctl/shardctl/internal/logs"
-)
-
-// Application is one app and its instances.
-type Application struct {
-	Name      string
-	Instances []*Instance
-}
-
-// Applications is a full or delta fetch.
-type Applications struct {
-	VersionsDelta string
-	AppsHashcode  string
-	Applications  []Application
-}
-
-// Errors the HTTP layer maps to status codes.
-var (
-	ErrNotFound = errors.New("not found")
-	ErrConflict = errors.New("conflict")
-	// ErrLeased is a write refused because another holder's lease runs
-	// (HTTP 423 Locked).
-	ErrLeased = errors.New("leased")
+	"github.com/shardctl/shardctl/internal/registry/registryapi"
+	"github.com/shardctl/shardctl/internal/registry/store"
 )
 
 // Change is one change to an instance, as deltas and watchers see it.
 type Change struct {
 	Version  uint64
-	Action   string    // ADDED, MODIFIED, DELETED, LEDGER or CUTOVER
-	Instance *Instance // nil for LEDGER and CUTOVER
-	Seq      int       // LEDGER: the deployment appended or updated
-	Cutover  string    // CUTOVER: the record written
+	Action   string                // ADDED, MODIFIED, DELETED, LEDGER or CUTOVER
+	Instance *registryapi.Instance // nil for LEDGER and CUTOVER
+	Seq      int                   // LEDGER: the deployment appended or updated
+	Cutover  string                // CUTOVER: the record written
 	At       time.Time
 }
-
-// Actions of a change, as Eureka names them.
-const (
-	ActionAdded    = "ADDED"
-	ActionModified = "MODIFIED"
-	ActionDeleted  = "DELETED"
-	// ActionLedger is shardctl's: the deployment ledger changed.
-	ActionLedger = "LEDGER"
-	// ActionCutover is shardctl's: a cutover record was written.
-	ActionCutover = "CUTOVER"
-)
-
-// Metadata keys the registry gives meaning to (shardctl's, not Eureka's).
-const (
-	MetaSlot   = "slot"
-	MetaPool   = "pool"
-	MetaStatic = "shardctl.static" // "true": registered by an operator, never expires
-)
-
-// DefaultShardsApp is the registry application whose instances are the
-// federation's shards, unless --shards-app / --app say otherwise.
-const DefaultShardsApp = "ZEEBE-SHARDS"
-
-// ProxiesApp is the application the proxies that follow a registry
-// register in, with their admin address, so that tools can ask each what
-// it sees of the shards.
-const ProxiesApp = "SHARDCTL-PROXY"
 
 // DefaultEvictionInterval is how often expired leases are evicted: a dead
 // instance is gone within its lease and one second more.
@@ -101,7 +59,7 @@ type Options struct {
 	// it (default DefaultReadStaleness; negative: every fetch shows every
 	// write acknowledged before it).
 	ReadStaleness time.Duration
-	Store         Store
+	Store         store.Store
 	// Replica configures this registry as one of several over an etcd
 	// store; unused with the other stores.
 	Replica ReplicaOptions
@@ -115,7 +73,7 @@ type Options struct {
 
 func (o *Options) defaults() {
 	if o.LeaseDuration <= 0 {
-		o.LeaseDuration = DefaultLeaseDuration * time.Second
+		o.LeaseDuration = registryapi.DefaultLeaseDuration * time.Second
 	}
 	if o.EvictionInterval <= 0 {
 		o.EvictionInterval = DefaultEvictionInterval
@@ -124,7 +82,7 @@ func (o *Options) defaults() {
 		o.RenewalThreshold = 0.85
 	}
 	if o.ShardsApp == "" {
-		o.ShardsApp = DefaultShardsApp
+		o.ShardsApp = registryapi.DefaultShardsApp
 	}
 	o.ShardsApp = strings.ToUpper(o.ShardsApp)
 	if o.DeltaRetention <= 0 {
@@ -134,7 +92,7 @@ func (o *Options) defaults() {
 		o.ReadStaleness = DefaultReadStaleness
 	}
 	if o.Store == nil {
-		o.Store = NewMemoryStore()
+		o.Store = store.NewMemoryStore()
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -146,7 +104,7 @@ func (o *Options) defaults() {
 }
 
 type lease struct {
-	inst        *Instance // replaced, never changed in place: readers hold it
+	inst        *registryapi.Instance // replaced, never changed in place: readers hold it
 	lastRenewal atomic.Int64
 	duration    time.Duration
 	static      bool
@@ -162,10 +120,10 @@ type Registry struct {
 
 	mu          sync.RWMutex
 	apps        map[string]map[string]*lease
-	overrides   map[InstanceRef]Override
-	slots       map[InstanceRef]int
+	overrides   map[registryapi.InstanceRef]registryapi.Override
+	slots       map[registryapi.InstanceRef]int
 	deployments []ledger.Deployment
-	cutovers    map[string]Cutover // by name
+	cutovers    map[string]registryapi.Cutover // by name
 	version     uint64
 	changes     []Change // recent changes, oldest first
 	changed     chan struct{}
@@ -178,7 +136,7 @@ type Registry struct {
 	// The read snapshot (snapshot.go): dirty and wanted change under mu,
 	// view under rebuildMu.
 	snap       atomic.Pointer[snapshot]
-	dirty      map[InstanceRef]struct{}
+	dirty      map[registryapi.InstanceRef]struct{}
 	dirtySince atomic.Int64  // when the oldest change not in snap was made (Unix ns), 0 if none
 	wanted     atomic.Uint64 // the version the snapshot must reach
 	rebuildMu  sync.Mutex
@@ -202,8 +160,8 @@ type Registry struct {
 // other replicas, and loads in the background (see Ready).
 func NewRegistry(opts Options) (*Registry, error) {
 	opts.defaults()
-	es, replicated := opts.Store.(*etcdStore)
-	st := &State{}
+	es, replicated := opts.Store.(*store.Etcd)
+	st := &store.State{}
 	if !replicated {
 		var err error
 		if st, err = opts.Store.Load(); err != nil {
@@ -213,24 +171,24 @@ func NewRegistry(opts Options) (*Registry, error) {
 	now := opts.Now()
 	r := &Registry{
 		opts: opts, apps: map[string]map[string]*lease{}, overrides: st.Overrides, slots: st.Slots,
-		deployments: st.Deployments, cutovers: map[string]Cutover{},
+		deployments: st.Deployments, cutovers: map[string]registryapi.Cutover{},
 		changed: make(chan struct{}), renewals: &rateWindow{}, started: now,
 		stop: make(chan struct{}), watchEnd: make(chan struct{}),
-		dirty: map[InstanceRef]struct{}{},
+		dirty: map[registryapi.InstanceRef]struct{}{},
 		log:   opts.Logger, repeats: logs.NewRepeats(opts.Logger, 0, opts.Now),
 	}
 	for _, c := range st.Cutovers {
 		r.cutovers[c.Name] = c
 	}
 	if r.overrides == nil {
-		r.overrides = map[InstanceRef]Override{}
+		r.overrides = map[registryapi.InstanceRef]registryapi.Override{}
 	}
 	if r.slots == nil {
-		r.slots = map[InstanceRef]int{}
+		r.slots = map[registryapi.InstanceRef]int{}
 	}
 	for _, in := range st.Instances {
 		r.put(in, now)
-		r.dirty[InstanceRef{in.App, in.InstanceID}] = struct{}{}
+		r.dirty[registryapi.InstanceRef{App: in.App, ID: in.InstanceID}] = struct{}{}
 	}
 	r.version = 1
 	r.rebuild()
@@ -296,13 +254,13 @@ func (r *Registry) Close() error {
 	return r.opts.Store.Close()
 }
 
-func (r *Registry) put(in *Instance, now time.Time) *lease {
+func (r *Registry) put(in *registryapi.Instance, now time.Time) *lease {
 	m := r.apps[in.App]
 	if m == nil {
 		m = map[string]*lease{}
 		r.apps[in.App] = m
 	}
-	l := &lease{inst: in, duration: time.Duration(in.LeaseInfo.DurationInSecs) * time.Second, static: in.Metadata[MetaStatic] == "true"}
+	l := &lease{inst: in, duration: time.Duration(in.LeaseInfo.DurationInSecs) * time.Second, static: in.Metadata[registryapi.MetaStatic] == "true"}
 	l.lastRenewal.Store(now.UnixMilli())
 	m[in.InstanceID] = l
 	return l
@@ -314,16 +272,16 @@ func (r *Registry) lookup(app, id string) *lease {
 
 // record notes a change: version, delta queue, watchers, snapshot. Callers
 // hold r.mu.
-func (r *Registry) record(action string, in *Instance) {
+func (r *Registry) record(action string, in *registryapi.Instance) {
 	// Instances are replaced, never changed, once stored: the change can
 	// share in; a delta sets its action type on a copy.
 	r.appendChange(Change{Action: action, Instance: in})
-	r.markDirty(InstanceRef{in.App, in.InstanceID})
+	r.markDirty(registryapi.InstanceRef{App: in.App, ID: in.InstanceID})
 }
 
 // recordLedger tells watchers that the ledger changed. Callers hold r.mu.
 func (r *Registry) recordLedger(seq int) {
-	r.appendChange(Change{Action: ActionLedger, Seq: seq})
+	r.appendChange(Change{Action: registryapi.ActionLedger, Seq: seq})
 }
 
 func (r *Registry) appendChange(c Change) {
@@ -345,27 +303,27 @@ func (r *Registry) appendChange(c Change) {
 const maxChanges = 50_000
 
 // Register adds or replaces an instance, as Eureka's POST /apps/{app}.
-func (r *Registry) Register(app string, in *Instance) error {
+func (r *Registry) Register(app string, in *registryapi.Instance) error {
 	if in.LeaseInfo.DurationInSecs <= 0 {
 		in.LeaseInfo.DurationInSecs = max(int(r.opts.LeaseDuration/time.Second), 1)
 	}
-	if err := in.validate(app); err != nil {
+	if err := in.Validate(app); err != nil {
 		return err
 	}
 	var again bool
-	var o Override
-	err := r.write(func(now time.Time) (*Batch, error) {
-		ref := InstanceRef{in.App, in.InstanceID}
+	var o registryapi.Override
+	err := r.write(func(now time.Time) (*store.Batch, error) {
+		ref := registryapi.InstanceRef{App: in.App, ID: in.InstanceID}
 		again, o = r.apps[in.App][in.InstanceID] != nil, r.overrides[ref]
 		return r.planRegister(in, now)
 	})
 	if err == nil {
-		sh := ShardOf(in, o)
+		sh := registryapi.ShardOf(in, o)
 		args := []any{"address", sh.Address, "status", in.Status, "state", sh.State, "again", again, "lease", logSeconds(in.LeaseInfo.DurationInSecs)}
 		if in.App == r.opts.ShardsApp {
 			args = append(args, "pool", sh.Pool)
 		}
-		r.logInstance(slog.LevelInfo, "instance registered", InstanceRef{in.App, in.InstanceID}, sh.Slot, args...)
+		r.logInstance(slog.LevelInfo, "instance registered", registryapi.InstanceRef{App: in.App, ID: in.InstanceID}, sh.Slot, args...)
 	}
 	return err
 }
@@ -373,8 +331,8 @@ func (r *Registry) Register(app string, in *Instance) error {
 // planRegister is the batch that registers in; callers hold r.mu. It
 // may run again on the same instance (a replica's write that lost a
 // race), so it only sets what it derives.
-func (r *Registry) planRegister(in *Instance, now time.Time) (*Batch, error) {
-	ref := InstanceRef{in.App, in.InstanceID}
+func (r *Registry) planRegister(in *registryapi.Instance, now time.Time) (*store.Batch, error) {
+	ref := registryapi.InstanceRef{App: in.App, ID: in.InstanceID}
 	slot, err := r.assignSlot(ref, in)
 	if err != nil {
 		return nil, err
@@ -389,15 +347,15 @@ func (r *Registry) planRegister(in *Instance, now time.Time) (*Batch, error) {
 	if in.LastDirtyTimestamp == 0 {
 		in.LastDirtyTimestamp = now.UnixMilli()
 	}
-	if in.LeaseInfo.ServiceUpTimestamp == 0 && in.Status == StatusUp {
+	if in.LeaseInfo.ServiceUpTimestamp == 0 && in.Status == registryapi.StatusUp {
 		in.LeaseInfo.ServiceUpTimestamp = now.UnixMilli()
 	}
 	if old != nil && old.inst.LeaseInfo.ServiceUpTimestamp != 0 {
 		in.LeaseInfo.ServiceUpTimestamp = old.inst.LeaseInfo.ServiceUpTimestamp
 	}
-	b := &Batch{Put: []*Instance{in}}
+	b := &store.Batch{Put: []*registryapi.Instance{in}}
 	if slot != 0 && r.slots[ref] != slot {
-		b.Slots = map[InstanceRef]int{ref: slot}
+		b.Slots = map[registryapi.InstanceRef]int{ref: slot}
 	}
 	return b, nil
 }
@@ -406,19 +364,19 @@ func (r *Registry) planRegister(in *Instance, now time.Time) (*Batch, error) {
 // the one it had, else the lowest free one; it writes it into the
 // instance's metadata, and the caller stores it with the instance.
 // Instances of other apps get 0. Callers hold r.mu.
-func (r *Registry) assignSlot(ref InstanceRef, in *Instance) (int, error) {
+func (r *Registry) assignSlot(ref registryapi.InstanceRef, in *registryapi.Instance) (int, error) {
 	if ref.App != r.opts.ShardsApp {
 		return 0, nil
 	}
 	want := 0
-	if s := in.Metadata[MetaSlot]; s != "" {
+	if s := in.Metadata[registryapi.MetaSlot]; s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > 31 {
 			return 0, fmt.Errorf("metadata slot %q: a shard's slot is a number from 1 to 31", s)
 		}
 		want = n
 	}
-	taken := map[int]InstanceRef{}
+	taken := map[int]registryapi.InstanceRef{}
 	for other, s := range r.slots {
 		if other != ref && other.App == ref.App {
 			taken[s] = other
@@ -427,7 +385,7 @@ func (r *Registry) assignSlot(ref InstanceRef, in *Instance) (int, error) {
 	switch {
 	case want != 0:
 		if other, ok := taken[want]; ok {
-			return 0, fmt.Errorf("%w: slot %d belongs to shard %s; deregister it with --release-slot first, or pick another", ErrConflict, want, other.ID)
+			return 0, fmt.Errorf("%w: slot %d belongs to shard %s; deregister it with --release-slot first, or pick another", registryapi.ErrConflict, want, other.ID)
 		}
 	case r.slots[ref] != 0:
 		want = r.slots[ref]
@@ -439,13 +397,13 @@ func (r *Registry) assignSlot(ref InstanceRef, in *Instance) (int, error) {
 			}
 		}
 		if want == 0 {
-			return 0, fmt.Errorf("%w: all 31 slots of %s are taken", ErrConflict, ref.App)
+			return 0, fmt.Errorf("%w: all 31 slots of %s are taken", registryapi.ErrConflict, ref.App)
 		}
 	}
 	if in.Metadata == nil {
 		in.Metadata = map[string]string{}
 	}
-	in.Metadata[MetaSlot] = strconv.Itoa(want)
+	in.Metadata[registryapi.MetaSlot] = strconv.Itoa(want)
 	return want, nil
 }
 
@@ -461,16 +419,16 @@ func (r *Registry) Renew(app, id string, lastDirty int64) error {
 	}
 	r.mu.RUnlock()
 	if l == nil {
-		return ErrNotFound
+		return registryapi.ErrNotFound
 	}
 	if lastDirty > 0 && lastDirty > dirty {
-		return ErrNotFound
+		return registryapi.ErrNotFound
 	}
 	now := r.opts.Now()
 	l.lastRenewal.Store(now.UnixMilli())
 	r.renewals.add(now)
 	if r.repl != nil {
-		r.repl.renewed(InstanceRef{l.inst.App, l.inst.InstanceID}, now.UnixMilli())
+		r.repl.renewed(registryapi.InstanceRef{App: l.inst.App, ID: l.inst.InstanceID}, now.UnixMilli())
 	}
 	return nil
 }
@@ -479,29 +437,29 @@ func (r *Registry) Renew(app, id string, lastDirty int64) error {
 func (r *Registry) Cancel(app, id string) error {
 	app = strings.ToUpper(app)
 	slot := 0
-	err := r.write(func(time.Time) (*Batch, error) {
+	err := r.write(func(time.Time) (*store.Batch, error) {
 		if r.apps[app][id] == nil {
-			return nil, ErrNotFound
+			return nil, registryapi.ErrNotFound
 		}
-		slot = r.slots[InstanceRef{app, id}]
-		return &Batch{Delete: []InstanceRef{{app, id}}}, nil
+		slot = r.slots[registryapi.InstanceRef{App: app, ID: id}]
+		return &store.Batch{Delete: []registryapi.InstanceRef{{App: app, ID: id}}}, nil
 	})
 	if err == nil {
-		r.logInstance(slog.LevelInfo, "instance deregistered", InstanceRef{app, id}, slot, "reason", "cancelled by its client or an operator")
+		r.logInstance(slog.LevelInfo, "instance deregistered", registryapi.InstanceRef{App: app, ID: id}, slot, "reason", "cancelled by its client or an operator")
 	}
 	return err
 }
 
 // ReleaseSlot forgets a shard's slot, so that another shard may take it.
 func (r *Registry) ReleaseSlot(app, id string) error {
-	ref := InstanceRef{strings.ToUpper(app), id}
+	ref := registryapi.InstanceRef{App: strings.ToUpper(app), ID: id}
 	slot := 0
-	err := r.write(func(time.Time) (*Batch, error) {
+	err := r.write(func(time.Time) (*store.Batch, error) {
 		var ok bool
 		if slot, ok = r.slots[ref]; !ok {
 			return nil, nil
 		}
-		return &Batch{Slots: map[InstanceRef]int{ref: 0}}, nil
+		return &store.Batch{Slots: map[registryapi.InstanceRef]int{ref: 0}}, nil
 	})
 	if err == nil && slot != 0 {
 		r.logInstance(slog.LevelInfo, "slot released", ref, slot)
@@ -511,26 +469,26 @@ func (r *Registry) ReleaseSlot(app, id string) error {
 
 // SetOverride sets an operator's override (status, draining) on an
 // instance; the zero Override removes it.
-func (r *Registry) SetOverride(app, id string, o Override) error {
-	ref := InstanceRef{strings.ToUpper(app), id}
-	var from, to Shard
-	err := r.write(func(now time.Time) (*Batch, error) {
+func (r *Registry) SetOverride(app, id string, o registryapi.Override) error {
+	ref := registryapi.InstanceRef{App: strings.ToUpper(app), ID: id}
+	var from, to registryapi.Shard
+	err := r.write(func(now time.Time) (*store.Batch, error) {
 		l := r.apps[ref.App][id]
 		if l == nil {
-			return nil, ErrNotFound
+			return nil, registryapi.ErrNotFound
 		}
 		in := l.inst.Clone()
 		in.OverriddenStatus = o.Status
 		if in.OverriddenStatus == "" {
-			in.OverriddenStatus = StatusUnknown
+			in.OverriddenStatus = registryapi.StatusUnknown
 		}
 		if r.overrides[ref] == o && l.inst.OverriddenStatus == in.OverriddenStatus {
 			return nil, nil
 		}
-		from, to = ShardOf(l.inst, r.overrides[ref]), ShardOf(in, o)
+		from, to = registryapi.ShardOf(l.inst, r.overrides[ref]), registryapi.ShardOf(in, o)
 		in.LastUpdatedTimestamp = now.UnixMilli()
 		// The override and the status it gives the instance are one write.
-		return &Batch{Put: []*Instance{in}, Overrides: map[InstanceRef]Override{ref: o}}, nil
+		return &store.Batch{Put: []*registryapi.Instance{in}, Overrides: map[registryapi.InstanceRef]registryapi.Override{ref: o}}, nil
 	})
 	if err == nil && to.ID != "" {
 		r.logInstance(slog.LevelInfo, "instance state changed", ref, to.Slot, "from", from.State, "to", to.State,
@@ -544,36 +502,36 @@ func (r *Registry) SetOverride(app, id string, o Override) error {
 func (r *Registry) SetMetadata(app, id string, kv map[string]string) error {
 	app = strings.ToUpper(app)
 	slot := 0
-	err := r.write(func(now time.Time) (*Batch, error) {
+	err := r.write(func(now time.Time) (*store.Batch, error) {
 		l := r.apps[app][id]
 		if l == nil {
-			return nil, ErrNotFound
+			return nil, registryapi.ErrNotFound
 		}
-		slot = r.slots[InstanceRef{app, id}]
+		slot = r.slots[registryapi.InstanceRef{App: app, ID: id}]
 		in := l.inst.Clone()
 		if in.Metadata == nil {
 			in.Metadata = map[string]string{}
 		}
 		for k, v := range kv {
-			if k == MetaSlot && app == r.opts.ShardsApp {
-				return nil, fmt.Errorf("%w: a shard's slot is fixed while it is registered", ErrConflict)
+			if k == registryapi.MetaSlot && app == r.opts.ShardsApp {
+				return nil, fmt.Errorf("%w: a shard's slot is fixed while it is registered", registryapi.ErrConflict)
 			}
 			in.Metadata[k] = v
 		}
 		in.LastUpdatedTimestamp = now.UnixMilli()
-		return &Batch{Put: []*Instance{in}}, nil
+		return &store.Batch{Put: []*registryapi.Instance{in}}, nil
 	})
 	if err == nil {
-		r.logInstance(slog.LevelInfo, "instance metadata changed", InstanceRef{app, id}, slot, "metadata", kv)
+		r.logInstance(slog.LevelInfo, "instance metadata changed", registryapi.InstanceRef{App: app, ID: id}, slot, "metadata", kv)
 	}
 	return err
 }
 
 // Override returns the operator's override of an instance.
-func (r *Registry) Override(app, id string) Override {
+func (r *Registry) Override(app, id string) registryapi.Override {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	return r.overrides[InstanceRef{strings.ToUpper(app), id}]
+	return r.overrides[registryapi.InstanceRef{App: strings.ToUpper(app), ID: id}]
 }
 
 // Evict removes expired leases, unless self-preservation holds them.
@@ -584,14 +542,14 @@ func (r *Registry) Evict() int {
 	}
 	var gone []evicted
 	expiredCount := 0
-	err := r.write(func(now time.Time) (*Batch, error) {
-		var expired []InstanceRef
+	err := r.write(func(now time.Time) (*store.Batch, error) {
+		var expired []registryapi.InstanceRef
 		size := 0
 		for app, m := range r.apps {
 			for id, l := range m {
 				size++
 				if l.expired(now) {
-					expired = append(expired, InstanceRef{app, id})
+					expired = append(expired, registryapi.InstanceRef{App: app, ID: id})
 				}
 			}
 		}
@@ -610,7 +568,7 @@ func (r *Registry) Evict() int {
 			l := r.apps[ref.App][ref.ID]
 			gone = append(gone, evicted{ref, r.slots[ref], time.UnixMilli(l.lastRenewal.Load()).UTC(), l.duration})
 		}
-		return &Batch{Delete: expired[:limit]}, nil
+		return &store.Batch{Delete: expired[:limit]}, nil
 	})
 	if err != nil {
 		r.repeats.Log(slog.LevelWarn, "eviction failed", "eviction failed", "err", err)
@@ -632,7 +590,7 @@ func (r *Registry) Evict() int {
 
 // evicted is one instance an eviction run removed, for its log line.
 type evicted struct {
-	ref         InstanceRef
+	ref         registryapi.InstanceRef
 	slot        int
 	lastRenewal time.Time
 	lease       time.Duration
@@ -663,7 +621,7 @@ func (r *Registry) checkPreservation() bool {
 // instances may come and go by the thousand (a fleet restarting, a load
 // probe), so of those one line of a kind an app is written an interval,
 // with the count.
-func (r *Registry) logInstance(level slog.Level, msg string, ref InstanceRef, slot int, args ...any) {
+func (r *Registry) logInstance(level slog.Level, msg string, ref registryapi.InstanceRef, slot int, args ...any) {
 	if ref.App == r.opts.ShardsApp {
 		r.log.Log(context.Background(), level, msg, append([]any{"app", ref.App, "shard", ref.ID, "slot", slot}, args...)...)
 		return
@@ -766,14 +724,14 @@ func (r *Registry) ChangesSince(since uint64) ([]Change, uint64, bool) {
 
 // Instances returns the instances of one app (all apps when app is ""),
 // sorted by app and id.
-func (r *Registry) Instances(app string) []*Instance {
+func (r *Registry) Instances(app string) []*registryapi.Instance {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return r.instancesLocked(strings.ToUpper(app))
 }
 
-func (r *Registry) instancesLocked(app string) []*Instance {
-	var out []*Instance
+func (r *Registry) instancesLocked(app string) []*registryapi.Instance {
+	var out []*registryapi.Instance
 	for name, m := range r.apps {
 		if app != "" && name != app {
 			continue
@@ -788,7 +746,7 @@ func (r *Registry) instancesLocked(app string) []*Instance {
 	return out
 }
 
-func sortInstances(ins []*Instance) {
+func sortInstances(ins []*registryapi.Instance) {
 	sort.Slice(ins, func(i, j int) bool {
 		if ins[i].App != ins[j].App {
 			return ins[i].App < ins[j].App
@@ -798,12 +756,12 @@ func sortInstances(ins []*Instance) {
 }
 
 // Instance returns one instance.
-func (r *Registry) Instance(app, id string) (*Instance, error) {
+func (r *Registry) Instance(app, id string) (*registryapi.Instance, error) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	l := r.lookup(app, id)
 	if l == nil {
-		return nil, ErrNotFound
+		return nil, registryapi.ErrNotFound
 	}
 	in := l.inst.Clone()
 	in.LeaseInfo.LastRenewalTimestamp = l.lastRenewal.Load()
@@ -811,7 +769,7 @@ func (r *Registry) Instance(app, id string) (*Instance, error) {
 }
 
 // InstanceByID finds an instance by id in any app (GET /instances/{id}).
-func (r *Registry) InstanceByID(id string) (*Instance, error) {
+func (r *Registry) InstanceByID(id string) (*registryapi.Instance, error) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	for _, m := range r.apps {
@@ -821,14 +779,14 @@ func (r *Registry) InstanceByID(id string) (*Instance, error) {
 			return in, nil
 		}
 	}
-	return nil, ErrNotFound
+	return nil, registryapi.ErrNotFound
 }
 
 // ByVIP returns the instances whose (secure) VIP address lists vip.
-func (r *Registry) ByVIP(vip string, secure bool) []Application {
-	var apps []Application
-	for _, a := range group(r.Instances("")) {
-		var keep []*Instance
+func (r *Registry) ByVIP(vip string, secure bool) []registryapi.Application {
+	var apps []registryapi.Application
+	for _, a := range registryapi.Group(r.Instances("")) {
+		var keep []*registryapi.Instance
 		for _, in := range a.Instances {
 			addr := in.VIPAddress
 			if secure {
@@ -842,37 +800,10 @@ func (r *Registry) ByVIP(vip string, secure bool) []Application {
 			}
 		}
 		if len(keep) > 0 {
-			apps = append(apps, Application{Name: a.Name, Instances: keep})
+			apps = append(apps, registryapi.Application{Name: a.Name, Instances: keep})
 		}
 	}
 	return apps
-}
-
-// group sorts instances (sorted by app) into applications.
-func group(ins []*Instance) []Application {
-	var apps []Application
-	for _, in := range ins {
-		if len(apps) == 0 || apps[len(apps)-1].Name != in.App {
-			apps = append(apps, Application{Name: in.App})
-		}
-		apps[len(apps)-1].Instances = append(apps[len(apps)-1].Instances, in)
-	}
-	return apps
-}
-
-// hashcode is Eureka's apps__hashcode: counts by status, in name order.
-func hashcode(ins []*Instance) string {
-	counts := map[Status]int{}
-	for _, in := range ins {
-		counts[in.EffectiveStatus()]++
-	}
-	var b strings.Builder
-	for _, st := range statusOrder {
-		if n := counts[st]; n > 0 {
-			fmt.Fprintf(&b, "%s_%d_", st, n)
-		}
-	}
-	return b.String()
 }
 
 // rateWindow counts events over the last minute in one-second buckets.
@@ -933,26 +864,11 @@ func (r *Registry) Ready() error {
 	return nil
 }
 
-// Health is the registry's own state, for `shards list` and monitoring.
-type Health struct {
-	Version                   uint64  `json:"version"`
-	Instances                 int     `json:"instances"`
-	SelfPreservationEnabled   bool    `json:"selfPreservationEnabled"`
-	SelfPreserving            bool    `json:"selfPreserving"`
-	ExpectedRenewalsPerMinute float64 `json:"expectedRenewalsPerMinute"`
-	RenewalThreshold          float64 `json:"renewalThresholdPerMinute"`
-	RenewalsLastMinute        float64 `json:"renewalsLastMinute"`
-	Evicted                   int64   `json:"evicted"`
-	Deployments               int     `json:"deployments"`
-	// Replica is this replica's view of the others, over etcd.
-	Replica *ReplicaStatus `json:"replica,omitempty"`
-}
-
 // Status reports the registry's own state.
-func (r *Registry) Status() Health {
+func (r *Registry) Status() registryapi.Health {
 	exp := r.ExpectedRenewalsPerMinute()
 	renewals := r.RenewalsLastMinute()
-	h := Health{
+	h := registryapi.Health{
 		SelfPreservationEnabled:   r.opts.SelfPreservation,
 		SelfPreserving:            r.opts.SelfPreservation && !leaseExpiration(exp*r.opts.RenewalThreshold, renewals),
 		ExpectedRenewalsPerMinute: exp,

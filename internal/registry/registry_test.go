@@ -16,6 +16,7 @@ import (
 
 	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/ledger"
+	"github.com/shardctl/shardctl/internal/registry/registryapi"
 )
 
 // clock is a test's time, moved by hand.
@@ -43,11 +44,11 @@ func newTestRegistry(t testing.TB, opts Options) (*Registry, *clock) {
 	return r, c
 }
 
-func testInstance(app, id string, renewal, duration int) *Instance {
-	return &Instance{
+func testInstance(app, id string, renewal, duration int) *registryapi.Instance {
+	return &registryapi.Instance{
 		InstanceID: id, App: app, HostName: id + ".local", IPAddr: "10.0.0.1", Port: 8080, PortEnabled: true,
-		Status: StatusUp, DataCenterInfo: DataCenterInfo{Name: "MyOwn"},
-		LeaseInfo: LeaseInfo{RenewalIntervalInSecs: renewal, DurationInSecs: duration},
+		Status: registryapi.StatusUp, DataCenterInfo: registryapi.DataCenterInfo{Name: "MyOwn"},
+		LeaseInfo: registryapi.LeaseInfo{RenewalIntervalInSecs: renewal, DurationInSecs: duration},
 	}
 }
 
@@ -76,7 +77,7 @@ func TestLeaseEndsAtRenewalPlusDuration(t *testing.T) {
 			t.Errorf("%v after the renewal: evicted %d, want %d", tc.after, n, tc.evicted)
 		}
 	}
-	if err := r.Renew("ORDERS", "a", 0); err != ErrNotFound {
+	if err := r.Renew("ORDERS", "a", 0); err != registryapi.ErrNotFound {
 		t.Errorf("renew after eviction: %v, want not found (so the client registers again)", err)
 	}
 }
@@ -154,7 +155,7 @@ func TestSlots(t *testing.T) {
 	reg := func(id, slot string) error {
 		in := testInstance("ZEEBE-SHARDS", id, 30, 90)
 		if slot != "" {
-			in.Metadata = map[string]string{MetaSlot: slot}
+			in.Metadata = map[string]string{registryapi.MetaSlot: slot}
 		}
 		return r.Register("zeebe-shards", in)
 	}
@@ -163,7 +164,7 @@ func TestSlots(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return in.Metadata[MetaSlot]
+		return in.Metadata[registryapi.MetaSlot]
 	}
 	for _, tc := range []struct {
 		id, ask, want string
@@ -203,7 +204,7 @@ func TestSlots(t *testing.T) {
 	if err := r.Register("ORDERS", testInstance("ORDERS", "o", 30, 90)); err != nil {
 		t.Fatal(err)
 	}
-	if in, _ := r.Instance("ORDERS", "o"); in.Metadata[MetaSlot] != "" {
+	if in, _ := r.Instance("ORDERS", "o"); in.Metadata[registryapi.MetaSlot] != "" {
 		t.Errorf("an instance of another app got a slot")
 	}
 }
@@ -285,7 +286,7 @@ func TestReadsSeeChangesAtOnceAndDeltas(t *testing.T) {
 	for _, a := range delta.Applications.App {
 		for _, in := range a.Instance {
 			if in.InstanceID == "b" {
-				found = in.Status == "OUT_OF_SERVICE" && in.ActionType == ActionModified
+				found = in.Status == "OUT_OF_SERVICE" && in.ActionType == registryapi.ActionModified
 			}
 		}
 	}
@@ -348,7 +349,7 @@ func TestBadRequests(t *testing.T) {
 		})
 	}
 	// Nothing of that changed the registry.
-	var st Health
+	var st registryapi.Health
 	_, body := do(t, "GET", base+"/shardctl/v1/status", nil, "")
 	if err := json.Unmarshal([]byte(body), &st); err != nil || st.Instances != 1 || st.Deployments != 0 {
 		t.Errorf("after bad requests the registry holds %+v (%v)", st, err)
@@ -400,15 +401,15 @@ func TestWatch(t *testing.T) {
 
 	// Long poll: an old version gets what happened since at once; the
 	// current one waits for the next change.
-	var first PollAnswer
+	var first registryapi.PollAnswer
 	_, body := do(t, "GET", base+"/shardctl/v1/watch?poll=1&since=0", nil, "")
 	if err := json.Unmarshal([]byte(body), &first); err != nil || len(first.Events) != 1 || !first.Events[0].Reset || len(first.Events[0].Shards) != 1 {
 		t.Fatalf("first poll: %s (%v)", body, err)
 	}
-	got := make(chan PollAnswer, 1)
+	got := make(chan registryapi.PollAnswer, 1)
 	go func() {
 		_, body := do(t, "GET", fmt.Sprintf("%s/shardctl/v1/watch?poll=1&since=%d", base, first.Version), nil, "")
-		var a PollAnswer
+		var a registryapi.PollAnswer
 		_ = json.Unmarshal([]byte(body), &a)
 		got <- a
 	}()
@@ -416,12 +417,12 @@ func TestWatch(t *testing.T) {
 	// poll that arrives after it answers at once with what it missed.
 	time.Sleep(50 * time.Millisecond)
 	start := time.Now()
-	if err := s.Registry().SetState("ZEEBE-SHARDS", "s1", StateDraining); err != nil {
+	if err := s.Registry().SetState("ZEEBE-SHARDS", "s1", registryapi.StateDraining); err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case a := <-got:
-		if len(a.Events) != 1 || a.Events[0].Shard == nil || a.Events[0].Shard.State != StateDraining {
+		if len(a.Events) != 1 || a.Events[0].Shard == nil || a.Events[0].Shard.State != registryapi.StateDraining {
 			t.Errorf("poll answer %+v, want s1 DRAINING", a)
 		}
 		t.Logf("long poll answered %v after the change", time.Since(start))
@@ -433,7 +434,7 @@ func TestWatch(t *testing.T) {
 	}
 	// A version this registry never reached is a watcher of its run
 	// before a restart: it starts over, whatever changed since.
-	var restarted PollAnswer
+	var restarted registryapi.PollAnswer
 	_, body = do(t, "GET", fmt.Sprintf("%s/shardctl/v1/watch?poll=1&since=%d&timeout=100ms", base, s.Registry().Version()+1000), nil, "")
 	if err := json.Unmarshal([]byte(body), &restarted); err != nil || len(restarted.Events) != 1 || !restarted.Events[0].Reset || len(restarted.Events[0].Shards) != 1 {
 		t.Errorf("a poll from before a restart: %s (%v), want a reset with s1", body, err)

@@ -18,6 +18,8 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/shardctl/shardctl/internal/logs"
+	"github.com/shardctl/shardctl/internal/registry/registryapi"
+	"github.com/shardctl/shardctl/internal/registry/store"
 )
 
 // A replica is one registry process among several over one etcd. Reads
@@ -79,7 +81,7 @@ const maxWriteAttempts = 5
 
 type replica struct {
 	r    *Registry
-	st   *etcdStore
+	st   *store.Etcd
 	opts ReplicaOptions
 
 	ctx    context.Context
@@ -109,7 +111,7 @@ type replica struct {
 	session     atomic.Pointer[concurrency.Session]
 
 	pendingMu sync.Mutex
-	pending   map[InstanceRef]int64 // renewals since the last digest
+	pending   map[registryapi.InstanceRef]int64 // renewals since the last digest
 
 	repeats *logs.Repeats // etcd errors, which repeat while etcd is away
 }
@@ -126,12 +128,12 @@ type candidate struct {
 	id      string
 }
 
-func newReplica(r *Registry, st *etcdStore, opts ReplicaOptions) (*replica, error) {
+func newReplica(r *Registry, st *store.Etcd, opts ReplicaOptions) (*replica, error) {
 	opts.defaults()
 	if opts.ID == "" {
 		return nil, errors.New("a replica over etcd needs an id (--id)")
 	}
-	if err := checkName("replica id", opts.ID); err != nil {
+	if err := registryapi.CheckName("replica id", opts.ID); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -140,7 +142,7 @@ func newReplica(r *Registry, st *etcdStore, opts ReplicaOptions) (*replica, erro
 		watchCtx:  clientv3.WithRequireLeader(ctx),
 		revs:      map[string]int64{},
 		appliedCh: make(chan struct{}), members: map[string]bool{}, electionKeys: map[string]candidate{},
-		viewChanged: make(chan struct{}, 1), pending: map[InstanceRef]int64{},
+		viewChanged: make(chan struct{}, 1), pending: map[registryapi.InstanceRef]int64{},
 		repeats: logs.NewRepeats(opts.Logger, 0, nil),
 	}
 	return p, nil
@@ -159,8 +161,8 @@ func (p *replica) run() {
 	for {
 		err := p.resync()
 		if err == nil && p.opts.Coordinators != nil {
-			ctx, cancel := context.WithTimeout(p.ctx, etcdTimeout)
-			_, err = p.st.cli.Put(ctx, p.st.prefix+keyCoordinators, strings.Join(p.opts.Coordinators, ","))
+			ctx, cancel := context.WithTimeout(p.ctx, store.EtcdTimeout)
+			_, err = p.st.Client.Put(ctx, p.st.Prefix+store.KeyCoordinators, strings.Join(p.opts.Coordinators, ","))
 			cancel()
 		}
 		if err == nil {
@@ -195,19 +197,19 @@ func (p *replica) close() {
 // and a watch that fell behind a compaction.
 func (p *replica) resync() error {
 	at := time.Now()
-	resp, err := p.st.getAll(p.ctx)
+	resp, err := p.st.GetAll(p.ctx)
 	if err != nil {
 		return err
 	}
 	r := p.r
 	now := r.opts.Now()
-	var b Batch
+	var b store.Batch
 	seen := map[string]bool{}
 	view := map[string]*mvccpb.KeyValue{}
 	r.mu.Lock()
 	for _, kv := range resp.Kvs {
-		k := strings.TrimPrefix(string(kv.Key), p.st.prefix)
-		if !isStateKey(k) {
+		k := strings.TrimPrefix(string(kv.Key), p.st.Prefix)
+		if !store.IsStateKey(k) {
 			view[k] = kv
 			continue
 		}
@@ -240,20 +242,20 @@ func (p *replica) resync() error {
 
 // stateEvent adds a change of a state key to a batch, and keeps its
 // revision; callers hold r.mu.
-func (p *replica) stateEvent(k string, kv *mvccpb.KeyValue, deleted bool, b *Batch) {
+func (p *replica) stateEvent(k string, kv *mvccpb.KeyValue, deleted bool, b *store.Batch) {
 	if deleted {
 		delete(p.revs, k)
 		switch {
-		case strings.HasPrefix(k, keyInstances):
-			if ref, ok := splitKeyRef(k[len(keyInstances):]); ok {
+		case strings.HasPrefix(k, store.KeyInstances):
+			if ref, ok := store.SplitKeyRef(k[len(store.KeyInstances):]); ok {
 				b.Delete = append(b.Delete, ref)
 			}
-		case strings.HasPrefix(k, keyOverrides):
-			if ref, ok := splitKeyRef(k[len(keyOverrides):]); ok {
-				b.setOverride(ref, Override{})
+		case strings.HasPrefix(k, store.KeyOverrides):
+			if ref, ok := store.SplitKeyRef(k[len(store.KeyOverrides):]); ok {
+				b.SetOverride(ref, registryapi.Override{})
 			}
-		case strings.HasPrefix(k, keySlots):
-			p.setSlots(&appSlots{app: k[len(keySlots):]}, b)
+		case strings.HasPrefix(k, store.KeySlots):
+			p.setSlots(&store.AppSlots{App: k[len(store.KeySlots):]}, b)
 		}
 		return
 	}
@@ -261,7 +263,7 @@ func (p *replica) stateEvent(k string, kv *mvccpb.KeyValue, deleted bool, b *Bat
 		return // memory has it (a resync over what the watch applied)
 	}
 	p.revs[k] = kv.ModRevision
-	slots, err := decodeKV(k, kv.Value, b)
+	slots, err := store.DecodeKV(k, kv.Value, b)
 	if err != nil {
 		// A value no replica wrote; skip it rather than stop the watch.
 		p.opts.Logger.Error("etcd key skipped", "err", err)
@@ -273,17 +275,17 @@ func (p *replica) stateEvent(k string, kv *mvccpb.KeyValue, deleted bool, b *Bat
 }
 
 // setSlots turns an app's whole slot map into changes against memory.
-func (p *replica) setSlots(s *appSlots, b *Batch) {
+func (p *replica) setSlots(s *store.AppSlots, b *store.Batch) {
 	if b.Slots == nil {
-		b.Slots = map[InstanceRef]int{}
+		b.Slots = map[registryapi.InstanceRef]int{}
 	}
 	for ref := range p.r.slots {
-		if _, ok := s.ids[ref.ID]; ref.App == s.app && !ok {
+		if _, ok := s.IDs[ref.ID]; ref.App == s.App && !ok {
 			b.Slots[ref] = 0
 		}
 	}
-	for id, n := range s.ids {
-		if ref := (InstanceRef{s.app, id}); p.r.slots[ref] != n {
+	for id, n := range s.IDs {
+		if ref := (registryapi.InstanceRef{App: s.App, ID: id}); p.r.slots[ref] != n {
 			b.Slots[ref] = n
 		}
 	}
@@ -292,23 +294,23 @@ func (p *replica) setSlots(s *appSlots, b *Batch) {
 // viewEventLocked follows the replicas' own keys; callers hold p.mu.
 func (p *replica) viewEventLocked(k string, kv *mvccpb.KeyValue, deleted bool) {
 	switch {
-	case strings.HasPrefix(k, keyMembers):
-		id := k[len(keyMembers):]
+	case strings.HasPrefix(k, store.KeyMembers):
+		id := k[len(store.KeyMembers):]
 		if deleted {
 			delete(p.members, id)
 		} else {
 			p.members[id] = true
 		}
-	case strings.HasPrefix(k, keyElection):
+	case strings.HasPrefix(k, store.KeyElection):
 		if deleted {
 			delete(p.electionKeys, k)
 		} else {
 			p.electionKeys[k] = candidate{created: kv.CreateRevision, id: string(kv.Value)}
 		}
-	case k == keyCoordinators:
+	case k == store.KeyCoordinators:
 		p.coordinators = nil
 		if !deleted {
-			p.coordinators = parseCoordinators(string(kv.Value))
+			p.coordinators = store.ParseCoordinators(string(kv.Value))
 		}
 	}
 }
@@ -326,7 +328,7 @@ func (p *replica) watchLoop() {
 	defer p.wg.Done()
 	for p.ctx.Err() == nil {
 		wctx, cancel := context.WithCancel(p.watchCtx)
-		wch := p.st.cli.Watch(wctx, p.st.prefix, clientv3.WithPrefix(), clientv3.WithRev(p.appliedRev()+1))
+		wch := p.st.Client.Watch(wctx, p.st.Prefix, clientv3.WithPrefix(), clientv3.WithRev(p.appliedRev()+1))
 		for resp := range wch {
 			if resp.CompactRevision != 0 {
 				// Fell behind a compaction: what it missed is gone from the
@@ -364,18 +366,18 @@ func (p *replica) watchLoop() {
 // apply applies the events of one revision.
 func (p *replica) apply(evs []*clientv3.Event) {
 	r := p.r
-	var b Batch
+	var b store.Batch
 	var digests []*mvccpb.KeyValue
 	view := false
 	r.mu.Lock()
 	for _, ev := range evs {
-		k := strings.TrimPrefix(string(ev.Kv.Key), p.st.prefix)
+		k := strings.TrimPrefix(string(ev.Kv.Key), p.st.Prefix)
 		deleted := ev.Type == mvccpb.DELETE
 		switch {
-		case isStateKey(k):
+		case store.IsStateKey(k):
 			p.stateEvent(k, ev.Kv, deleted, &b)
-		case strings.HasPrefix(k, keyRenewals):
-			if !deleted && k[len(keyRenewals):] != p.opts.ID {
+		case strings.HasPrefix(k, store.KeyRenewals):
+			if !deleted && k[len(store.KeyRenewals):] != p.opts.ID {
 				digests = append(digests, ev.Kv)
 			}
 		default:
@@ -385,7 +387,7 @@ func (p *replica) apply(evs []*clientv3.Event) {
 			view = true
 		}
 	}
-	if !b.empty() {
+	if !b.Empty() {
 		r.applyLocked(&b, r.opts.Now())
 	}
 	r.mu.Unlock()
@@ -471,7 +473,7 @@ func (p *replica) heartbeatLoop() {
 		p.repeats.Flush()
 		at := time.Now()
 		ctx, cancel := context.WithTimeout(p.ctx, p.opts.Cutoff/2)
-		resp, err := p.st.cli.Get(ctx, p.st.prefix+keyCoordinators)
+		resp, err := p.st.Client.Get(ctx, p.st.Prefix+store.KeyCoordinators)
 		cancel()
 		if err != nil && p.ctx.Err() == nil {
 			p.repeats.Log(slog.LevelWarn, "etcd read failed", "etcd read failed", "replica", p.opts.ID, "err", err)
@@ -485,7 +487,7 @@ func (p *replica) heartbeatLoop() {
 			}
 			p.mu.Unlock()
 			ctx, cancel := context.WithTimeout(p.watchCtx, p.opts.Cutoff/2)
-			_ = p.st.cli.RequestProgress(ctx)
+			_ = p.st.Client.RequestProgress(ctx)
 			cancel()
 		}
 		p.flushDigest()
@@ -519,7 +521,7 @@ func (p *replica) mayEvict() bool {
 // write makes a change over etcd: planned against memory, committed if no
 // key it read has moved since, and answered once the watch applied it.
 // A write that lost a race is planned again on the newer memory.
-func (p *replica) write(plan func(now time.Time) (*Batch, error)) error {
+func (p *replica) write(plan func(now time.Time) (*store.Batch, error)) error {
 	r := p.r
 	if stale := p.staleness(); stale > p.opts.Cutoff {
 		return fmt.Errorf("%w: cut off from etcd for %s", ErrUnavailable, stale.Round(time.Millisecond))
@@ -532,14 +534,14 @@ func (p *replica) write(plan func(now time.Time) (*Batch, error)) error {
 			r.mu.Unlock()
 			return err
 		}
-		ops, keys, err := p.st.txn(b, p.slotsAfter(b))
+		ops, keys, err := p.st.Txn(b, p.slotsAfter(b))
 		if err != nil {
 			r.mu.Unlock()
 			return err
 		}
 		guards := make([]clientv3.Cmp, len(keys))
 		for i, k := range keys {
-			guards[i] = clientv3.Compare(clientv3.ModRevision(p.st.prefix+k), "=", p.revs[k])
+			guards[i] = clientv3.Compare(clientv3.ModRevision(p.st.Prefix+k), "=", p.revs[k])
 		}
 		r.mu.Unlock()
 
@@ -550,7 +552,7 @@ func (p *replica) write(plan func(now time.Time) (*Batch, error)) error {
 		case resp.Succeeded:
 			return nil
 		case attempt == maxWriteAttempts:
-			return fmt.Errorf("%w: changed on another replica %d times while this one wrote; try again", ErrConflict, attempt)
+			return fmt.Errorf("%w: changed on another replica %d times while this one wrote; try again", registryapi.ErrConflict, attempt)
 		}
 	}
 }
@@ -560,10 +562,10 @@ func (p *replica) write(plan func(now time.Time) (*Batch, error)) error {
 // it is sent again until etcdTimeout; a proposal lost with a leader that
 // died is not known to be lost, and fails at etcdTimeout.
 func (p *replica) commit(guards []clientv3.Cmp, ops []clientv3.Op) (*clientv3.TxnResponse, error) {
-	ctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(p.ctx), etcdTimeout)
+	ctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(p.ctx), store.EtcdTimeout)
 	defer cancel()
 	for {
-		resp, err := p.st.cli.Txn(ctx).If(guards...).Then(ops...).Commit()
+		resp, err := p.st.Client.Txn(ctx).If(guards...).Then(ops...).Commit()
 		if errors.Is(err, rpctypes.ErrNoLeader) {
 			select {
 			case <-time.After(100 * time.Millisecond):
@@ -576,7 +578,7 @@ func (p *replica) commit(guards []clientv3.Cmp, ops []clientv3.Op) (*clientv3.Tx
 		}
 		if err != nil {
 			if errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
-				err = fmt.Errorf("%w: etcd did not answer within %v (is a leader being elected?): %v", ErrUnavailable, etcdTimeout, err)
+				err = fmt.Errorf("%w: etcd did not answer within %v (is a leader being elected?): %v", ErrUnavailable, store.EtcdTimeout, err)
 			} else {
 				err = fmt.Errorf("%w: etcd: %v", ErrUnavailable, err)
 			}
@@ -589,7 +591,7 @@ func (p *replica) commit(guards []clientv3.Cmp, ops []clientv3.Op) (*clientv3.Tx
 
 // slotsAfter gives the whole slot map of an app after a batch; callers
 // hold r.mu.
-func (p *replica) slotsAfter(b *Batch) func(app string) map[string]int {
+func (p *replica) slotsAfter(b *store.Batch) func(app string) map[string]int {
 	return func(app string) map[string]int {
 		ids := map[string]int{}
 		for ref, n := range p.r.slots {
@@ -612,7 +614,7 @@ func (p *replica) slotsAfter(b *Batch) func(app string) map[string]int {
 }
 
 // renewed notes a renewal for the next digest.
-func (p *replica) renewed(ref InstanceRef, at int64) {
+func (p *replica) renewed(ref registryapi.InstanceRef, at int64) {
 	p.pendingMu.Lock()
 	p.pending[ref] = at
 	p.pendingMu.Unlock()
@@ -629,7 +631,7 @@ func (p *replica) flushDigest() {
 	p.pendingMu.Lock()
 	pending := p.pending
 	if len(pending) > 0 {
-		p.pending = map[InstanceRef]int64{}
+		p.pending = map[registryapi.InstanceRef]int64{}
 	}
 	p.pendingMu.Unlock()
 	if len(pending) == 0 {
@@ -643,8 +645,8 @@ func (p *replica) flushDigest() {
 		d[ref.App][ref.ID] = at
 	}
 	enc, _ := json.Marshal(d)
-	ctx, cancel := context.WithTimeout(p.ctx, etcdTimeout)
-	_, err := p.st.cli.Put(ctx, p.st.prefix+keyRenewals+p.opts.ID, string(enc), clientv3.WithLease(s.Lease()))
+	ctx, cancel := context.WithTimeout(p.ctx, store.EtcdTimeout)
+	_, err := p.st.Client.Put(ctx, p.st.Prefix+store.KeyRenewals+p.opts.ID, string(enc), clientv3.WithLease(s.Lease()))
 	cancel()
 	if err != nil {
 		// Keep them for the next digest, unless newer renewals came.
@@ -689,7 +691,7 @@ func (p *replica) applyDigest(v []byte) {
 func (p *replica) campaignLoop() {
 	defer p.wg.Done()
 	for p.ctx.Err() == nil {
-		s, err := concurrency.NewSession(p.st.cli, concurrency.WithTTL(max(int(p.opts.SessionTTL/time.Second), 1)), concurrency.WithContext(p.ctx))
+		s, err := concurrency.NewSession(p.st.Client, concurrency.WithTTL(max(int(p.opts.SessionTTL/time.Second), 1)), concurrency.WithContext(p.ctx))
 		if err != nil {
 			select {
 			case <-p.ctx.Done():
@@ -704,20 +706,20 @@ func (p *replica) campaignLoop() {
 		p.coordinator.Store(false)
 		// Revoke on the way out, so the others see this replica go now.
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, _ = p.st.cli.Revoke(ctx, s.Lease())
+		_, _ = p.st.Client.Revoke(ctx, s.Lease())
 		cancel()
 		s.Orphan()
 	}
 }
 
 func (p *replica) runSession(s *concurrency.Session) {
-	ctx, cancel := context.WithTimeout(p.ctx, etcdTimeout)
-	_, err := p.st.cli.Put(ctx, p.st.prefix+keyMembers+p.opts.ID, p.opts.ID, clientv3.WithLease(s.Lease()))
+	ctx, cancel := context.WithTimeout(p.ctx, store.EtcdTimeout)
+	_, err := p.st.Client.Put(ctx, p.st.Prefix+store.KeyMembers+p.opts.ID, p.opts.ID, clientv3.WithLease(s.Lease()))
 	cancel()
 	if err != nil {
 		return
 	}
-	el := concurrency.NewElection(s, strings.TrimSuffix(p.st.prefix+keyElection, "/"))
+	el := concurrency.NewElection(s, strings.TrimSuffix(p.st.Prefix+store.KeyElection, "/"))
 	for {
 		// Wait until eligible, holding no candidacy meanwhile.
 		for !p.eligible() {
@@ -748,7 +750,7 @@ func (p *replica) runSession(s *concurrency.Session) {
 // candidacyKey is where this session's campaign puts its key, as
 // concurrency.Election names it: the prefix and the lease in hex.
 func (p *replica) candidacyKey(s *concurrency.Session) string {
-	return fmt.Sprintf("%s%x", keyElection, s.Lease())
+	return fmt.Sprintf("%s%x", store.KeyElection, s.Lease())
 }
 
 // holdsCandidacy says whether the view still shows this session's key.
@@ -767,8 +769,8 @@ func (p *replica) holdsCandidacy(s *concurrency.Session) bool {
 // first.
 func (p *replica) withdraw(s *concurrency.Session) bool {
 	for {
-		ctx, cancel := context.WithTimeout(p.ctx, etcdTimeout)
-		_, err := p.st.cli.Delete(ctx, p.st.prefix+p.candidacyKey(s))
+		ctx, cancel := context.WithTimeout(p.ctx, store.EtcdTimeout)
+		_, err := p.st.Client.Delete(ctx, p.st.Prefix+p.candidacyKey(s))
 		cancel()
 		if err == nil {
 			return true
@@ -836,32 +838,14 @@ func (p *replica) eligible() bool {
 	return !slices.ContainsFunc(p.coordinators, func(id string) bool { return p.members[id] })
 }
 
-// ReplicaStatus is a replica's view of the replicas, for /readyz,
-// /shardctl/v1/status and `shards list -o wide`.
-type ReplicaStatus struct {
-	ID string `json:"id"`
-	// Coordinator is the replica that evicts ("" while none is elected).
-	Coordinator   string   `json:"coordinator"`
-	IsCoordinator bool     `json:"isCoordinator"`
-	Members       []string `json:"members"`
-	// Coordinators is the preference list ([] when any replica may).
-	Coordinators []string `json:"coordinators"`
-	// Staleness is how far behind etcd this replica's view may be.
-	Staleness string `json:"staleness"`
-	CutOff    bool   `json:"cutOff"`
-	Revision  int64  `json:"revision"`
-
-	stale time.Duration // Staleness, for the metrics
-}
-
-func (p *replica) status() *ReplicaStatus {
+func (p *replica) status() *registryapi.ReplicaStatus {
 	stale := p.staleness()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	st := &ReplicaStatus{
+	st := &registryapi.ReplicaStatus{
 		ID: p.opts.ID, IsCoordinator: p.coordinator.Load(), Members: []string{},
 		Coordinators: append([]string{}, p.coordinators...), Staleness: stale.Round(time.Millisecond).String(),
-		CutOff: stale > p.opts.Cutoff, Revision: p.applied, stale: stale,
+		CutOff: stale > p.opts.Cutoff, Revision: p.applied,
 	}
 	for id := range p.members {
 		st.Members = append(st.Members, id)

@@ -15,10 +15,13 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/logs/logstest"
 	"github.com/shardctl/shardctl/internal/proctest"
-	clientv3 "go.etcd.io/etcd/client/v3"
+	"github.com/shardctl/shardctl/internal/registry/registryapi"
+	"github.com/shardctl/shardctl/internal/registry/store"
 )
 
 // replicaIDs are the three replicas of the tests.
@@ -34,13 +37,13 @@ func initialCluster(t *testing.T, ids []string) string {
 }
 
 // readyz reads a replica's /readyz: its view and whether it is ready.
-func readyz(t testing.TB, base string) (ReplicaStatus, bool, string) {
+func readyz(t testing.TB, base string) (registryapi.ReplicaStatus, bool, string) {
 	t.Helper()
 	code, body := do(t, "GET", base+"/readyz", nil, "")
 	var st struct {
 		Ready  bool   `json:"ready"`
 		Reason string `json:"reason"`
-		ReplicaStatus
+		registryapi.ReplicaStatus
 	}
 	if err := json.Unmarshal([]byte(body), &st); err != nil {
 		t.Fatalf("%s/readyz: %d %q: %v", base, code, body, err)
@@ -158,7 +161,7 @@ func TestReplicasOverEmbeddedEtcd(t *testing.T) {
 		var mu sync.Mutex
 		for _, w := range []string{"a", "b"} {
 			wg.Go(func() {
-				code, _ := registerLease(t, bases[w], DefaultShardsApp, "shard-"+w, 600, `{"slot":"5"}`)
+				code, _ := registerLease(t, bases[w], registryapi.DefaultShardsApp, "shard-"+w, 600, `{"slot":"5"}`)
 				mu.Lock()
 				codes[w] = code
 				mu.Unlock()
@@ -176,7 +179,7 @@ func TestReplicasOverEmbeddedEtcd(t *testing.T) {
 			within(t, budget.Of(time.Second), "the slot's holder on "+r, func() bool {
 				shards := map[string]int{}
 				code, body := do(t, "GET", bases[r]+"/shardctl/v1/shards", nil, "")
-				var out struct{ Shards []Shard }
+				var out struct{ Shards []registryapi.Shard }
 				if code != http.StatusOK || json.Unmarshal([]byte(body), &out) != nil {
 					return false
 				}
@@ -311,13 +314,13 @@ func TestReplicasOverEmbeddedEtcd(t *testing.T) {
 // startMember runs a one-member etcd cluster for the test: the replicas
 // of a test may all share it, and one cut off from it is cut off as well
 // as one whose member stopped (see partition).
-func startMember(t *testing.T) *embeddedEtcd {
+func startMember(t *testing.T) *store.EmbeddedMember {
 	t.Helper()
-	m, err := startEmbeddedEtcd(EmbeddedEtcd{Dir: t.TempDir(), Name: "m", ClientURL: "http://127.0.0.1:0", InitialCluster: initialCluster(t, []string{"m"})})
+	m, err := store.StartEmbeddedEtcd(store.EmbeddedEtcd{Dir: t.TempDir(), Name: "m", ClientURL: "http://127.0.0.1:0", InitialCluster: initialCluster(t, []string{"m"})})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(m.close)
+	t.Cleanup(m.Close)
 	return m
 }
 
@@ -404,8 +407,8 @@ func TestReplicaCutOffFromEtcd(t *testing.T) {
 	t.Parallel() // waits on leases and sessions
 	m := startMember(t)
 	// a reaches the member through a partition, to be cut.
-	cutA := newPartition(t, strings.TrimPrefix(m.clientURL, "http://"))
-	urls := map[string]string{"a": "http://" + cutA.addr(), "b": m.clientURL, "c": m.clientURL}
+	cutA := newPartition(t, strings.TrimPrefix(m.ClientURL, "http://"))
+	urls := map[string]string{"a": "http://" + cutA.addr(), "b": m.ClientURL, "c": m.ClientURL}
 	servers, bases, lines := map[string]*Server{}, map[string]string{}, map[string]*logstest.Lines{}
 	for _, id := range replicaIDs {
 		var log *slog.Logger
@@ -481,7 +484,7 @@ func TestReplicaWithdrawsAStrayCandidacy(t *testing.T) {
 	m := startMember(t)
 	servers, bases := map[string]*Server{}, map[string]string{}
 	for _, id := range []string{"a", "b"} {
-		servers[id], bases[id] = startServer(t, Config{Store: "etcd:" + m.clientURL, Options: Options{
+		servers[id], bases[id] = startServer(t, Config{Store: "etcd:" + m.ClientURL, Options: Options{
 			Replica: ReplicaOptions{ID: id, Coordinators: []string{"a"}, SessionTTL: 2 * time.Second},
 		}})
 	}
@@ -493,14 +496,14 @@ func TestReplicaWithdrawsAStrayCandidacy(t *testing.T) {
 	if s == nil {
 		t.Fatal("b has no session")
 	}
-	key := b.st.prefix + b.candidacyKey(s)
+	key := b.st.Prefix + b.candidacyKey(s)
 	ctx, cancel := context.WithTimeout(context.Background(), budget.Of(5*time.Second))
 	defer cancel()
-	if _, err := b.st.cli.Put(ctx, key, "b", clientv3.WithLease(s.Lease())); err != nil {
+	if _, err := b.st.Client.Put(ctx, key, "b", clientv3.WithLease(s.Lease())); err != nil {
 		t.Fatal(err)
 	}
 	budget.Eventually(t, 10*time.Second, "b's stray key withdrawn", func() bool {
-		resp, err := b.st.cli.Get(ctx, key)
+		resp, err := b.st.Client.Get(ctx, key)
 		return err == nil && len(resp.Kvs) == 0
 	})
 	if st, _, _ := readyz(t, bases["a"]); !st.IsCoordinator || st.Coordinator != "a" {

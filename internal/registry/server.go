@@ -7,10 +7,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/shardctl/shardctl/internal/registry/registryapi"
+	"github.com/shardctl/shardctl/internal/registry/store"
 )
 
 // Config of a registry server.
@@ -22,7 +24,7 @@ type Config struct {
 	EtcdPrefix string
 	// Embedded, if set, runs an etcd member in this process; the store is
 	// then etcd through it, unless Store names another etcd.
-	Embedded *EmbeddedEtcd
+	Embedded *store.EmbeddedEtcd
 	Options
 	// TokenFile and ReadTokenFile hold bearer tokens for writes and reads.
 	TokenFile, ReadTokenFile string
@@ -37,7 +39,7 @@ type Server struct {
 	reg  *Registry
 	http *http.Server
 	ln   net.Listener
-	etcd *embeddedEtcd
+	etcd *store.EmbeddedMember
 	wg   sync.WaitGroup // eviction and the HTTP server, which Close waits for
 }
 
@@ -46,15 +48,15 @@ func New(cfg Config) (*Server, error) {
 	if cfg.RenewalThreshold < 0 || cfg.RenewalThreshold > 1 {
 		return nil, fmt.Errorf("renewal threshold %v: want a fraction between 0 and 1", cfg.RenewalThreshold)
 	}
-	writeToken, err := ReadTokenFile(cfg.TokenFile)
+	writeToken, err := registryapi.ReadTokenFile(cfg.TokenFile)
 	if err != nil {
 		return nil, err
 	}
-	readTok, err := ReadTokenFile(cfg.ReadTokenFile)
+	readTok, err := registryapi.ReadTokenFile(cfg.ReadTokenFile)
 	if err != nil {
 		return nil, err
 	}
-	var member *embeddedEtcd
+	var member *store.EmbeddedMember
 	if cfg.Embedded != nil {
 		if cfg.Store != "" && cfg.Store != "memory" && !strings.HasPrefix(cfg.Store, "etcd:") {
 			return nil, fmt.Errorf("--embedded-etcd keeps the registry in etcd: --store %s does not go with it", cfg.Store)
@@ -62,20 +64,20 @@ func New(cfg Config) (*Server, error) {
 		if cfg.Embedded.Name == "" {
 			cfg.Embedded.Name = cfg.Replica.ID
 		}
-		if member, err = startEmbeddedEtcd(*cfg.Embedded); err != nil {
+		if member, err = store.StartEmbeddedEtcd(*cfg.Embedded); err != nil {
 			return nil, err
 		}
 		if !strings.HasPrefix(cfg.Store, "etcd:") {
-			cfg.Store = "etcd:" + member.clientURL
+			cfg.Store = "etcd:" + member.ClientURL
 		}
 	}
 	fail := func(err error) (*Server, error) {
 		if member != nil {
-			member.close()
+			member.Close()
 		}
 		return nil, err
 	}
-	st, err := OpenStore(cfg.Store, cfg.EtcdPrefix)
+	st, err := store.OpenStore(cfg.Store, cfg.EtcdPrefix)
 	if err != nil {
 		return fail(err)
 	}
@@ -99,29 +101,13 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// ReadTokenFile reads a bearer token from a file ("" reads nothing).
-func ReadTokenFile(path string) (string, error) {
-	if path == "" {
-		return "", nil
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("token file: %w", err)
-	}
-	tok := strings.TrimSpace(string(b))
-	if tok == "" {
-		return "", fmt.Errorf("token file %s is empty", path)
-	}
-	return tok, nil
-}
-
 // Start listens and serves; eviction runs until Close.
 func (s *Server) Start(context.Context) error {
 	ln, err := net.Listen("tcp", s.cfg.Listen)
 	if err != nil {
 		s.reg.Close()
 		if s.etcd != nil {
-			s.etcd.close()
+			s.etcd.Close()
 		}
 		return fmt.Errorf("listen on %s: %w", s.cfg.Listen, err)
 	}
@@ -136,7 +122,7 @@ func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 
 // Store names the store the registry keeps its state in.
 func (s *Server) Store() string {
-	if s.etcd != nil && strings.TrimPrefix(s.cfg.Store, "etcd:") == s.etcd.clientURL {
+	if s.etcd != nil && strings.TrimPrefix(s.cfg.Store, "etcd:") == s.etcd.ClientURL {
 		return s.cfg.Store + " (embedded member " + s.cfg.Embedded.Name + ")"
 	}
 	return s.cfg.Store
@@ -157,7 +143,7 @@ func (s *Server) Close(ctx context.Context) error {
 	}
 	s.wg.Wait()
 	if s.etcd != nil {
-		s.etcd.close()
+		s.etcd.Close()
 	}
 	return err
 }

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/shardctl/shardctl/internal/registry/registryapi"
 )
 
 // snapshot is the registry as readers see it at one version. Bodies are
@@ -22,7 +24,7 @@ type snapshot struct {
 	version   uint64
 	at        time.Time
 	retention time.Duration
-	instances []*Instance
+	instances []*registryapi.Instance
 	apps      []*appChunk // by name, shared with the snapshots before and after
 	changes   []Change    // shares the registry's backing array; never written
 
@@ -58,7 +60,7 @@ type appView struct {
 // viewInstance is an instance with its JSON, made when it changed: an
 // app's JSON after a change is put together, not encoded again.
 type viewInstance struct {
-	in   *Instance
+	in   *registryapi.Instance
 	json []byte
 }
 
@@ -66,7 +68,7 @@ type viewInstance struct {
 // with its encodings made on first use: a full fetch after a change
 // encodes and compresses only the apps that changed.
 type appChunk struct {
-	app  Application
+	app  registryapi.Application
 	segs []*segment // the instances' JSON in runs, in app.Instances' order
 
 	mu   sync.Mutex
@@ -102,7 +104,7 @@ func startsSegment(id string) bool {
 
 // segments cuts an app's sorted instances into runs, reusing each run of
 // old that holds the same instances as they were (same JSON).
-func segments(ins []*Instance, json [][]byte, old *appChunk) []*segment {
+func segments(ins []*registryapi.Instance, json [][]byte, old *appChunk) []*segment {
 	reuse := map[string]*segment{}
 	if old != nil {
 		at := 0
@@ -200,10 +202,10 @@ func (c *appChunk) encodingLocked(k bodyKind) []byte {
 		plain.gzip = false
 		b = gzipped(c.encodingLocked(plain))
 	case k.xml:
-		b = xmlBytes(toXMLApp(c.app))
+		b = registryapi.AppXML(c.app)
 	default:
-		// As mustJSON(toJSONApp(c.app)) writes it, from its runs.
-		head, tail := fmt.Appendf(nil, `{"name":%s,"instance":[`, mustJSON(c.app.Name)), []byte("]}")
+		// As registryapi.MustJSON(toJSONApp(c.app)) writes it, from its runs.
+		head, tail := fmt.Appendf(nil, `{"name":%s,"instance":[`, registryapi.MustJSON(c.app.Name)), []byte("]}")
 		if k.gzip {
 			head, tail = gzipped(head), gzipTail
 		}
@@ -225,14 +227,14 @@ var gzipTail = gzipped([]byte("]}"))
 // pending is what one rebuild takes from the registry: the changed
 // instances as they are now (nil: gone).
 type pending struct {
-	ref     InstanceRef
-	inst    *Instance
+	ref     registryapi.InstanceRef
+	inst    *registryapi.Instance
 	renewed int64
 }
 
 // markDirty notes a changed instance for the next rebuild; callers hold
 // r.mu.
-func (r *Registry) markDirty(ref InstanceRef) {
+func (r *Registry) markDirty(ref registryapi.InstanceRef) {
 	if len(r.dirty) == 0 {
 		r.dirtySince.Store(time.Now().UnixNano())
 	}
@@ -277,7 +279,7 @@ func (r *Registry) rebuild() {
 		} else {
 			in := p.inst.Clone()
 			in.LeaseInfo.LastRenewalTimestamp = p.renewed
-			a.byID[p.ref.ID] = viewInstance{in: in, json: mustJSON(toJSON(in))}
+			a.byID[p.ref.ID] = viewInstance{in: in, json: registryapi.InstanceJSON(in)}
 		}
 		a.stale = true
 		if len(a.byID) == 0 {
@@ -288,13 +290,13 @@ func (r *Registry) rebuild() {
 	if namesChanged {
 		v.names = slices.Sorted(maps.Keys(v.apps))
 	}
-	var ins []*Instance
+	var ins []*registryapi.Instance
 	chunks := make([]*appChunk, 0, len(v.names))
 	for _, name := range v.names {
 		a := v.apps[name]
 		if a.chunk == nil || a.stale {
 			sorted := slices.SortedFunc(maps.Values(a.byID), func(x, y viewInstance) int { return strings.Compare(x.in.InstanceID, y.in.InstanceID) })
-			c := &appChunk{app: Application{Name: name, Instances: make([]*Instance, len(sorted))}}
+			c := &appChunk{app: registryapi.Application{Name: name, Instances: make([]*registryapi.Instance, len(sorted))}}
 			json := make([][]byte, len(sorted))
 			for i, vi := range sorted {
 				c.app.Instances[i], json[i] = vi.in, vi.json
@@ -363,7 +365,7 @@ func (s *snapshot) body(k bodyKind) []byte {
 // only changed apps make again; as encodeAppsJSON and encodeAppsXML
 // would write it.
 func (s *snapshot) fullBody(k bodyKind) []byte {
-	version, hash := strconv.FormatUint(s.version, 10), hashcode(s.instances)
+	version, hash := strconv.FormatUint(s.version, 10), registryapi.Hashcode(s.instances)
 	var head, sep, tail []byte
 	if k.xml {
 		var esc bytes.Buffer
@@ -374,7 +376,7 @@ func (s *snapshot) fullBody(k bodyKind) []byte {
 		esc.WriteString("</apps__hashcode>")
 		head, tail = esc.Bytes(), []byte("</applications>")
 	} else {
-		head = fmt.Appendf(nil, `{"applications":{"versions__delta":%s,"apps__hashcode":%s,"application":[`, mustJSON(version), mustJSON(hash))
+		head = fmt.Appendf(nil, `{"applications":{"versions__delta":%s,"apps__hashcode":%s,"application":[`, registryapi.MustJSON(version), registryapi.MustJSON(hash))
 		sep, tail = []byte(","), []byte("]}}")
 	}
 	if k.gzip {
@@ -408,9 +410,9 @@ func (s *snapshot) bodyLocked(k bodyKind) []byte {
 	apps := s.delta()
 	var b []byte
 	if k.xml {
-		b = encodeAppsXML(apps)
+		b = registryapi.EncodeAppsXML(apps)
 	} else {
-		b = encodeAppsJSON(apps)
+		b = registryapi.EncodeAppsJSON(apps)
 	}
 	s.bodies[k] = b
 	return b
@@ -419,14 +421,14 @@ func (s *snapshot) bodyLocked(k bodyKind) []byte {
 // delta is every instance changed within the retention, at its latest
 // change; it carries the full registry's hashcode, which clients compare
 // with their copy after applying it.
-func (s *snapshot) delta() *Applications {
-	latest := map[InstanceRef]Change{}
+func (s *snapshot) delta() *registryapi.Applications {
+	latest := map[registryapi.InstanceRef]Change{}
 	for _, c := range s.changes {
 		if c.Instance != nil && s.at.Sub(c.At) <= s.retention {
-			latest[InstanceRef{c.Instance.App, c.Instance.InstanceID}] = c
+			latest[registryapi.InstanceRef{App: c.Instance.App, ID: c.Instance.InstanceID}] = c
 		}
 	}
-	ins := make([]*Instance, 0, len(latest))
+	ins := make([]*registryapi.Instance, 0, len(latest))
 	for _, c := range latest {
 		// A copy: the stored instance is shared with the full snapshot.
 		in := *c.Instance
@@ -434,7 +436,7 @@ func (s *snapshot) delta() *Applications {
 		ins = append(ins, &in)
 	}
 	sortInstances(ins)
-	return &Applications{VersionsDelta: strconv.FormatUint(s.version, 10), AppsHashcode: hashcode(s.instances), Applications: group(ins)}
+	return &registryapi.Applications{VersionsDelta: strconv.FormatUint(s.version, 10), AppsHashcode: registryapi.Hashcode(s.instances), Applications: registryapi.Group(ins)}
 }
 
 // gzipped compresses b as one gzip member. Writers are reused: a new one

@@ -7,6 +7,8 @@ import (
 	"io"
 	"strconv"
 	"testing"
+
+	"github.com/shardctl/shardctl/internal/registry/registryapi"
 )
 
 // A full fetch put together from per-app encodings is the document the
@@ -18,10 +20,10 @@ func TestFullBodyFromApps(t *testing.T) {
 		t.Helper()
 		s := r.current()
 		for _, k := range []bodyKind{{}, {xml: true}, {gzip: true}, {xml: true, gzip: true}} {
-			whole := &Applications{VersionsDelta: strconv.FormatUint(s.version, 10), AppsHashcode: hashcode(s.instances), Applications: group(s.instances)}
-			want := encodeAppsJSON(whole)
+			whole := &registryapi.Applications{VersionsDelta: strconv.FormatUint(s.version, 10), AppsHashcode: registryapi.Hashcode(s.instances), Applications: registryapi.Group(s.instances)}
+			want := registryapi.EncodeAppsJSON(whole)
 			if k.xml {
-				want = encodeAppsXML(whole)
+				want = registryapi.EncodeAppsXML(whole)
 			}
 			got := s.body(k)
 			if k.gzip {
@@ -82,8 +84,8 @@ func TestBigAppEncodedInRuns(t *testing.T) {
 	fetch := func(step string) *snapshot {
 		t.Helper()
 		s := r.current()
-		whole := &Applications{VersionsDelta: strconv.FormatUint(s.version, 10), AppsHashcode: hashcode(s.instances), Applications: group(s.instances)}
-		want := encodeAppsJSON(whole)
+		whole := &registryapi.Applications{VersionsDelta: strconv.FormatUint(s.version, 10), AppsHashcode: registryapi.Hashcode(s.instances), Applications: registryapi.Group(s.instances)}
+		want := registryapi.EncodeAppsJSON(whole)
 		if got := s.body(bodyKind{}); !bytes.Equal(got, want) {
 			t.Fatalf("%s: plain fetch is not the whole document", step)
 		}

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/shardctl/shardctl/internal/registry/registryapi"
 )
 
 // Watch: shardctl's push extension. A watcher names an app and the last
@@ -15,43 +17,24 @@ import (
 // events (ids are versions, so EventSource resumes by Last-Event-ID), or
 // as one long-poll answer with ?poll=1.
 
-// WatchEvent is one message of a watch.
-type WatchEvent struct {
-	Version uint64   `json:"version"`
-	Action  string   `json:"action,omitempty"` // ADDED, MODIFIED, DELETED, LEDGER, CUTOVER
-	Ledger  int      `json:"ledger,omitempty"` // LEDGER: the deployment's seq
-	Shard   *Shard   `json:"shard,omitempty"`
-	Cutover *Cutover `json:"cutover,omitempty"` // CUTOVER: the record as written
-	Reset   bool     `json:"reset,omitempty"`
-	Shards  []Shard  `json:"shards,omitempty"` // with Reset: the whole app
-	// Cutovers come with Reset: every cutover record of the app.
-	Cutovers []Cutover `json:"cutovers,omitempty"`
-}
-
-// PollAnswer is the answer to a long-poll watch.
-type PollAnswer struct {
-	Version uint64       `json:"version"`
-	Events  []WatchEvent `json:"events"`
-}
-
 // eventsSince returns the events of app after since, as one reset when
 // they are no longer all kept (or since is 0).
-func (r *Registry) eventsSince(app string, since uint64) ([]WatchEvent, uint64) {
+func (r *Registry) eventsSince(app string, since uint64) ([]registryapi.WatchEvent, uint64) {
 	changes, version, ok := r.ChangesSince(since)
 	if !ok || since == 0 {
-		return []WatchEvent{{Version: version, Reset: true, Shards: r.Shards(app), Cutovers: r.Cutovers(app)}}, version
+		return []registryapi.WatchEvent{{Version: version, Reset: true, Shards: r.Shards(app), Cutovers: r.Cutovers(app)}}, version
 	}
-	var out []WatchEvent
+	var out []registryapi.WatchEvent
 	for _, c := range changes {
 		switch c.Action {
-		case ActionLedger:
-			out = append(out, WatchEvent{Version: c.Version, Action: c.Action, Ledger: c.Seq})
+		case registryapi.ActionLedger:
+			out = append(out, registryapi.WatchEvent{Version: c.Version, Action: c.Action, Ledger: c.Seq})
 			continue
-		case ActionCutover:
+		case registryapi.ActionCutover:
 			// The record as it is now: a watcher needs the latest, not
 			// every write on the way.
 			if cut, err := r.Cutover(c.Cutover); err == nil && cut.App == app {
-				out = append(out, WatchEvent{Version: c.Version, Action: c.Action, Cutover: &cut})
+				out = append(out, registryapi.WatchEvent{Version: c.Version, Action: c.Action, Cutover: &cut})
 			}
 			continue
 		}
@@ -59,7 +42,7 @@ func (r *Registry) eventsSince(app string, since uint64) ([]WatchEvent, uint64) 
 			continue
 		}
 		s := r.shardOfChange(c.Instance)
-		out = append(out, WatchEvent{Version: c.Version, Action: c.Action, Shard: &s})
+		out = append(out, registryapi.WatchEvent{Version: c.Version, Action: c.Action, Shard: &s})
 	}
 	return out, version
 }
@@ -103,7 +86,7 @@ func (a *api) poll(w http.ResponseWriter, req *http.Request, app string, since u
 		changed := a.r.Changed()
 		events, version := a.r.eventsSince(app, since)
 		if len(events) > 0 {
-			writeJSON(w, http.StatusOK, PollAnswer{Version: version, Events: events})
+			writeJSON(w, http.StatusOK, registryapi.PollAnswer{Version: version, Events: events})
 			return
 		}
 		// Changes of other apps move the version on without events.
@@ -111,12 +94,12 @@ func (a *api) poll(w http.ResponseWriter, req *http.Request, app string, since u
 		select {
 		case <-changed:
 		case <-deadline.C:
-			writeJSON(w, http.StatusOK, PollAnswer{Version: version, Events: []WatchEvent{}})
+			writeJSON(w, http.StatusOK, registryapi.PollAnswer{Version: version, Events: []registryapi.WatchEvent{}})
 			return
 		case <-req.Context().Done():
 			return
 		case <-a.r.watchEnd:
-			writeJSON(w, http.StatusOK, PollAnswer{Version: version, Events: []WatchEvent{}})
+			writeJSON(w, http.StatusOK, registryapi.PollAnswer{Version: version, Events: []registryapi.WatchEvent{}})
 			return
 		}
 	}

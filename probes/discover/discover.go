@@ -10,7 +10,8 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/shardctl/shardctl/internal/registry"
+	"github.com/shardctl/shardctl/internal/registry/registryapi"
+	"github.com/shardctl/shardctl/internal/registry/registryclient"
 	"github.com/shardctl/shardctl/internal/source"
 	"github.com/shardctl/shardctl/probes/proxies"
 )
@@ -22,7 +23,7 @@ import (
 // URL it was last found at, so that it shows as a shard without metrics
 // instead of vanishing.
 type RegistryTargets struct {
-	Registry *registry.Client
+	Registry *registryclient.Client
 	App      string
 
 	known map[string]string // id → metrics URL, every one found so far
@@ -39,7 +40,7 @@ func (d *RegistryTargets) Find(ctx context.Context) ([]source.Target, error) {
 	}
 	want := map[string]string{}
 	for _, s := range shards {
-		if u := s.Metadata[registry.MetaMetrics]; u != "" {
+		if u := s.Metadata[registryapi.MetaMetrics]; u != "" {
 			want[s.ID], d.known[s.ID] = u, u
 		}
 	}

@@ -26,7 +26,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/shardctl/shardctl/internal/human"
-	"github.com/shardctl/shardctl/internal/registry"
+	"github.com/shardctl/shardctl/internal/registry/registryapi"
+	"github.com/shardctl/shardctl/internal/registry/registryclient"
 	"github.com/shardctl/shardctl/probes/proxies"
 )
 
@@ -382,12 +383,12 @@ func firstLine(body []byte) string {
 // knows it: every shard of app (named by its id), the registry itself,
 // every proxy registered there (its gateway and its admin), and the
 // proxy admin and Prometheus named by URL ("" names none).
-func FederationTargets(ctx context.Context, c *registry.Client, app, proxyAdmin, prometheus string) ([]Target, error) {
+func FederationTargets(ctx context.Context, c *registryclient.Client, app, proxyAdmin, prometheus string) ([]Target, error) {
 	shards, err := c.Shards(ctx, app)
 	if err != nil {
 		return nil, fmt.Errorf("list the shards: %w", err)
 	}
-	proxyInstances, err := c.Shards(ctx, registry.ProxiesApp)
+	proxyInstances, err := c.Shards(ctx, registryapi.ProxiesApp)
 	if err != nil {
 		return nil, fmt.Errorf("list the proxies: %w", err)
 	}
@@ -415,7 +416,7 @@ func FederationTargets(ctx context.Context, c *registry.Client, app, proxyAdmin,
 	out = append(out, Target{Name: KindRegistry, Kind: KindRegistry, Address: c.Base.String()})
 	for _, p := range proxyInstances {
 		out = append(out, Target{Name: p.ID, Kind: KindZeebe, Address: p.Address})
-		if admin := p.Metadata[registry.MetaAdmin]; admin != "" {
+		if admin := p.Metadata[registryapi.MetaAdmin]; admin != "" {
 			out = append(out, Target{Name: p.ID, Kind: KindProxy, Address: admin})
 		}
 	}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/shardctl/shardctl/internal/human"
 	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
-	"github.com/shardctl/shardctl/internal/registry"
+	"github.com/shardctl/shardctl/internal/registry/registryapi"
 )
 
 // Timeout bounds the question to one proxy: a proxy that does not answer
@@ -33,20 +33,20 @@ type View struct {
 
 // Registry is what Read needs of a registry client.
 type Registry interface {
-	Shards(ctx context.Context, app string) ([]registry.Shard, error)
+	Shards(ctx context.Context, app string) ([]registryapi.Shard, error)
 }
 
 // Read lists the proxies registered in registry.ProxiesApp and asks each
 // for GET /shards, at once, each within Timeout; views are by proxy id.
 func Read(ctx context.Context, r Registry) ([]View, error) {
-	instances, err := r.Shards(ctx, registry.ProxiesApp)
+	instances, err := r.Shards(ctx, registryapi.ProxiesApp)
 	if err != nil {
 		return nil, fmt.Errorf("list the proxies: %w", err)
 	}
 	views := make([]View, len(instances))
 	var wg sync.WaitGroup
 	for i, in := range instances {
-		views[i] = View{Proxy: in.ID, Admin: in.Metadata[registry.MetaAdmin]}
+		views[i] = View{Proxy: in.ID, Admin: in.Metadata[registryapi.MetaAdmin]}
 		wg.Go(func() { views[i].Shards, views[i].Error = ask(ctx, views[i].Admin) })
 	}
 	wg.Wait()
@@ -123,7 +123,7 @@ func Of(views []View, shard string) Health {
 // Unlisted are the shards the proxies route to that are not among
 // registered: the registry dropped them while their keys still route
 // there. Each is as the first proxy (by id) that knows it reports it.
-func Unlisted(views []View, registered []registry.Shard) []proxyapi.ShardStatus {
+func Unlisted(views []View, registered []registryapi.Shard) []proxyapi.ShardStatus {
 	seen := map[string]bool{}
 	for _, s := range registered {
 		seen[s.ID] = true

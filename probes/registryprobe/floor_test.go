@@ -15,7 +15,8 @@ import (
 
 	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/proctest"
-	"github.com/shardctl/shardctl/internal/registry"
+	"github.com/shardctl/shardctl/internal/registry/registryapi"
+	"github.com/shardctl/shardctl/internal/registry/registryclient"
 )
 
 // envServeNothing makes the test binary a Eureka endpoint that accepts
@@ -123,7 +124,7 @@ func burstAgainst(b *testing.B, bin string, env, args []string, conc int, d time
 	b.Helper()
 	srv := proctest.Start(b, bin, env, args...)
 	defer srv.Stop()
-	c, err := registry.NewClient("http://"+srv.Addr+"/eureka", "")
+	c, err := registryclient.New("http://"+srv.Addr+"/eureka", "")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -153,13 +154,13 @@ func seconds(s float64) time.Duration {
 // registry would, so a probe against it measures only HTTP.
 func TestFloorServerAnswersTheProbe(t *testing.T) {
 	p := proctest.Start(t, os.Args[0], []string{envServeNothing + "=1"})
-	c, err := registry.NewClient("http://"+p.Addr+"/eureka", "")
+	c, err := registryclient.New("http://"+p.Addr+"/eureka", "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := budget.Context(t, 30*time.Second)
-	in := &registry.Instance{InstanceID: "x", App: "A", HostName: "h", IPAddr: "192.0.2.1", Port: 1, Status: registry.StatusUp,
-		DataCenterInfo: registry.DataCenterInfo{Name: "MyOwn"}}
+	in := &registryapi.Instance{InstanceID: "x", App: "A", HostName: "h", IPAddr: "192.0.2.1", Port: 1, Status: registryapi.StatusUp,
+		DataCenterInfo: registryapi.DataCenterInfo{Name: "MyOwn"}}
 	if err := c.Register(ctx, in); err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/shardctl/shardctl/internal/registry"
+	"github.com/shardctl/shardctl/internal/registry/registryapi"
+	"github.com/shardctl/shardctl/internal/registry/registryclient"
 )
 
 // Defaults of a probe.
@@ -50,7 +51,7 @@ var DefaultConcurrency = []int{10, 20, 50, 100}
 type Config struct {
 	// Registry is the registry to probe; the probe uses its URL and token
 	// with connections of its own.
-	Registry *registry.Client
+	Registry *registryclient.Client
 	// Instances in the mix and the fetch phases; Background more in
 	// another app during the size and mix phases.
 	Instances, Background int
@@ -186,14 +187,14 @@ const (
 
 type prober struct {
 	cfg  Config
-	c    *registry.Client
+	c    *registryclient.Client
 	http *http.Client
 	run  string // this run's id
 
 	bursts int // register phases run, for unique ids
 
 	mu         sync.Mutex
-	registered map[registry.InstanceRef]bool // to cancel at the end
+	registered map[registryapi.InstanceRef]bool // to cancel at the end
 }
 
 // Run runs every phase in order and cleans up; on ctx's end it stops,
@@ -275,7 +276,7 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 // newProber reaches the registry once before loading it: a wrong URL is
 // one clear error, not a phase of failures. cfg is checked.
 func newProber(ctx context.Context, cfg Config) (*prober, error) {
-	c := &registry.Client{Base: cfg.Registry.Base, Token: cfg.Registry.Token}
+	c := &registryclient.Client{Base: cfg.Registry.Base, Token: cfg.Registry.Token}
 	maxConc := slices.Max(append(slices.Clone(cfg.Concurrency), mixConcurrency))
 	// One kept-alive connection per worker: the default of two per host
 	// would measure connection setup.
@@ -283,7 +284,7 @@ func newProber(ctx context.Context, cfg Config) (*prober, error) {
 	c.HTTP = &http.Client{Transport: tr, Timeout: 30 * time.Second}
 	var id [4]byte
 	_, _ = rand.Read(id[:])
-	p := &prober{cfg: cfg, c: c, http: c.HTTP, run: hex.EncodeToString(id[:]), registered: map[registry.InstanceRef]bool{}}
+	p := &prober{cfg: cfg, c: c, http: c.HTTP, run: hex.EncodeToString(id[:]), registered: map[registryapi.InstanceRef]bool{}}
 	if _, err := c.Status(ctx); err != nil {
 		p.close()
 		return nil, err
@@ -293,23 +294,23 @@ func newProber(ctx context.Context, cfg Config) (*prober, error) {
 
 func (p *prober) close() { p.http.Transport.(*http.Transport).CloseIdleConnections() }
 
-func (p *prober) instance(app, id string, lease time.Duration) *registry.Instance {
-	return &registry.Instance{
+func (p *prober) instance(app, id string, lease time.Duration) *registryapi.Instance {
+	return &registryapi.Instance{
 		InstanceID: id, App: app, HostName: id + ".probe.invalid", IPAddr: "192.0.2.1", Port: 8080, PortEnabled: true,
-		VIPAddress: app, Status: registry.StatusUp, DataCenterInfo: registry.DataCenterInfo{Name: "MyOwn"},
-		LeaseInfo: registry.LeaseInfo{RenewalIntervalInSecs: max(int(lease/time.Second)/3, 1), DurationInSecs: int(lease / time.Second)},
+		VIPAddress: app, Status: registryapi.StatusUp, DataCenterInfo: registryapi.DataCenterInfo{Name: "MyOwn"},
+		LeaseInfo: registryapi.LeaseInfo{RenewalIntervalInSecs: max(int(lease/time.Second)/3, 1), DurationInSecs: int(lease / time.Second)},
 	}
 }
 
 // register registers an instance, noted for the cleanup before it is
 // sent: a registration cut short by the end of a phase may have arrived.
-func (p *prober) register(ctx context.Context, in *registry.Instance) error {
-	ref := registry.InstanceRef{App: in.App, ID: in.InstanceID}
+func (p *prober) register(ctx context.Context, in *registryapi.Instance) error {
+	ref := registryapi.InstanceRef{App: in.App, ID: in.InstanceID}
 	p.mu.Lock()
 	p.registered[ref] = true
 	p.mu.Unlock()
 	err := p.c.Register(ctx, in)
-	var he *registry.HTTPError
+	var he *registryclient.HTTPError
 	if errors.As(err, &he) {
 		// Answered, and refused: nothing to cancel.
 		p.mu.Lock()
@@ -319,9 +320,9 @@ func (p *prober) register(ctx context.Context, in *registry.Instance) error {
 	return err
 }
 
-func (p *prober) cancel(ctx context.Context, ref registry.InstanceRef) error {
+func (p *prober) cancel(ctx context.Context, ref registryapi.InstanceRef) error {
 	err := p.c.Cancel(ctx, ref.App, ref.ID)
-	if err == nil || registry.IsNotFound(err) {
+	if err == nil || registryclient.IsNotFound(err) {
 		p.mu.Lock()
 		delete(p.registered, ref)
 		p.mu.Unlock()
@@ -551,7 +552,7 @@ func (p *prober) mixOp(workers int) func(ctx context.Context, w, _ int) error {
 		case r < 0.9:
 			id := own[w][len(own[w])-1]
 			own[w] = own[w][:len(own[w])-1]
-			return p.cancel(ctx, registry.InstanceRef{App: appLoad, ID: id})
+			return p.cancel(ctx, registryapi.InstanceRef{App: appLoad, ID: id})
 		default:
 			return p.fetch(ctx, "/apps", true)
 		}
@@ -610,8 +611,8 @@ func (p *prober) detect(ctx context.Context) (Detection, error) {
 	watchDone := make(chan struct{})
 	go func() {
 		defer close(watchDone)
-		p.c.Watch(ctx, appLease, registry.Watcher{Shards: func(_ uint64, shards []registry.Shard) {
-			there := slices.ContainsFunc(shards, func(s registry.Shard) bool { return s.ID == id })
+		p.c.Watch(ctx, appLease, registryclient.Watcher{Shards: func(_ uint64, shards []registryapi.Shard) {
+			there := slices.ContainsFunc(shards, func(s registryapi.Shard) bool { return s.ID == id })
 			switch {
 			case there && !sawIt:
 				sawIt = true
@@ -658,7 +659,7 @@ func (p *prober) detect(ctx context.Context) (Detection, error) {
 	}
 	p.cfg.Progress(name, 1)
 	p.mu.Lock()
-	delete(p.registered, registry.InstanceRef{App: appLease, ID: id})
+	delete(p.registered, registryapi.InstanceRef{App: appLease, ID: id})
 	p.mu.Unlock()
 	d.Watch, d.Fetch = watchAt.Sub(start).Seconds(), fetchAt.Sub(start).Seconds()
 	return d, nil
@@ -681,7 +682,7 @@ func (p *prober) listed(ctx context.Context, id string) (bool, error) {
 // cleanupApp cancels what the probe registered in app.
 func (p *prober) cleanupApp(app string) {
 	p.mu.Lock()
-	var refs []registry.InstanceRef
+	var refs []registryapi.InstanceRef
 	for ref := range p.registered {
 		if app == "" || ref.App == app {
 			refs = append(refs, ref)

@@ -8,9 +8,10 @@ import (
 
 	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/registry"
+	"github.com/shardctl/shardctl/internal/registry/registryclient"
 )
 
-func startRegistry(t testing.TB, cfg registry.Config) (*registry.Server, *registry.Client) {
+func startRegistry(t testing.TB, cfg registry.Config) (*registry.Server, *registryclient.Client) {
 	t.Helper()
 	cfg.Listen = "127.0.0.1:0"
 	s, err := registry.New(cfg)
@@ -21,7 +22,7 @@ func startRegistry(t testing.TB, cfg registry.Config) (*registry.Server, *regist
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Close(budget.Context(t, 10*time.Second)) })
-	c, err := registry.NewClient("http://"+s.Addr().String()+"/eureka", "")
+	c, err := registryclient.New("http://"+s.Addr().String()+"/eureka", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +102,7 @@ func TestProbeRegistryStopped(t *testing.T) {
 
 // An unreachable registry is one clear error, before any phase.
 func TestProbeRegistryUnreachable(t *testing.T) {
-	c, err := registry.NewClient("http://127.0.0.1:1/eureka", "")
+	c, err := registryclient.New("http://127.0.0.1:1/eureka", "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,9 @@
-package registry
+package registryapi
 
 import (
 	"bytes"
 	"encoding/xml"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -195,8 +196,8 @@ func (w *xmlInstance) instance() *Instance {
 	return in
 }
 
-// decodeInstanceXML reads a register body: <instance>…</instance>.
-func decodeInstanceXML(b []byte) (*Instance, error) {
+// DecodeInstanceXML reads a register body: <instance>…</instance>.
+func DecodeInstanceXML(b []byte) (*Instance, error) {
 	var w xmlInstance
 	d := xml.NewDecoder(bytes.NewReader(b))
 	if err := d.Decode(&w); err != nil {
@@ -261,7 +262,7 @@ func toXMLApp(a Application) xmlApp {
 	return out
 }
 
-func encodeAppsXML(apps *Applications) []byte {
+func EncodeAppsXML(apps *Applications) []byte {
 	type body struct {
 		XMLName       xml.Name `xml:"applications"`
 		VersionsDelta string   `xml:"versions__delta"`
@@ -275,9 +276,9 @@ func encodeAppsXML(apps *Applications) []byte {
 	return mustXML(b)
 }
 
-func encodeAppXML(a Application) []byte { return mustXML(toXMLApp(a)) }
+func EncodeAppXML(a Application) []byte { return mustXML(toXMLApp(a)) }
 
-func encodeInstanceXML(in *Instance) []byte { return mustXML(toXML(in)) }
+func EncodeInstanceXML(in *Instance) []byte { return mustXML(toXML(in)) }
 
 // mustXML is a document: the XML declaration, then v.
 func mustXML(v any) []byte {
@@ -292,4 +293,38 @@ func xmlBytes(v any) []byte {
 		panic(fmt.Sprintf("registry: encode XML: %v", err))
 	}
 	return b
+}
+
+// AppXML is an application's element without the XML header: the piece a
+// registry joins into its cached bodies.
+func AppXML(a Application) []byte { return xmlBytes(toXMLApp(a)) }
+
+// DecodeAppsXML reads a full or delta fetch in XML as a registry wrote
+// it: ids and action types as written, not trimmed as a registration is.
+func DecodeAppsXML(b []byte) (*Applications, error) {
+	var doc struct {
+		XMLName       xml.Name `xml:"applications"`
+		VersionsDelta string   `xml:"versions__delta"`
+		AppsHashcode  *string  `xml:"apps__hashcode"`
+		Application   []xmlApp `xml:"application"`
+	}
+	if err := xml.Unmarshal(b, &doc); err != nil {
+		return nil, fmt.Errorf("malformed XML: %w", err)
+	}
+	if doc.AppsHashcode == nil {
+		return nil, errors.New("no apps__hashcode")
+	}
+	out := &Applications{VersionsDelta: doc.VersionsDelta, AppsHashcode: *doc.AppsHashcode}
+	for _, a := range doc.Application {
+		app := Application{Name: a.Name}
+		for i := range a.Instance {
+			w := a.Instance[i]
+			in := w.instance()
+			in.InstanceID = w.InstanceID
+			in.ActionType = w.ActionType
+			app.Instances = append(app.Instances, in)
+		}
+		out.Applications = append(out.Applications, app)
+	}
+	return out, nil
 }

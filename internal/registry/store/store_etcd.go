@@ -1,4 +1,4 @@
-package registry
+package store
 
 import (
 	"context"
@@ -14,9 +14,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/shardctl/shardctl/internal/ledger"
+	"github.com/shardctl/shardctl/internal/registry/registryapi"
 )
 
-// etcdStore is the store of `--store etcd:URL[,URL]`, shared by every
+// Etcd is the store of `--store etcd:URL[,URL]`, shared by every
 // replica of a registry. It is not written through the committer: a
 // replica turns each batch into a guarded transaction (replica.go) and
 // learns every change, its own included, from its watch.
@@ -33,9 +34,9 @@ import (
 //	renewals/ID        the leases a replica renewed lately (its digest)
 //	election/…         the coordinator election (concurrency.Election)
 //	config/coordinators the replicas preferred as coordinator, "ID,ID"
-type etcdStore struct {
-	cli    *clientv3.Client
-	prefix string
+type Etcd struct {
+	Client *clientv3.Client
+	Prefix string
 }
 
 // DefaultEtcdPrefix is where a registry keeps its keys in etcd.
@@ -43,20 +44,20 @@ const DefaultEtcdPrefix = "/shardctl/registry/"
 
 // etcd key spaces under the prefix.
 const (
-	keyInstances    = "instances/"
-	keyOverrides    = "overrides/"
-	keySlots        = "slots/"
-	keyLedger       = "ledger/"
-	keyCutovers     = "cutovers/"
-	keyMembers      = "members/"
-	keyRenewals     = "renewals/"
-	keyElection     = "election/"
-	keyCoordinators = "config/coordinators"
+	KeyInstances    = "instances/"
+	KeyOverrides    = "overrides/"
+	KeySlots        = "slots/"
+	KeyLedger       = "ledger/"
+	KeyCutovers     = "cutovers/"
+	KeyMembers      = "members/"
+	KeyRenewals     = "renewals/"
+	KeyElection     = "election/"
+	KeyCoordinators = "config/coordinators"
 )
 
-// etcdTimeout bounds one request to etcd: past it the replica treats etcd
+// EtcdTimeout bounds one request to etcd: past it the replica treats etcd
 // as unreachable for that request.
-const etcdTimeout = 5 * time.Second
+const EtcdTimeout = 5 * time.Second
 
 // OpenEtcdStore connects to etcd; it does not wait for it to answer, so a
 // registry starts while its etcd does.
@@ -77,7 +78,7 @@ func OpenEtcdStore(endpoints []string, prefix string) (Store, error) {
 	}
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:            endpoints,
-		DialTimeout:          etcdTimeout,
+		DialTimeout:          EtcdTimeout,
 		DialKeepAliveTime:    2 * time.Second,
 		DialKeepAliveTimeout: 2 * time.Second,
 		Logger:               zap.NewNop(),
@@ -85,38 +86,38 @@ func OpenEtcdStore(endpoints []string, prefix string) (Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("etcd %s: %w", strings.Join(endpoints, ","), err)
 	}
-	return &etcdStore{cli: cli, prefix: prefix}, nil
+	return &Etcd{Client: cli, Prefix: prefix}, nil
 }
 
-func (s *etcdStore) Close() error { return s.cli.Close() }
+func (s *Etcd) Close() error { return s.Client.Close() }
 
 // errReplicated: an etcd store is read by its replica's watch and written
 // by its guarded transactions (replica.go), never through Load and Apply.
 var errReplicated = errors.New("etcd store: read and written by its replica, not as a plain store")
 
-func (s *etcdStore) Load() (*State, error) { return nil, errReplicated }
-func (s *etcdStore) Apply(...Batch) error  { return errReplicated }
+func (s *Etcd) Load() (*State, error) { return nil, errReplicated }
+func (s *Etcd) Apply(...Batch) error  { return errReplicated }
 
-// getAll reads every key under the prefix at one revision.
-func (s *etcdStore) getAll(ctx context.Context) (*clientv3.GetResponse, error) {
-	ctx, cancel := context.WithTimeout(ctx, etcdTimeout)
+// GetAll reads every key under the prefix at one revision.
+func (s *Etcd) GetAll(ctx context.Context) (*clientv3.GetResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, EtcdTimeout)
 	defer cancel()
-	resp, err := s.cli.Get(ctx, s.prefix, clientv3.WithPrefix())
+	resp, err := s.Client.Get(ctx, s.Prefix, clientv3.WithPrefix())
 	if err != nil {
-		return nil, fmt.Errorf("etcd: read %s: %w", s.prefix, err)
+		return nil, fmt.Errorf("etcd: read %s: %w", s.Prefix, err)
 	}
 	return resp, nil
 }
 
-func (b *Batch) empty() bool {
+func (b *Batch) Empty() bool {
 	return len(b.Put) == 0 && len(b.Delete) == 0 && len(b.Overrides) == 0 && len(b.Slots) == 0 &&
 		len(b.Deployments) == 0 && len(b.Cutovers) == 0
 }
 
-// isStateKey says whether a key holds registry state (what writes guard
+// IsStateKey says whether a key holds registry state (what writes guard
 // on), not a replica's own keys.
-func isStateKey(k string) bool {
-	for _, p := range []string{keyInstances, keyOverrides, keySlots, keyLedger, keyCutovers} {
+func IsStateKey(k string) bool {
+	for _, p := range []string{KeyInstances, KeyOverrides, KeySlots, KeyLedger, KeyCutovers} {
 		if strings.HasPrefix(k, p) {
 			return true
 		}
@@ -124,45 +125,45 @@ func isStateKey(k string) bool {
 	return false
 }
 
-// appSlots is the value of slots/APP.
-type appSlots struct {
-	app string
-	ids map[string]int
+// AppSlots is the value of slots/APP.
+type AppSlots struct {
+	App string
+	IDs map[string]int
 }
 
-// decodeKV adds what one stored key holds to a batch; a key of slots
+// DecodeKV adds what one stored key holds to a batch; a key of slots
 // comes back whole, for the caller to set against what it knows. Keys
 // that are not registry state (members, renewals, election) add nothing.
-func decodeKV(k string, v []byte, b *Batch) (*appSlots, error) {
+func DecodeKV(k string, v []byte, b *Batch) (*AppSlots, error) {
 	bad := func(err error) error { return fmt.Errorf("etcd: key %q: %w", k, err) }
 	switch {
-	case strings.HasPrefix(k, keyInstances):
+	case strings.HasPrefix(k, KeyInstances):
 		var in storedInstance
 		if err := json.Unmarshal(v, &in); err != nil {
 			return nil, bad(err)
 		}
-		b.Put = append(b.Put, (*Instance)(&in))
-	case strings.HasPrefix(k, keyOverrides):
-		ref, ok := splitKeyRef(k[len(keyOverrides):])
-		var o Override
+		b.Put = append(b.Put, (*registryapi.Instance)(&in))
+	case strings.HasPrefix(k, KeyOverrides):
+		ref, ok := SplitKeyRef(k[len(KeyOverrides):])
+		var o registryapi.Override
 		if err := json.Unmarshal(v, &o); err != nil || !ok {
 			return nil, bad(fmt.Errorf("malformed override"))
 		}
-		b.setOverride(ref, o)
-	case strings.HasPrefix(k, keySlots):
-		s := &appSlots{app: k[len(keySlots):]}
-		if err := json.Unmarshal(v, &s.ids); err != nil {
+		b.SetOverride(ref, o)
+	case strings.HasPrefix(k, KeySlots):
+		s := &AppSlots{App: k[len(KeySlots):]}
+		if err := json.Unmarshal(v, &s.IDs); err != nil {
 			return nil, bad(err)
 		}
 		return s, nil
-	case strings.HasPrefix(k, keyLedger):
+	case strings.HasPrefix(k, KeyLedger):
 		var d ledger.Deployment
 		if err := json.Unmarshal(v, &d); err != nil {
 			return nil, bad(err)
 		}
 		b.Deployments = append(b.Deployments, d)
-	case strings.HasPrefix(k, keyCutovers):
-		var c Cutover
+	case strings.HasPrefix(k, KeyCutovers):
+		var c registryapi.Cutover
 		if err := json.Unmarshal(v, &c); err != nil {
 			return nil, bad(err)
 		}
@@ -171,45 +172,45 @@ func decodeKV(k string, v []byte, b *Batch) (*appSlots, error) {
 	return nil, nil
 }
 
-func (b *Batch) setOverride(ref InstanceRef, o Override) {
+func (b *Batch) SetOverride(ref registryapi.InstanceRef, o registryapi.Override) {
 	if b.Overrides == nil {
-		b.Overrides = map[InstanceRef]Override{}
+		b.Overrides = map[registryapi.InstanceRef]registryapi.Override{}
 	}
 	b.Overrides[ref] = o
 }
 
-// splitKeyRef reads "APP/ID": an app has no slash, an id may.
-func splitKeyRef(s string) (InstanceRef, bool) {
+// SplitKeyRef reads "APP/ID": an app has no slash, an id may.
+func SplitKeyRef(s string) (registryapi.InstanceRef, bool) {
 	app, id, ok := strings.Cut(s, "/")
-	return InstanceRef{app, id}, ok && app != "" && id != ""
+	return registryapi.InstanceRef{App: app, ID: id}, ok && app != "" && id != ""
 }
 
-func instanceKey(ref InstanceRef) string { return keyInstances + ref.App + "/" + ref.ID }
-func overrideKey(ref InstanceRef) string { return keyOverrides + ref.App + "/" + ref.ID }
-func ledgerKey(seq int) string           { return keyLedger + fmt.Sprintf("%010d", seq) }
+func instanceKey(ref registryapi.InstanceRef) string { return KeyInstances + ref.App + "/" + ref.ID }
+func overrideKey(ref registryapi.InstanceRef) string { return KeyOverrides + ref.App + "/" + ref.ID }
+func ledgerKey(seq int) string                       { return KeyLedger + fmt.Sprintf("%010d", seq) }
 
-// txn turns a batch into etcd operations, and names the state key of
+// Txn turns a batch into etcd operations, and names the state key of
 // each (what the write's guards compare). slotsOf gives the slots an app
 // will have after the batch: the whole slots/APP value.
-func (s *etcdStore) txn(b *Batch, slotsOf func(app string) map[string]int) (ops []clientv3.Op, keys []string, err error) {
+func (s *Etcd) Txn(b *Batch, slotsOf func(app string) map[string]int) (ops []clientv3.Op, keys []string, err error) {
 	put := func(k string, v any) {
 		enc, merr := json.Marshal(v)
 		if merr != nil && err == nil {
 			err = merr
 		}
-		ops, keys = append(ops, clientv3.OpPut(s.prefix+k, string(enc))), append(keys, k)
+		ops, keys = append(ops, clientv3.OpPut(s.Prefix+k, string(enc))), append(keys, k)
 	}
 	del := func(k string) {
-		ops, keys = append(ops, clientv3.OpDelete(s.prefix+k)), append(keys, k)
+		ops, keys = append(ops, clientv3.OpDelete(s.Prefix+k)), append(keys, k)
 	}
 	for _, in := range b.Put {
-		put(instanceKey(InstanceRef{in.App, in.InstanceID}), (*storedInstance)(in))
+		put(instanceKey(registryapi.InstanceRef{App: in.App, ID: in.InstanceID}), (*storedInstance)(in))
 	}
 	for _, ref := range b.Delete {
 		del(instanceKey(ref))
 	}
 	for ref, o := range b.Overrides {
-		if o.zero() {
+		if o.Zero() {
 			del(overrideKey(ref))
 		} else {
 			put(overrideKey(ref), o)
@@ -217,16 +218,16 @@ func (s *etcdStore) txn(b *Batch, slotsOf func(app string) map[string]int) (ops 
 	}
 	for _, app := range slotApps(b) {
 		if ids := slotsOf(app); len(ids) == 0 {
-			del(keySlots + app)
+			del(KeySlots + app)
 		} else {
-			put(keySlots+app, ids)
+			put(KeySlots+app, ids)
 		}
 	}
 	for _, d := range b.Deployments {
 		put(ledgerKey(d.Seq), d)
 	}
 	for _, c := range b.Cutovers {
-		put(keyCutovers+c.Name, c)
+		put(KeyCutovers+c.Name, c)
 	}
 	return ops, keys, err
 }
@@ -242,8 +243,8 @@ func slotApps(b *Batch) []string {
 	return apps
 }
 
-// parseCoordinators reads the value of config/coordinators.
-func parseCoordinators(v string) []string {
+// ParseCoordinators reads the value of config/coordinators.
+func ParseCoordinators(v string) []string {
 	var ids []string
 	for _, id := range strings.Split(v, ",") {
 		if id = strings.TrimSpace(id); id != "" && !slices.Contains(ids, id) {
@@ -254,6 +255,6 @@ func parseCoordinators(v string) []string {
 	return ids
 }
 
-// formatSeconds is how a duration appears in headers: seconds, to the
+// FormatSeconds is how a duration appears in headers: seconds, to the
 // millisecond.
-func formatSeconds(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', 3, 64) }
+func FormatSeconds(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', 3, 64) }

@@ -1,10 +1,12 @@
-// Package registry is the federation's control plane: which shards exist,
-// where, in which pool and state, and the deployment ledger. It speaks
-// Netflix Eureka's REST API so existing Eureka clients register with it
-// unchanged, without Eureka's delays: leases end at last renewal +
-// duration, eviction runs every few seconds, reads are served from a
-// snapshot rebuilt on change, and watchers are pushed changes.
-package registry
+// Package registryapi is the registry's API as its clients and its
+// stores see it, with no runtime behind it: Eureka's instances and
+// applications with their JSON and XML codecs (lenient where Eureka's
+// clients differ), and shardctl's own records — shards, cutovers, watch
+// events, the registry's health. The probes, migrate and the commands
+// read a registry through it and internal/registry/client without
+// linking the registry. It imports nothing of this module but
+// internal/ledger.
+package registryapi
 
 import (
 	"fmt"
@@ -26,9 +28,6 @@ const (
 	StatusUnknown      Status = "UNKNOWN"
 )
 
-// statusOrder is the order of apps__hashcode: status names sorted.
-var statusOrder = []Status{StatusDown, StatusOutOfService, StatusStarting, StatusUnknown, StatusUp}
-
 // ParseStatus reads a status as Eureka does: unknown strings are UNKNOWN.
 func ParseStatus(s string) Status {
 	switch st := Status(strings.ToUpper(strings.TrimSpace(s))); st {
@@ -38,7 +37,7 @@ func ParseStatus(s string) Status {
 	return StatusUnknown
 }
 
-// Eureka's lease defaults, used when a client sends zero or less.
+// Eureka's lease defaults, used when a client sends Zero or less.
 const (
 	DefaultRenewalInterval = 30
 	DefaultLeaseDuration   = 90
@@ -105,9 +104,9 @@ func (in *Instance) EffectiveStatus() Status {
 	return in.Status
 }
 
-// validate checks what Eureka's register checks, in its order, and fills
+// Validate checks what Eureka's register checks, in its order, and fills
 // Eureka's defaults; app is the application named by the path.
-func (in *Instance) validate(app string) error {
+func (in *Instance) Validate(app string) error {
 	switch {
 	case in.InstanceID == "" && in.HostName == "":
 		return fmt.Errorf("missing instanceId and hostName: one of them identifies the instance")
@@ -125,10 +124,10 @@ func (in *Instance) validate(app string) error {
 	if in.InstanceID == "" {
 		in.InstanceID = in.HostName
 	}
-	if err := checkName("instanceId", in.InstanceID); err != nil {
+	if err := CheckName("instanceId", in.InstanceID); err != nil {
 		return err
 	}
-	if err := checkName("app", in.App); err != nil {
+	if err := CheckName("app", in.App); err != nil {
 		return err
 	}
 	for k, v := range in.Metadata {
@@ -169,9 +168,9 @@ const maxLeaseSecs = 365 * 24 * 3600
 // segments.
 const maxNameLen = 1024
 
-// checkName rejects ids and app names that could not be used safely as a
+// CheckName rejects ids and app names that could not be used safely as a
 // store key or a URL path segment.
-func checkName(field, s string) error {
+func CheckName(field, s string) error {
 	switch {
 	case len(s) > maxNameLen:
 		return fmt.Errorf("%s is %d bytes long: at most %d", field, len(s), maxNameLen)

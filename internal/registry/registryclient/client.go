@@ -1,4 +1,8 @@
-package registry
+// Package registryclient is the registry's HTTP client: Eureka's API for
+// registration and heartbeats, shardctl's for shards, cutover records,
+// the watch and the deployment ledger. It links no registry runtime, only
+// the API types of internal/registry/registryapi.
+package registryclient
 
 import (
 	"bufio"
@@ -17,6 +21,7 @@ import (
 	"time"
 
 	"github.com/shardctl/shardctl/internal/ledger"
+	"github.com/shardctl/shardctl/internal/registry/registryapi"
 )
 
 // Client talks to a registry: Eureka's API for registration and
@@ -29,8 +34,8 @@ type Client struct {
 	HTTP  *http.Client
 }
 
-// NewClient parses the registry URL as users give it (--registry).
-func NewClient(base, token string) (*Client, error) {
+// New parses the registry URL as users give it (--registry).
+func New(base, token string) (*Client, error) {
 	u, err := url.Parse(strings.TrimRight(base, "/"))
 	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
 		return nil, fmt.Errorf("registry URL %q: want http(s)://HOST:PORT[/eureka]", base)
@@ -60,11 +65,11 @@ func (e *HTTPError) Error() string {
 // ErrConflict and its 423 as ErrLeased, as they are on the server.
 func (e *HTTPError) Is(target error) bool {
 	switch target {
-	case ErrNotFound:
+	case registryapi.ErrNotFound:
 		return e.Code == http.StatusNotFound
-	case ErrConflict:
+	case registryapi.ErrConflict:
 		return e.Code == http.StatusConflict
-	case ErrLeased:
+	case registryapi.ErrLeased:
 		return e.Code == http.StatusLocked
 	}
 	return false
@@ -110,7 +115,7 @@ func (c *Client) do(ctx context.Context, method, u string, body []byte, contentT
 		return c.unreachable(err)
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxLedgerBody))
+	b, err := io.ReadAll(io.LimitReader(resp.Body, registryapi.MaxLedgerBody))
 	if err != nil {
 		return fmt.Errorf("registry: %s %s: %w", method, u, err)
 	}
@@ -135,8 +140,8 @@ func (c *Client) unreachable(err error) error {
 }
 
 // Register registers an instance through Eureka's API.
-func (c *Client) Register(ctx context.Context, in *Instance) error {
-	body := encodeInstanceJSON(in)
+func (c *Client) Register(ctx context.Context, in *registryapi.Instance) error {
+	body := registryapi.EncodeInstanceJSON(in)
 	return c.do(ctx, http.MethodPost, c.eureka("/apps/"+url.PathEscape(in.App)), body, "application/json", http.StatusNoContent, nil)
 }
 
@@ -155,7 +160,7 @@ func (c *Client) Cancel(ctx context.Context, app, id string) error {
 // it (a 404, e.g. after an eviction or a restart with a memory store); on
 // the way out it deregisters. Errors go to report and are retried; each
 // registration that succeeds is reported as a nil error.
-func (c *Client) Heartbeat(ctx context.Context, in *Instance, report func(error)) {
+func (c *Client) Heartbeat(ctx context.Context, in *registryapi.Instance, report func(error)) {
 	if report == nil {
 		report = func(error) {}
 	}
@@ -197,26 +202,26 @@ func (c *Client) Heartbeat(ctx context.Context, in *Instance, report func(error)
 }
 
 // Shards lists the shards of app ("" for the registry's shards app).
-func (c *Client) Shards(ctx context.Context, app string) ([]Shard, error) {
+func (c *Client) Shards(ctx context.Context, app string) ([]registryapi.Shard, error) {
 	var out struct {
-		Shards []Shard `json:"shards"`
+		Shards []registryapi.Shard `json:"shards"`
 	}
 	err := c.do(ctx, http.MethodGet, c.own("/shardctl/v1/shards", appQuery(app)), nil, "", http.StatusOK, &out)
 	return out.Shards, err
 }
 
 // Shard returns one shard.
-func (c *Client) Shard(ctx context.Context, app, id string) (Shard, error) {
-	var s Shard
+func (c *Client) Shard(ctx context.Context, app, id string) (registryapi.Shard, error) {
+	var s registryapi.Shard
 	err := c.do(ctx, http.MethodGet, c.own("/shardctl/v1/shards/"+url.PathEscape(id), appQuery(app)), nil, "", http.StatusOK, &s)
 	return s, err
 }
 
 // SetState sets a shard's state (UP, DRAINING, OUT_OF_SERVICE, DOWN).
-func (c *Client) SetState(ctx context.Context, app, id, state string) (Shard, error) {
+func (c *Client) SetState(ctx context.Context, app, id, state string) (registryapi.Shard, error) {
 	q := appQuery(app)
 	q.Set("value", state)
-	var s Shard
+	var s registryapi.Shard
 	err := c.do(ctx, http.MethodPut, c.own("/shardctl/v1/shards/"+url.PathEscape(id)+"/state", q), nil, "", http.StatusOK, &s)
 	return s, err
 }
@@ -231,8 +236,8 @@ func (c *Client) Deregister(ctx context.Context, app, id string, releaseSlot boo
 }
 
 // Status returns the registry's own state.
-func (c *Client) Status(ctx context.Context) (Health, error) {
-	var h Health
+func (c *Client) Status(ctx context.Context) (registryapi.Health, error) {
+	var h registryapi.Health
 	err := c.do(ctx, http.MethodGet, c.own("/shardctl/v1/status", nil), nil, "", http.StatusOK, &h)
 	return h, err
 }
@@ -246,41 +251,41 @@ func appQuery(app string) url.Values {
 }
 
 // Cutovers lists the cutover records of app ("" for every app).
-func (c *Client) Cutovers(ctx context.Context, app string) ([]Cutover, error) {
+func (c *Client) Cutovers(ctx context.Context, app string) ([]registryapi.Cutover, error) {
 	var out struct {
-		Cutovers []Cutover `json:"cutovers"`
+		Cutovers []registryapi.Cutover `json:"cutovers"`
 	}
 	err := c.do(ctx, http.MethodGet, c.own("/shardctl/v1/cutovers", appQuery(app)), nil, "", http.StatusOK, &out)
 	return out.Cutovers, err
 }
 
 // Cutover reads one record.
-func (c *Client) Cutover(ctx context.Context, name string) (Cutover, error) {
-	var out Cutover
+func (c *Client) Cutover(ctx context.Context, name string) (registryapi.Cutover, error) {
+	var out registryapi.Cutover
 	err := c.do(ctx, http.MethodGet, c.own("/shardctl/v1/cutovers/"+url.PathEscape(name), nil), nil, "", http.StatusOK, &out)
 	return out, err
 }
 
 // PutCutover writes a record (Registry.PutCutover's rules) and returns it
 // as stored.
-func (c *Client) PutCutover(ctx context.Context, cut Cutover) (Cutover, error) {
+func (c *Client) PutCutover(ctx context.Context, cut registryapi.Cutover) (registryapi.Cutover, error) {
 	body, err := json.Marshal(cut)
 	if err != nil {
-		return Cutover{}, err
+		return registryapi.Cutover{}, err
 	}
-	var out Cutover
+	var out registryapi.Cutover
 	err = c.do(ctx, http.MethodPut, c.own("/shardctl/v1/cutovers/"+url.PathEscape(cut.Name), nil), body, "application/json", http.StatusOK, &out)
 	return out, err
 }
 
 // LeaseCutover takes or renews the lease of a record for ttl, taking it
 // from replace if that is who holds it (Registry.LeaseCutover).
-func (c *Client) LeaseCutover(ctx context.Context, name, holder string, ttl time.Duration, replace string) (Cutover, error) {
+func (c *Client) LeaseCutover(ctx context.Context, name, holder string, ttl time.Duration, replace string) (registryapi.Cutover, error) {
 	q := url.Values{"holder": {holder}, "ttl": {ttl.String()}}
 	if replace != "" {
 		q.Set("replace", replace)
 	}
-	var out Cutover
+	var out registryapi.Cutover
 	err := c.do(ctx, http.MethodPost, c.own("/shardctl/v1/cutovers/"+url.PathEscape(name)+"/lease", q), nil, "", http.StatusOK, &out)
 	return out, err
 }
@@ -300,13 +305,13 @@ func (c *Client) Deployments(ctx context.Context) ([]ledger.Deployment, error) {
 type Watcher struct {
 	// Shards gets the whole set of shards first, and again after every
 	// change.
-	Shards func(version uint64, shards []Shard)
+	Shards func(version uint64, shards []registryapi.Shard)
 	// Ledger is told that deployment seq was appended or updated; 0 means
 	// changes may have been missed: read it all again.
 	Ledger func(seq int)
 	// Cutovers gets every cutover record of the app first, and again
 	// after every change of one.
-	Cutovers func(cutovers []Cutover)
+	Cutovers func(cutovers []registryapi.Cutover)
 	// Error gets the errors of broken streams, which are reopened.
 	Error func(error)
 }
@@ -314,11 +319,11 @@ type Watcher struct {
 // Watch follows the shards of app until ctx ends. A broken stream is
 // reopened from the last version seen, with backoff.
 func (c *Client) Watch(ctx context.Context, app string, w Watcher) {
-	shards := map[string]Shard{}
-	cutovers := map[string]Cutover{}
+	shards := map[string]registryapi.Shard{}
+	cutovers := map[string]registryapi.Cutover{}
 	tellCutovers := func() {
 		if w.Cutovers != nil {
-			list := make([]Cutover, 0, len(cutovers))
+			list := make([]registryapi.Cutover, 0, len(cutovers))
 			for _, name := range slices.Sorted(maps.Keys(cutovers)) {
 				list = append(list, cutovers[name])
 			}
@@ -328,15 +333,15 @@ func (c *Client) Watch(ctx context.Context, app string, w Watcher) {
 	var since uint64
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		err := c.stream(ctx, app, &since, func(e WatchEvent) {
+		err := c.stream(ctx, app, &since, func(e registryapi.WatchEvent) {
 			backoff = 100 * time.Millisecond
 			switch {
-			case e.Action == ActionLedger:
+			case e.Action == registryapi.ActionLedger:
 				if w.Ledger != nil {
 					w.Ledger(e.Ledger)
 				}
 				return
-			case e.Action == ActionCutover && e.Cutover != nil:
+			case e.Action == registryapi.ActionCutover && e.Cutover != nil:
 				cutovers[e.Cutover.Name] = *e.Cutover
 				tellCutovers()
 				return
@@ -347,21 +352,21 @@ func (c *Client) Watch(ctx context.Context, app string, w Watcher) {
 				if w.Ledger != nil {
 					w.Ledger(0)
 				}
-				shards = map[string]Shard{}
+				shards = map[string]registryapi.Shard{}
 				for _, s := range e.Shards {
 					shards[s.ID] = s
 				}
-				cutovers = map[string]Cutover{}
+				cutovers = map[string]registryapi.Cutover{}
 				for _, cut := range e.Cutovers {
 					cutovers[cut.Name] = cut
 				}
 				tellCutovers()
-			case e.Action == ActionDeleted:
+			case e.Action == registryapi.ActionDeleted:
 				delete(shards, e.Shard.ID)
 			case e.Shard != nil:
 				shards[e.Shard.ID] = *e.Shard
 			}
-			list := make([]Shard, 0, len(shards))
+			list := make([]registryapi.Shard, 0, len(shards))
 			for _, s := range shards {
 				list = append(list, s)
 			}
@@ -385,7 +390,7 @@ func (c *Client) Watch(ctx context.Context, app string, w Watcher) {
 }
 
 // stream reads one server-sent-events watch until it breaks.
-func (c *Client) stream(ctx context.Context, app string, since *uint64, on func(WatchEvent)) error {
+func (c *Client) stream(ctx context.Context, app string, since *uint64, on func(registryapi.WatchEvent)) error {
 	q := appQuery(app)
 	q.Set("since", strconv.FormatUint(*since, 10))
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.own("/shardctl/v1/watch", q), nil)
@@ -414,7 +419,7 @@ func (c *Client) stream(ctx context.Context, app string, since *uint64, on func(
 		switch {
 		case len(line) == 0:
 			if len(data) > 0 {
-				var e WatchEvent
+				var e registryapi.WatchEvent
 				if err := json.Unmarshal(data, &e); err != nil {
 					return fmt.Errorf("registry watch: malformed event: %w", err)
 				}

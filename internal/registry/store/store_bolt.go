@@ -1,4 +1,4 @@
-package registry
+package store
 
 import (
 	"encoding/binary"
@@ -14,6 +14,7 @@ import (
 	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/shardctl/shardctl/internal/ledger"
+	"github.com/shardctl/shardctl/internal/registry/registryapi"
 )
 
 // boltStore keeps the registry in one bbolt file. Every Apply is one
@@ -25,7 +26,7 @@ type boltStore struct {
 
 var (
 	bucketInstances   = []byte("instances")   // app \x00 id -> instance JSON
-	bucketOverrides   = []byte("overrides")   // app \x00 id -> Override JSON
+	bucketOverrides   = []byte("overrides")   // app \x00 id -> registryapi.Override JSON
 	bucketSlots       = []byte("slots")       // app \x00 id -> slot
 	bucketDeployments = []byte("deployments") // seq (big endian) -> deployment JSON
 	bucketCutovers    = []byte("cutovers")    // name -> cutover JSON
@@ -66,13 +67,13 @@ func OpenBoltStore(path string) (_ Store, err error) {
 
 func refKey(app, id string) []byte { return []byte(app + "\x00" + id) }
 
-func splitRefKey(k []byte) (InstanceRef, bool) {
+func splitRefKey(k []byte) (registryapi.InstanceRef, bool) {
 	app, id, ok := strings.Cut(string(k), "\x00")
-	return InstanceRef{app, id}, ok
+	return registryapi.InstanceRef{App: app, ID: id}, ok
 }
 
 // storedInstance is the stored form: every field of Instance by name.
-type storedInstance Instance
+type storedInstance registryapi.Instance
 
 func (s *boltStore) Load() (_ *State, err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
@@ -81,21 +82,21 @@ func (s *boltStore) Load() (_ *State, err error) {
 			err = fmt.Errorf("read %s: the file is damaged (%v)", s.path, v)
 		}
 	}()
-	st := &State{Overrides: map[InstanceRef]Override{}, Slots: map[InstanceRef]int{}}
+	st := &State{Overrides: map[registryapi.InstanceRef]registryapi.Override{}, Slots: map[registryapi.InstanceRef]int{}}
 	err = s.db.View(func(tx *bolt.Tx) error {
 		if err := tx.Bucket(bucketInstances).ForEach(func(k, v []byte) error {
 			var in storedInstance
 			if err := json.Unmarshal(v, &in); err != nil {
 				return fmt.Errorf("instance %q: %w", k, err)
 			}
-			st.Instances = append(st.Instances, (*Instance)(&in))
+			st.Instances = append(st.Instances, (*registryapi.Instance)(&in))
 			return nil
 		}); err != nil {
 			return err
 		}
 		if err := tx.Bucket(bucketOverrides).ForEach(func(k, v []byte) error {
 			ref, ok := splitRefKey(k)
-			var o Override
+			var o registryapi.Override
 			if err := json.Unmarshal(v, &o); err != nil || !ok {
 				return fmt.Errorf("override %q: malformed", k)
 			}
@@ -126,7 +127,7 @@ func (s *boltStore) Load() (_ *State, err error) {
 			return err
 		}
 		return tx.Bucket(bucketCutovers).ForEach(func(k, v []byte) error {
-			var c Cutover
+			var c registryapi.Cutover
 			if err := json.Unmarshal(v, &c); err != nil {
 				return fmt.Errorf("cutover %q: %w", k, err)
 			}
@@ -171,7 +172,7 @@ func applyBatch(tx *bolt.Tx, b Batch) error {
 	}
 	for ref, o := range b.Overrides {
 		var err error
-		if o.zero() {
+		if o.Zero() {
 			err = tx.Bucket(bucketOverrides).Delete(refKey(ref.App, ref.ID))
 		} else {
 			err = put(bucketOverrides, refKey(ref.App, ref.ID), o)

@@ -1,4 +1,4 @@
-package registry
+package store
 
 import (
 	"fmt"
@@ -36,17 +36,17 @@ const (
 	DefaultEtcdPeerURL   = "http://127.0.0.1:2380"
 )
 
-// embeddedEtcd is a started member.
-type embeddedEtcd struct {
+// EmbeddedMember is a started member.
+type EmbeddedMember struct {
 	e         *embed.Etcd
-	clientURL string
+	ClientURL string
 	once      sync.Once
 }
 
-// startEmbeddedEtcd starts the member without waiting for its cluster:
+// StartEmbeddedEtcd starts the member without waiting for its cluster:
 // the members of a new cluster start together, and the registry waits for
 // etcd as it would for a remote one.
-func startEmbeddedEtcd(c EmbeddedEtcd) (*embeddedEtcd, error) {
+func StartEmbeddedEtcd(c EmbeddedEtcd) (*EmbeddedMember, error) {
 	if c.Dir == "" || c.Name == "" {
 		return nil, fmt.Errorf("--embedded-etcd needs a data directory and the replica's --id")
 	}
@@ -94,8 +94,8 @@ func startEmbeddedEtcd(c EmbeddedEtcd) (*embeddedEtcd, error) {
 	if len(e.Clients) > 0 {
 		u.Host = e.Clients[0].Addr().String() // the port picked, if 0
 	}
-	return &embeddedEtcd{e: e, clientURL: u.String()}, nil
+	return &EmbeddedMember{e: e, ClientURL: u.String()}, nil
 }
 
 // close stops the member; safe twice.
-func (m *embeddedEtcd) close() { m.once.Do(m.e.Close) }
+func (m *EmbeddedMember) Close() { m.once.Do(m.e.Close) }

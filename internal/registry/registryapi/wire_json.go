@@ -1,4 +1,4 @@
-package registry
+package registryapi
 
 import (
 	"bytes"
@@ -248,11 +248,11 @@ func firstNonEmpty(s ...string) string {
 	return ""
 }
 
-// decodeInstanceJSON reads a register body: {"instance":{…}}. It walks
+// DecodeInstanceJSON reads a register body: {"instance":{…}}. It walks
 // the tokens (jsontext) instead of reflecting over structs: registration
 // is the registry's hottest write, and encoding/json checks a body once
 // whole and again for every field a flex type reads.
-func decodeInstanceJSON(b []byte) (*Instance, error) {
+func DecodeInstanceJSON(b []byte) (*Instance, error) {
 	var w *jsonInInstance
 	err := readJSON(b, func(d *jsontext.Decoder) error {
 		_, err := jsonObject(d, "body", func(name string) error {
@@ -473,8 +473,8 @@ var dataCenterFields = []jsonField[jsonInDataCenter]{
 	}},
 }
 
-// decodeAppsJSON reads a full or delta fetch, single elements or arrays.
-func decodeAppsJSON(b []byte) (*Applications, error) {
+// DecodeAppsJSON reads a full or delta fetch, single elements or arrays.
+func DecodeAppsJSON(b []byte) (*Applications, error) {
 	var doc struct {
 		Applications struct {
 			VersionsDelta flexString      `json:"versions__delta"`
@@ -621,7 +621,7 @@ func toJSONApp(a Application) jsonOutApp {
 	return out
 }
 
-func encodeAppsJSON(apps *Applications) []byte {
+func EncodeAppsJSON(apps *Applications) []byte {
 	type body struct {
 		VersionsDelta string       `json:"versions__delta"`
 		AppsHashcode  string       `json:"apps__hashcode"`
@@ -631,23 +631,27 @@ func encodeAppsJSON(apps *Applications) []byte {
 	for _, a := range apps.Applications {
 		b.Application = append(b.Application, toJSONApp(a))
 	}
-	return mustJSON(map[string]body{"applications": b})
+	return MustJSON(map[string]body{"applications": b})
 }
 
-func encodeAppJSON(a Application) []byte {
-	return mustJSON(map[string]jsonOutApp{"application": toJSONApp(a)})
+func EncodeAppJSON(a Application) []byte {
+	return MustJSON(map[string]jsonOutApp{"application": toJSONApp(a)})
 }
 
-func encodeInstanceJSON(in *Instance) []byte {
-	return mustJSON(map[string]jsonOutInstance{"instance": toJSON(in)})
+func EncodeInstanceJSON(in *Instance) []byte {
+	return MustJSON(map[string]jsonOutInstance{"instance": toJSON(in)})
 }
 
-// mustJSON encodes values built of strings, numbers and maps of strings,
+// MustJSON encodes values built of strings, numbers and maps of strings,
 // which cannot fail.
-func mustJSON(v any) []byte {
+func MustJSON(v any) []byte {
 	b, err := json.Marshal(v)
 	if err != nil {
 		panic(fmt.Sprintf("registry: encode JSON: %v", err))
 	}
 	return b
 }
+
+// InstanceJSON is an instance as an element of an application's list:
+// the pieces a registry joins into its cached bodies.
+func InstanceJSON(in *Instance) []byte { return MustJSON(toJSON(in)) }

@@ -1,8 +1,9 @@
-// Package tui is `shardctl top`: Bubble Tea models that draw what
-// probes/ measured — the scissors, the queue and the latency heatmap of
-// every shard, with the advisor's level and reason. It asks for snapshots
-// through the Fetch function it is given and never queries by itself, so
-// what top shows and what `shardctl signals` decides are the same numbers.
+// Package tui is `shardctl top`: Bubble Tea models that draw the signal
+// model of internal/signals — the scissors, the queue and the latency
+// heatmap of every shard, with the advisor's level and reason. It asks for
+// snapshots through the Fetch function it is given and never queries by
+// itself, so what top shows and what `shardctl signals` decides are the
+// same numbers. It imports only the model (internal/architecture checks).
 package tui
 
 import (

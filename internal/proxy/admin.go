@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
 )
 
@@ -16,7 +17,7 @@ func (p *Proxy) Shards() []proxyapi.ShardStatus {
 	out := []proxyapi.ShardStatus{}
 	for _, s := range p.snapshot() {
 		st := proxyapi.ShardStatus{ID: s.ID, Slot: s.Slot, Address: s.Addr, State: s.routingState(), AssignedState: s.State(), Health: s.healthStatus(now),
-			Pool: s.Pool(), Partitions: s.partitions, InFlight: s.inflight.Load(), Connections: s.connections(), MaxStreams: s.advertised, CoolingOff: s.cooling(now),
+			Pool: s.Pool(), Partitions: s.partitions, InFlight: s.inflight.Load(), Connections: s.conn.Connections(), MaxStreams: s.conn.Advertised, CoolingOff: s.cooling(now),
 			Overloaded: s.overloaded.Load(), Backlog: s.backlogStatus()}
 		s.mu.Lock()
 		if s.lastErr != "" {

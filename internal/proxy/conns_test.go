@@ -13,25 +13,6 @@ import (
 	"github.com/shardctl/shardctl/internal/sim"
 )
 
-func TestConnsFor(t *testing.T) {
-	for _, tc := range []struct {
-		want       int64
-		advertised uint32
-		conns      int
-	}{
-		{1000, 0, 1},    // no limit advertised
-		{1000, 100, 10}, // Zeebe-like limit
-		{1000, 300, 4},  // rounded up
-		{40, 8, 5},
-		{1000, 10, 16}, // capped
-		{0, 8, 1},
-	} {
-		if got := connsFor(tc.want, tc.advertised); got != tc.conns {
-			t.Errorf("connsFor(%d, %d) = %d, want %d", tc.want, tc.advertised, got, tc.conns)
-		}
-	}
-}
-
 // A shard that allows 8 calls per connection, 30 long polls held open
 // through the proxy: with connections sized from what the shard
 // advertises a new instance starts at once; with one connection it waits

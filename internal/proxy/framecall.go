@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
@@ -17,17 +16,11 @@ import (
 
 	"github.com/shardctl/shardctl/internal/h2"
 	"github.com/shardctl/shardctl/internal/keyslot"
+	"github.com/shardctl/shardctl/internal/proxy/grpcwire"
+	"github.com/shardctl/shardctl/internal/proxy/upstream"
 )
 
-// maxRecvMsgSize is the largest request message the proxy takes, on
-// either front.
-const maxRecvMsgSize = 32 << 20
-
-// maxRespMsgSize is the largest response the frame front buffers from a
-// shard to rewrite its keys.
-const maxRespMsgSize = 64 << 20
-
-func (p *Proxy) maxRecv() int { return maxRecvMsgSize + 5 }
+func (p *Proxy) maxRecv() int { return grpcwire.MaxRecvMsgSize + 5 }
 
 // fastCall is one unary call the frame front forwards to one shard. It
 // buffers the request message, routes it as the grpc-go front would
@@ -89,7 +82,7 @@ func (c *fastCall) received(data []byte, end bool) {
 	}
 	if len(c.req)+len(data) > c.p.maxRecv() {
 		c.mu.Unlock()
-		c.finish(status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", len(c.req)+len(data)-5, maxRecvMsgSize))
+		c.finish(status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", len(c.req)+len(data)-5, grpcwire.MaxRecvMsgSize))
 		return
 	}
 	c.req = append(c.req, data...)
@@ -109,36 +102,12 @@ func (c *fastCall) requestEnded() {
 	c.state = routing
 	req := c.req
 	c.mu.Unlock()
-	msg, err := oneMessage(req)
+	msg, err := grpcwire.OneMessage(req)
 	if err != nil {
 		c.finish(err)
 		return
 	}
 	c.route(msg)
-}
-
-// oneMessage is the one uncompressed message a unary request carries.
-func oneMessage(req []byte) ([]byte, error) {
-	if len(req) < 5 {
-		return nil, status.Error(codes.Internal, "grpc: the request ended before its one message")
-	}
-	if req[0] != 0 {
-		return nil, status.Error(codes.Internal, "grpc: compressed flag set with identity or empty encoding")
-	}
-	if n := binary.BigEndian.Uint32(req[1:5]); int64(n) != int64(len(req)-5) {
-		return nil, status.Errorf(codes.Internal, "grpc: a unary request carries one message of %d bytes, got %d bytes", n, len(req)-5)
-	}
-	return req[5:], nil
-}
-
-// framed prefixes a message for the wire, in a buffer the caller may
-// append the message to.
-func framed(n int) []byte { return make([]byte, 5, 5+n+16) }
-
-func setPrefix(b []byte) []byte {
-	b[0] = 0
-	binary.BigEndian.PutUint32(b[1:5], uint32(len(b)-5))
-	return b
 }
 
 func (c *fastCall) route(msg []byte) {
@@ -169,15 +138,15 @@ func (c *fastCall) route(msg []byte) {
 			return
 		}
 		req.ProcessDefinitionKey, req.BpmnProcessId, req.Version = 0, pid.BpmnProcessID, pid.Version
-		b, _ := proto.MarshalOptions{}.MarshalAppend(framed(proto.Size(req)), req)
-		c.place(setPrefix(b))
+		b, _ := proto.MarshalOptions{}.MarshalAppend(grpcwire.Framed(proto.Size(req)), req)
+		c.place(grpcwire.SetPrefix(b))
 		return
 	}
 	if m.key != 0 && !(m.place && (keyslot.None(key) || key <= 0)) {
 		c.byKey(msg, key)
 		return
 	}
-	c.place(setPrefix(append(framed(len(msg)), msg...)))
+	c.place(grpcwire.SetPrefix(append(grpcwire.Framed(len(msg)), msg...)))
 }
 
 // byKey sends the call to the shard in its key, the keys stripped of
@@ -192,7 +161,7 @@ func (c *fastCall) byKey(msg []byte, key int64) {
 		c.finish(err)
 		return
 	}
-	body, err := rewriteWire(framed(len(msg)), msg, c.m.in, p.stripFor(s))
+	body, err := rewriteWire(grpcwire.Framed(len(msg)), msg, c.m.in, p.stripFor(s))
 	if err != nil {
 		if errors.Is(err, errMalformed) {
 			err = status.Errorf(codes.Internal, "grpc: failed to unmarshal the received message: %v", err)
@@ -200,7 +169,7 @@ func (c *fastCall) byKey(msg []byte, key int64) {
 		c.finish(err)
 		return
 	}
-	if err := c.send(s, setPrefix(body), false); err != nil {
+	if err := c.send(s, grpcwire.SetPrefix(body), false); err != nil {
 		c.finish(onShard(s, err))
 	}
 }
@@ -276,11 +245,11 @@ func (c *fastCall) send(s *shard, body []byte, placing bool) error {
 		return err
 	}
 	a := c.newAttempt(s, placing)
-	var head [upstreamHeadLen]hpack.HeaderField
-	fields := upstreamHead(head[:0], s.frames, s.Addr, c.path, c.deadline, c.auth)
-	up, err := s.frames.open(fields, body, a)
+	var head [upstream.HeadLen]hpack.HeaderField
+	fields := upstream.RequestHead(head[:0], s.conn.Frames, s.Addr, c.path, c.deadline, c.auth)
+	up, err := s.conn.Frames.Open(fields, body, a)
 	if err != nil {
-		err = upstreamOpenError(s.ID, err)
+		err = upstream.OpenError(s.ID, err)
 		p.leave(s, c.m.rpc, err, false)
 		return err
 	}
@@ -310,29 +279,20 @@ func (c *fastCall) newAttempt(s *shard, placing bool) *attempt {
 	return a
 }
 
-// upstreamOpenError is a call that could not be sent, worded so that
-// neverSent knows it.
-func upstreamOpenError(shardID string, err error) error {
-	if errors.Is(err, h2.ErrFull) {
-		return status.Errorf(codes.Unavailable, "connection error: every connection to shard %s carries as many calls as the shard allows", shardID)
-	}
-	return status.Errorf(codes.Unavailable, "connection error: %v", err)
-}
-
-func (a *attempt) head(_ *h2.Stream, fields []hpack.HeaderField, end bool) {
+func (a *attempt) Head(_ *h2.Stream, fields []hpack.HeaderField, end bool) {
 	for _, f := range fields {
 		if f.Name == ":status" {
 			a.status = f.Value
 		}
 	}
 	if end {
-		st := callStatus(fields, a.status)
+		st := grpcwire.Status(fields, a.status)
 		a.end(st.Code(), st.Message(), false)
 	}
 }
 
-func (a *attempt) data(s *h2.Stream, data []byte, end bool) {
-	if len(a.resp)+len(data) > maxRespMsgSize+5 {
+func (a *attempt) Data(s *h2.Stream, data []byte, end bool) {
+	if len(a.resp)+len(data) > grpcwire.MaxRespMsgSize+5 {
 		s.Reset(http2.ErrCodeCancel)
 		return
 	}
@@ -342,54 +302,16 @@ func (a *attempt) data(s *h2.Stream, data []byte, end bool) {
 	}
 }
 
-func (a *attempt) closed(err error) {
+func (a *attempt) Closed(err error) {
 	var se http2.StreamError
 	switch {
 	case h2.Refused(err):
 		a.end(codes.Unavailable, "connection error: the shard refused the stream", true)
 	case errors.As(err, &se):
-		a.end(resetCode(se.Code, a.c.deadline), fmt.Sprintf("stream reset: %v", se.Code), false)
+		a.end(grpcwire.ResetCode(se.Code, a.c.deadline), fmt.Sprintf("stream reset: %v", se.Code), false)
 	default:
 		a.end(codes.Unavailable, fmt.Sprintf("the connection to the shard ended: %v", err), false)
 	}
-}
-
-// resetCode is what a stream reset means to a gRPC client, as grpc-go
-// maps it: a CANCEL once the call's deadline (zero: none) has passed is
-// the peer giving up at that deadline.
-func resetCode(code http2.ErrCode, deadline time.Time) codes.Code {
-	switch code {
-	case http2.ErrCodeRefusedStream:
-		return codes.Unavailable
-	case http2.ErrCodeCancel:
-		if !deadline.IsZero() && !deadline.After(time.Now()) {
-			return codes.DeadlineExceeded
-		}
-		return codes.Canceled
-	case http2.ErrCodeEnhanceYourCalm:
-		return codes.ResourceExhausted
-	case http2.ErrCodeInadequateSecurity:
-		return codes.PermissionDenied
-	}
-	return codes.Internal
-}
-
-// httpStatusCode maps an HTTP status without a gRPC status, as gRPC
-// clients do.
-func httpStatusCode(st string) codes.Code {
-	switch st {
-	case "400":
-		return codes.Internal
-	case "401":
-		return codes.Unauthenticated
-	case "403":
-		return codes.PermissionDenied
-	case "404":
-		return codes.Unimplemented
-	case "429", "502", "503", "504":
-		return codes.Unavailable
-	}
-	return codes.Unknown
 }
 
 // end is an attempt's outcome; neverProcessed: the shard says it did
@@ -453,7 +375,7 @@ func (a *attempt) end(code codes.Code, msg string, neverProcessed bool) {
 
 // stamped is the response with the shard's slot in its keys.
 func (a *attempt) stamped() ([]byte, error) {
-	msg, err := oneMessage(a.resp)
+	msg, err := grpcwire.OneMessage(a.resp)
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "shard %s: %s", a.s.ID, status.Convert(err).Message())
 	}
@@ -467,11 +389,11 @@ func (a *attempt) stamped() ([]byte, error) {
 // stampWire is message msg of type md, prefixed for the wire, with the
 // shard's slot in its keys.
 func stampWire(md protoreflect.MessageDescriptor, msg []byte, slot int) ([]byte, error) {
-	out, err := rewriteWire(framed(len(msg)), msg, md, func(_ protoreflect.FieldDescriptor, k int64) (int64, error) { return keyslot.With(k, slot), nil })
+	out, err := rewriteWire(grpcwire.Framed(len(msg)), msg, md, func(_ protoreflect.FieldDescriptor, k int64) (int64, error) { return keyslot.With(k, slot), nil })
 	if err != nil {
 		return nil, err
 	}
-	return setPrefix(out), nil
+	return grpcwire.SetPrefix(out), nil
 }
 
 // finish answers the client with err, once.
@@ -510,7 +432,7 @@ func (c *fastCall) reply(resp []byte, err error) {
 		return
 	}
 	st := status.Convert(err)
-	_ = c.s.WriteHeaders(statusFields(okHead, st), true)
+	_ = c.s.WriteHeaders(grpcwire.StatusFields(okHead, st), true)
 	c.p.metrics.observe(c.m.rpc, st.Code(), time.Since(c.start))
 }
 
@@ -552,3 +474,9 @@ func (c *fastCall) abandon() (*h2.Stream, bool) {
 	c.state = done
 	return c.up, true
 }
+
+// Both kinds of call hear their shard's answer on the upstream pool.
+var (
+	_ upstream.Call = (*attempt)(nil)
+	_ upstream.Call = (*jobCall)(nil)
+)

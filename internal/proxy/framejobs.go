@@ -18,6 +18,8 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/shardctl/shardctl/internal/h2"
+	"github.com/shardctl/shardctl/internal/proxy/grpcwire"
+	"github.com/shardctl/shardctl/internal/proxy/upstream"
 )
 
 const activateJobsPath = "/" + gatewayService + "/ActivateJobs"
@@ -51,7 +53,7 @@ type jobCall struct {
 	act       *pb.ActivateJobsRequest
 	remaining int  // jobs the worker may still get
 	gone      bool // the worker will take nothing more: jobs that come are handed back
-	buf       pacedMessages
+	buf       upstream.PacedMessages
 	// sent are the batches written to the worker that may still wait
 	// for its window, with owed, the shard's bytes they stand for: its
 	// window is given back once the worker has them.
@@ -97,7 +99,7 @@ func (jc *jobCall) received(data []byte, end bool) {
 	if len(jc.req)+len(data) > jc.f.p.maxRecv() {
 		jc.started = true
 		jc.mu.Unlock()
-		jc.answer(status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", len(jc.req)+len(data)-5, maxRecvMsgSize))
+		jc.answer(status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", len(jc.req)+len(data)-5, grpcwire.MaxRecvMsgSize))
 		return
 	}
 	jc.req = append(jc.req, data...)
@@ -119,7 +121,7 @@ func (jc *jobCall) requestEnded() {
 	raw := jc.req
 	jc.mu.Unlock()
 	p := jc.f.p
-	msg, err := oneMessage(raw)
+	msg, err := grpcwire.OneMessage(raw)
 	if err != nil {
 		jc.answer(err)
 		return
@@ -138,7 +140,7 @@ func (jc *jobCall) requestEnded() {
 		jc.answer(noJobShard)
 		return
 	}
-	if n > 1 || s.frames == nil {
+	if n > 1 || s.conn.Frames == nil {
 		jc.toLocal(raw)
 		return
 	}
@@ -154,17 +156,17 @@ func (jc *jobCall) requestEnded() {
 		// after the worker's message, which stays as it came.
 		body = append(make([]byte, 0, len(raw)+protowire.SizeTag(activateTimeout)+protowire.SizeVarint(uint64(timeout))), raw...)
 		body = protowire.AppendTag(body, activateTimeout, protowire.VarintType)
-		body = setPrefix(protowire.AppendVarint(body, uint64(timeout)))
+		body = grpcwire.SetPrefix(protowire.AppendVarint(body, uint64(timeout)))
 	}
-	c, err := s.frames.ownConn()
-	if errors.Is(err, errNoRoom) {
+	c, err := s.conn.Frames.OwnConn()
+	if errors.Is(err, upstream.ErrNoRoom) {
 		jc.toLocal(raw) // it may wait for room; a reader may not
 		return
 	}
 	if err != nil {
 		// The shard's trouble is not the worker's: no jobs, as the local
 		// handler answers.
-		s.noteError(upstreamOpenError(s.ID, err))
+		s.noteError(upstream.OpenError(s.ID, err))
 		jc.answer(nil)
 		return
 	}
@@ -172,14 +174,14 @@ func (jc *jobCall) requestEnded() {
 		jc.answer(nil) // the proxy's limit: no jobs from this shard now
 		return
 	}
-	var head [upstreamHeadLen]hpack.HeaderField
-	fields := upstreamHead(head[:0], s.frames, s.Addr, activateJobsPath, time.Now().Add(budget), jc.rh.auth)
+	var head [upstream.HeadLen]hpack.HeaderField
+	fields := upstream.RequestHead(head[:0], s.conn.Frames, s.Addr, activateJobsPath, time.Now().Add(budget), jc.rh.auth)
 	jc.mu.Lock()
 	jc.s, jc.act, jc.remaining = s, req, int(req.GetMaxJobsToActivate())
 	jc.mu.Unlock()
 	us, err := c.Request(fields, body, jc, true)
 	if err != nil {
-		p.leave(s, "ActivateJobs", upstreamOpenError(s.ID, err), false)
+		p.leave(s, "ActivateJobs", upstream.OpenError(s.ID, err), false)
 		jc.answer(nil)
 		return
 	}
@@ -229,30 +231,30 @@ func (p *Proxy) loneJobShard() (*shard, int) {
 
 // The shard's side of the poll, heard on the upstream connection.
 
-func (jc *jobCall) head(_ *h2.Stream, fields []hpack.HeaderField, end bool) {
+func (jc *jobCall) Head(_ *h2.Stream, fields []hpack.HeaderField, end bool) {
 	if !end {
 		return
 	}
-	jc.upstreamEnded(callStatus(fields, "200"))
+	jc.upstreamEnded(grpcwire.Status(fields, "200"))
 }
 
-func (jc *jobCall) data(us *h2.Stream, data []byte, end bool) {
+func (jc *jobCall) Data(us *h2.Stream, data []byte, end bool) {
 	jc.mu.Lock()
-	give, tooLarge := jc.buf.add(data)
+	give, tooLarge := jc.buf.Add(data)
 	if tooLarge {
 		jc.mu.Unlock()
-		jc.abort(us, status.Newf(codes.ResourceExhausted, "grpc: received message larger than max (%d)", maxRespMsgSize))
+		jc.abort(us, status.Newf(codes.ResourceExhausted, "grpc: received message larger than max (%d)", grpcwire.MaxRespMsgSize))
 		return
 	}
 	var batches []paced
 	for {
-		msg, owe, ok := jc.buf.next()
+		msg, owe, ok := jc.buf.Next()
 		if !ok {
 			break
 		}
 		batches = append(batches, paced{msg, owe})
 	}
-	give += jc.buf.partial()
+	give += jc.buf.Partial()
 	jc.mu.Unlock()
 	if give > 0 {
 		us.Consumed(give)
@@ -271,13 +273,13 @@ type paced struct {
 	owe int
 }
 
-func (jc *jobCall) closed(err error) {
+func (jc *jobCall) Closed(err error) {
 	var se http2.StreamError
 	switch {
 	case h2.Refused(err):
 		jc.upstreamEnded(status.New(codes.Unavailable, "connection error: the shard refused the stream"))
 	case errors.As(err, &se):
-		jc.upstreamEnded(status.New(resetCode(se.Code, time.Time{}), fmt.Sprintf("stream reset: %v", se.Code)))
+		jc.upstreamEnded(status.New(grpcwire.ResetCode(se.Code, time.Time{}), fmt.Sprintf("stream reset: %v", se.Code)))
 	default:
 		jc.upstreamEnded(status.Newf(codes.Unavailable, "the connection to the shard ended: %v", err))
 	}
@@ -474,7 +476,7 @@ func (jc *jobCall) answer(err error) {
 		head = okHead
 	}
 	st := status.Convert(err)
-	_ = jc.cs.WriteHeaders(statusFields(head, st), true)
+	_ = jc.cs.WriteHeaders(grpcwire.StatusFields(head, st), true)
 	jc.wmu.Unlock()
 	jc.f.p.metrics.observe("ActivateJobs", st.Code(), time.Since(jc.start))
 }

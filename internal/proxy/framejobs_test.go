@@ -18,6 +18,7 @@ import (
 
 	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/keyslot"
+	"github.com/shardctl/shardctl/internal/sim/simtest"
 )
 
 // jobShard is a shard whose job polls the test scripts: the simulator
@@ -128,7 +129,7 @@ func TestRelayedPollSurplus(t *testing.T) {
 			p := startJobShard(t, j)
 			gw := pb.NewGatewayClient(dial(t, p.Addr().String()))
 			ctx := budget.Context(t, 30*time.Second)
-			jobs, err := readJobs(gw.ActivateJobs(ctx, &pb.ActivateJobsRequest{Type: "t", Worker: "w", MaxJobsToActivate: tt.max, Timeout: 60000, RequestTimeout: 1000}))
+			jobs, err := simtest.ReadJobs(gw.ActivateJobs(ctx, &pb.ActivateJobsRequest{Type: "t", Worker: "w", MaxJobsToActivate: tt.max, Timeout: 60000, RequestTimeout: 1000}))
 			if err != nil {
 				t.Fatalf("the poll ended with %v", err)
 			}
@@ -163,7 +164,7 @@ func TestRelayedPollLargeBatch(t *testing.T) {
 	p := startJobShard(t, j)
 	gw := pb.NewGatewayClient(dial(t, p.Addr().String()))
 	ctx := budget.Context(t, 30*time.Second)
-	jobs, err := readJobs(gw.ActivateJobs(ctx, &pb.ActivateJobsRequest{Type: "t", Worker: "w", MaxJobsToActivate: 3, Timeout: 60000}))
+	jobs, err := simtest.ReadJobs(gw.ActivateJobs(ctx, &pb.ActivateJobsRequest{Type: "t", Worker: "w", MaxJobsToActivate: 3, Timeout: 60000}))
 	if err != nil || len(jobs) != 3 {
 		t.Fatalf("the poll got %d jobs, %v; want 3", len(jobs), err)
 	}
@@ -305,7 +306,7 @@ func TestRelayedPollsLeaveRoom(t *testing.T) {
 	got := make(chan error, polls)
 	for range polls {
 		go func() {
-			n, err := countJobs(gw.ActivateJobs(ctx, &pb.ActivateJobsRequest{Type: "t", Worker: "w", MaxJobsToActivate: 1, Timeout: 60000, RequestTimeout: 30000}))
+			n, err := simtest.CountJobs(gw.ActivateJobs(ctx, &pb.ActivateJobsRequest{Type: "t", Worker: "w", MaxJobsToActivate: 1, Timeout: 60000, RequestTimeout: 30000}))
 			if err == nil && n != 1 {
 				err = fmt.Errorf("a poll got %d jobs, want 1", n)
 			}

@@ -2,11 +2,9 @@ package proxy
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"io"
 	"reflect"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -21,6 +19,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/shardctl/shardctl/internal/h2"
+	"github.com/shardctl/shardctl/internal/proxy/grpcwire"
 )
 
 // localMethod is a gateway RPC the frame front runs in the proxy's own
@@ -111,22 +110,11 @@ func (f *frameFront) ctxFor(head *requestHead, fields []hpack.HeaderField) (cont
 	}
 	md := metadata.MD{}
 	for _, hf := range fields {
-		if !strings.HasPrefix(hf.Name, ":") && !reservedHeader(hf.Name) {
+		if !strings.HasPrefix(hf.Name, ":") && !grpcwire.ReservedHeader(hf.Name) {
 			md.Append(hf.Name, hf.Value)
 		}
 	}
 	return metadata.NewIncomingContext(ctx, md), cancel
-}
-
-// reservedHeader: the transport's own headers, which grpc-go keeps out
-// of a call's metadata.
-func reservedHeader(name string) bool {
-	switch name {
-	case "content-type", "user-agent", "grpc-message-type", "grpc-encoding", "grpc-message", "grpc-status",
-		"grpc-timeout", "grpc-status-details-bin", "te":
-		return true
-	}
-	return false
 }
 
 func (f *frameFront) local(s *h2.Stream, m *localMethod, head *requestHead, fields []hpack.HeaderField, end bool) {
@@ -148,7 +136,7 @@ func (c *localCall) received(data []byte, end bool) {
 		c.started = true
 		c.mu.Unlock()
 		c.cancel()
-		c.finish(status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", len(c.req)+len(data)-5, maxRecvMsgSize))
+		c.finish(status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", len(c.req)+len(data)-5, grpcwire.MaxRecvMsgSize))
 		c.s.Reset(http2.ErrCodeNo)
 		return
 	}
@@ -174,7 +162,7 @@ func (c *localCall) requestEnded() {
 	go func() {
 		defer f.handlers.Done()
 		defer c.cancel()
-		msg, err := oneMessage(req)
+		msg, err := grpcwire.OneMessage(req)
 		if err == nil {
 			err = c.run(msg)
 		}
@@ -198,7 +186,7 @@ func (c *localCall) run(msg []byte) error {
 		return err
 	}
 	// A unary answer goes whole: nothing is left to do while it drains.
-	b, err := marshalFramed(out[0].Interface())
+	b, err := grpcwire.MarshalFramed(out[0].Interface())
 	if err != nil {
 		return err
 	}
@@ -212,19 +200,10 @@ func (c *localCall) run(msg []byte) error {
 // errAnswered: the handler's answer went out with its status.
 var errAnswered = errors.New("answered")
 
-func marshalFramed(m any) ([]byte, error) {
-	msg := m.(proto.Message)
-	b, err := proto.MarshalOptions{}.MarshalAppend(framed(proto.Size(msg)), msg)
-	if err != nil {
-		return nil, status.Errorf(codes.Internal, "grpc: error while marshaling: %v", err)
-	}
-	return setPrefix(b), nil
-}
-
 // send writes one response message, waiting while the client's window
 // is full: a slow reader holds its handler, not the proxy's memory.
 func (c *localCall) send(m any) error {
-	b, err := marshalFramed(m)
+	b, err := grpcwire.MarshalFramed(m)
 	if err != nil {
 		return err
 	}
@@ -267,24 +246,7 @@ func (c *localCall) finish(err error) {
 	if !c.headSent {
 		head = okHead
 	}
-	_ = c.s.WriteHeaders(statusFields(head, status.Convert(err)), true)
-}
-
-// statusFields are trailers with a call's status, after head (the
-// response head of a trailers-only answer, or none).
-func statusFields(head []hpack.HeaderField, st *status.Status) []hpack.HeaderField {
-	fields := make([]hpack.HeaderField, 0, len(head)+3)
-	fields = append(fields, head...)
-	fields = append(fields, hpack.HeaderField{Name: "grpc-status", Value: strconv.Itoa(int(st.Code()))})
-	if m := st.Message(); m != "" {
-		fields = append(fields, hpack.HeaderField{Name: "grpc-message", Value: encodeGrpcMessage(m)})
-	}
-	if p := st.Proto(); len(p.GetDetails()) > 0 {
-		if b, err := proto.Marshal(p); err == nil {
-			fields = append(fields, hpack.HeaderField{Name: "grpc-status-details-bin", Value: base64.RawStdEncoding.EncodeToString(b)})
-		}
-	}
-	return fields
+	_ = c.s.WriteHeaders(grpcwire.StatusFields(head, status.Convert(err)), true)
 }
 
 // clientGone: the client reset the stream or its connection ended.

@@ -5,10 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"math"
 	"net"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -19,6 +16,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/shardctl/shardctl/internal/h2"
+	"github.com/shardctl/shardctl/internal/proxy/grpcwire"
 )
 
 // The fronts a proxy can serve clients with.
@@ -294,7 +292,7 @@ func (r *requestHead) parse(fields []hpack.HeaderField) error {
 		case "authorization":
 			r.auth = f.Value
 		case "grpc-timeout":
-			d, err := parseTimeout(f.Value)
+			d, err := grpcwire.ParseTimeout(f.Value)
 			if err != nil {
 				return err
 			}
@@ -318,90 +316,4 @@ func (r *requestHead) parse(fields []hpack.HeaderField) error {
 func (r *requestHead) fast() bool {
 	return r.method == "POST" && (r.contentType == "application/grpc" || r.contentType == "application/grpc+proto") &&
 		(r.encoding == "" || r.encoding == "identity")
-}
-
-// parseTimeout reads a grpc-timeout value: at most 8 digits and a unit.
-func parseTimeout(v string) (time.Duration, error) {
-	if len(v) < 2 || len(v) > 9 {
-		return 0, fmt.Errorf("grpc-timeout %q", v)
-	}
-	n, err := strconv.ParseInt(v[:len(v)-1], 10, 64)
-	if err != nil || n < 0 {
-		return 0, fmt.Errorf("grpc-timeout %q", v)
-	}
-	unit, ok := timeoutUnit(v[len(v)-1])
-	if !ok {
-		return 0, fmt.Errorf("grpc-timeout %q: unknown unit", v)
-	}
-	if n > math.MaxInt64/int64(unit) {
-		// As grpc-go reads it: a deadline past what a Duration holds is
-		// no deadline to speak of, not an overflow into the past.
-		return math.MaxInt64, nil
-	}
-	return time.Duration(n) * unit, nil
-}
-
-// timeoutUnits are grpc-timeout's units, smallest first; reading and
-// writing a value both go through them (a fixed array, not a literal
-// built per call).
-var timeoutUnits = [...]struct {
-	d time.Duration
-	c byte
-}{{time.Nanosecond, 'n'}, {time.Microsecond, 'u'}, {time.Millisecond, 'm'}, {time.Second, 'S'}, {time.Minute, 'M'}, {time.Hour, 'H'}}
-
-func timeoutUnit(c byte) (time.Duration, bool) {
-	for _, u := range timeoutUnits {
-		if u.c == c {
-			return u.d, true
-		}
-	}
-	return 0, false
-}
-
-// formatTimeout writes d as a grpc-timeout value (rounded up, so a call
-// never gets less time than it had).
-func formatTimeout(d time.Duration) string {
-	if d <= 0 {
-		return "1n"
-	}
-	for _, u := range timeoutUnits {
-		n := (d + u.d - 1) / u.d
-		if n < 1e8 {
-			return strconv.FormatInt(int64(n), 10) + string(u.c)
-		}
-	}
-	return "99999999H"
-}
-
-// grpc-message is percent-encoded: bytes outside printable ASCII and
-// '%' itself (gRPC's HTTP/2 protocol).
-func encodeGrpcMessage(msg string) string {
-	var b strings.Builder
-	for i := 0; i < len(msg); i++ {
-		c := msg[i]
-		if c >= ' ' && c <= '~' && c != '%' {
-			b.WriteByte(c)
-			continue
-		}
-		fmt.Fprintf(&b, "%%%02X", c)
-	}
-	return b.String()
-}
-
-func decodeGrpcMessage(msg string) string {
-	if !strings.Contains(msg, "%") {
-		return msg
-	}
-	var b strings.Builder
-	for i := 0; i < len(msg); i++ {
-		if msg[i] == '%' && i+2 < len(msg) {
-			if v, err := strconv.ParseUint(msg[i+1:i+3], 16, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 2
-				continue
-			}
-		}
-		b.WriteByte(msg[i])
-	}
-	return b.String()
 }

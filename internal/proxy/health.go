@@ -10,9 +10,10 @@ import (
 	"time"
 
 	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
-	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
 )
 
 // HealthConfig is how the proxy finds out that a shard is gone or failing,
@@ -143,7 +144,7 @@ func (p *Proxy) check(s *shard) {
 	h := &s.health
 	p.noteReturned(s, time.Now())
 	ctx, cancel := context.WithTimeout(p.stopping, p.cfg.Health.Timeout)
-	_, err := s.client().Topology(ctx, &pb.TopologyRequest{})
+	_, err := s.conn.Client().Topology(ctx, &pb.TopologyRequest{})
 	cancel()
 	if p.stopping.Err() != nil {
 		return

@@ -2,14 +2,11 @@ package proxy
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"testing"
 	"time"
 
-	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
 	"github.com/camunda/zeebe/clients/go/v8/pkg/zbc"
 
 	"github.com/shardctl/shardctl/internal/budget"
@@ -73,28 +70,3 @@ func proxyMetric(t testing.TB, p *Proxy, name string, labels ...string) float64 
 
 // bpmnHead opens the tests' own BPMN documents.
 const bpmnHead = load.DefinitionsHead
-
-// countJobs reads a job poll to its end: the jobs it brought, then how
-// it ended (nil for io.EOF).
-func countJobs(stream pb.Gateway_ActivateJobsClient, err error) (int, error) {
-	jobs, err := readJobs(stream, err)
-	return len(jobs), err
-}
-
-// readJobs is countJobs with the jobs themselves.
-func readJobs(stream pb.Gateway_ActivateJobsClient, err error) ([]*pb.ActivatedJob, error) {
-	if err != nil {
-		return nil, err
-	}
-	var jobs []*pb.ActivatedJob
-	for {
-		resp, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return jobs, nil
-		}
-		if err != nil {
-			return jobs, err
-		}
-		jobs = append(jobs, resp.GetJobs()...)
-	}
-}

@@ -9,10 +9,11 @@ import (
 	"time"
 
 	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
-	"github.com/shardctl/shardctl/internal/keyslot"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/shardctl/shardctl/internal/keyslot"
 )
 
 // Zeebe's default long-polling timeout, used when a worker sends 0.
@@ -34,7 +35,7 @@ func (p *Proxy) handBack(s *shard, jobs []*pb.ActivatedJob, reason string) {
 	p.owned.Go(func() {
 		for _, j := range jobs {
 			ctx, cancel := context.WithTimeout(p.bg, 10*time.Second)
-			_, err := s.client().FailJob(ctx, &pb.FailJobRequest{
+			_, err := s.conn.Client().FailJob(ctx, &pb.FailJobRequest{
 				JobKey: j.GetKey(), Retries: j.GetRetries(), RetryBackOff: 0,
 				ErrorMessage: "handed back by the shardctl proxy: " + reason,
 			})
@@ -494,7 +495,7 @@ func (sv *server) relayStream(ctx context.Context, s *shard, req *pb.StreamActiv
 		limit.Reset(streamDrainMax)
 	})
 	defer stopWatch()
-	up, err := s.client().StreamActivatedJobs(upCtx, req)
+	up, err := s.conn.Client().StreamActivatedJobs(upCtx, req)
 	if err != nil {
 		return false
 	}

@@ -292,7 +292,7 @@ func TestLoneShardLongPoll(t *testing.T) {
 		t.Fatal(err)
 	}
 	poll := func(timeout time.Duration) (int, error) {
-		return countJobs(gw.ActivateJobs(ctx, &pb.ActivateJobsRequest{Type: "lone-task", Worker: "w", MaxJobsToActivate: 5, Timeout: 60000, RequestTimeout: timeout.Milliseconds()}))
+		return simtest.CountJobs(gw.ActivateJobs(ctx, &pb.ActivateJobsRequest{Type: "lone-task", Worker: "w", MaxJobsToActivate: 5, Timeout: 60000, RequestTimeout: timeout.Milliseconds()}))
 	}
 	// A job created while the poll waits reaches it, through one call.
 	upstream := func() float64 {

@@ -5,8 +5,9 @@ import (
 	"sync"
 
 	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
-	"github.com/shardctl/shardctl/internal/keyslot"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/shardctl/shardctl/internal/keyslot"
 )
 
 // keyPlan lists where a message type holds keys: int64 fields whose name

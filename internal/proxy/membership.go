@@ -151,7 +151,7 @@ func (p *Proxy) removeShard(s *shard, reason string) {
 	p.members.Lock()
 	p.set.Store(p.set.Load().without(s, p.cfg.LegacyShard))
 	p.members.Unlock()
-	s.closeConns()
+	s.conn.Close()
 	p.logShard(slog.LevelInfo, s, "shard removed", "address", s.Addr, "reason", reason)
 }
 

@@ -36,7 +36,9 @@ import (
 	"github.com/shardctl/shardctl/internal/keyslot"
 	"github.com/shardctl/shardctl/internal/ledger"
 	"github.com/shardctl/shardctl/internal/logs"
+	"github.com/shardctl/shardctl/internal/proxy/grpcwire"
 	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
+	"github.com/shardctl/shardctl/internal/proxy/upstream"
 	"github.com/shardctl/shardctl/internal/registry/registryapi"
 	"github.com/shardctl/shardctl/internal/registry/registryclient"
 )
@@ -180,8 +182,8 @@ func (c *Config) validate() error {
 	if c.StreamStallTimeout == 0 {
 		c.StreamStallTimeout = DefaultStreamStallTimeout
 	}
-	if c.ConnsPerShard < 0 || c.ConnsPerShard > maxConnsPerShard {
-		return fmt.Errorf("connections per shard %d: want 1-%d, or 0 to size them from what the shard advertises", c.ConnsPerShard, maxConnsPerShard)
+	if c.ConnsPerShard < 0 || c.ConnsPerShard > upstream.MaxConnsPerShard {
+		return fmt.Errorf("connections per shard %d: want 1-%d, or 0 to size them from what the shard advertises", c.ConnsPerShard, upstream.MaxConnsPerShard)
 	}
 	if c.StreamStallTimeout < 0 {
 		return errors.New("the stream stall timeout must be positive")
@@ -231,7 +233,7 @@ func validateShard(s ShardConfig) error {
 			return fmt.Errorf("shard %q: %w", s.ID, err)
 		}
 	}
-	if _, err := parseShardTLS(s.TLS); err != nil {
+	if _, err := upstream.ParseTLS(s.TLS); err != nil {
 		return fmt.Errorf("shard %q: %w", s.ID, err)
 	}
 	return nil
@@ -331,7 +333,7 @@ func (p *Proxy) Start(ctx context.Context) error {
 		return fmt.Errorf("listen for clients on %s: %w", p.cfg.Listen, err)
 	}
 	p.addr = ln.Addr()
-	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(maxRecvMsgSize),
+	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(grpcwire.MaxRecvMsgSize),
 		// As Zeebe's gateway: clients may ping every 30 s (the Zeebe
 		// client pings every 45 s; grpc-go's default policy would end
 		// its connection after two pings).
@@ -412,20 +414,24 @@ func (p *Proxy) AddShard(ctx context.Context, sc ShardConfig) error {
 	if taken := p.set.Load().bySlot[sc.Slot]; taken != nil {
 		return fmt.Errorf("slot %d is taken by shard %q", sc.Slot, taken.ID)
 	}
-	conns, advertised := p.planConns(ctx, sc)
-	s, err := dialShard(sc, p.upstreamRoots, conns, p.cfg.Front == FrontFrames)
+	n, advertised := p.cfg.ConnsPerShard, uint32(0)
+	if n == 0 {
+		n, advertised = upstream.Plan(ctx, sc.Addr, sc.TLS, p.upstreamRoots, p.cfg.MaxInflightPerShard)
+	}
+	conn, err := upstream.Dial(sc.ID, sc.Addr, sc.TLS, p.upstreamRoots, n, p.cfg.Front == FrontFrames)
 	if err != nil {
 		return err
 	}
-	s.advertised = advertised
+	conn.Advertised = advertised
+	s := newShard(sc, conn)
 	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := s.checkTopology(tctx); err != nil {
-		s.closeConns()
+		s.conn.Close()
 		return err
 	}
 	if err := p.replay(ctx, s); err != nil {
-		s.closeConns()
+		s.conn.Close()
 		return err
 	}
 	s.inflightGauge = p.metrics.inflight.WithLabelValues(s.ID)
@@ -435,12 +441,12 @@ func (p *Proxy) AddShard(ctx context.Context, sc ShardConfig) error {
 	defer p.members.Unlock()
 	set := p.set.Load()
 	if taken := set.bySlot[s.Slot]; taken != nil {
-		s.closeConns()
+		s.conn.Close()
 		return fmt.Errorf("slot %d is taken by shard %q", sc.Slot, taken.ID)
 	}
 	p.set.Store(set.with(s, p.cfg.LegacyShard))
 	p.logShard(slog.LevelInfo, s, "shard added", "address", s.Addr, "pool", s.Pool(), "state", s.State(),
-		"partitions", s.partitions, "connections", s.connections())
+		"partitions", s.partitions, "connections", s.conn.Connections())
 	return nil
 }
 
@@ -477,7 +483,7 @@ func (p *Proxy) replayLocked(ctx context.Context, s *shard, deployments []ledger
 		for _, r := range d.Resources {
 			req.Resources = append(req.Resources, &pb.Resource{Name: r.Name, Content: r.Content})
 		}
-		resp, err := s.client().DeployResource(ctx, req)
+		resp, err := s.conn.Client().DeployResource(ctx, req)
 		if err != nil {
 			return fmt.Errorf("shard %s: replay deployment %d of the ledger: %w", s.ID, d.Seq, err)
 		}
@@ -580,7 +586,7 @@ func call[T any](ctx context.Context, p *Proxy, s *shard, rpc string, fn func(co
 		var zero T
 		return zero, err
 	}
-	v, err := fn(outgoing(ctx), s.client())
+	v, err := fn(outgoing(ctx), s.conn.Client())
 	p.leave(s, rpc, err, ctx.Err() != nil)
 	return v, err
 }
@@ -719,6 +725,6 @@ func (p *Proxy) close(ctx context.Context) error {
 
 func (p *Proxy) closeShards() {
 	for _, s := range p.snapshot() {
-		s.closeConns()
+		s.conn.Close()
 	}
 }

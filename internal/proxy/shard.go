@@ -2,27 +2,21 @@ package proxy
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
-	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
 	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/shardctl/shardctl/internal/keyslot"
 	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
+	"github.com/shardctl/shardctl/internal/proxy/upstream"
 )
 
 // ShardConfig names one shard.
@@ -43,53 +37,10 @@ type ShardConfig struct {
 	TLS string `json:"tls,omitempty"`
 }
 
-// The values of ShardConfig.TLS.
-const (
-	tlsPlain    = "false"
-	tlsVerified = "true"
-	tlsInsecure = "insecure"
-)
-
-func parseShardTLS(v string) (string, error) {
-	switch v {
-	case "", tlsPlain:
-		return tlsPlain, nil
-	case tlsVerified, tlsInsecure:
-		return v, nil
-	}
-	return "", fmt.Errorf("tls %q: want true, insecure or false", v)
-}
-
-// shardTLS is the TLS configuration of a shard's mode (nil: plain text).
-func shardTLS(mode string, roots *x509.CertPool) *tls.Config {
-	switch mode {
-	case tlsVerified:
-		return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots}
-	case tlsInsecure:
-		return &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: true}
-	}
-	return nil
-}
-
-// transport is how a shard is dialed.
-func transport(mode string, roots *x509.CertPool) credentials.TransportCredentials {
-	if c := shardTLS(mode, roots); c != nil {
-		return credentials.NewTLS(c)
-	}
-	return insecure.NewCredentials()
-}
-
 // shard is one Zeebe cluster behind the proxy.
 type shard struct {
 	ShardConfig
-	conns    []*grpc.ClientConn
-	clients  []pb.GatewayClient
-	nextConn atomic.Uint32
-	// frames are the frame front's connections (FrontFrames).
-	frames *upstreams
-	// advertised is the SETTINGS_MAX_CONCURRENT_STREAMS the shard sent
-	// when the proxy planned its connections (0: none, or not read).
-	advertised uint32
+	conn *upstream.Conn
 
 	state    atomic.Value // proxyapi.State
 	pool     atomic.Value // string; the registry may move a shard
@@ -117,81 +68,17 @@ type shard struct {
 	upstream      sync.Map // rpc+code -> prometheus.Counter
 }
 
-// dialShard readies n connections to a shard (calls go round-robin
-// between them): the frame front's own (frames), else grpc-go's.
-func dialShard(cfg ShardConfig, roots *x509.CertPool, n int, frames bool) (*shard, error) {
-	mode, err := parseShardTLS(cfg.TLS)
-	if err != nil {
-		return nil, fmt.Errorf("shard %s: %w", cfg.ID, err)
-	}
-	s := &shard{ShardConfig: cfg}
-	if frames {
-		s.frames = newUpstreams(cfg.Addr, shardTLS(mode, roots), n)
-		s.clients = []pb.GatewayClient{pb.NewGatewayClient(&shardConn{u: s.frames, id: cfg.ID, authority: cfg.Addr})}
-	} else if err := s.dialGRPC(mode, roots, n); err != nil {
-		return nil, err
-	}
+// newShard is a shard on its connections, in the state its configuration
+// names (UP when none).
+func newShard(cfg ShardConfig, conn *upstream.Conn) *shard {
+	s := &shard{ShardConfig: cfg, conn: conn}
 	st := cfg.State
 	if st == "" {
 		st = proxyapi.Up
 	}
 	s.state.Store(st)
 	s.pool.Store(cfg.Pool)
-	return s, nil
-}
-
-// dialGRPC readies n grpc-go connections to the shard.
-func (s *shard) dialGRPC(mode string, roots *x509.CertPool, n int) error {
-	cfg := s.ShardConfig
-	for range max(n, 1) {
-		conn, err := grpc.NewClient(cfg.Addr,
-			grpc.WithTransportCredentials(transport(mode, roots)),
-			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(math.MaxInt32)),
-			// The proxy decides itself what may be retried (never an
-			// ambiguous call); grpc-go's own retries would also buffer
-			// every request.
-			grpc.WithDisableRetry(),
-			// A shard that comes back is reconnected within seconds
-			// (grpc-go's jittered backoff grows to two minutes by
-			// default), and a dead connection is found by pings even when
-			// no call is in flight.
-			grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: 200 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 5 * time.Second},
-				MinConnectTimeout: 5 * time.Second}),
-			grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
-		)
-		if err != nil {
-			s.closeConns()
-			return fmt.Errorf("shard %s (%s): %w", cfg.ID, cfg.Addr, err)
-		}
-		s.conns = append(s.conns, conn)
-		s.clients = append(s.clients, pb.NewGatewayClient(conn))
-	}
-	return nil
-}
-
-// client is the next connection's Gateway client, round-robin.
-func (s *shard) client() pb.GatewayClient {
-	if len(s.clients) == 1 {
-		return s.clients[0]
-	}
-	return s.clients[s.nextConn.Add(1)%uint32(len(s.clients))]
-}
-
-// connections is how many connections the shard's calls share.
-func (s *shard) connections() int {
-	if s.frames != nil {
-		return s.frames.size
-	}
-	return len(s.conns)
-}
-
-func (s *shard) closeConns() {
-	for _, c := range s.conns {
-		c.Close()
-	}
-	if s.frames != nil {
-		s.frames.close()
-	}
+	return s
 }
 
 func (s *shard) State() proxyapi.State { return s.state.Load().(proxyapi.State) }
@@ -205,7 +92,7 @@ func (s *shard) swapPool(p string) string                   { return s.pool.Swap
 // checkTopology reads the shard's partition count and refuses a shard
 // whose keys would reach into the slot bits.
 func (s *shard) checkTopology(ctx context.Context) error {
-	topo, err := s.client().Topology(ctx, &pb.TopologyRequest{})
+	topo, err := s.conn.Client().Topology(ctx, &pb.TopologyRequest{})
 	if err != nil {
 		return fmt.Errorf("shard %s (%s): read its topology: %w", s.ID, s.Addr, err)
 	}

@@ -1,11 +1,12 @@
 package proxy
 
 import (
-	"github.com/shardctl/shardctl/internal/keyslot"
 	"maps"
 	"math/rand/v2"
 	"slices"
 	"time"
+
+	"github.com/shardctl/shardctl/internal/keyslot"
 )
 
 // shardSet is the proxy's shards and pool weights as one change left

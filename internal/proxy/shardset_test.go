@@ -7,20 +7,19 @@ import (
 	"testing"
 	"time"
 
-	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/keyslot"
 	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
+	"github.com/shardctl/shardctl/internal/proxy/upstream"
 	"github.com/shardctl/shardctl/internal/sim"
 )
 
 // fakeShard is a shard with no connection, for placement alone.
 func fakeShard(id string, slot int, pool string) *shard {
-	// One connection that is never dialed: calls on a fake do not use it.
-	s := &shard{ShardConfig: ShardConfig{ID: id, Slot: slot, Pool: pool}, clients: []pb.GatewayClient{nil}, inflightGauge: prometheus.NewGauge(prometheus.GaugeOpts{Name: "test"})}
+	// A connection that is never dialed: calls on a fake do not use it.
+	s := &shard{ShardConfig: ShardConfig{ID: id, Slot: slot, Pool: pool}, conn: &upstream.Conn{}, inflightGauge: prometheus.NewGauge(prometheus.GaugeOpts{Name: "test"})}
 	s.state.Store(proxyapi.Up)
 	s.pool.Store(pool)
 	return s

@@ -114,7 +114,7 @@ func unreadJobStream(t *testing.T, ctx context.Context, cfg Config, n int) (*Pro
 // without a long poll, and says how many came.
 func pollNow(t *testing.T, ctx context.Context, gw pb.GatewayClient, typ string, n int) int {
 	t.Helper()
-	got, err := countJobs(gw.ActivateJobs(ctx, &pb.ActivateJobsRequest{Type: typ, Worker: "poller", MaxJobsToActivate: int32(n), Timeout: time.Hour.Milliseconds(), RequestTimeout: -1}))
+	got, err := simtest.CountJobs(gw.ActivateJobs(ctx, &pb.ActivateJobsRequest{Type: typ, Worker: "poller", MaxJobsToActivate: int32(n), Timeout: time.Hour.Milliseconds(), RequestTimeout: -1}))
 	if err != nil {
 		t.Fatal(err)
 	}

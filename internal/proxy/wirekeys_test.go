@@ -5,9 +5,10 @@ import (
 	"testing"
 
 	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
-	"github.com/shardctl/shardctl/internal/keyslot"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/shardctl/shardctl/internal/keyslot"
 )
 
 // The frame front rewrites keys on the wire; the grpc front on decoded

@@ -1,4 +1,4 @@
-package proxy
+package upstream
 
 import (
 	"context"
@@ -17,15 +17,16 @@ import (
 	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/load"
 	"github.com/shardctl/shardctl/internal/sim"
+	"github.com/shardctl/shardctl/internal/sim/simtest"
 )
 
 // The proxy's own calls on the frame front's connections: answers,
 // statuses and ends as the Zeebe gateway API gives them through grpc-go.
 func TestShardConn(t *testing.T) {
-	shard := startShards(t, 1, sim.Config{Partitions: 2})[0]
-	u := newUpstreams(shard.Addr().String(), nil, 1)
-	t.Cleanup(u.close)
-	gw := pb.NewGatewayClient(&shardConn{u: u, id: "s1", authority: shard.Addr().String()})
+	shard := simtest.Start(t, sim.Config{Partitions: 2})
+	u := NewPool(shard.Addr().String(), nil, 1)
+	t.Cleanup(u.Close)
+	gw := pb.NewGatewayClient(&grpcConn{u: u, id: "s1", authority: shard.Addr().String()})
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -33,9 +34,9 @@ func TestShardConn(t *testing.T) {
 	}
 	gone := ln.Addr().String()
 	ln.Close()
-	down := newUpstreams(gone, nil, 1)
-	t.Cleanup(down.close)
-	dead := pb.NewGatewayClient(&shardConn{u: down, id: "s2", authority: gone})
+	down := NewPool(gone, nil, 1)
+	t.Cleanup(down.Close)
+	dead := pb.NewGatewayClient(&grpcConn{u: down, id: "s2", authority: gone})
 
 	ctx := budget.Context(t, time.Minute)
 	if _, err := gw.DeployResource(ctx, &pb.DeployResourceRequest{Resources: []*pb.Resource{{Name: "sc.bpmn", Content: load.Process("sc", "sc-task")}}}); err != nil {
@@ -57,13 +58,13 @@ func TestShardConn(t *testing.T) {
 			return int(topo.GetPartitionsCount()), err
 		}, codes.OK, "", 2},
 		{"a stream with a job", func(ctx context.Context) (int, error) {
-			return countJobs(gw.ActivateJobs(ctx, &pb.ActivateJobsRequest{Type: "sc-task", Worker: "w", MaxJobsToActivate: 5, Timeout: 60000, RequestTimeout: -1}))
+			return simtest.CountJobs(gw.ActivateJobs(ctx, &pb.ActivateJobsRequest{Type: "sc-task", Worker: "w", MaxJobsToActivate: 5, Timeout: 60000, RequestTimeout: -1}))
 		}, codes.OK, "", 1},
 		{"a stream with none", func(ctx context.Context) (int, error) {
-			return countJobs(gw.ActivateJobs(ctx, &pb.ActivateJobsRequest{Type: "none", Worker: "w", MaxJobsToActivate: 5, Timeout: 60000, RequestTimeout: -1}))
+			return simtest.CountJobs(gw.ActivateJobs(ctx, &pb.ActivateJobsRequest{Type: "none", Worker: "w", MaxJobsToActivate: 5, Timeout: 60000, RequestTimeout: -1}))
 		}, codes.OK, "", 0},
 		{"the shard's refusal", func(ctx context.Context) (int, error) {
-			return countJobs(gw.ActivateJobs(ctx, &pb.ActivateJobsRequest{Type: "", Worker: "w", MaxJobsToActivate: 5}))
+			return simtest.CountJobs(gw.ActivateJobs(ctx, &pb.ActivateJobsRequest{Type: "", Worker: "w", MaxJobsToActivate: 5}))
 		}, codes.InvalidArgument, "non-empty job type", 0},
 		{"a unary call the shard refuses", func(ctx context.Context) (int, error) {
 			_, err := gw.CompleteJob(ctx, &pb.CompleteJobRequest{JobKey: 1<<51 | 12345}) // partition 1, no such job
@@ -72,7 +73,7 @@ func TestShardConn(t *testing.T) {
 		{"a deadline before the long poll ends", func(ctx context.Context) (int, error) {
 			ctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 			defer cancel()
-			return countJobs(gw.ActivateJobs(ctx, &pb.ActivateJobsRequest{Type: "none", Worker: "w", MaxJobsToActivate: 5, Timeout: 60000, RequestTimeout: 30000}))
+			return simtest.CountJobs(gw.ActivateJobs(ctx, &pb.ActivateJobsRequest{Type: "none", Worker: "w", MaxJobsToActivate: 5, Timeout: 60000, RequestTimeout: 30000}))
 		}, codes.DeadlineExceeded, "", 0},
 		{"a shard that is not there", func(ctx context.Context) (int, error) {
 			_, err := dead.Topology(ctx, &pb.TopologyRequest{})
@@ -125,8 +126,8 @@ func TestDialBackoff(t *testing.T) {
 			nc.Close() // the TLS handshake fails: a failed dial
 		}
 	}()
-	u := newUpstreams(ln.Addr().String(), &tls.Config{InsecureSkipVerify: true}, 1)
-	defer u.close()
+	u := NewPool(ln.Addr().String(), &tls.Config{InsecureSkipVerify: true}, 1)
+	defer u.Close()
 	for i := range 5 {
 		_, err := u.conn()
 		var de *errDial

@@ -1,4 +1,4 @@
-package proxy
+package upstream
 
 import (
 	"context"
@@ -17,10 +17,10 @@ import (
 	"github.com/shardctl/shardctl/internal/h2"
 )
 
-// upstreams are the frame front's HTTP/2 connections to one shard,
+// Pool are the frame front's HTTP/2 connections to one shard,
 // opened when first needed and again after one ends; a call goes on the
 // one with the fewest streams open.
-type upstreams struct {
+type Pool struct {
 	addr   string
 	tls    *tls.Config // nil: plain text
 	size   int
@@ -63,8 +63,8 @@ var upstreamConfig = h2.Config{KeepAlive: 30 * time.Second, KeepAliveTimeout: 10
 // answer is found by the calls that wait for it.
 const upstreamDialTimeout = 5 * time.Second
 
-func newUpstreams(addr string, tc *tls.Config, size int) *upstreams {
-	u := &upstreams{addr: addr, tls: tc, size: max(size, 1), scheme: "http"}
+func NewPool(addr string, tc *tls.Config, size int) *Pool {
+	u := &Pool{addr: addr, tls: tc, size: max(size, 1), scheme: "http"}
 	u.h = upstreamHandler{u}
 	if tc != nil {
 		u.tls = tc.Clone()
@@ -86,7 +86,7 @@ func (e *errDial) Unwrap() error { return e.err }
 // open starts a forwarded call: the request head, then body with
 // END_STREAM. It does not wait for a free stream: a placement tries
 // another shard instead.
-func (u *upstreams) open(fields []hpack.HeaderField, body []byte, value any) (*h2.Stream, error) {
+func (u *Pool) Open(fields []hpack.HeaderField, body []byte, value any) (*h2.Stream, error) {
 	for attempt := 0; ; attempt++ {
 		c, err := u.conn()
 		if err != nil {
@@ -104,16 +104,16 @@ func (u *upstreams) open(fields []hpack.HeaderField, body []byte, value any) (*h
 // kept until read). Such calls may be long polls and job streams, so
 // they leave a quarter of a connection's streams to forwarded calls,
 // and wait, up to ctx, for a stream to end when there is no room.
-func (u *upstreams) openOwn(ctx context.Context, fields []hpack.HeaderField, body []byte, value any) (*h2.Stream, error) {
+func (u *Pool) OpenOwn(ctx context.Context, fields []hpack.HeaderField, body []byte, value any) (*h2.Stream, error) {
 	for {
 		freed := u.whenFreed()
-		c, err := u.ownConn()
+		c, err := u.OwnConn()
 		if err == nil {
 			s, err := c.Request(fields, body, value, true)
 			if !errors.Is(err, h2.ErrClosed) && !errors.Is(err, h2.ErrFull) {
 				return s, err
 			}
-		} else if !errors.Is(err, errNoRoom) {
+		} else if !errors.Is(err, ErrNoRoom) {
 			return nil, err
 		}
 		select {
@@ -125,26 +125,26 @@ func (u *upstreams) openOwn(ctx context.Context, fields []hpack.HeaderField, bod
 	}
 }
 
-// errNoRoom: the shard's connections have no stream left for the
+// ErrNoRoom: the shard's connections have no stream left for the
 // proxy's own calls just now.
-var errNoRoom = errors.New("no stream left for the proxy's own calls")
+var ErrNoRoom = errors.New("no stream left for the proxy's own calls")
 
 // ownConn is a connection with room for one of the proxy's own calls:
-// a quarter of its streams stays free for forwarded calls. errNoRoom
+// a quarter of its streams stays free for forwarded calls. ErrNoRoom
 // comes with the connection that has none.
-func (u *upstreams) ownConn() (*h2.Conn, error) {
+func (u *Pool) OwnConn() (*h2.Conn, error) {
 	c, err := u.conn()
 	if err != nil {
 		return nil, err
 	}
 	if c.Room() <= int(min(c.MaxStreams(), 1<<16)/4) {
-		return c, errNoRoom
+		return c, ErrNoRoom
 	}
 	return c, nil
 }
 
 // whenFreed is closed when one of the connections' streams ends next.
-func (u *upstreams) whenFreed() <-chan struct{} {
+func (u *Pool) whenFreed() <-chan struct{} {
 	for {
 		if ch := u.freed.Load(); ch != nil {
 			return *ch
@@ -158,7 +158,7 @@ func (u *upstreams) whenFreed() <-chan struct{} {
 
 // streamEnded wakes the calls waiting for a stream. It runs at the end
 // of every call, so it takes no lock while nobody waits.
-func (u *upstreams) streamEnded() {
+func (u *Pool) streamEnded() {
 	if u.freed.Load() == nil {
 		return
 	}
@@ -169,7 +169,7 @@ func (u *upstreams) streamEnded() {
 
 // conn is the open connection with the fewest streams, or a new one
 // while there are fewer than size.
-func (u *upstreams) conn() (*h2.Conn, error) {
+func (u *Pool) conn() (*h2.Conn, error) {
 	u.mu.Lock()
 	if u.closed {
 		u.mu.Unlock()
@@ -236,7 +236,7 @@ func (u *upstreams) conn() (*h2.Conn, error) {
 	return c, nil
 }
 
-func (u *upstreams) dial() (*h2.Conn, error) {
+func (u *Pool) dial() (*h2.Conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), upstreamDialTimeout)
 	defer cancel()
 	var d net.Dialer
@@ -263,7 +263,7 @@ func (u *upstreams) dial() (*h2.Conn, error) {
 }
 
 // close ends every connection and waits for them.
-func (u *upstreams) close() {
+func (u *Pool) Close() {
 	u.mu.Lock()
 	u.closed = true
 	conns := u.conns

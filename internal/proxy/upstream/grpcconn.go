@@ -1,45 +1,44 @@
-package proxy
+package upstream
 
 import (
 	"context"
 	"encoding/base64"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
-	"google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/shardctl/shardctl/internal/h2"
+	"github.com/shardctl/shardctl/internal/proxy/grpcwire"
 )
 
-// shardConn is the frame front's gRPC client of one shard: the proxy's
+// grpcConn is the frame front's gRPC client of one shard: the proxy's
 // own calls to it (job polls and streams, fan-outs, health checks, jobs
 // handed back) go as streams on the connections forwarded calls use,
 // not through grpc-go's client transport, whose per-call machinery
 // costs more than the proxy's whole job path. Every gateway RPC takes
 // exactly one request message, so a call is sent whole with it.
-type shardConn struct {
-	u         *upstreams
+type grpcConn struct {
+	u         *Pool
 	id        string // the shard's, for errors
 	authority string
 }
 
-var _ grpc.ClientConnInterface = (*shardConn)(nil)
+var _ grpc.ClientConnInterface = (*grpcConn)(nil)
 
 // Invoke runs a unary call.
-func (sc *shardConn) Invoke(ctx context.Context, method string, args, reply any, _ ...grpc.CallOption) error {
+func (sc *grpcConn) Invoke(ctx context.Context, method string, args, reply any, _ ...grpc.CallOption) error {
 	st := sc.stream(ctx, method)
 	if err := st.SendMsg(args); err != nil {
 		return err
@@ -62,25 +61,25 @@ func (sc *shardConn) Invoke(ctx context.Context, method string, args, reply any,
 }
 
 // NewStream starts a streaming call; the request goes with SendMsg.
-func (sc *shardConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, _ ...grpc.CallOption) (grpc.ClientStream, error) {
+func (sc *grpcConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, _ ...grpc.CallOption) (grpc.ClientStream, error) {
 	if desc.ClientStreams {
 		return nil, grpcstatus.Errorf(codes.Unimplemented, "%s: the proxy sends one request per call", method)
 	}
 	return sc.stream(ctx, method), nil
 }
 
-func (sc *shardConn) stream(ctx context.Context, method string) *rpcStream {
+func (sc *grpcConn) stream(ctx context.Context, method string) *rpcStream {
 	return &rpcStream{sc: sc, ctx: ctx, method: method, notify: make(chan struct{}, 1)}
 }
 
-// upstreamHeadLen is how many fields upstreamHead writes at most: a
+// HeadLen is how many fields RequestHead writes at most: a
 // caller's buffer of this many takes a forwarded call's head without an
 // allocation.
-const upstreamHeadLen = 8
+const HeadLen = 8
 
-// upstreamHead appends the request head of a call to a shard to dst,
+// RequestHead appends the request head of a call to a shard to dst,
 // with the client's authorization when it sent one (auth; "" for none).
-func upstreamHead(dst []hpack.HeaderField, u *upstreams, authority, path string, deadline time.Time, auth string) []hpack.HeaderField {
+func RequestHead(dst []hpack.HeaderField, u *Pool, authority, path string, deadline time.Time, auth string) []hpack.HeaderField {
 	fields := append(dst,
 		hpack.HeaderField{Name: ":method", Value: "POST"},
 		hpack.HeaderField{Name: ":scheme", Value: u.scheme},
@@ -91,7 +90,7 @@ func upstreamHead(dst []hpack.HeaderField, u *upstreams, authority, path string,
 	if !deadline.IsZero() {
 		// Never indexed: a value per call would churn the shard's header
 		// table and push out the fields every call repeats.
-		fields = append(fields, hpack.HeaderField{Name: "grpc-timeout", Value: formatTimeout(time.Until(deadline)), Sensitive: true})
+		fields = append(fields, hpack.HeaderField{Name: "grpc-timeout", Value: grpcwire.FormatTimeout(time.Until(deadline)), Sensitive: true})
 	}
 	if auth != "" {
 		fields = append(fields, hpack.HeaderField{Name: "authorization", Value: auth, Sensitive: true})
@@ -99,77 +98,35 @@ func upstreamHead(dst []hpack.HeaderField, u *upstreams, authority, path string,
 	return fields
 }
 
-// upstreamCall is what hears a stream on the upstream connections: a
+// Call is what hears a stream on the upstream connections: a
 // forwarded call's attempt or one of the proxy's own calls.
-type upstreamCall interface {
-	head(s *h2.Stream, fields []hpack.HeaderField, end bool)
-	data(s *h2.Stream, data []byte, end bool)
-	closed(err error)
+type Call interface {
+	Head(s *h2.Stream, fields []hpack.HeaderField, end bool)
+	Data(s *h2.Stream, data []byte, end bool)
+	Closed(err error)
 }
 
 // upstreamHandler hears the shards' answers on the frame front's
 // connections.
-type upstreamHandler struct{ u *upstreams }
+type upstreamHandler struct{ u *Pool }
 
 func (h upstreamHandler) Headers(s *h2.Stream, fields []hpack.HeaderField, end, _ bool) {
-	s.Value.(upstreamCall).head(s, fields, end)
+	s.Value.(Call).Head(s, fields, end)
 	if end {
 		h.u.streamEnded()
 	}
 }
 
 func (h upstreamHandler) Data(s *h2.Stream, data []byte, end bool) {
-	s.Value.(upstreamCall).data(s, data, end)
+	s.Value.(Call).Data(s, data, end)
 	if end {
 		h.u.streamEnded()
 	}
 }
 
 func (h upstreamHandler) Closed(s *h2.Stream, err error) {
-	s.Value.(upstreamCall).closed(err)
+	s.Value.(Call).Closed(err)
 	h.u.streamEnded()
-}
-
-// callStatus is the status a response head or its trailers carry; for
-// one without grpc-status, what the HTTP status means to gRPC clients.
-func callStatus(fields []hpack.HeaderField, httpStatus string) *grpcstatus.Status {
-	code, msg, haveCode := codes.Unknown, "", false
-	var details string
-	for _, f := range fields {
-		switch f.Name {
-		case "grpc-status":
-			if n, err := strconv.Atoi(f.Value); err == nil {
-				code, haveCode = codes.Code(n), true
-			}
-		case "grpc-message":
-			msg = decodeGrpcMessage(f.Value)
-		case "grpc-status-details-bin":
-			details = f.Value
-		}
-	}
-	if !haveCode {
-		return grpcstatus.New(httpStatusCode(httpStatus), "the shard answered HTTP status "+httpStatus+" without a gRPC status")
-	}
-	if code == codes.OK && msg == "" && details == "" {
-		return statusOK
-	}
-	if details != "" {
-		var sp status.Status
-		if b, err := decodeBinHeader(details); err == nil && proto.Unmarshal(b, &sp) == nil && sp.GetCode() == int32(code) {
-			return grpcstatus.FromProto(&sp)
-		}
-	}
-	return grpcstatus.New(code, msg)
-}
-
-// statusOK is every plain OK's: a Status is never changed once made.
-var statusOK = grpcstatus.New(codes.OK, "")
-
-func decodeBinHeader(v string) ([]byte, error) {
-	if len(v)%4 == 0 {
-		return base64.StdEncoding.DecodeString(v)
-	}
-	return base64.RawStdEncoding.DecodeString(v)
 }
 
 // rpcStream is one of the proxy's own calls to a shard. The response's
@@ -177,7 +134,7 @@ func decodeBinHeader(v string) ([]byte, error) {
 // is given back only then: a slow reader holds one window of the shard's
 // data, not all of it.
 type rpcStream struct {
-	sc     *shardConn
+	sc     *grpcConn
 	ctx    context.Context
 	method string
 	s      *h2.Stream
@@ -189,7 +146,7 @@ type rpcStream struct {
 	httpStatus string
 	header     metadata.MD
 	trailer    metadata.MD
-	buf        pacedMessages
+	buf        PacedMessages
 	err        error // the call's end: io.EOF when it succeeded
 }
 
@@ -203,15 +160,15 @@ func (r *rpcStream) SendMsg(m any) error {
 	if err := r.ctx.Err(); err != nil {
 		return grpcstatus.FromContextError(err).Err()
 	}
-	body, err := marshalFramed(m)
+	body, err := grpcwire.MarshalFramed(m)
 	if err != nil {
 		return err
 	}
 	deadline, _ := r.ctx.Deadline()
 	md, _ := metadata.FromOutgoingContext(r.ctx)
-	fields := upstreamHead(make([]hpack.HeaderField, 0, upstreamHeadLen+len(md)), r.sc.u, r.sc.authority, r.method, deadline, "") // authorization, if any, is in md
+	fields := RequestHead(make([]hpack.HeaderField, 0, HeadLen+len(md)), r.sc.u, r.sc.authority, r.method, deadline, "") // authorization, if any, is in md
 	for k, vs := range md {
-		if strings.HasPrefix(k, ":") || reservedHeader(k) {
+		if strings.HasPrefix(k, ":") || grpcwire.ReservedHeader(k) {
 			continue
 		}
 		for _, v := range vs {
@@ -221,12 +178,12 @@ func (r *rpcStream) SendMsg(m any) error {
 			fields = append(fields, hpack.HeaderField{Name: k, Value: v, Sensitive: k == "authorization"})
 		}
 	}
-	s, err := r.sc.u.openOwn(r.ctx, fields, body, r)
+	s, err := r.sc.u.OpenOwn(r.ctx, fields, body, r)
 	if err != nil {
 		if cerr := r.ctx.Err(); cerr != nil {
 			return grpcstatus.FromContextError(cerr).Err()
 		}
-		return upstreamOpenError(r.sc.id, err)
+		return OpenError(r.sc.id, err)
 	}
 	stop := context.AfterFunc(r.ctx, func() { s.Reset(http2.ErrCodeCancel) })
 	r.mu.Lock()
@@ -298,31 +255,31 @@ func (r *rpcStream) RecvMsg(m any) error {
 // nextLocked takes the first whole message out of buf and gives its
 // window back to the shard.
 func (r *rpcStream) nextLocked() ([]byte, bool) {
-	msg, give, ok := r.buf.next()
+	msg, give, ok := r.buf.Next()
 	if !ok {
 		return nil, false
 	}
-	give += r.buf.partial()
+	give += r.buf.Partial()
 	if give > 0 && r.s != nil {
 		r.s.Consumed(give)
 	}
 	return msg[5:], true
 }
 
-// pacedMessages are a paced stream's length-prefixed messages as their
+// PacedMessages are a paced stream's length-prefixed messages as their
 // bytes arrive, with what the stream's window owes for them: the bytes
 // of a message not yet whole are given back at once (a message may be
 // larger than the window), those of a whole one once the reader is done
 // with it.
-type pacedMessages struct {
+type PacedMessages struct {
 	buf   []byte
 	acked int // how much of buf's front was given back already
 }
 
 // add appends data, or reports that the message would be larger than
 // the proxy takes; give is the window to give back now.
-func (m *pacedMessages) add(data []byte) (give int, tooLarge bool) {
-	if len(m.buf)+len(data) > maxRespMsgSize+5 {
+func (m *PacedMessages) Add(data []byte) (give int, tooLarge bool) {
+	if len(m.buf)+len(data) > grpcwire.MaxRespMsgSize+5 {
 		return 0, true
 	}
 	if len(m.buf) == 0 {
@@ -330,13 +287,13 @@ func (m *pacedMessages) add(data []byte) (give int, tooLarge bool) {
 	} else {
 		m.buf = append(m.buf, data...)
 	}
-	return m.partial(), false
+	return m.Partial(), false
 }
 
 // next takes the first whole message out, prefix included, and what
 // the window still owes for it.
-func (m *pacedMessages) next() (msg []byte, owe int, ok bool) {
-	n, ok := wholeMessage(m.buf)
+func (m *PacedMessages) Next() (msg []byte, owe int, ok bool) {
+	n, ok := grpcwire.WholeMessage(m.buf)
 	if !ok {
 		return nil, 0, false
 	}
@@ -348,23 +305,13 @@ func (m *pacedMessages) next() (msg []byte, owe int, ok bool) {
 }
 
 // partial gives back the bytes of a message not yet whole at the front.
-func (m *pacedMessages) partial() int {
-	if _, whole := wholeMessage(m.buf); whole || len(m.buf) <= m.acked {
+func (m *PacedMessages) Partial() int {
+	if _, whole := grpcwire.WholeMessage(m.buf); whole || len(m.buf) <= m.acked {
 		return 0
 	}
 	give := len(m.buf) - m.acked
 	m.acked = len(m.buf)
 	return give
-}
-
-// wholeMessage reports the length of the length-prefixed message at the
-// front of b, prefix included, if all of it is there.
-func wholeMessage(b []byte) (int, bool) {
-	if len(b) < 5 {
-		return 0, false
-	}
-	n := 5 + int(binary.BigEndian.Uint32(b[1:5]))
-	return n, len(b) >= n
 }
 
 func (r *rpcStream) wake() {
@@ -398,7 +345,7 @@ func (r *rpcStream) end(err error) {
 	r.wake()
 }
 
-func (r *rpcStream) head(_ *h2.Stream, fields []hpack.HeaderField, end bool) {
+func (r *rpcStream) Head(_ *h2.Stream, fields []hpack.HeaderField, end bool) {
 	md := metadata.MD{}
 	httpStatus := ""
 	for _, f := range fields {
@@ -424,7 +371,7 @@ func (r *rpcStream) head(_ *h2.Stream, fields []hpack.HeaderField, end bool) {
 	if !end {
 		return // a second head without END_STREAM: the peer's mistake, the end will tell
 	}
-	st := callStatus(fields, httpStatus)
+	st := grpcwire.Status(fields, httpStatus)
 	if st.Code() == codes.OK {
 		r.end(io.EOF)
 		return
@@ -432,17 +379,17 @@ func (r *rpcStream) head(_ *h2.Stream, fields []hpack.HeaderField, end bool) {
 	r.end(st.Err())
 }
 
-func (r *rpcStream) data(s *h2.Stream, data []byte, end bool) {
+func (r *rpcStream) Data(s *h2.Stream, data []byte, end bool) {
 	r.mu.Lock()
 	if r.err != nil {
 		r.mu.Unlock()
 		return
 	}
-	give, tooLarge := r.buf.add(data)
+	give, tooLarge := r.buf.Add(data)
 	if tooLarge {
 		r.mu.Unlock()
 		s.Reset(http2.ErrCodeCancel)
-		r.end(grpcstatus.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d)", maxRespMsgSize))
+		r.end(grpcstatus.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d)", grpcwire.MaxRespMsgSize))
 		return
 	}
 	r.mu.Unlock()
@@ -456,7 +403,7 @@ func (r *rpcStream) data(s *h2.Stream, data []byte, end bool) {
 	r.wake()
 }
 
-func (r *rpcStream) closed(err error) {
+func (r *rpcStream) Closed(err error) {
 	if cerr := r.ctx.Err(); cerr != nil {
 		r.end(grpcstatus.FromContextError(cerr).Err())
 		return
@@ -467,8 +414,17 @@ func (r *rpcStream) closed(err error) {
 		r.end(grpcstatus.Error(codes.Unavailable, "connection error: the shard refused the stream"))
 	case errors.As(err, &se):
 		deadline, _ := r.ctx.Deadline()
-		r.end(grpcstatus.Error(resetCode(se.Code, deadline), fmt.Sprintf("stream reset: %v", se.Code)))
+		r.end(grpcstatus.Error(grpcwire.ResetCode(se.Code, deadline), fmt.Sprintf("stream reset: %v", se.Code)))
 	default:
 		r.end(grpcstatus.Errorf(codes.Unavailable, "the connection to the shard ended: %v", err))
 	}
+}
+
+// OpenError is a call that could not be sent, worded so that
+// neverSent knows it.
+func OpenError(shardID string, err error) error {
+	if errors.Is(err, h2.ErrFull) {
+		return status.Errorf(codes.Unavailable, "connection error: every connection to shard %s carries as many calls as the shard allows", shardID)
+	}
+	return status.Errorf(codes.Unavailable, "connection error: %v", err)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/shardctl/shardctl/internal/h2"
 	"github.com/shardctl/shardctl/internal/keyslot"
 	"github.com/shardctl/shardctl/internal/proxy/grpcwire"
+	"github.com/shardctl/shardctl/internal/proxy/pbkeys"
 	"github.com/shardctl/shardctl/internal/proxy/upstream"
 )
 
@@ -114,7 +115,7 @@ func (c *fastCall) route(msg []byte) {
 	p, m := c.p, c.m
 	var key int64
 	if m.key != 0 {
-		k, err := wireInt64(msg, m.key)
+		k, err := pbkeys.WireInt64(msg, m.key)
 		if err != nil {
 			c.finish(status.Errorf(codes.Internal, "grpc: failed to unmarshal the received message: %v", err))
 			return
@@ -161,9 +162,9 @@ func (c *fastCall) byKey(msg []byte, key int64) {
 		c.finish(err)
 		return
 	}
-	body, err := rewriteWire(grpcwire.Framed(len(msg)), msg, c.m.in, p.stripFor(s))
+	body, err := pbkeys.RewriteWire(grpcwire.Framed(len(msg)), msg, c.m.in, p.stripFor(s))
 	if err != nil {
-		if errors.Is(err, errMalformed) {
+		if errors.Is(err, pbkeys.ErrMalformed) {
 			err = status.Errorf(codes.Internal, "grpc: failed to unmarshal the received message: %v", err)
 		}
 		c.finish(err)
@@ -389,7 +390,7 @@ func (a *attempt) stamped() ([]byte, error) {
 // stampWire is message msg of type md, prefixed for the wire, with the
 // shard's slot in its keys.
 func stampWire(md protoreflect.MessageDescriptor, msg []byte, slot int) ([]byte, error) {
-	out, err := rewriteWire(grpcwire.Framed(len(msg)), msg, md, func(_ protoreflect.FieldDescriptor, k int64) (int64, error) { return keyslot.With(k, slot), nil })
+	out, err := pbkeys.RewriteWire(grpcwire.Framed(len(msg)), msg, md, func(_ protoreflect.FieldDescriptor, k int64) (int64, error) { return keyslot.With(k, slot), nil })
 	if err != nil {
 		return nil, err
 	}

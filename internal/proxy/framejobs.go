@@ -19,6 +19,7 @@ import (
 
 	"github.com/shardctl/shardctl/internal/h2"
 	"github.com/shardctl/shardctl/internal/proxy/grpcwire"
+	"github.com/shardctl/shardctl/internal/proxy/pbkeys"
 	"github.com/shardctl/shardctl/internal/proxy/upstream"
 )
 
@@ -549,12 +550,12 @@ func readActivation(m []byte) (*pb.ActivateJobsRequest, error) {
 	for len(m) > 0 {
 		num, typ, n := protowire.ConsumeTag(m)
 		if n < 0 {
-			return nil, errMalformed
+			return nil, pbkeys.ErrMalformed
 		}
 		m = m[n:]
 		vn := protowire.ConsumeFieldValue(num, typ, m)
 		if vn < 0 {
-			return nil, errMalformed
+			return nil, pbkeys.ErrMalformed
 		}
 		switch {
 		case num == activateType && typ == protowire.BytesType:

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/shardctl/shardctl/internal/keyslot"
+	"github.com/shardctl/shardctl/internal/proxy/pbkeys"
 )
 
 // Zeebe's default long-polling timeout, used when a worker sends 0.
@@ -224,7 +225,7 @@ func (p *Proxy) deliver(s *shard, jobs []*pb.ActivatedJob, remaining *int, strea
 		return true
 	}
 	for _, j := range jobs {
-		stampSlot(j.ProtoReflect(), s.Slot)
+		pbkeys.Stamp(j.ProtoReflect(), s.Slot)
 	}
 	if err := stream.Send(&pb.ActivateJobsResponse{Jobs: jobs}); err != nil {
 		p.handBack(s, unstamp(jobs), "worker gone")
@@ -385,7 +386,7 @@ func (sv *server) streamJobs(req *pb.StreamActivatedJobsRequest, stream pb.Gatew
 	p.owned.Go(func() {
 		for it := range sendq {
 			j := proto.Clone(it.job).(*pb.ActivatedJob)
-			stampSlot(j.ProtoReflect(), it.s.Slot)
+			pbkeys.Stamp(j.ProtoReflect(), it.s.Slot)
 			if err := stream.Send(j); err != nil {
 				p.handBack(it.s, []*pb.ActivatedJob{it.job}, "worker gone")
 				sendErr <- err

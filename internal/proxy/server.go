@@ -16,6 +16,7 @@ import (
 
 	"github.com/shardctl/shardctl/internal/keyslot"
 	"github.com/shardctl/shardctl/internal/ledger"
+	"github.com/shardctl/shardctl/internal/proxy/pbkeys"
 	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
 )
 
@@ -91,7 +92,7 @@ func byKey[Req proto.Message, Resp proto.Message](ctx context.Context, sv *serve
 		sv.observe(rpc, start, err)
 		return zero, err
 	}
-	if err := rewriteKeys(req.ProtoReflect(), sv.p.stripFor(s)); err != nil {
+	if err := pbkeys.Rewrite(req.ProtoReflect(), sv.p.stripFor(s)); err != nil {
 		sv.observe(rpc, start, err)
 		return zero, err
 	}
@@ -101,7 +102,7 @@ func byKey[Req proto.Message, Resp proto.Message](ctx context.Context, sv *serve
 		sv.observe(rpc, start, err)
 		return zero, err
 	}
-	stampSlot(resp.ProtoReflect(), s.Slot)
+	pbkeys.Stamp(resp.ProtoReflect(), s.Slot)
 	sv.observe(rpc, start, nil)
 	return resp, nil
 }
@@ -151,7 +152,7 @@ func (p *Proxy) place(ctx context.Context, rpc string, send func(context.Context
 			if strings.HasPrefix(rpc, "CreateProcessInstance") {
 				s.admission.instances.placed.Add(1)
 			}
-			stampSlot(resp.ProtoReflect(), s.Slot)
+			pbkeys.Stamp(resp.ProtoReflect(), s.Slot)
 			return resp, nil
 		case errors.As(err, new(*limitError)):
 			lastErr = err // the proxy's own limit: another shard may take it
@@ -294,7 +295,7 @@ func deployAll[Resp proto.Message](ctx context.Context, sv *server, rpc string, 
 		return zero, err
 	}
 	p.index.add(rec)
-	stampSlot(first.ProtoReflect(), firstShard.Slot)
+	pbkeys.Stamp(first.ProtoReflect(), firstShard.Slot)
 	sv.observe(rpc, start, nil)
 	return first, nil
 }
@@ -373,7 +374,7 @@ func fanOut[Resp proto.Message](ctx context.Context, sv *server, rpc string, sen
 		sv.observe(rpc, start, err)
 		return zero, err
 	}
-	stampSlot(results[first].resp.ProtoReflect(), targets[first].Slot)
+	pbkeys.Stamp(results[first].resp.ProtoReflect(), targets[first].Slot)
 	sv.observe(rpc, start, nil)
 	return results[first].resp, nil
 }

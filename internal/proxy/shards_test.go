@@ -12,8 +12,6 @@ import (
 	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/keyslot"
@@ -207,91 +205,5 @@ func TestAddShardReplaysAndDrainingShardsKeepServingJobs(t *testing.T) {
 	}
 	if err := p.SetState("nope", proxyapi.Up); err == nil {
 		t.Error("SetState of an unknown shard succeeded")
-	}
-}
-
-// Every int64 field named *Key in the gateway API must be rewritten: walk
-// the descriptors so a client upgrade cannot add one silently.
-func TestEveryKeyFieldIsRewritten(t *testing.T) {
-	want := map[string]bool{
-		"gateway_protocol.ActivatedJob.key": true, "gateway_protocol.ActivatedJob.processInstanceKey": true,
-		"gateway_protocol.ActivatedJob.processDefinitionKey": true, "gateway_protocol.ActivatedJob.elementInstanceKey": true,
-		"gateway_protocol.CreateProcessInstanceRequest.processDefinitionKey":  true,
-		"gateway_protocol.CreateProcessInstanceResponse.processDefinitionKey": true,
-		"gateway_protocol.CreateProcessInstanceResponse.processInstanceKey":   true,
-		"gateway_protocol.CancelProcessInstanceRequest.processInstanceKey":    true,
-		"gateway_protocol.CompleteJobRequest.jobKey":                          true, "gateway_protocol.FailJobRequest.jobKey": true,
-		"gateway_protocol.ThrowErrorRequest.jobKey": true, "gateway_protocol.UpdateJobRetriesRequest.jobKey": true,
-		"gateway_protocol.UpdateJobTimeoutRequest.jobKey": true, "gateway_protocol.SetVariablesRequest.elementInstanceKey": true,
-		"gateway_protocol.SetVariablesResponse.key": true, "gateway_protocol.ResolveIncidentRequest.incidentKey": true,
-		"gateway_protocol.DeployResourceResponse.key": true, "gateway_protocol.DeployProcessResponse.key": true,
-		"gateway_protocol.ProcessMetadata.processDefinitionKey": true, "gateway_protocol.PublishMessageResponse.key": true,
-		"gateway_protocol.BroadcastSignalResponse.key": true, "gateway_protocol.DeleteResourceRequest.resourceKey": true,
-		"gateway_protocol.ModifyProcessInstanceRequest.processInstanceKey":                             true,
-		"gateway_protocol.ModifyProcessInstanceRequest.ActivateInstruction.ancestorElementInstanceKey": true,
-		"gateway_protocol.ModifyProcessInstanceRequest.TerminateInstruction.elementInstanceKey":        true,
-		"gateway_protocol.MigrateProcessInstanceRequest.processInstanceKey":                            true,
-		"gateway_protocol.MigrateProcessInstanceRequest.MigrationPlan.targetProcessDefinitionKey":      true,
-		"gateway_protocol.EvaluateDecisionRequest.decisionKey":                                         true,
-		"gateway_protocol.EvaluateDecisionResponse.decisionKey":                                        true,
-		"gateway_protocol.EvaluateDecisionResponse.decisionRequirementsKey":                            true,
-		"gateway_protocol.EvaluatedDecision.decisionKey":                                               true,
-		"gateway_protocol.DecisionMetadata.decisionKey":                                                true, "gateway_protocol.DecisionMetadata.decisionRequirementsKey": true,
-		"gateway_protocol.DecisionRequirementsMetadata.decisionRequirementsKey":         true,
-		"gateway_protocol.FormMetadata.formKey":                                         true,
-		"gateway_protocol.CreateProcessInstanceWithResultResponse.processDefinitionKey": true,
-		"gateway_protocol.CreateProcessInstanceWithResultResponse.processInstanceKey":   true,
-	}
-	found := map[string]bool{}
-	protoregistry.GlobalFiles.RangeFilesByPackage("gateway_protocol", func(fd protoreflect.FileDescriptor) bool {
-		var walk func(protoreflect.MessageDescriptors)
-		walk = func(ms protoreflect.MessageDescriptors) {
-			for i := 0; i < ms.Len(); i++ {
-				md := ms.Get(i)
-				for _, f := range planFor(md).keys {
-					found[string(f.FullName())] = true
-				}
-				walk(md.Messages())
-			}
-		}
-		walk(fd.Messages())
-		return true
-	})
-	for k := range want {
-		if !found[k] {
-			t.Errorf("key field %s is not rewritten", k)
-		}
-	}
-	for k := range found {
-		if !want[k] {
-			t.Errorf("field %s is rewritten but not in the checked list: add it after checking it is a key", k)
-		}
-	}
-	// And the rewrite reaches nested messages.
-	req := &pb.ModifyProcessInstanceRequest{ProcessInstanceKey: keyslot.With(5, 3),
-		ActivateInstructions: []*pb.ModifyProcessInstanceRequest_ActivateInstruction{{AncestorElementInstanceKey: keyslot.With(7, 3)}}}
-	_ = rewriteKeys(req.ProtoReflect(), func(_ protoreflect.FieldDescriptor, k int64) (int64, error) {
-		_, raw := keyslot.Split(k)
-		return raw, nil
-	})
-	if req.ProcessInstanceKey != 5 || req.ActivateInstructions[0].AncestorElementInstanceKey != 7 {
-		t.Errorf("rewritten: %v", req)
-	}
-}
-
-func TestSlotBits(t *testing.T) {
-	for _, tt := range []struct {
-		key  int64
-		slot int
-	}{{1<<51 + 1, 1}, {127<<51 + 123456, 31}, {2<<51 + 9, 17}} {
-		k := keyslot.With(tt.key, tt.slot)
-		if s, raw := keyslot.Split(k); s != tt.slot || raw != tt.key || k < 0 {
-			t.Errorf("keyslot.With(%d,%d) = %d -> slot %d raw %d", tt.key, tt.slot, k, s, raw)
-		}
-	}
-	for _, k := range []int64{0, -1} {
-		if keyslot.With(k, 5) != k {
-			t.Errorf("%d must stay as it is", k)
-		}
 	}
 }

@@ -1,4 +1,4 @@
-package proxy
+package pbkeys
 
 import (
 	"errors"
@@ -27,7 +27,7 @@ func TestWireRewriteMatchesDecodedRewrite(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		msg     proto.Message
-		fn      keyFunc
+		fn      Func
 		wantErr bool
 	}{
 		{"complete job", &pb.CompleteJobRequest{JobKey: slotted, Variables: `{"a":1}`}, strip, false},
@@ -53,8 +53,8 @@ func TestWireRewriteMatchesDecodedRewrite(t *testing.T) {
 				t.Fatal(err)
 			}
 			decoded := proto.Clone(tc.msg)
-			decErr := rewriteKeys(decoded.ProtoReflect(), tc.fn)
-			out, wireErr := rewriteWire(nil, wire, tc.msg.ProtoReflect().Descriptor(), tc.fn)
+			decErr := Rewrite(decoded.ProtoReflect(), tc.fn)
+			out, wireErr := RewriteWire(nil, wire, tc.msg.ProtoReflect().Descriptor(), tc.fn)
 			if (decErr != nil) != tc.wantErr || (wireErr != nil) != tc.wantErr {
 				t.Fatalf("errors: decoded %v, wire %v; want an error %v", decErr, wireErr, tc.wantErr)
 			}
@@ -76,11 +76,11 @@ func TestWireRewriteMatchesDecodedRewrite(t *testing.T) {
 func TestWireRewriteRefusesMalformed(t *testing.T) {
 	md := (&pb.CompleteJobRequest{}).ProtoReflect().Descriptor()
 	for _, in := range [][]byte{{0x08}, {0x08, 0xff}, {0x12, 0x05, 'a'}, {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}} {
-		if _, err := rewriteWire(nil, in, md, func(_ protoreflect.FieldDescriptor, k int64) (int64, error) { return k, nil }); !errors.Is(err, errMalformed) {
-			t.Errorf("%x: %v, want errMalformed", in, err)
+		if _, err := RewriteWire(nil, in, md, func(_ protoreflect.FieldDescriptor, k int64) (int64, error) { return k, nil }); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%x: %v, want ErrMalformed", in, err)
 		}
-		if _, err := wireInt64(in, 1); !errors.Is(err, errMalformed) {
-			t.Errorf("wireInt64(%x): %v, want errMalformed", in, err)
+		if _, err := WireInt64(in, 1); !errors.Is(err, ErrMalformed) {
+			t.Errorf("WireInt64(%x): %v, want ErrMalformed", in, err)
 		}
 	}
 }
@@ -92,7 +92,7 @@ func FuzzRewriteWire(f *testing.F) {
 	md := (&pb.ModifyProcessInstanceRequest{}).ProtoReflect().Descriptor()
 	stamp := func(_ protoreflect.FieldDescriptor, k int64) (int64, error) { return keyslot.With(k, 7), nil }
 	f.Fuzz(func(t *testing.T, in []byte) {
-		out, err := rewriteWire(nil, in, md, stamp)
+		out, err := RewriteWire(nil, in, md, stamp)
 		if err != nil {
 			return
 		}
@@ -102,7 +102,7 @@ func FuzzRewriteWire(f *testing.F) {
 		if proto.Unmarshal(in, want) != nil {
 			return
 		}
-		_ = rewriteKeys(want.ProtoReflect(), stamp)
+		_ = Rewrite(want.ProtoReflect(), stamp)
 		got := &pb.ModifyProcessInstanceRequest{}
 		if err := proto.Unmarshal(out, got); err != nil {
 			t.Fatalf("rewritten bytes do not parse: %v", err)

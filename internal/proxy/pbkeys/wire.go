@@ -1,4 +1,4 @@
-package proxy
+package pbkeys
 
 import (
 	"errors"
@@ -8,16 +8,16 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
-// keyFunc maps a key found in a message to the key to put there.
-type keyFunc func(fd protoreflect.FieldDescriptor, key int64) (int64, error)
+// Func maps a key found in a message to the key to put there.
+type Func func(fd protoreflect.FieldDescriptor, key int64) (int64, error)
 
-var errMalformed = errors.New("malformed protobuf message")
+var ErrMalformed = errors.New("malformed protobuf message")
 
-// rewriteWire appends message m (the wire form of md) to dst with fn
-// applied to every key field rewriteKeys would visit, nested messages
+// RewriteWire appends message m (the wire form of md) to dst with fn
+// applied to every key field Rewrite would visit, nested messages
 // included, and every other byte copied as it is: the frame front's
 // rewriting, with no decoding of what holds no key.
-func rewriteWire(dst, m []byte, md protoreflect.MessageDescriptor, fn keyFunc) ([]byte, error) {
+func RewriteWire(dst, m []byte, md protoreflect.MessageDescriptor, fn Func) ([]byte, error) {
 	return wirePlanFor(md).rewrite(dst, m, fn)
 }
 
@@ -64,7 +64,7 @@ func buildWirePlan(md protoreflect.MessageDescriptor, building map[protoreflect.
 		switch {
 		case isKeyField(fd):
 			f = wireField{fd: fd, key: true}
-		case fd.Kind() == protoreflect.MessageKind && !fd.IsMap() && holdsKeys(fd.Message()):
+		case fd.Kind() == protoreflect.MessageKind && !fd.IsMap() && HoldsKeys(fd.Message()):
 			f = wireField{fd: fd, sub: buildWirePlan(fd.Message(), building)}
 		default:
 			continue
@@ -78,11 +78,11 @@ func buildWirePlan(md protoreflect.MessageDescriptor, building map[protoreflect.
 	return p
 }
 
-func (p *wirePlan) rewrite(dst, m []byte, fn keyFunc) ([]byte, error) {
+func (p *wirePlan) rewrite(dst, m []byte, fn Func) ([]byte, error) {
 	for len(m) > 0 {
 		num, typ, n := protowire.ConsumeTag(m)
 		if n < 0 {
-			return dst, errMalformed
+			return dst, ErrMalformed
 		}
 		tag := m[:n]
 		m = m[n:]
@@ -94,7 +94,7 @@ func (p *wirePlan) rewrite(dst, m []byte, fn keyFunc) ([]byte, error) {
 		case f != nil && f.key && typ == protowire.VarintType:
 			v, vn := protowire.ConsumeVarint(m)
 			if vn < 0 {
-				return dst, errMalformed
+				return dst, ErrMalformed
 			}
 			k, err := fn(f.fd, int64(v))
 			if err != nil {
@@ -106,7 +106,7 @@ func (p *wirePlan) rewrite(dst, m []byte, fn keyFunc) ([]byte, error) {
 		case f != nil && f.sub != nil && typ == protowire.BytesType:
 			b, bn := protowire.ConsumeBytes(m)
 			if bn < 0 {
-				return dst, errMalformed
+				return dst, ErrMalformed
 			}
 			dst = append(dst, tag...)
 			// The rewritten message goes after the tag, then moves up by
@@ -125,7 +125,7 @@ func (p *wirePlan) rewrite(dst, m []byte, fn keyFunc) ([]byte, error) {
 		default:
 			vn := protowire.ConsumeFieldValue(num, typ, m)
 			if vn < 0 {
-				return dst, errMalformed
+				return dst, ErrMalformed
 			}
 			dst = append(dst, tag...)
 			dst = append(dst, m[:vn]...)
@@ -137,9 +137,9 @@ func (p *wirePlan) rewrite(dst, m []byte, fn keyFunc) ([]byte, error) {
 
 var keyHolders sync.Map // protoreflect.FullName -> bool
 
-// holdsKeys reports whether a message type or one it holds has a key
+// HoldsKeys reports whether a message type or one it holds has a key
 // field: only those are taken apart.
-func holdsKeys(md protoreflect.MessageDescriptor) bool {
+func HoldsKeys(md protoreflect.MessageDescriptor) bool {
 	if v, ok := keyHolders.Load(md.FullName()); ok {
 		return v.(bool)
 	}
@@ -147,26 +147,26 @@ func holdsKeys(md protoreflect.MessageDescriptor) bool {
 	plan := planFor(md)
 	holds := len(plan.keys) > 0
 	for _, fd := range plan.nested {
-		holds = holds || holdsKeys(fd.Message())
+		holds = holds || HoldsKeys(fd.Message())
 	}
 	keyHolders.Store(md.FullName(), holds)
 	return holds
 }
 
-// wireInt64 reads the last value of a top-level varint field (as a
+// WireInt64 reads the last value of a top-level varint field (as a
 // protobuf parser keeps it); 0 when absent.
-func wireInt64(m []byte, want protowire.Number) (int64, error) {
+func WireInt64(m []byte, want protowire.Number) (int64, error) {
 	var out int64
 	for len(m) > 0 {
 		num, typ, n := protowire.ConsumeTag(m)
 		if n < 0 {
-			return 0, errMalformed
+			return 0, ErrMalformed
 		}
 		m = m[n:]
 		if num == want && typ == protowire.VarintType {
 			v, vn := protowire.ConsumeVarint(m)
 			if vn < 0 {
-				return 0, errMalformed
+				return 0, ErrMalformed
 			}
 			out = int64(v)
 			m = m[vn:]
@@ -174,7 +174,7 @@ func wireInt64(m []byte, want protowire.Number) (int64, error) {
 		}
 		vn := protowire.ConsumeFieldValue(num, typ, m)
 		if vn < 0 {
-			return 0, errMalformed
+			return 0, ErrMalformed
 		}
 		m = m[vn:]
 	}

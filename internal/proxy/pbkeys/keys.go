@@ -1,4 +1,4 @@
-package proxy
+package pbkeys
 
 import (
 	"strings"
@@ -47,9 +47,9 @@ func planFor(md protoreflect.MessageDescriptor) *keyPlan {
 	return p
 }
 
-// rewriteKeys applies fn to every key field of m and of the messages it
+// Rewrite applies fn to every key field of m and of the messages it
 // holds. fn returns the new key and whether it may be used.
-func rewriteKeys(m protoreflect.Message, fn func(fd protoreflect.FieldDescriptor, key int64) (int64, error)) error {
+func Rewrite(m protoreflect.Message, fn func(fd protoreflect.FieldDescriptor, key int64) (int64, error)) error {
 	plan := planFor(m.Descriptor())
 	for _, fd := range plan.keys {
 		v := m.Get(fd).Int()
@@ -65,14 +65,14 @@ func rewriteKeys(m protoreflect.Message, fn func(fd protoreflect.FieldDescriptor
 		if fd.IsList() {
 			l := m.Get(fd).List()
 			for i := 0; i < l.Len(); i++ {
-				if err := rewriteKeys(l.Get(i).Message(), fn); err != nil {
+				if err := Rewrite(l.Get(i).Message(), fn); err != nil {
 					return err
 				}
 			}
 			continue
 		}
 		if m.Has(fd) {
-			if err := rewriteKeys(m.Get(fd).Message(), fn); err != nil {
+			if err := Rewrite(m.Get(fd).Message(), fn); err != nil {
 				return err
 			}
 		}
@@ -80,9 +80,9 @@ func rewriteKeys(m protoreflect.Message, fn func(fd protoreflect.FieldDescriptor
 	return nil
 }
 
-// stampSlot writes slot into every key of a response. The hottest
+// Stamp writes slot into every key of a response. The hottest
 // responses are stamped field by field; the rest by reflection.
-func stampSlot(m protoreflect.Message, slot int) {
+func Stamp(m protoreflect.Message, slot int) {
 	switch r := m.Interface().(type) {
 	case *pb.CreateProcessInstanceResponse:
 		r.ProcessDefinitionKey = keyslot.With(r.ProcessDefinitionKey, slot)
@@ -97,5 +97,5 @@ func stampSlot(m protoreflect.Message, slot int) {
 		r.ElementInstanceKey = keyslot.With(r.ElementInstanceKey, slot)
 		return
 	}
-	_ = rewriteKeys(m, func(_ protoreflect.FieldDescriptor, k int64) (int64, error) { return keyslot.With(k, slot), nil })
+	_ = Rewrite(m, func(_ protoreflect.FieldDescriptor, k int64) (int64, error) { return keyslot.With(k, slot), nil })
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/shardctl/shardctl/internal/procs"
 	"github.com/shardctl/shardctl/internal/proxy"
+	"github.com/shardctl/shardctl/internal/proxy/route"
 	"github.com/shardctl/shardctl/internal/registry/registryapi"
 	"github.com/shardctl/shardctl/internal/registry/registryclient"
 )
@@ -144,28 +145,28 @@ list of {id, address, slot, state, pool, metrics, tls}:
 	f.StringVar(&o.configFile, "config", "", "YAML configuration file (its fields: see above); a flag given beside it wins")
 	f.StringVar(&o.cfg.Listen, "listen", "127.0.0.1:26500", "gateway address for clients, HOST:PORT")
 	f.StringVar(&o.cfg.AdminListen, "admin", "127.0.0.1:9700", "address of /metrics, /healthz, /readyz and /shards, HOST:PORT")
-	f.StringVar(&o.cfg.Front, "front", proxy.DefaultFront, "how clients are served: "+proxy.FrontFrames+" (HTTP/2 of its own, calls forwarded as frames) or "+proxy.FrontGRPC+" (grpc-go, the fallback)")
+	f.StringVar(&o.cfg.Front, "front", route.DefaultFront, "how clients are served: "+proxy.FrontFrames+" (HTTP/2 of its own, calls forwarded as frames) or "+proxy.FrontGRPC+" (grpc-go, the fallback)")
 	f.StringArrayVar(&o.shardFlags, "shard", nil, "a shard as ID=HOST:PORT[,slot=N][,state=S][,pool=P][,metrics=URL][,tls=true|insecure] (repeatable; slots default to the order given)")
 	f.StringVar(&o.cfg.LegacyShard, "legacy-shard", "", "shard that keys without a slot (from before the cutover) belong to")
-	f.Int64Var(&o.cfg.MaxInflightPerShard, "max-inflight-per-shard", proxy.DefaultMaxInflightPerShard, "the most requests in flight to one shard: past it a call gets RESOURCE_EXHAUSTED at once, never queued (0: no limit)")
-	f.Int64Var(&o.cfg.OverloadLimit, "overload-limit", proxy.DefaultOverloadLimit, "requests in flight under which an overloaded shard takes new instances again (negative: never overloaded)")
-	f.Int64Var(&o.cfg.MaxBacklog, "max-backlog", proxy.DefaultMaxBacklog, "records not processed past which a shard gets no new instances, read from its metrics (negative: off)")
-	f.Int64Var(&o.cfg.InstanceLimit, "instance-limit", proxy.InstanceLimitAuto, "root instances in flight past which a congested shard gets no new instances: 0 learns it, -1 is off (see Admission above)")
-	f.DurationVar(&o.cfg.BacklogInterval, "backlog-interval", proxy.DefaultBacklogInterval, "how often each shard's backlog is read from its metrics")
-	f.IntVar(&o.cfg.OverloadExcess, "overload-excess", proxy.DefaultOverloadExcess, "percent over --overload-limit past which a shard is overloaded: no new instances")
-	f.DurationVar(&o.coolingOff, "cooling-off", proxy.DefaultCoolingOff, "how long a shard that answered RESOURCE_EXHAUSTED gets no new instances")
-	f.DurationVar(&o.cfg.Health.Interval, "health-interval", proxy.DefaultHealthInterval, "how often each shard's health is checked with a Topology call (negative: never)")
-	f.DurationVar(&o.cfg.Health.Timeout, "health-timeout", proxy.DefaultHealthTimeout, "how long one health check may take (at most --health-interval)")
-	f.IntVar(&o.cfg.Health.UnhealthyAfter, "unhealthy-after", proxy.DefaultUnhealthyAfter, "failed health checks in a row that mark a shard DOWN")
-	f.IntVar(&o.cfg.Health.HealthyAfter, "healthy-after", proxy.DefaultHealthyAfter, "good health checks in a row that bring a DOWN shard back (after the ledger is replayed to it)")
-	f.IntVar(&o.cfg.Health.OutlierFailures, "outlier-failures", proxy.DefaultOutlierFailures, "failures in a row on real traffic (unavailable, the shard's timeout) that eject a shard from placement (negative: never)")
-	f.DurationVar(&o.cfg.Health.EjectionTime, "ejection-time", proxy.DefaultEjectionTime, "how long a first ejection lasts; each further one lasts that much longer (at most 10 times)")
-	f.IntVar(&o.cfg.Health.MaxEjectionPercent, "max-ejection-percent", proxy.DefaultMaxEjectionPercent, "the most shards ejected at once, in percent of all (1-100; --outlier-failures -1 turns ejection off)")
+	f.Int64Var(&o.cfg.MaxInflightPerShard, "max-inflight-per-shard", route.DefaultMaxInflightPerShard, "the most requests in flight to one shard: past it a call gets RESOURCE_EXHAUSTED at once, never queued (0: no limit)")
+	f.Int64Var(&o.cfg.OverloadLimit, "overload-limit", route.DefaultOverloadLimit, "requests in flight under which an overloaded shard takes new instances again (negative: never overloaded)")
+	f.Int64Var(&o.cfg.MaxBacklog, "max-backlog", route.DefaultMaxBacklog, "records not processed past which a shard gets no new instances, read from its metrics (negative: off)")
+	f.Int64Var(&o.cfg.InstanceLimit, "instance-limit", route.InstanceLimitAuto, "root instances in flight past which a congested shard gets no new instances: 0 learns it, -1 is off (see Admission above)")
+	f.DurationVar(&o.cfg.BacklogInterval, "backlog-interval", route.DefaultBacklogInterval, "how often each shard's backlog is read from its metrics")
+	f.IntVar(&o.cfg.OverloadExcess, "overload-excess", route.DefaultOverloadExcess, "percent over --overload-limit past which a shard is overloaded: no new instances")
+	f.DurationVar(&o.coolingOff, "cooling-off", route.DefaultCoolingOff, "how long a shard that answered RESOURCE_EXHAUSTED gets no new instances")
+	f.DurationVar(&o.cfg.Health.Interval, "health-interval", route.DefaultHealthInterval, "how often each shard's health is checked with a Topology call (negative: never)")
+	f.DurationVar(&o.cfg.Health.Timeout, "health-timeout", route.DefaultHealthTimeout, "how long one health check may take (at most --health-interval)")
+	f.IntVar(&o.cfg.Health.UnhealthyAfter, "unhealthy-after", route.DefaultUnhealthyAfter, "failed health checks in a row that mark a shard DOWN")
+	f.IntVar(&o.cfg.Health.HealthyAfter, "healthy-after", route.DefaultHealthyAfter, "good health checks in a row that bring a DOWN shard back (after the ledger is replayed to it)")
+	f.IntVar(&o.cfg.Health.OutlierFailures, "outlier-failures", route.DefaultOutlierFailures, "failures in a row on real traffic (unavailable, the shard's timeout) that eject a shard from placement (negative: never)")
+	f.DurationVar(&o.cfg.Health.EjectionTime, "ejection-time", route.DefaultEjectionTime, "how long a first ejection lasts; each further one lasts that much longer (at most 10 times)")
+	f.IntVar(&o.cfg.Health.MaxEjectionPercent, "max-ejection-percent", route.DefaultMaxEjectionPercent, "the most shards ejected at once, in percent of all (1-100; --outlier-failures -1 turns ejection off)")
 	f.DurationVar(&o.cfg.ShutdownDelay, "shutdown-delay", 5*time.Second, "on SIGTERM, how long to keep serving after /readyz turns 503, for endpoints to update")
 	f.IntVar(&o.cfg.DrainBatch, "drain-batch", 50, "on SIGTERM, how many long polls and job streams to end a second, so workers reconnect elsewhere a few at a time (0: all at once)")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long the whole stop may take (delay, stream drain, in-flight calls) before what is left is cut")
 	f.IntVar(&o.cfg.ConnsPerShard, "conns-per-shard", 0, "HTTP/2 connections to each shard (0: enough for --max-inflight-per-shard calls at the concurrent streams the shard advertises, at most 16)")
-	f.DurationVar(&o.cfg.StreamStallTimeout, "stream-stall-timeout", proxy.DefaultStreamStallTimeout, "how long a job stream's worker may read nothing while a job waits for it: then the stream ends with RESOURCE_EXHAUSTED and its jobs go back to other workers")
+	f.DurationVar(&o.cfg.StreamStallTimeout, "stream-stall-timeout", route.DefaultStreamStallTimeout, "how long a job stream's worker may read nothing while a job waits for it: then the stream ends with RESOURCE_EXHAUSTED and its jobs go back to other workers")
 	f.BoolVar(&o.cfg.Profiling, "profiling", false, "serve Go's /debug/pprof on the admin address")
 	f.BoolVar(&o.sizeProcs, "size-procs", true, "run Go code on as few threads as the load needs (see Threads above; false: always GOMAXPROCS)")
 	f.StringVar(&o.app, "app", registryapi.DefaultShardsApp, "registry application of the shards (registry mode)")
@@ -180,7 +181,7 @@ list of {id, address, slot, state, pool, metrics, tls}:
 
 func (o *ProxyServeOptions) Complete(cmd *cobra.Command, _ []string) error {
 	if o.configFile != "" {
-		fc, err := proxy.LoadFile(o.configFile)
+		fc, err := route.LoadFile(o.configFile)
 		if err != nil {
 			return err
 		}
@@ -223,7 +224,7 @@ func (o *ProxyServeOptions) Complete(cmd *cobra.Command, _ []string) error {
 		o.cfg.Shards = append(o.cfg.Shards, fc.Shards...)
 	}
 	for _, v := range o.shardFlags {
-		sc, err := proxy.ParseShardFlag(v, len(o.cfg.Shards)+1)
+		sc, err := route.ParseShardFlag(v, len(o.cfg.Shards)+1)
 		if err != nil {
 			return UsageError(err)
 		}

@@ -32,7 +32,7 @@ import (
 	"github.com/shardctl/shardctl/commands"
 	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/proctest"
-	"github.com/shardctl/shardctl/internal/proxy"
+	"github.com/shardctl/shardctl/internal/proxy/route"
 	"github.com/shardctl/shardctl/internal/signals"
 	"github.com/shardctl/shardctl/migrate"
 	"github.com/shardctl/shardctl/plugins"
@@ -372,7 +372,7 @@ func (s *syncBuffer) String() string {
 
 // yamlChecks validate the YAML blocks of the docs, by their first line.
 var yamlChecks = map[string]func(path string) error{
-	"listen: 127.0.0.1:26500": func(path string) error { _, err := proxy.LoadFile(path); return err },
+	"listen: 127.0.0.1:26500": func(path string) error { _, err := route.LoadFile(path); return err },
 	"gates:":                  func(path string) error { _, err := migrate.LoadGates(path); return err },
 }
 

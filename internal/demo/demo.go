@@ -20,6 +20,7 @@ import (
 
 	"github.com/shardctl/shardctl/internal/load"
 	"github.com/shardctl/shardctl/internal/proxy"
+	"github.com/shardctl/shardctl/internal/proxy/route"
 	"github.com/shardctl/shardctl/internal/registry"
 	"github.com/shardctl/shardctl/internal/registry/registryapi"
 	"github.com/shardctl/shardctl/internal/registry/registryclient"
@@ -258,12 +259,12 @@ func (d *Demo) Events() []string {
 
 func (d *Demo) startProxy(ctx context.Context, listen string) (*proxy.Proxy, error) {
 	cfg := proxy.Config{Listen: listen, AdminListen: "127.0.0.1:0", Registry: d.regc,
-		Ledger: registryclient.Ledger{C: d.regc}, MaxInflightPerShard: proxy.DefaultMaxInflightPerShard, CoolingOff: 5 * time.Second}
+		Ledger: registryclient.Ledger{C: d.regc}, MaxInflightPerShard: route.DefaultMaxInflightPerShard, CoolingOff: 5 * time.Second}
 	if d.cfg.Scenario == "monolith" {
 		// No proxy stood before the monolith of the public load test: this
 		// one lets every instance through, so the cluster meets the whole
 		// load past its knee, as it did there.
-		cfg.MaxBacklog, cfg.InstanceLimit, cfg.OverloadLimit = -1, proxy.InstanceLimitOff, -1
+		cfg.MaxBacklog, cfg.InstanceLimit, cfg.OverloadLimit = -1, route.InstanceLimitOff, -1
 	}
 	p, err := proxy.New(cfg)
 	if err != nil {

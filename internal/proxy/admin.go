@@ -4,35 +4,13 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/pprof"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-
-	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
 )
-
-// Shards reports every shard's state.
-func (p *Proxy) Shards() []proxyapi.ShardStatus {
-	now := time.Now()
-	out := []proxyapi.ShardStatus{}
-	for _, s := range p.snapshot() {
-		st := proxyapi.ShardStatus{ID: s.ID, Slot: s.Slot, Address: s.Addr, State: s.routingState(), AssignedState: s.State(), Health: s.healthStatus(now),
-			Pool: s.Pool(), Partitions: s.partitions, InFlight: s.inflight.Load(), Connections: s.conn.Connections(), MaxStreams: s.conn.Advertised, CoolingOff: s.cooling(now),
-			Overloaded: s.overloaded.Load(), Backlog: s.backlogStatus()}
-		s.mu.Lock()
-		if s.lastErr != "" {
-			at := s.lastAt.UTC()
-			st.LastError, st.LastErrorAt = s.lastErr, &at
-		}
-		s.mu.Unlock()
-		out = append(out, st)
-	}
-	return out
-}
 
 func (p *Proxy) adminHandler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(p.metrics.registry, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(p.Metrics().Registry(), promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !p.ready.Load() {

@@ -11,6 +11,7 @@ import (
 	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/load"
 	"github.com/shardctl/shardctl/internal/sim"
+	"github.com/shardctl/shardctl/internal/sim/simtest"
 )
 
 // A shard that allows 8 calls per connection, 30 long polls held open
@@ -33,8 +34,8 @@ func TestConnectionsPerShard(t *testing.T) {
 			// Each case mostly waits on its long polls, on a shard of its
 			// own whose queued polls are only its own.
 			t.Parallel()
-			shards := startShards(t, 1, sim.Config{Partitions: 1, MaxConcurrentStreams: 8})
-			p := startProxy(t, Config{Shards: shardConfigs(shards), MaxInflightPerShard: 40, ConnsPerShard: tc.conns})
+			shards := simtest.StartN(t, 1, sim.Config{Partitions: 1, MaxConcurrentStreams: 8})
+			p := startProxy(t, Config{Shards: simtest.ShardConfigs(shards), MaxInflightPerShard: 40, ConnsPerShard: tc.conns})
 			st := p.Shards()[0]
 			if st.Connections != tc.want || (tc.conns == 0 && st.MaxStreams != 8) {
 				t.Fatalf("connections %d, maxStreams %d; want %d and 8", st.Connections, st.MaxStreams, tc.want)

@@ -18,6 +18,7 @@ import (
 	"github.com/shardctl/shardctl/internal/keyslot"
 	"github.com/shardctl/shardctl/internal/proxy/grpcwire"
 	"github.com/shardctl/shardctl/internal/proxy/pbkeys"
+	"github.com/shardctl/shardctl/internal/proxy/route"
 	"github.com/shardctl/shardctl/internal/proxy/upstream"
 )
 
@@ -47,8 +48,8 @@ type fastCall struct {
 	// placement: the message sent to each shard tried, the shards
 	// tried, and why the last one did not take it.
 	body      []byte
-	tried     []*shard
-	triedOn   [4]*shard
+	tried     []*route.Shard
+	triedOn   [4]*route.Shard
 	lastErr   error
 	exhausted bool
 	// first is the first attempt, allocated with the call (unused while
@@ -123,12 +124,12 @@ func (c *fastCall) route(msg []byte) {
 		key = k
 	}
 	if m.create && !keyslot.None(key) && key > 0 {
-		src, raw, err := p.shardForKey(key)
+		src, raw, err := p.ShardForKey(key)
 		if err != nil {
 			c.finish(err)
 			return
 		}
-		pid, ok := p.index.process(src.ID, raw)
+		pid, ok := p.Ledger().Process(src.ID, raw)
 		if !ok {
 			c.byKey(msg, key) // only the shard that issued it runs it
 			return
@@ -154,9 +155,9 @@ func (c *fastCall) route(msg []byte) {
 // their slot.
 func (c *fastCall) byKey(msg []byte, key int64) {
 	p := c.p
-	s, _, err := p.shardForKey(key)
-	if err == nil && s.health.down.Load() {
-		err = downError(s)
+	s, _, err := p.ShardForKey(key)
+	if err == nil && s.Down() {
+		err = route.DownError(s)
 	}
 	if err != nil {
 		c.finish(err)
@@ -193,7 +194,7 @@ func (c *fastCall) next() {
 			c.mu.Unlock()
 			return
 		}
-		s := p.pick(now, c.tried)
+		s := p.Pick(now, c.tried)
 		if s == nil {
 			c.mu.Unlock()
 			break
@@ -201,16 +202,16 @@ func (c *fastCall) next() {
 		c.tried = append(c.tried, s)
 		body := c.body
 		c.mu.Unlock()
-		s.placing.Add(1)
+		s.Placing.Add(1)
 		err := c.send(s, body, true)
 		if err == nil {
 			return
 		}
-		s.placing.Add(-1)
+		s.Placing.Add(-1)
 		c.mu.Lock()
 		c.lastErr = err
 		c.mu.Unlock()
-		if !errors.As(err, new(*limitError)) && !neverSent(err) {
+		if !errors.As(err, new(*route.LimitError)) && !route.NeverSent(err) {
 			c.finish(onShard(s, err))
 			return
 		}
@@ -231,7 +232,7 @@ func (c *fastCall) next() {
 // attempt is one send of a call to a shard.
 type attempt struct {
 	c       *fastCall
-	s       *shard
+	s       *route.Shard
 	placing bool
 	sent    time.Time
 	status  string // the response's :status
@@ -240,18 +241,18 @@ type attempt struct {
 }
 
 // send starts an attempt on s; an error means nothing was sent.
-func (c *fastCall) send(s *shard, body []byte, placing bool) error {
+func (c *fastCall) send(s *route.Shard, body []byte, placing bool) error {
 	p := c.p
-	if err := p.enter(s, c.m.rpc); err != nil {
+	if err := p.Enter(s, c.m.rpc); err != nil {
 		return err
 	}
 	a := c.newAttempt(s, placing)
 	var head [upstream.HeadLen]hpack.HeaderField
-	fields := upstream.RequestHead(head[:0], s.conn.Frames, s.Addr, c.path, c.deadline, c.auth)
-	up, err := s.conn.Frames.Open(fields, body, a)
+	fields := upstream.RequestHead(head[:0], s.Conn.Frames, s.Addr, c.path, c.deadline, c.auth)
+	up, err := s.Conn.Frames.Open(fields, body, a)
 	if err != nil {
 		err = upstream.OpenError(s.ID, err)
-		p.leave(s, c.m.rpc, err, false)
+		p.Leave(s, c.m.rpc, err, false)
 		return err
 	}
 	c.mu.Lock()
@@ -267,7 +268,7 @@ func (c *fastCall) send(s *shard, body []byte, placing bool) error {
 // newAttempt is the call's first attempt, made with the call, or a new
 // one: most calls take one, and a retry must not reuse an attempt its
 // stream may still report to.
-func (c *fastCall) newAttempt(s *shard, placing bool) *attempt {
+func (c *fastCall) newAttempt(s *route.Shard, placing bool) *attempt {
 	v := attempt{c: c, s: s, placing: placing, sent: time.Now()}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -331,12 +332,12 @@ func (a *attempt) end(code codes.Code, msg string, neverProcessed bool) {
 	gone := c.state == done
 	c.up = nil
 	c.mu.Unlock()
-	p.leave(s, c.m.rpc, err, gone)
+	p.Leave(s, c.m.rpc, err, gone)
 	now := time.Now()
 	if a.placing {
-		s.placing.Add(-1)
+		s.Placing.Add(-1)
 		if code == codes.OK || code == codes.DeadlineExceeded {
-			s.latency.observe(now.Sub(a.sent), now)
+			s.ObserveLatency(now.Sub(a.sent), now)
 		}
 	}
 	if gone {
@@ -350,16 +351,16 @@ func (a *attempt) end(code codes.Code, msg string, neverProcessed bool) {
 			return
 		}
 		if a.placing {
-			s.choices.Inc()
+			s.Choices.Inc()
 			if c.m.create {
-				s.admission.instances.placed.Add(1)
+				s.NotePlaced()
 			}
 		}
 		if c.claim() {
 			c.reply(out, nil)
 		}
 	case a.placing && code == codes.ResourceExhausted:
-		p.coolOff(s, err)
+		p.CoolOff(s, err)
 		c.mu.Lock()
 		c.exhausted, c.lastErr = true, err
 		c.mu.Unlock()
@@ -429,12 +430,12 @@ func (c *fastCall) reply(resp []byte, err error) {
 	}
 	if err == nil {
 		_ = c.s.Respond(okHead, resp, okTrailers)
-		c.p.metrics.observe(c.m.rpc, codes.OK, time.Since(c.start))
+		c.p.Metrics().Observe(c.m.rpc, codes.OK, time.Since(c.start))
 		return
 	}
 	st := status.Convert(err)
 	_ = c.s.WriteHeaders(grpcwire.StatusFields(okHead, st), true)
-	c.p.metrics.observe(c.m.rpc, st.Code(), time.Since(c.start))
+	c.p.Metrics().Observe(c.m.rpc, st.Code(), time.Since(c.start))
 }
 
 // expire ends a call at the client's deadline.
@@ -461,7 +462,7 @@ func (c *fastCall) clientGone() {
 	if up != nil {
 		up.Reset(http2.ErrCodeCancel)
 	}
-	c.p.metrics.observe(c.m.rpc, codes.Canceled, time.Since(c.start))
+	c.p.Metrics().Observe(c.m.rpc, codes.Canceled, time.Since(c.start))
 }
 
 // abandon marks the call done and returns the attempt in flight; false:

@@ -20,6 +20,7 @@ import (
 	"github.com/shardctl/shardctl/internal/h2"
 	"github.com/shardctl/shardctl/internal/proxy/grpcwire"
 	"github.com/shardctl/shardctl/internal/proxy/pbkeys"
+	"github.com/shardctl/shardctl/internal/proxy/route"
 	"github.com/shardctl/shardctl/internal/proxy/upstream"
 )
 
@@ -49,7 +50,7 @@ type jobCall struct {
 	mu        sync.Mutex
 	req       []byte // the request as received: prefix and message
 	started   bool
-	s         *shard
+	s         *route.Shard
 	up        *h2.Stream
 	act       *pb.ActivateJobsRequest
 	remaining int  // jobs the worker may still get
@@ -141,7 +142,7 @@ func (jc *jobCall) requestEnded() {
 		jc.answer(noJobShard)
 		return
 	}
-	if n > 1 || s.conn.Frames == nil {
+	if n > 1 || s.Conn.Frames == nil {
 		jc.toLocal(raw)
 		return
 	}
@@ -159,7 +160,7 @@ func (jc *jobCall) requestEnded() {
 		body = protowire.AppendTag(body, activateTimeout, protowire.VarintType)
 		body = grpcwire.SetPrefix(protowire.AppendVarint(body, uint64(timeout)))
 	}
-	c, err := s.conn.Frames.OwnConn()
+	c, err := s.Conn.Frames.OwnConn()
 	if errors.Is(err, upstream.ErrNoRoom) {
 		jc.toLocal(raw) // it may wait for room; a reader may not
 		return
@@ -167,28 +168,28 @@ func (jc *jobCall) requestEnded() {
 	if err != nil {
 		// The shard's trouble is not the worker's: no jobs, as the local
 		// handler answers.
-		s.noteError(upstream.OpenError(s.ID, err))
+		s.NoteError(upstream.OpenError(s.ID, err))
 		jc.answer(nil)
 		return
 	}
-	if err := p.enter(s, "ActivateJobs"); err != nil {
+	if err := p.Enter(s, "ActivateJobs"); err != nil {
 		jc.answer(nil) // the proxy's limit: no jobs from this shard now
 		return
 	}
 	var head [upstream.HeadLen]hpack.HeaderField
-	fields := upstream.RequestHead(head[:0], s.conn.Frames, s.Addr, activateJobsPath, time.Now().Add(budget), jc.rh.auth)
+	fields := upstream.RequestHead(head[:0], s.Conn.Frames, s.Addr, activateJobsPath, time.Now().Add(budget), jc.rh.auth)
 	jc.mu.Lock()
 	jc.s, jc.act, jc.remaining = s, req, int(req.GetMaxJobsToActivate())
 	jc.mu.Unlock()
 	us, err := c.Request(fields, body, jc, true)
 	if err != nil {
-		p.leave(s, "ActivateJobs", upstream.OpenError(s.ID, err), false)
+		p.Leave(s, "ActivateJobs", upstream.OpenError(s.ID, err), false)
 		jc.answer(nil)
 		return
 	}
 	// The call stays a long call until the shard's poll ends, not only
 	// until the worker is answered: a stopping proxy ends it.
-	remove := p.long.addFunc(jc.proxyStopping)
+	remove := p.LongCalls().AddFunc(jc.proxyStopping)
 	jc.mu.Lock()
 	jc.up = us
 	ended := jc.upEnd
@@ -199,7 +200,7 @@ func (jc *jobCall) requestEnded() {
 	switch {
 	case ended:
 		remove()
-	case p.stopping.Err() != nil:
+	case p.Stopping().Err() != nil:
 		jc.proxyStopping() // it stopped before the call was registered
 	}
 }
@@ -219,11 +220,11 @@ func (jc *jobCall) toLocal(raw []byte) {
 
 // loneJobShard is the shard that serves jobs when there is one, and how
 // many there are.
-func (p *Proxy) loneJobShard() (*shard, int) {
-	var lone *shard
+func (p *Proxy) loneJobShard() (*route.Shard, int) {
+	var lone *route.Shard
 	n := 0
-	for _, s := range p.snapshot() {
-		if s.servesJobs() {
+	for _, s := range p.Snapshot() {
+		if s.ServesJobs() {
 			lone, n = s, n+1
 		}
 	}
@@ -422,7 +423,7 @@ func (jc *jobCall) upstreamEnded(st *status.Status) {
 	if st.Code() != codes.OK {
 		err = st.Err()
 	}
-	p.leave(s, "ActivateJobs", err, reset)
+	p.Leave(s, "ActivateJobs", err, reset)
 	if endLong != nil {
 		endLong()
 	}
@@ -432,7 +433,7 @@ func (jc *jobCall) upstreamEnded(st *status.Status) {
 	case st.Code() == codes.ResourceExhausted && !delivered:
 		jc.answer(exhaustedShards(act))
 	default:
-		s.noteError(err)
+		s.NoteError(err)
 		jc.answer(nil)
 	}
 }
@@ -479,7 +480,7 @@ func (jc *jobCall) answer(err error) {
 	st := status.Convert(err)
 	_ = jc.cs.WriteHeaders(grpcwire.StatusFields(head, st), true)
 	jc.wmu.Unlock()
-	jc.f.p.metrics.observe("ActivateJobs", st.Code(), time.Since(jc.start))
+	jc.f.p.Metrics().Observe("ActivateJobs", st.Code(), time.Since(jc.start))
 }
 
 // The worker's side.
@@ -503,7 +504,7 @@ func (jc *jobCall) clientGone() {
 		jc.timer.Stop()
 	}
 	if !answered {
-		jc.f.p.metrics.observe("ActivateJobs", codes.Canceled, time.Since(jc.start))
+		jc.f.p.Metrics().Observe("ActivateJobs", codes.Canceled, time.Since(jc.start))
 	}
 	jc.settle(nil)
 }

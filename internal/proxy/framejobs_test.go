@@ -18,6 +18,7 @@ import (
 
 	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/keyslot"
+	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
 	"github.com/shardctl/shardctl/internal/sim/simtest"
 )
 
@@ -83,7 +84,7 @@ func startJobShard(t *testing.T, j *jobShard, opts ...grpc.ServerOption) *Proxy 
 	t.Helper()
 	j.partitions = 1
 	addr := serveGateway(t, j, opts...)
-	return startProxy(t, Config{Shards: []ShardConfig{{ID: "jobs", Addr: addr, Slot: 3}}, ConnsPerShard: 1})
+	return startProxy(t, Config{Shards: []proxyapi.ShardConfig{{ID: "jobs", Addr: addr, Slot: 3}}, ConnsPerShard: 1})
 }
 
 // fakeJobs are n jobs of the shard's, keyed from partition 1's counter

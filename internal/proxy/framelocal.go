@@ -104,9 +104,9 @@ func (f *frameFront) ctxFor(head *requestHead, fields []hpack.HeaderField) (cont
 	var ctx context.Context
 	var cancel context.CancelFunc
 	if head.hasTimeout {
-		ctx, cancel = context.WithTimeout(f.p.bg, head.timeout)
+		ctx, cancel = context.WithTimeout(f.p.Background(), head.timeout)
 	} else {
-		ctx, cancel = context.WithCancel(f.p.bg)
+		ctx, cancel = context.WithCancel(f.p.Background())
 	}
 	md := metadata.MD{}
 	for _, hf := range fields {

@@ -28,7 +28,7 @@ type passCall struct {
 // pass runs the stream's call in grpc-go, in a goroutine the front
 // waits for when it stops.
 func (f *frameFront) pass(fc *frontConn, s *h2.Stream, fields []hpack.HeaderField, head *requestHead, end bool) {
-	ctx, cancel := context.WithCancel(f.p.bg)
+	ctx, cancel := context.WithCancel(f.p.Background())
 	call := &passCall{body: newBodyPipe(), cancel: cancel}
 	s.Value = call
 	if end {

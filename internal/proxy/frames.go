@@ -19,16 +19,6 @@ import (
 	"github.com/shardctl/shardctl/internal/proxy/grpcwire"
 )
 
-// The fronts a proxy can serve clients with.
-const (
-	// FrontFrames speaks HTTP/2 itself: a call that goes to one shard
-	// and needs only its keys rewritten is forwarded as frames; the rest
-	// go to the grpc-go server (FrontGRPC's) through its ServeHTTP.
-	FrontFrames = "frames"
-	// FrontGRPC serves every call with grpc-go.
-	FrontGRPC = "grpc"
-)
-
 // fastMethod is a gateway RPC the frame front forwards itself.
 type fastMethod struct {
 	rpc     string

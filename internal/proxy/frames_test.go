@@ -18,6 +18,7 @@ import (
 	"github.com/shardctl/shardctl/internal/load"
 	"github.com/shardctl/shardctl/internal/proxy/grpcwire"
 	"github.com/shardctl/shardctl/internal/sim"
+	"github.com/shardctl/shardctl/internal/sim/simtest"
 )
 
 // A client that sends calls as fast as it can and never reads the
@@ -26,8 +27,8 @@ import (
 // memory stays bounded whatever the client sends, and other clients are
 // served as before.
 func TestClientThatStopsReading(t *testing.T) {
-	shards := startShards(t, 1, sim.Config{Partitions: 1})
-	p := startProxy(t, Config{Shards: shardConfigs(shards), Front: FrontFrames})
+	shards := simtest.StartN(t, 1, sim.Config{Partitions: 1})
+	p := startProxy(t, Config{Shards: simtest.ShardConfigs(shards), Front: FrontFrames})
 	c := newClient(t, p.Addr().String())
 	ctx := budget.Context(t, time.Minute)
 	if _, err := c.NewDeployResourceCommand().AddResource(load.Process("p", "none"), "p.bpmn").Send(ctx); err != nil {

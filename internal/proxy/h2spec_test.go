@@ -12,14 +12,15 @@ import (
 	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/proctest"
 	"github.com/shardctl/shardctl/internal/sim"
+	"github.com/shardctl/shardctl/internal/sim/simtest"
 )
 
 // The frame front is an HTTP/2 server of its own: h2spec's whole suite
 // (RFC 7540/9113 and HPACK) passes against it, with no failure.
 func TestH2Spec(t *testing.T) {
 	h2spec := proctest.Tool(t, "h2spec", "H2SPEC")
-	shards := startShards(t, 1, sim.Config{Partitions: 1})
-	p := startProxy(t, Config{Shards: shardConfigs(shards), Front: FrontFrames})
+	shards := simtest.StartN(t, 1, sim.Config{Partitions: 1})
+	p := startProxy(t, Config{Shards: simtest.ShardConfigs(shards), Front: FrontFrames})
 	host, port, _ := net.SplitHostPort(p.Addr().String())
 	ctx, cancel := context.WithTimeout(context.Background(), budget.Of(2*time.Minute))
 	defer cancel()

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -9,12 +8,11 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
-
 	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/keyslot"
 	"github.com/shardctl/shardctl/internal/load"
 	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
+	"github.com/shardctl/shardctl/internal/proxy/route"
 	"github.com/shardctl/shardctl/internal/sim"
 	"github.com/shardctl/shardctl/internal/sim/simtest"
 )
@@ -25,9 +23,9 @@ import (
 // back by itself, replayed the ledger before it takes an instance.
 func TestHealthChecksMarkDownAndBack(t *testing.T) {
 	const interval = 200 * time.Millisecond
-	shards := startShards(t, 3, sim.Config{Partitions: 1})
+	shards := simtest.StartN(t, 3, sim.Config{Partitions: 1})
 	victim := shards[2]
-	p := startProxy(t, Config{Shards: shardConfigs(shards), Health: HealthConfig{Interval: interval, Timeout: 100 * time.Millisecond}})
+	p := startProxy(t, Config{Shards: simtest.ShardConfigs(shards), Health: route.HealthConfig{Interval: interval, Timeout: 100 * time.Millisecond}})
 	c := newClient(t, p.Addr().String())
 	ctx := budget.Context(t, time.Minute)
 	if _, err := c.NewDeployResourceCommand().AddResource(load.Process("order", "work"), "order.bpmn").Send(ctx); err != nil {
@@ -97,77 +95,5 @@ func TestHealthChecksMarkDownAndBack(t *testing.T) {
 	budget.Eventually(t, 10*time.Second, "shard-3 back", func() bool { return state("shard-3").State == proxyapi.Up })
 	if key, seen := createOn(3); key == 0 {
 		t.Errorf("no instance landed on shard-3 after it came back: %v", seen)
-	}
-}
-
-// Failures on real traffic eject a shard from placement, for longer each
-// time; never more than the max ejection percent of the shards at once;
-// a success resets the count; a refused connection marks it DOWN at once.
-func TestOutlierEjection(t *testing.T) {
-	p, err := New(Config{Dynamic: true, Health: HealthConfig{Interval: -1, OutlierFailures: 3, EjectionTime: time.Minute, MaxEjectionPercent: 50}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.cfg.Health.Interval = time.Hour // on, but no loop runs
-	a, b, c, d := fakeShard("a", 1, ""), fakeShard("b", 2, ""), fakeShard("c", 3, ""), fakeShard("d", 4, "")
-	p.set.Store(build([]*shard{a, b, c, d}, "", nil))
-	unavailable := status.Error(codes.Unavailable, "io exception")
-	fail := func(s *shard, n int, err error) {
-		for range n {
-			p.noteFailure(false, s, err)
-		}
-	}
-	until := func(s *shard) time.Duration {
-		return time.Until(time.Unix(0, s.health.ejectedUntil.Load())).Round(time.Minute)
-	}
-
-	fail(a, 2, unavailable)
-	a.health.consecutive.Store(0) // what a success does (call)
-	fail(a, 2, unavailable)
-	if a.health.ejected(time.Now()) {
-		t.Fatal("ejected after failures a success interrupted")
-	}
-	fail(a, 1, unavailable)
-	if !a.health.ejected(time.Now()) || until(a) != time.Minute {
-		t.Fatalf("a: ejected %v for %v after 3 failures in a row, want 1m", a.health.ejected(time.Now()), until(a))
-	}
-	// The client's own deadline is not the shard's failure.
-	for range 5 {
-		p.noteFailure(true, b, status.Error(codes.DeadlineExceeded, "context deadline exceeded"))
-	}
-	if b.health.ejected(time.Now()) {
-		t.Error("b ejected for its clients' deadlines")
-	}
-	fail(b, 3, status.Error(codes.DeadlineExceeded, "request timed out in the broker"))
-	if !b.health.ejected(time.Now()) {
-		t.Error("b not ejected after the shard's own timeouts")
-	}
-	fail(c, 3, unavailable)
-	if c.health.ejected(time.Now()) || testutil.ToFloat64(p.metrics.ejectionsRefused.WithLabelValues("c")) != 1 {
-		t.Error("a third of four shards ejected past the 50% limit")
-	}
-	// Ejected again: twice as long.
-	a.health.ejectedUntil.Store(0)
-	fail(a, 3, unavailable)
-	if until(a) != 2*time.Minute {
-		t.Errorf("second ejection of a for %v, want 2m", until(a))
-	}
-	if picked := p.pick(time.Now(), nil); picked != c && picked != d {
-		t.Errorf("picked %v while a and b are ejected", picked.ID)
-	}
-	refused := status.Error(codes.Unavailable, "connection error: desc = \"transport: Error while dialing: dial tcp 127.0.0.1:1: connect: connection refused\"")
-	p.noteFailure(false, d, refused)
-	if !d.health.down.Load() || d.routingState() != proxyapi.Down {
-		t.Error("a refused connection did not mark d DOWN")
-	}
-	if err := downError(d); status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "connection refused") {
-		t.Errorf("downError: %v", err)
-	}
-	if picked := p.pick(time.Now(), nil); picked != c {
-		t.Errorf("picked %v, want c, the one shard neither ejected nor DOWN", picked)
-	}
-	p.set.Store(emptySet) // fake shards have no connection to close
-	if err := p.Close(context.Background()); err != nil {
-		t.Error(err)
 	}
 }

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -11,27 +10,10 @@ import (
 
 	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/load"
+	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
 	"github.com/shardctl/shardctl/internal/sim"
 	"github.com/shardctl/shardctl/internal/sim/simtest"
 )
-
-// startShards runs n simulated Zeebe clusters on free loopback ports.
-func startShards(t testing.TB, n int, cfg sim.Config) []*sim.Sim {
-	t.Helper()
-	var out []*sim.Sim
-	for range n {
-		out = append(out, simtest.Start(t, cfg))
-	}
-	return out
-}
-
-func shardConfigs(shards []*sim.Sim) []ShardConfig {
-	var out []ShardConfig
-	for i, s := range shards {
-		out = append(out, ShardConfig{ID: fmt.Sprintf("shard-%d", i+1), Addr: s.Addr().String(), Slot: i + 1})
-	}
-	return out
-}
 
 func startProxy(t testing.TB, cfg Config) *Proxy {
 	t.Helper()
@@ -70,3 +52,13 @@ func proxyMetric(t testing.TB, p *Proxy, name string, labels ...string) float64 
 
 // bpmnHead opens the tests' own BPMN documents.
 const bpmnHead = load.DefinitionsHead
+
+// shardStatus is one shard as the proxy's GET /shards reports it.
+func shardStatus(p *Proxy, id string) proxyapi.ShardStatus {
+	for _, st := range p.Shards() {
+		if st.ID == id {
+			return st
+		}
+	}
+	return proxyapi.ShardStatus{}
+}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/shardctl/shardctl/internal/keyslot"
 	"github.com/shardctl/shardctl/internal/proxy/pbkeys"
+	"github.com/shardctl/shardctl/internal/proxy/route"
 )
 
 // Zeebe's default long-polling timeout, used when a worker sends 0.
@@ -28,29 +29,29 @@ const streamBuffer = 64
 // once without using a retry, which is how Zeebe's gateway gives jobs
 // back. It runs detached from the client, which may be gone, and Close
 // waits for it.
-func (p *Proxy) handBack(s *shard, jobs []*pb.ActivatedJob, reason string) {
+func (p *Proxy) handBack(s *route.Shard, jobs []*pb.ActivatedJob, reason string) {
 	if len(jobs) == 0 {
 		return
 	}
-	p.metrics.handedBack.WithLabelValues(s.ID, reason).Add(float64(len(jobs)))
-	p.owned.Go(func() {
+	p.Metrics().HandedBack.WithLabelValues(s.ID, reason).Add(float64(len(jobs)))
+	p.Go(func() {
 		for _, j := range jobs {
-			ctx, cancel := context.WithTimeout(p.bg, 10*time.Second)
-			_, err := s.conn.Client().FailJob(ctx, &pb.FailJobRequest{
+			ctx, cancel := context.WithTimeout(p.Background(), 10*time.Second)
+			_, err := s.Conn.Client().FailJob(ctx, &pb.FailJobRequest{
 				JobKey: j.GetKey(), Retries: j.GetRetries(), RetryBackOff: 0,
 				ErrorMessage: "handed back by the shardctl proxy: " + reason,
 			})
 			cancel()
 			if err != nil {
-				s.noteError(err)
+				s.NoteError(err)
 			}
 		}
 	})
 }
 
 // detached carries ctx's values (the client's authorization) but not its
-// cancellation: it ends after d, or when until does (p.bg: when Close
-// cuts the proxy's work short; p.stopping: as soon as the proxy stops).
+// cancellation: it ends after d, or when until does (p.Background(): when Close
+// cuts the proxy's work short; p.Stopping(): as soon as the proxy stops).
 func (p *Proxy) detached(ctx context.Context, d time.Duration, until context.Context) (context.Context, context.CancelFunc) {
 	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), d)
 	stop := context.AfterFunc(until, cancel)
@@ -93,10 +94,10 @@ func pollWait(req *pb.ActivateJobsRequest, deadline time.Time) time.Duration {
 	return pollBudget(deadline, wait)
 }
 
-func (p *Proxy) jobShards() []*shard {
-	var out []*shard
-	for _, s := range p.snapshot() {
-		if s.servesJobs() {
+func (p *Proxy) jobShards() []*route.Shard {
+	var out []*route.Shard
+	for _, s := range p.Snapshot() {
+		if s.ServesJobs() {
 			out = append(out, s)
 		}
 	}
@@ -183,9 +184,9 @@ const sweepTimeout = 10 * time.Second
 // the worker's: if the worker goes away meanwhile, the jobs the shard
 // already activated are still read, and handed back, rather than lost in
 // a cancelled stream until their timeout.
-func (sv *server) relayJobs(ctx context.Context, s *shard, req *pb.ActivateJobsRequest, stream pb.Gateway_ActivateJobsServer, remaining *int) error {
+func (sv *server) relayJobs(ctx context.Context, s *route.Shard, req *pb.ActivateJobsRequest, stream pb.Gateway_ActivateJobsServer, remaining *int) error {
 	p := sv.p
-	upCtx, cancel := p.detached(ctx, sweepTimeout, p.bg)
+	upCtx, cancel := p.detached(ctx, sweepTimeout, p.Background())
 	defer cancel()
 	up, err := call(upCtx, p, s, "ActivateJobs", func(ctx context.Context, c pb.GatewayClient) (pb.Gateway_ActivateJobsClient, error) {
 		return c.ActivateJobs(ctx, req)
@@ -200,7 +201,7 @@ func (sv *server) relayJobs(ctx context.Context, s *shard, req *pb.ActivateJobsR
 			return nil
 		}
 		if err != nil {
-			s.noteError(err)
+			s.NoteError(err)
 			return err
 		}
 		jobs := resp.GetJobs()
@@ -216,7 +217,7 @@ func (sv *server) relayJobs(ctx context.Context, s *shard, req *pb.ActivateJobsR
 // count: the surplus is handed back, the rest sent with the shard's slot
 // in its keys, and handed back too if the worker's stream fails. It
 // reports whether the worker's stream still works.
-func (p *Proxy) deliver(s *shard, jobs []*pb.ActivatedJob, remaining *int, stream pb.Gateway_ActivateJobsServer) bool {
+func (p *Proxy) deliver(s *route.Shard, jobs []*pb.ActivatedJob, remaining *int, stream pb.Gateway_ActivateJobsServer) bool {
 	if len(jobs) > *remaining {
 		p.handBack(s, jobs[*remaining:], "surplus")
 		jobs = jobs[:*remaining]
@@ -251,14 +252,14 @@ func unstamp(jobs []*pb.ActivatedJob) []*pb.ActivatedJob {
 // jobs that a cancelled stream would lose until their timeout. They run
 // out their poll in the background and hand back whatever they get; a
 // proxy that stops ends them, rather than wait out a poll.
-func (sv *server) longPoll(ctx context.Context, shards []*shard, req *pb.ActivateJobsRequest, wait time.Duration, stream pb.Gateway_ActivateJobsServer, want int) error {
+func (sv *server) longPoll(ctx context.Context, shards []*route.Shard, req *pb.ActivateJobsRequest, wait time.Duration, stream pb.Gateway_ActivateJobsServer, want int) error {
 	p := sv.p
 	var mu sync.Mutex // guards the fields below and the worker's stream
 	closed, winner, remaining := false, -1, want
 	exhausted := 0 // polls the shard refused with RESOURCE_EXHAUSTED
 	winnerDone := make(chan struct{})
 
-	deliver := func(i int, s *shard, jobs []*pb.ActivatedJob) {
+	deliver := func(i int, s *route.Shard, jobs []*pb.ActivatedJob) {
 		mu.Lock()
 		defer mu.Unlock()
 		if closed || (winner >= 0 && winner != i) {
@@ -272,11 +273,11 @@ func (sv *server) longPoll(ctx context.Context, shards []*shard, req *pb.Activat
 	// The call stays a long call until the last shard's poll ends, not
 	// only until it answers: ending it cancels those polls, which only a
 	// stopping proxy may do.
-	long, done := p.long.add(p.stopping)
+	long, done := p.LongCalls().Add(p.Stopping())
 	var wg sync.WaitGroup // the polls this call waits for; Close waits for the rest
 	for i, s := range shards {
 		wg.Add(1)
-		p.owned.Go(func() {
+		p.Go(func() {
 			defer wg.Done()
 			defer func() {
 				mu.Lock()
@@ -301,7 +302,7 @@ func (sv *server) longPoll(ctx context.Context, shards []*shard, req *pb.Activat
 				resp, err := upstream.Recv()
 				if err != nil {
 					if !errors.Is(err, io.EOF) {
-						s.noteError(err)
+						s.NoteError(err)
 					}
 					if status.Code(err) == codes.ResourceExhausted {
 						mu.Lock()
@@ -317,7 +318,7 @@ func (sv *server) longPoll(ctx context.Context, shards []*shard, req *pb.Activat
 		})
 	}
 	allDone := make(chan struct{})
-	p.owned.Go(func() { wg.Wait(); close(allDone); done() })
+	p.Go(func() { wg.Wait(); close(allDone); done() })
 	var err error
 	select {
 	case <-winnerDone:
@@ -355,7 +356,7 @@ func (sv *server) StreamActivatedJobs(req *pb.StreamActivatedJobsRequest, stream
 }
 
 type pushed struct {
-	s   *shard
+	s   *route.Shard
 	job *pb.ActivatedJob
 }
 
@@ -366,7 +367,7 @@ func (sv *server) streamJobs(req *pb.StreamActivatedJobsRequest, stream pb.Gatew
 	}
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
-	long, done := p.long.add(p.stopping)
+	long, done := p.LongCalls().Add(p.Stopping())
 	defer done()
 	buffer := make(chan pushed, streamBuffer)
 	var wg sync.WaitGroup
@@ -383,7 +384,7 @@ func (sv *server) streamJobs(req *pb.StreamActivatedJobsRequest, stream pb.Gatew
 	// long. It outlives this call when a Send is stuck (ending the call
 	// ends the Send), so the proxy owns it.
 	sendq, sendErr := make(chan pushed), make(chan error, 1)
-	p.owned.Go(func() {
+	p.Go(func() {
 		for it := range sendq {
 			j := proto.Clone(it.job).(*pb.ActivatedJob)
 			pbkeys.Stamp(j.ProtoReflect(), it.s.Slot)
@@ -438,7 +439,7 @@ func (sv *server) streamJobs(req *pb.StreamActivatedJobsRequest, stream pb.Gatew
 		case <-stalled:
 			n := len(buffer) + 1
 			finish("worker stalled", held())
-			p.metrics.streamsStalled.Inc()
+			p.Metrics().StreamsStalled.Inc()
 			return status.Errorf(codes.ResourceExhausted, "Expected the worker to read its job stream, but it read nothing for %v: its %d waiting jobs were handed back for other workers. Please reopen the stream.", p.cfg.StreamStallTimeout, n)
 		case err := <-sendErr:
 			finish("worker gone", held())
@@ -455,7 +456,7 @@ func (sv *server) streamJobs(req *pb.StreamActivatedJobsRequest, stream pb.Gatew
 
 // followShard keeps one upstream job stream open while the worker's is,
 // reopening it after a failure.
-func (sv *server) followShard(ctx context.Context, s *shard, req *pb.StreamActivatedJobsRequest, buffer chan<- pushed) {
+func (sv *server) followShard(ctx context.Context, s *route.Shard, req *pb.StreamActivatedJobsRequest, buffer chan<- pushed) {
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		if sv.relayStream(ctx, s, req, buffer) {
@@ -482,7 +483,7 @@ const (
 
 // relayStream runs one upstream job stream until it fails or the
 // worker's ends (then drained), and reports whether any job came.
-func (sv *server) relayStream(ctx context.Context, s *shard, req *pb.StreamActivatedJobsRequest, buffer chan<- pushed) (got bool) {
+func (sv *server) relayStream(ctx context.Context, s *route.Shard, req *pb.StreamActivatedJobsRequest, buffer chan<- pushed) (got bool) {
 	p := sv.p
 	upCtx, cancelUp := context.WithCancel(context.WithoutCancel(outgoing(ctx)))
 	defer cancelUp()
@@ -496,7 +497,7 @@ func (sv *server) relayStream(ctx context.Context, s *shard, req *pb.StreamActiv
 		limit.Reset(streamDrainMax)
 	})
 	defer stopWatch()
-	up, err := s.conn.Client().StreamActivatedJobs(upCtx, req)
+	up, err := s.Conn.Client().StreamActivatedJobs(upCtx, req)
 	if err != nil {
 		return false
 	}

@@ -30,8 +30,8 @@ import (
 // instance completes long before the 5-minute job timeout would have freed
 // them.
 func TestNoJobIsStranded(t *testing.T) {
-	shards := startShards(t, 3, sim.Config{Partitions: 1})
-	p := startProxy(t, Config{Shards: shardConfigs(shards)})
+	shards := simtest.StartN(t, 3, sim.Config{Partitions: 1})
+	p := startProxy(t, Config{Shards: simtest.ShardConfigs(shards)})
 	c := newClient(t, p.Addr().String())
 	ctx := budget.Context(t, time.Minute)
 	if _, err := c.NewDeployResourceCommand().AddResource(load.Process("p", "one-at-a-time"), "p.bpmn").Send(ctx); err != nil {
@@ -82,8 +82,8 @@ func TestNoJobIsStranded(t *testing.T) {
 // get RESOURCE_EXHAUSTED fast, memory must stay flat, and every instance
 // the federation accepted must complete.
 func TestSaturatedShardsRefuseAtOnce(t *testing.T) {
-	shards := startShards(t, 3, sim.Config{Partitions: 1, Capacity: 200, BacklogLimit: 4})
-	p := startProxy(t, Config{Shards: shardConfigs(shards), CoolingOff: 100 * time.Millisecond})
+	shards := simtest.StartN(t, 3, sim.Config{Partitions: 1, Capacity: 200, BacklogLimit: 4})
+	p := startProxy(t, Config{Shards: simtest.ShardConfigs(shards), CoolingOff: 100 * time.Millisecond})
 	c := newClient(t, p.Addr().String())
 	ctx := budget.Context(t, time.Minute)
 	if _, err := c.NewDeployResourceCommand().AddResource(load.Process("p", "w"), "p.bpmn").Send(ctx); err != nil {
@@ -192,8 +192,8 @@ func TestSaturatedShardsRefuseAtOnce(t *testing.T) {
 // Stopping the proxy ends parked long polls at once instead of waiting
 // out their request timeout.
 func TestCloseEndsLongPolls(t *testing.T) {
-	shards := startShards(t, 2, sim.Config{Partitions: 1})
-	p, err := New(Config{Front: os.Getenv(envFront), Listen: "127.0.0.1:0", Shards: shardConfigs(shards)})
+	shards := simtest.StartN(t, 2, sim.Config{Partitions: 1})
+	p, err := New(Config{Front: os.Getenv(envFront), Listen: "127.0.0.1:0", Shards: simtest.ShardConfigs(shards)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,8 +231,8 @@ func TestCloseEndsLongPolls(t *testing.T) {
 // and failed on a closed connection before, leaving the job stranded
 // until its timeout). A second Close returns what the first did.
 func TestCloseWaitsForHandBacks(t *testing.T) {
-	shards := startShards(t, 1, sim.Config{Partitions: 1})
-	p, err := New(Config{Front: os.Getenv(envFront), Listen: "127.0.0.1:0", Shards: shardConfigs(shards)})
+	shards := simtest.StartN(t, 1, sim.Config{Partitions: 1})
+	p, err := New(Config{Front: os.Getenv(envFront), Listen: "127.0.0.1:0", Shards: simtest.ShardConfigs(shards)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +267,7 @@ func TestCloseWaitsForHandBacks(t *testing.T) {
 	// The shard takes a moment to process each hand-back, as a busy one
 	// does.
 	shards[0].Pause(300 * time.Millisecond)
-	p.handBack(p.shardByID("shard-1"), back, "test")
+	p.handBack(p.ShardByID("shard-1"), back, "test")
 	closeErr := p.Close(ctx)
 	if closeErr != nil {
 		t.Fatal(closeErr)
@@ -284,8 +284,8 @@ func TestCloseWaitsForHandBacks(t *testing.T) {
 // when the shard refuses it with RESOURCE_EXHAUSTED the worker hears so
 // at once and backs off, rather than poll again at once.
 func TestLoneShardLongPoll(t *testing.T) {
-	shard := startShards(t, 1, sim.Config{Partitions: 1, BacklogLimit: 2})[0]
-	p := startProxy(t, Config{Shards: shardConfigs([]*sim.Sim{shard})})
+	shard := simtest.StartN(t, 1, sim.Config{Partitions: 1, BacklogLimit: 2})[0]
+	p := startProxy(t, Config{Shards: simtest.ShardConfigs([]*sim.Sim{shard})})
 	gw := pb.NewGatewayClient(dial(t, p.Addr().String()))
 	ctx := budget.Context(t, time.Minute)
 	if _, err := gw.DeployResource(ctx, &pb.DeployResourceRequest{Resources: []*pb.Resource{{Name: "lone.bpmn", Content: load.Process("lone", "lone-task")}}}); err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/shardctl/shardctl/internal/keyslot"
 	"github.com/shardctl/shardctl/internal/load"
 	"github.com/shardctl/shardctl/internal/sim"
+	"github.com/shardctl/shardctl/internal/sim/simtest"
 )
 
 const errorProcess = bpmnHead + `<bpmn:error id="e1" errorCode="NO_STOCK"/>
@@ -49,8 +50,8 @@ func activateOne(t *testing.T, c zbc.Client, typ string) entities.Job {
 }
 
 func TestKeyAddressedCallsThroughTheProxy(t *testing.T) {
-	shards := startShards(t, 3, sim.Config{Partitions: 2})
-	p := startProxy(t, Config{Shards: shardConfigs(shards)})
+	shards := simtest.StartN(t, 3, sim.Config{Partitions: 2})
+	p := startProxy(t, Config{Shards: simtest.ShardConfigs(shards)})
 	c := newClient(t, p.Addr().String())
 	ctx := budget.Context(t, time.Minute)
 	if _, err := c.NewDeployResourceCommand().AddResource([]byte(errorProcess), "reserve.bpmn").Send(ctx); err != nil {
@@ -162,7 +163,7 @@ func TestKeyAddressedCallsThroughTheProxy(t *testing.T) {
 }
 
 func TestLegacyShardServesUnslottedKeys(t *testing.T) {
-	shards := startShards(t, 2, sim.Config{Partitions: 1})
+	shards := simtest.StartN(t, 2, sim.Config{Partitions: 1})
 	// A client worked against shard-1 directly before the cutover.
 	direct := newClient(t, shards[0].Addr().String())
 	ctx := budget.Context(t, 30*time.Second)
@@ -173,7 +174,7 @@ func TestLegacyShardServesUnslottedKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfgs := shardConfigs(shards)
+	cfgs := simtest.ShardConfigs(shards)
 	p := startProxy(t, Config{Shards: cfgs, LegacyShard: cfgs[0].ID})
 	c := newClient(t, p.Addr().String())
 	// The key it stored still works through the proxy.
@@ -204,8 +205,8 @@ func dial(t *testing.T, addr string) *grpc.ClientConn {
 // The in-memory ledger starts empty when a proxy restarts; definition keys
 // clients kept from before still run, on the shard that issued them.
 func TestDefinitionKeysSurviveAProxyRestart(t *testing.T) {
-	shards := startShards(t, 2, sim.Config{Partitions: 1})
-	first := startProxy(t, Config{Shards: shardConfigs(shards)})
+	shards := simtest.StartN(t, 2, sim.Config{Partitions: 1})
+	first := startProxy(t, Config{Shards: simtest.ShardConfigs(shards)})
 	c := newClient(t, first.Addr().String())
 	ctx := budget.Context(t, 30*time.Second)
 	dep, err := c.NewDeployResourceCommand().AddResource(load.Process("p", "a"), "p.bpmn").Send(ctx)
@@ -216,7 +217,7 @@ func TestDefinitionKeysSurviveAProxyRestart(t *testing.T) {
 	if err := first.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	second := startProxy(t, Config{Shards: shardConfigs(shards)})
+	second := startProxy(t, Config{Shards: simtest.ShardConfigs(shards)})
 	c2 := newClient(t, second.Addr().String())
 	for range 3 {
 		r, err := c2.NewCreateInstanceCommand().ProcessDefinitionKey(key).Send(ctx)

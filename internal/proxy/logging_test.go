@@ -6,16 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
-	"github.com/prometheus/client_golang/prometheus/testutil"
-
-	"github.com/shardctl/shardctl/internal/backlog"
 	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/load"
 	"github.com/shardctl/shardctl/internal/logs/logstest"
 	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
+	"github.com/shardctl/shardctl/internal/proxy/route"
 	"github.com/shardctl/shardctl/internal/registry"
 	"github.com/shardctl/shardctl/internal/registry/registryapi"
 	"github.com/shardctl/shardctl/internal/registry/registryclient"
@@ -27,9 +22,9 @@ import (
 // its address, the ledger replay and its return are logged, in order.
 func TestLogsShardDownAndBack(t *testing.T) {
 	log, lines := logstest.New()
-	shards := startShards(t, 2, sim.Config{Partitions: 1})
-	p := startProxy(t, Config{Shards: shardConfigs(shards), Logger: log,
-		Health: HealthConfig{Interval: 200 * time.Millisecond, Timeout: 100 * time.Millisecond}})
+	shards := simtest.StartN(t, 2, sim.Config{Partitions: 1})
+	p := startProxy(t, Config{Shards: simtest.ShardConfigs(shards), Logger: log,
+		Health: route.HealthConfig{Interval: 200 * time.Millisecond, Timeout: 100 * time.Millisecond}})
 	for i, s := range shards {
 		lines.Wait(t, time.Second, "shard added", "shard", fmt.Sprintf("shard-%d", i+1), "slot", i+1,
 			"address", s.Addr().String(), "state", proxyapi.Up, "partitions", 1, "level", "INFO")
@@ -49,7 +44,7 @@ func TestLogsShardDownAndBack(t *testing.T) {
 	}
 	// Checks go on failing while it is DOWN: no line more.
 	failures := func() float64 {
-		return testutil.ToFloat64(p.metrics.checks.WithLabelValues("shard-2", "failure"))
+		return proxyMetric(t, p, "shardctl_proxy_health_checks_total", "shard", "shard-2", "result", "failure")
 	}
 	failed := failures()
 	budget.Eventually(t, 10*time.Second, "three more failed checks", func() bool { return failures() >= failed+3 })
@@ -83,7 +78,7 @@ func TestLogsFollowTheRegistry(t *testing.T) {
 		t.Fatal(err)
 	}
 	const app = registryapi.DefaultShardsApp
-	sims := startShards(t, 2, sim.Config{Partitions: 1})
+	sims := simtest.StartN(t, 2, sim.Config{Partitions: 1})
 	for i, id := range []string{"blue-1", "blue-2"} {
 		in, err := registryapi.NewShardInstance(registryapi.ShardRegistration{App: app, ID: id, Address: sims[i].Addr().String(), Pool: "blue"})
 		if err != nil {
@@ -94,7 +89,7 @@ func TestLogsFollowTheRegistry(t *testing.T) {
 		}
 	}
 	log, lines := logstest.New()
-	startProxy(t, Config{Registry: client, Logger: log, Health: HealthConfig{Interval: -1}})
+	startProxy(t, Config{Registry: client, Logger: log, Health: route.HealthConfig{Interval: -1}})
 	lines.Wait(t, time.Second, "following the registry", "registry", "http://"+regAddr+"/eureka", "app", app)
 	lines.Wait(t, 10*time.Second, "shard added", "shard", "blue-1", "pool", "blue", "state", proxyapi.Up)
 	lines.Wait(t, 10*time.Second, "shard added", "shard", "blue-2", "pool", "blue", "state", proxyapi.Up)
@@ -151,86 +146,6 @@ func TestLogsFollowTheRegistry(t *testing.T) {
 	if got := lines.Find(t, "pool weights changed"); len(got) != 2 || !got[1].Has("from", "blue=90 green=10", "to", "none") {
 		t.Errorf("pool weights changed: %v, want once to blue=90 green=10 and once back to none\n%s", got, lines)
 	}
-}
-
-// Ejection and its end, the admission decisions, and the lines that
-// repeat under load (cooling off, the in-flight limit, overload), on
-// shards without connections.
-func TestLogsPlacementDecisions(t *testing.T) {
-	log, lines := logstest.New()
-	p, err := New(Config{Dynamic: true, Logger: log, MaxBacklog: 100, MaxInflightPerShard: 8, OverloadLimit: 4, OverloadExcess: 50,
-		Health: HealthConfig{Interval: -1, OutlierFailures: 2, EjectionTime: time.Minute}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.cfg.Health.Interval = time.Hour // on, but no loop runs
-	a, b := fakeShard("a", 1, ""), fakeShard("b", 2, "")
-	a.Metrics = "http://127.0.0.1:1/metrics"
-	p.set.Store(build([]*shard{a, b}, "", nil))
-	t.Cleanup(func() {
-		p.set.Store(emptySet) // fake shards have no connection to close
-		_ = p.Close(context.Background())
-	})
-
-	// Ejected after two failures, returned once its time is up.
-	unavailable := status.Error(codes.Unavailable, "io exception")
-	p.noteFailure(false, a, unavailable)
-	p.noteFailure(false, a, unavailable)
-	lines.Wait(t, time.Second, "shard ejected from placement", "shard", "a", "slot", 1, "for", "1m0s", "ejections", 1, "level", "WARN")
-	p.noteReturned(a, time.Now())
-	if n := len(lines.Find(t, "shard returned to placement")); n != 0 {
-		t.Fatalf("returned while still ejected")
-	}
-	p.noteReturned(a, time.Now().Add(2*time.Minute))
-	p.noteReturned(a, time.Now().Add(3*time.Minute))
-	if n := len(lines.Find(t, "shard returned to placement", "shard", "a")); n != 1 {
-		t.Errorf("%d lines of a returning, want 1", n)
-	}
-
-	// Admission by backlog: refusing over the max, admitting under half.
-	at := time.Now()
-	for i, lag := range []float64{10, 150, 80, 40} {
-		p.admit(a, backlog.Backlog{At: at.Add(time.Duration(i) * time.Second), Lag: lag})
-	}
-	lines.Wait(t, time.Second, "shard refusing new instances", "shard", "a", "reason", "backlog", "records", 150, "maxBacklog", 100)
-	lines.Wait(t, time.Second, "shard admitting new instances", "shard", "a", "reason", "backlog", "records", 40)
-	// By the instance limit: a reading after a refusal, then one after none.
-	a.admission.instances.limited.Store(true)
-	p.admit(a, backlog.Backlog{At: at.Add(5 * time.Second), Lag: 20, InFlight: 70})
-	p.admit(a, backlog.Backlog{At: at.Add(6 * time.Second), Lag: 20, InFlight: 30})
-	lines.Wait(t, time.Second, "shard refusing new instances", "shard", "a", "reason", "instance limit", "instances", 70, "instanceLimit", 64)
-	lines.Wait(t, time.Second, "shard admitting new instances", "shard", "a", "reason", "instance limit", "instances", 30)
-	if n := len(lines.Find(t, "shard refusing new instances", "shard", "a")); n != 2 {
-		t.Errorf("%d refusing lines, want one per decision (2)", n)
-	}
-
-	// A hundred RESOURCE_EXHAUSTED answers: one line, then a count.
-	exhausted := status.Error(codes.ResourceExhausted, "partition 1 backpressure")
-	for range 100 {
-		p.coolOff(b, exhausted)
-	}
-	// The in-flight limit refuses the 9th call and those after; the 7th
-	// overloads the shard, and it is back under 4.
-	for i := range 10 {
-		if err := p.enter(b, "CreateProcessInstance"); err != nil && i < 8 {
-			t.Fatalf("call %d refused: %v", i+1, err)
-		}
-	}
-	for range 8 {
-		p.leave(b, "CreateProcessInstance", nil, false)
-	}
-	if got := lines.Find(t, "shard cooling off, refusing new instances", "shard", "b"); len(got) != 1 ||
-		got[0]["reason"] != "partition 1 backpressure" || got[0]["for"] != "30s" {
-		t.Errorf("cooling off lines %v, want one, with the reason and the time", got)
-	}
-	lines.Wait(t, time.Second, "shard overloaded, refusing new instances", "shard", "b", "inFlight", 7, "overloadAt", 6)
-	lines.Wait(t, time.Second, "shard refusing calls at its in-flight limit", "shard", "b", "limit", 8)
-	// What was left out is counted when the proxy stops (or an interval
-	// later): the latest overload line is the state it is in.
-	p.repeats.FlushAll()
-	lines.Wait(t, time.Second, "shard cooling off, refusing new instances", "shard", "b", "suppressed", 99)
-	lines.Wait(t, time.Second, "shard refusing calls at its in-flight limit", "shard", "b", "suppressed", 1)
-	lines.Wait(t, time.Second, "shard no longer overloaded, admitting new instances", "shard", "b", "suppressed", 1, "inFlight", 3)
 }
 
 // startRegistry runs an in-process registry with the memory store on

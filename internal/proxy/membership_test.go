@@ -1,8 +1,6 @@
 package proxy
 
 import (
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -10,91 +8,19 @@ import (
 	"github.com/shardctl/shardctl/internal/keyslot"
 	"github.com/shardctl/shardctl/internal/load"
 	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
+	"github.com/shardctl/shardctl/internal/proxy/route"
 	"github.com/shardctl/shardctl/internal/sim"
+	"github.com/shardctl/shardctl/internal/sim/simtest"
 )
-
-func TestWantFollowsTheShardSet(t *testing.T) {
-	sims := startShards(t, 3, sim.Config{})
-	var mu sync.Mutex
-	var lastErr error
-	syncs := 0
-	p := startProxy(t, Config{Dynamic: true, OnSync: func(err error) {
-		mu.Lock()
-		lastErr, syncs = err, syncs+1
-		mu.Unlock()
-	}})
-	state := func(id string) proxyapi.State {
-		if s := p.shardByID(id); s != nil {
-			return s.State()
-		}
-		return ""
-	}
-	cfgs := shardConfigs(sims)
-	p.Want(cfgs)
-	budget.Eventually(t, 5*time.Second, "three shards", func() bool { return len(p.Shards()) == 3 })
-
-	for _, tc := range []struct {
-		name   string
-		want   func() []ShardConfig
-		check  func() bool
-		expect string
-	}{
-		{"drain one", func() []ShardConfig {
-			c := append([]ShardConfig(nil), cfgs...)
-			c[1].State = proxyapi.Draining
-			return c
-		}, func() bool { return state("shard-2") == proxyapi.Draining && state("shard-1") == proxyapi.Up }, "shard-2 DRAINING"},
-		{"one leaves the registry", func() []ShardConfig { return []ShardConfig{cfgs[0], cfgs[1]} },
-			func() bool {
-				return state("shard-3") == proxyapi.Down && state("shard-2") == proxyapi.Up && len(p.Shards()) == 3
-			}, "shard-3 kept as DOWN, shard-2 UP again"},
-		{"it comes back", func() []ShardConfig { return cfgs },
-			func() bool { return state("shard-3") == proxyapi.Up }, "shard-3 UP"},
-		{"a new address replaces the shard", func() []ShardConfig {
-			c := append([]ShardConfig(nil), cfgs...)
-			c[2].Addr = sims[0].Addr().String()
-			return c
-		}, func() bool { s := p.shardByID("shard-3"); return s != nil && s.Addr == sims[0].Addr().String() }, "shard-3 at its new address"},
-		{"one leaves", func() []ShardConfig { return cfgs[:2] },
-			func() bool { return state("shard-3") == proxyapi.Down }, "shard-3 kept as DOWN"},
-		// The registry gave its slot to another shard: it released it.
-		{"another shard takes its slot", func() []ShardConfig {
-			return append(cfgs[:2:2], ShardConfig{ID: "shard-3b", Addr: sims[2].Addr().String(), Slot: cfgs[2].Slot})
-		}, func() bool { return state("shard-3b") == proxyapi.Up && state("shard-3") == "" && len(p.Shards()) == 3 }, "shard-3b in slot 3, shard-3 gone"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			p.Want(tc.want())
-			budget.Eventually(t, 2*time.Second, tc.expect, tc.check)
-		})
-	}
-
-	// A shard that cannot be reached does not hold back the others'
-	// states, and is tried again until it can join.
-	unreachable := ShardConfig{ID: "shard-9", Addr: "127.0.0.1:1", Slot: 9}
-	c := append([]ShardConfig(nil), cfgs...)
-	c[0].State = proxyapi.OutOfService
-	p.Want(append(c, unreachable))
-	budget.Eventually(t, 2*time.Second, "shard-1 OUT_OF_SERVICE while shard-9 cannot be reached", func() bool {
-		return state("shard-1") == proxyapi.OutOfService
-	})
-	budget.Eventually(t, 30*time.Second, "a sync error naming shard-9", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return lastErr != nil && strings.Contains(lastErr.Error(), "shard-9")
-	})
-	if state("shard-9") != "" {
-		t.Errorf("an unreachable shard joined")
-	}
-}
 
 // A shard that missed a deployment (OUT_OF_SERVICE and unreachable when
 // it was made) is replayed it when the registry sets it UP again, before
 // it takes an instance: it was set UP without it before, and every
 // instance placed there failed.
 func TestReplayOnReturn(t *testing.T) {
-	sims := startShards(t, 2, sim.Config{Partitions: 1})
-	cfgs := shardConfigs(sims)
-	p := startProxy(t, Config{Dynamic: true, Health: HealthConfig{Interval: -1}})
+	sims := simtest.StartN(t, 2, sim.Config{Partitions: 1})
+	cfgs := simtest.ShardConfigs(sims)
+	p := startProxy(t, Config{Dynamic: true, Health: route.HealthConfig{Interval: -1}})
 	cfgs[1].State = proxyapi.OutOfService
 	p.Want(cfgs)
 	budget.Eventually(t, 5*time.Second, "two shards", func() bool { return len(p.Shards()) == 2 })
@@ -109,7 +35,7 @@ func TestReplayOnReturn(t *testing.T) {
 	}
 	cfgs[1].State = proxyapi.Up
 	p.Want(cfgs)
-	budget.Eventually(t, 5*time.Second, "shard-2 UP", func() bool { return p.shardByID("shard-2").State() == proxyapi.Up })
+	budget.Eventually(t, 5*time.Second, "shard-2 UP", func() bool { return p.ShardByID("shard-2").State() == proxyapi.Up })
 	on2 := 0
 	for range 40 {
 		resp, err := c.NewCreateInstanceCommand().BPMNProcessId("order").LatestVersion().Send(ctx)

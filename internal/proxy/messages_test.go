@@ -16,6 +16,7 @@ import (
 	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/keyslot"
 	"github.com/shardctl/shardctl/internal/load"
+	"github.com/shardctl/shardctl/internal/proxy/route"
 	"github.com/shardctl/shardctl/internal/sim"
 	"github.com/shardctl/shardctl/internal/sim/simtest"
 )
@@ -37,8 +38,8 @@ const messageStartProcess = bpmnHead + `<bpmn:message id="m" name="order-placed"
 </bpmn:process></bpmn:definitions>`
 
 func TestMessagesThroughTheProxy(t *testing.T) {
-	shards := startShards(t, 3, sim.Config{Partitions: 2})
-	p := startProxy(t, Config{Shards: shardConfigs(shards)})
+	shards := simtest.StartN(t, 3, sim.Config{Partitions: 2})
+	p := startProxy(t, Config{Shards: simtest.ShardConfigs(shards)})
 	c := newClient(t, p.Addr().String())
 	ctx := budget.Context(t, time.Minute)
 	for name, xml := range map[string]string{"wait.bpmn": catchProcess, "order.bpmn": messageStartProcess} {
@@ -102,8 +103,8 @@ func TestMessagesThroughTheProxy(t *testing.T) {
 
 func TestZbctlThroughTheProxy(t *testing.T) {
 	zbctl := simtest.Zbctl(t)
-	shards := startShards(t, 3, sim.Config{Partitions: 2})
-	p := startProxy(t, Config{Shards: shardConfigs(shards)})
+	shards := simtest.StartN(t, 3, sim.Config{Partitions: 2})
+	p := startProxy(t, Config{Shards: simtest.ShardConfigs(shards)})
 	run := func(args ...string) string {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), budget.Of(30*time.Second))
@@ -138,8 +139,8 @@ func TestZbctlThroughTheProxy(t *testing.T) {
 // others took it (the lowest slot's OK hid it before); the same for a
 // signal. Health checks are off: the failing shard stays a target.
 func TestFanOutReportsAShardThatFailed(t *testing.T) {
-	shards := startShards(t, 3, sim.Config{Partitions: 1})
-	p := startProxy(t, Config{Shards: shardConfigs(shards), Health: HealthConfig{Interval: -1}})
+	shards := simtest.StartN(t, 3, sim.Config{Partitions: 1})
+	p := startProxy(t, Config{Shards: simtest.ShardConfigs(shards), Health: route.HealthConfig{Interval: -1}})
 	c := newClient(t, p.Addr().String())
 	ctx := budget.Context(t, time.Minute)
 	publish := func() error {

@@ -9,16 +9,18 @@ import (
 	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/keyslot"
 	"github.com/shardctl/shardctl/internal/load"
+	"github.com/shardctl/shardctl/internal/proxy/route"
 	"github.com/shardctl/shardctl/internal/registry/registryapi"
 	"github.com/shardctl/shardctl/internal/sim"
+	"github.com/shardctl/shardctl/internal/sim/simtest"
 )
 
 // Pool weights place new instances between pools by weight, and over
 // the shards of a pool by power-of-two-choices; a pool of weight 0, or not
 // named, gets none; without weights every shard takes its share.
 func TestPoolWeights(t *testing.T) {
-	shards := startShards(t, 4, sim.Config{Partitions: 1})
-	cfgs := shardConfigs(shards)
+	shards := simtest.StartN(t, 4, sim.Config{Partitions: 1})
+	cfgs := simtest.ShardConfigs(shards)
 	for i := range cfgs {
 		cfgs[i].Pool = []string{"blue", "blue", "green", "green"}[i]
 	}
@@ -98,10 +100,10 @@ func TestWeightsOf(t *testing.T) {
 	at := func(s int) time.Time { return time.Unix(int64(s), 0) }
 	done := registryapi.Cutover{Name: "a", Weights: map[string]int{"green": 100, "blue": 0}, UpdatedAt: at(1)}
 	newer := registryapi.Cutover{Name: "b", Weights: map[string]int{"green": 90, "purple": 10}, UpdatedAt: at(2)}
-	if w := WeightsOf(nil); w != nil {
+	if w := route.WeightsOf(nil); w != nil {
 		t.Errorf("no cutover: %v", w)
 	}
-	if w := WeightsOf([]registryapi.Cutover{newer, done}); w["purple"] != 10 {
+	if w := route.WeightsOf([]registryapi.Cutover{newer, done}); w["purple"] != 10 {
 		t.Errorf("the latest record's weights: %v", w)
 	}
 }

@@ -19,8 +19,8 @@ import (
 )
 
 func TestTwoThousandInstancesThroughTheProxy(t *testing.T) {
-	shards := startShards(t, 3, sim.Config{Partitions: 3})
-	p := startProxy(t, Config{Shards: shardConfigs(shards)})
+	shards := simtest.StartN(t, 3, sim.Config{Partitions: 3})
+	p := startProxy(t, Config{Shards: simtest.ShardConfigs(shards)})
 	c := newClient(t, p.Addr().String())
 	ctx := budget.Context(t, 2*time.Minute)
 
@@ -112,9 +112,9 @@ func TestTwoThousandInstancesThroughTheProxy(t *testing.T) {
 
 // Power-of-two-choices sends fewer new instances to a slower shard.
 func TestPowerOfTwoChoicesFavoursTheFasterShard(t *testing.T) {
-	slow := startShards(t, 1, sim.Config{Partitions: 1, Capacity: 300, BacklogLimit: -1})
-	fast := startShards(t, 1, sim.Config{Partitions: 1})
-	p := startProxy(t, Config{Shards: shardConfigs(append(slow, fast...))})
+	slow := simtest.StartN(t, 1, sim.Config{Partitions: 1, Capacity: 300, BacklogLimit: -1})
+	fast := simtest.StartN(t, 1, sim.Config{Partitions: 1})
+	p := startProxy(t, Config{Shards: simtest.ShardConfigs(append(slow, fast...))})
 	c := newClient(t, p.Addr().String())
 	ctx := budget.Context(t, time.Minute)
 	if _, err := c.NewDeployResourceCommand().AddResource(load.Process("p", "x"), "p.bpmn").Send(ctx); err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/shardctl/shardctl/internal/ledger"
 	"github.com/shardctl/shardctl/internal/proxy/pbkeys"
 	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
+	"github.com/shardctl/shardctl/internal/proxy/route"
 )
 
 // server implements the Zeebe gateway API over the shards.
@@ -31,11 +32,11 @@ type server struct {
 const GatewayVersion = "8.5.20"
 
 func (sv *server) observe(rpc string, start time.Time, err error) {
-	sv.p.metrics.observe(rpc, status.Code(err), time.Since(start))
+	sv.p.Metrics().Observe(rpc, status.Code(err), time.Since(start))
 }
 
 // onShard names the shard in an error the client sees, keeping its code.
-func onShard(s *shard, err error) error {
+func onShard(s *route.Shard, err error) error {
 	st, ok := status.FromError(err)
 	if !ok {
 		return status.Errorf(codes.Unavailable, "shard %s: %v", s.ID, err)
@@ -57,19 +58,19 @@ func isDefinitionKey(fd protoreflect.FieldDescriptor) bool {
 // stripFor takes the slots out of a request's keys for the shard it goes
 // to. A definition key of another shard is translated through the ledger;
 // any other key of another shard cannot be served there.
-func (p *Proxy) stripFor(target *shard) func(protoreflect.FieldDescriptor, int64) (int64, error) {
+func (p *Proxy) stripFor(target *route.Shard) func(protoreflect.FieldDescriptor, int64) (int64, error) {
 	return func(fd protoreflect.FieldDescriptor, k int64) (int64, error) {
 		if keyslot.None(k) || k < 0 {
 			return k, nil
 		}
 		slot, raw := keyslot.Split(k)
-		if slot == target.Slot || (slot == 0 && p.set.Load().legacy == target) {
+		if slot == target.Slot || (slot == 0 && p.IsLegacy(target)) {
 			return raw, nil
 		}
 		if isDefinitionKey(fd) {
-			if src, _, err := p.shardForKey(k); err == nil {
-				if pid, ok := p.index.process(src.ID, raw); ok {
-					if tk, ok := p.index.keyOn(target.ID, pid); ok {
+			if src, _, err := p.ShardForKey(k); err == nil {
+				if pid, ok := p.Ledger().Process(src.ID, raw); ok {
+					if tk, ok := p.Ledger().KeyOn(target.ID, pid); ok {
 						return tk, nil
 					}
 				}
@@ -84,9 +85,9 @@ func byKey[Req proto.Message, Resp proto.Message](ctx context.Context, sv *serve
 	fn func(pb.GatewayClient, context.Context, Req, ...grpc.CallOption) (Resp, error)) (Resp, error) {
 	start := time.Now()
 	var zero Resp
-	s, _, err := sv.p.shardForKey(key)
-	if err == nil && s.health.down.Load() {
-		err = downError(s)
+	s, _, err := sv.p.ShardForKey(key)
+	if err == nil && s.Down() {
+		err = route.DownError(s)
 	}
 	if err != nil {
 		sv.observe(rpc, start, err)
@@ -125,7 +126,7 @@ func placeNew[Req proto.Message, Resp proto.Message](ctx context.Context, sv *se
 }
 
 func (p *Proxy) place(ctx context.Context, rpc string, send func(context.Context, pb.GatewayClient) (proto.Message, error)) (proto.Message, error) {
-	var triedOn [keyslot.MaxSlot]*shard // on the stack: this is the hot path
+	var triedOn [keyslot.MaxSlot]*route.Shard // on the stack: this is the hot path
 	tried := triedOn[:0]
 	var lastErr error
 	exhausted := false
@@ -133,33 +134,33 @@ func (p *Proxy) place(ctx context.Context, rpc string, send func(context.Context
 	// picks the next one.
 	now := time.Now()
 	for {
-		s := p.pick(now, tried)
+		s := p.Pick(now, tried)
 		if s == nil {
 			break
 		}
 		tried = append(tried, s)
-		s.placing.Add(1)
+		s.Placing.Add(1)
 		sent := now
 		resp, err := call(ctx, p, s, rpc, send)
-		s.placing.Add(-1)
+		s.Placing.Add(-1)
 		now = time.Now()
 		if err == nil || status.Code(err) == codes.DeadlineExceeded {
-			s.latency.observe(now.Sub(sent), now)
+			s.ObserveLatency(now.Sub(sent), now)
 		}
 		switch {
 		case err == nil:
-			s.choices.Inc()
+			s.Choices.Inc()
 			if strings.HasPrefix(rpc, "CreateProcessInstance") {
-				s.admission.instances.placed.Add(1)
+				s.NotePlaced()
 			}
 			pbkeys.Stamp(resp.ProtoReflect(), s.Slot)
 			return resp, nil
-		case errors.As(err, new(*limitError)):
+		case errors.As(err, new(*route.LimitError)):
 			lastErr = err // the proxy's own limit: another shard may take it
 		case status.Code(err) == codes.ResourceExhausted:
-			p.coolOff(s, err)
+			p.CoolOff(s, err)
 			exhausted, lastErr = true, err
-		case neverSent(err):
+		case route.NeverSent(err):
 			lastErr = err
 		default:
 			return nil, onShard(s, err)
@@ -180,7 +181,7 @@ func (p *Proxy) place(ctx context.Context, rpc string, send func(context.Context
 // prepareCreate turns a processDefinitionKey into bpmnProcessId + version
 // through the ledger, so any shard can run it. A key the ledger does not
 // know (deployed before the proxy) only runs on the shard that issued it.
-func (p *Proxy) prepareCreate(req *pb.CreateProcessInstanceRequest) (*shard, error) {
+func (p *Proxy) prepareCreate(req *pb.CreateProcessInstanceRequest) (*route.Shard, error) {
 	if req == nil {
 		return nil, status.Error(codes.InvalidArgument, "Expected a create process instance request, but none given")
 	}
@@ -188,11 +189,11 @@ func (p *Proxy) prepareCreate(req *pb.CreateProcessInstanceRequest) (*shard, err
 	if keyslot.None(k) || k < 0 {
 		return nil, nil
 	}
-	src, raw, err := p.shardForKey(k)
+	src, raw, err := p.ShardForKey(k)
 	if err != nil {
 		return nil, err
 	}
-	if pid, ok := p.index.process(src.ID, raw); ok {
+	if pid, ok := p.Ledger().Process(src.ID, raw); ok {
 		req.ProcessDefinitionKey, req.BpmnProcessId, req.Version = 0, pid.BpmnProcessID, pid.Version
 		return nil, nil
 	}
@@ -233,11 +234,11 @@ func (sv *server) EvaluateDecision(ctx context.Context, req *pb.EvaluateDecision
 
 // deployTargets are the shards a deployment goes to, in slot order: every
 // shard but those DOWN, which are replayed the ledger when they are back.
-func (p *Proxy) deployTargets() []*shard {
-	var out []*shard
-	for _, s := range p.snapshot() {
-		if s.routingState() == proxyapi.Down {
-			s.health.needsReplay.Store(true)
+func (p *Proxy) deployTargets() []*route.Shard {
+	var out []*route.Shard
+	for _, s := range p.Snapshot() {
+		if s.RoutingState() == proxyapi.Down {
+			s.SetNeedsReplay()
 			continue
 		}
 		out = append(out, s)
@@ -252,17 +253,16 @@ func deployAll[Resp proto.Message](ctx context.Context, sv *server, rpc string, 
 	p := sv.p
 	start := time.Now()
 	var zero Resp
-	p.deploy.Lock()
-	defer p.deploy.Unlock()
-	d := ledger.Deployment{Resources: resources, MessageStarts: messageStartsOf(resources)}
+	defer p.LockDeploys()()
+	d := ledger.Deployment{Resources: resources, MessageStarts: route.MessageStartsOf(resources)}
 	index := map[string]int{} // process version -> position in d.Processes
 	var first Resp
-	var firstShard *shard
+	var firstShard *route.Shard
 	for _, s := range p.deployTargets() {
 		resp, err := call(ctx, p, s, rpc, send)
 		if err != nil {
 			if s.State() != proxyapi.Up {
-				s.health.needsReplay.Store(true) // only UP shards must accept; the others catch up
+				s.SetNeedsReplay() // only UP shards must accept; the others catch up
 				continue
 			}
 			err = onShard(s, err)
@@ -294,7 +294,7 @@ func deployAll[Resp proto.Message](ctx context.Context, sv *server, rpc string, 
 		sv.observe(rpc, start, err)
 		return zero, err
 	}
-	p.index.add(rec)
+	p.Ledger().Add(rec)
 	pbkeys.Stamp(first.ProtoReflect(), firstShard.Slot)
 	sv.observe(rpc, start, nil)
 	return first, nil
@@ -383,7 +383,7 @@ func fanOut[Resp proto.Message](ctx context.Context, sv *server, rpc string, sen
 // starts one instance; any other goes to every shard that may hold an
 // instance waiting for it.
 func (sv *server) PublishMessage(ctx context.Context, req *pb.PublishMessageRequest) (*pb.PublishMessageResponse, error) {
-	if sv.p.index.startsProcess(req.GetName()) {
+	if sv.p.Ledger().StartsProcess(req.GetName()) {
 		return placeNew(ctx, sv, "PublishMessage", req, pb.GatewayClient.PublishMessage)
 	}
 	return fanOut(ctx, sv, "PublishMessage", func(ctx context.Context, c pb.GatewayClient) (*pb.PublishMessageResponse, error) {
@@ -447,13 +447,13 @@ func (sv *server) DeleteResource(ctx context.Context, req *pb.DeleteResourceRequ
 // federation it is.
 func (sv *server) Topology(ctx context.Context, _ *pb.TopologyRequest) (*pb.TopologyResponse, error) {
 	start := time.Now()
-	shards := sv.p.snapshot()
+	shards := sv.p.Snapshot()
 	out := &pb.TopologyResponse{GatewayVersion: GatewayVersion}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	topos := make([]*pb.TopologyResponse, len(shards))
 	for i, s := range shards {
-		if s.health.down.Load() {
+		if s.Down() {
 			continue
 		}
 		wg.Add(1)

@@ -17,7 +17,9 @@ import (
 	"github.com/shardctl/shardctl/internal/keyslot"
 	"github.com/shardctl/shardctl/internal/load"
 	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
+	"github.com/shardctl/shardctl/internal/proxy/route"
 	"github.com/shardctl/shardctl/internal/sim"
+	"github.com/shardctl/shardctl/internal/sim/simtest"
 )
 
 // fakeGateway answers Topology with a chosen partition count and records
@@ -68,7 +70,7 @@ func serveGateway(t *testing.T, gw pb.GatewayServer, opts ...grpc.ServerOption) 
 
 func TestRefusesShardWithTooManyPartitions(t *testing.T) {
 	_, addr := startFake(t, 128)
-	p, err := New(Config{Front: os.Getenv(envFront), Listen: "127.0.0.1:0", Shards: []ShardConfig{{ID: "huge", Addr: addr, Slot: 1}}})
+	p, err := New(Config{Front: os.Getenv(envFront), Listen: "127.0.0.1:0", Shards: []proxyapi.ShardConfig{{ID: "huge", Addr: addr, Slot: 1}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +82,7 @@ func TestRefusesShardWithTooManyPartitions(t *testing.T) {
 
 func TestForwardsAuthorization(t *testing.T) {
 	f, addr := startFake(t, 3)
-	p := startProxy(t, Config{Shards: []ShardConfig{{ID: "a", Addr: addr, Slot: 1}}})
+	p := startProxy(t, Config{Shards: []proxyapi.ShardConfig{{ID: "a", Addr: addr, Slot: 1}}})
 	conn := dial(t, p.Addr().String())
 	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer s3cret")
 	if _, err := pb.NewGatewayClient(conn).Topology(ctx, &pb.TopologyRequest{}); err != nil {
@@ -100,13 +102,13 @@ func TestConfigErrors(t *testing.T) {
 		want string
 	}{
 		{"no shards", Config{}, "no shards"},
-		{"slot 0", Config{Shards: []ShardConfig{{ID: "a", Addr: "h:1", Slot: 0}}}, "slot 0"},
-		{"slot 32", Config{Shards: []ShardConfig{{ID: "a", Addr: "h:1", Slot: 32}}}, "slot 32"},
-		{"shared slot", Config{Shards: []ShardConfig{{ID: "a", Addr: "h:1", Slot: 1}, {ID: "b", Addr: "h:2", Slot: 1}}}, "both have slot 1"},
-		{"same id", Config{Shards: []ShardConfig{{ID: "a", Addr: "h:1", Slot: 1}, {ID: "a", Addr: "h:2", Slot: 2}}}, "named twice"},
-		{"bad address", Config{Shards: []ShardConfig{{ID: "a", Addr: "nowhere", Slot: 1}}}, "HOST:PORT"},
-		{"unknown legacy", Config{Shards: []ShardConfig{{ID: "a", Addr: "h:1", Slot: 1}}, LegacyShard: "b"}, "legacy shard"},
-		{"bad state", Config{Shards: []ShardConfig{{ID: "a", Addr: "h:1", Slot: 1, State: "SLEEPY"}}}, "unknown shard state"},
+		{"slot 0", Config{Shards: []proxyapi.ShardConfig{{ID: "a", Addr: "h:1", Slot: 0}}}, "slot 0"},
+		{"slot 32", Config{Shards: []proxyapi.ShardConfig{{ID: "a", Addr: "h:1", Slot: 32}}}, "slot 32"},
+		{"shared slot", Config{Shards: []proxyapi.ShardConfig{{ID: "a", Addr: "h:1", Slot: 1}, {ID: "b", Addr: "h:2", Slot: 1}}}, "both have slot 1"},
+		{"same id", Config{Shards: []proxyapi.ShardConfig{{ID: "a", Addr: "h:1", Slot: 1}, {ID: "a", Addr: "h:2", Slot: 2}}}, "named twice"},
+		{"bad address", Config{Shards: []proxyapi.ShardConfig{{ID: "a", Addr: "nowhere", Slot: 1}}}, "HOST:PORT"},
+		{"unknown legacy", Config{Shards: []proxyapi.ShardConfig{{ID: "a", Addr: "h:1", Slot: 1}}, LegacyShard: "b"}, "legacy shard"},
+		{"bad state", Config{Shards: []proxyapi.ShardConfig{{ID: "a", Addr: "h:1", Slot: 1, State: "SLEEPY"}}}, "unknown shard state"},
 	}
 	for _, tt := range tests {
 		if _, err := New(tt.cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
@@ -119,11 +121,11 @@ func TestConfigErrors(t *testing.T) {
 		{"a=h:1,color=red", "unknown option"},
 		{"a=h:1,state=NOPE", "unknown shard state"},
 	} {
-		if _, err := ParseShardFlag(tt.flag, 1); err == nil || !strings.Contains(err.Error(), tt.want) {
+		if _, err := route.ParseShardFlag(tt.flag, 1); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("--shard %s: %v, want %q", tt.flag, err, tt.want)
 		}
 	}
-	sc, err := ParseShardFlag("green=10.0.0.1:26500,slot=7,state=draining", 1)
+	sc, err := route.ParseShardFlag("green=10.0.0.1:26500,slot=7,state=draining", 1)
 	if err != nil || sc.Slot != 7 || sc.State != proxyapi.Draining || sc.Addr != "10.0.0.1:26500" {
 		t.Errorf("parsed %+v, %v", sc, err)
 	}
@@ -133,8 +135,8 @@ func TestConfigErrors(t *testing.T) {
 // instances, and a DRAINING shard gets no new instances but still serves
 // jobs.
 func TestAddShardReplaysAndDrainingShardsKeepServingJobs(t *testing.T) {
-	shards := startShards(t, 3, sim.Config{Partitions: 1})
-	cfgs := shardConfigs(shards)
+	shards := simtest.StartN(t, 3, sim.Config{Partitions: 1})
+	cfgs := simtest.ShardConfigs(shards)
 	p := startProxy(t, Config{Shards: cfgs[:2]})
 	c := newClient(t, p.Addr().String())
 	ctx := budget.Context(t, time.Minute)

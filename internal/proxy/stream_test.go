@@ -23,8 +23,8 @@ import (
 // A streaming job worker through the proxy gets the jobs every shard
 // pushes, merged into its one stream.
 func TestJobStreamingThroughTheProxy(t *testing.T) {
-	shards := startShards(t, 3, sim.Config{Partitions: 1})
-	p := startProxy(t, Config{Shards: shardConfigs(shards)})
+	shards := simtest.StartN(t, 3, sim.Config{Partitions: 1})
+	p := startProxy(t, Config{Shards: simtest.ShardConfigs(shards)})
 	c := newClient(t, p.Addr().String())
 	ctx := budget.Context(t, time.Minute)
 	if _, err := c.NewDeployResourceCommand().AddResource(load.Process("p", "pushed"), "p.bpmn").Send(ctx); err != nil {
@@ -88,8 +88,8 @@ func TestJobStreamEndGivesBufferedJobsBack(t *testing.T) {
 // proxy, and the stream.
 func unreadJobStream(t *testing.T, ctx context.Context, cfg Config, n int) (*Proxy, *sim.Sim, pb.GatewayClient, pb.Gateway_StreamActivatedJobsClient) {
 	t.Helper()
-	shards := startShards(t, 1, sim.Config{Partitions: 1})
-	cfg.Shards = shardConfigs(shards)
+	shards := simtest.StartN(t, 1, sim.Config{Partitions: 1})
+	cfg.Shards = simtest.ShardConfigs(shards)
 	p := startProxy(t, cfg)
 	c := newClient(t, p.Addr().String())
 	if _, err := c.NewDeployResourceCommand().AddResource(load.Process("p", "pushed"), "p.bpmn").Send(ctx); err != nil {
@@ -124,8 +124,8 @@ func pollNow(t *testing.T, ctx context.Context, gw pb.GatewayClient, typ string,
 // The rest of the API through the proxy: the deprecated DeployProcess,
 // CreateProcessInstanceWithResult, and the RPCs the shards do not serve.
 func TestRemainingRPCsThroughTheProxy(t *testing.T) {
-	shards := startShards(t, 2, sim.Config{Partitions: 1})
-	p := startProxy(t, Config{Shards: shardConfigs(shards)})
+	shards := simtest.StartN(t, 2, sim.Config{Partitions: 1})
+	p := startProxy(t, Config{Shards: simtest.ShardConfigs(shards)})
 	gw := pb.NewGatewayClient(dial(t, p.Addr().String()))
 	c := newClient(t, p.Addr().String())
 	ctx := budget.Context(t, 30*time.Second)

@@ -19,6 +19,8 @@ import (
 	"github.com/shardctl/shardctl/internal/certs"
 	"github.com/shardctl/shardctl/internal/certs/certstest"
 	"github.com/shardctl/shardctl/internal/load"
+	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
+	"github.com/shardctl/shardctl/internal/proxy/route"
 	"github.com/shardctl/shardctl/internal/sim"
 	"github.com/shardctl/shardctl/internal/sim/simtest"
 )
@@ -41,7 +43,7 @@ func tlsServer(t *testing.T, cert, key, clientCA string) *certs.Server {
 func TestTLSClientsAndShards(t *testing.T) {
 	f := certstest.Write(t, t.TempDir())
 	shard := simtest.Start(t, sim.Config{Partitions: 1, TLS: tlsServer(t, f.Server, f.ServerKey, "")})
-	shards := []ShardConfig{{ID: "secure", Addr: shard.Addr().String(), Slot: 1, TLS: "true"}}
+	shards := []proxyapi.ShardConfig{{ID: "secure", Addr: shard.Addr().String(), Slot: 1, TLS: "true"}}
 	p := startProxy(t, Config{Shards: shards, UpstreamCA: f.CA, TLS: tlsServer(t, f.Server, f.ServerKey, f.CA)})
 
 	roots, err := certs.Pool(f.CA)
@@ -113,8 +115,8 @@ func TestTLSUpstreamRefusals(t *testing.T) {
 		{"insecure skips the check", good.Addr().String(), "insecure", f.OtherCA, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p, err := New(Config{Front: os.Getenv(envFront), Listen: "127.0.0.1:0", UpstreamCA: tc.ca, Health: HealthConfig{Interval: -1},
-				Shards: []ShardConfig{{ID: "s1", Addr: tc.addr, Slot: 1, TLS: tc.mode}}})
+			p, err := New(Config{Front: os.Getenv(envFront), Listen: "127.0.0.1:0", UpstreamCA: tc.ca, Health: route.HealthConfig{Interval: -1},
+				Shards: []proxyapi.ShardConfig{{ID: "s1", Addr: tc.addr, Slot: 1, TLS: tc.mode}}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -132,10 +134,10 @@ func TestTLSUpstreamRefusals(t *testing.T) {
 			}
 		})
 	}
-	if _, err := New(Config{Listen: "127.0.0.1:0", UpstreamCA: f.ServerKey, Shards: []ShardConfig{{ID: "s1", Addr: "127.0.0.1:1", Slot: 1}}}); err == nil || !strings.Contains(err.Error(), "--upstream-ca") {
+	if _, err := New(Config{Listen: "127.0.0.1:0", UpstreamCA: f.ServerKey, Shards: []proxyapi.ShardConfig{{ID: "s1", Addr: "127.0.0.1:1", Slot: 1}}}); err == nil || !strings.Contains(err.Error(), "--upstream-ca") {
 		t.Errorf("a CA file without a certificate: %v", err)
 	}
-	if _, err := New(Config{Listen: "127.0.0.1:0", Shards: []ShardConfig{{ID: "s1", Addr: "127.0.0.1:1", Slot: 1, TLS: "yes"}}}); err == nil || !strings.Contains(err.Error(), `tls "yes"`) {
+	if _, err := New(Config{Listen: "127.0.0.1:0", Shards: []proxyapi.ShardConfig{{ID: "s1", Addr: "127.0.0.1:1", Slot: 1, TLS: "yes"}}}); err == nil || !strings.Contains(err.Error(), `tls "yes"`) {
 		t.Errorf("tls=yes: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package proxy
+package route
 
 import (
 	"fmt"
@@ -31,21 +31,21 @@ import (
 //	- {id: blue-0, address: 10.0.0.5:26500, slot: 1}
 //	- {id: green-1, address: 10.0.1.5:26500, slot: 2, state: DRAINING, tls: "true"}
 type FileConfig struct {
-	Listen              string        `json:"listen"`
-	Admin               string        `json:"admin"`
-	Front               string        `json:"front"`
-	LegacyShard         string        `json:"legacyShard"`
-	MaxInflightPerShard *int64        `json:"maxInflightPerShard"`
-	OverloadLimit       *int64        `json:"overloadLimit"`
-	OverloadExcess      *int          `json:"overloadExcess"`
-	MaxBacklog          *int64        `json:"maxBacklog"`
-	InstanceLimit       *int64        `json:"instanceLimit"`
-	BacklogInterval     string        `json:"backlogInterval"`
-	CoolingOff          string        `json:"coolingOff"`
-	Health              FileHealth    `json:"health"`
-	TLS                 FileTLS       `json:"tls"`
-	UpstreamCA          string        `json:"upstreamCA"`
-	Shards              []ShardConfig `json:"shards"`
+	Listen              string                 `json:"listen"`
+	Admin               string                 `json:"admin"`
+	Front               string                 `json:"front"`
+	LegacyShard         string                 `json:"legacyShard"`
+	MaxInflightPerShard *int64                 `json:"maxInflightPerShard"`
+	OverloadLimit       *int64                 `json:"overloadLimit"`
+	OverloadExcess      *int                   `json:"overloadExcess"`
+	MaxBacklog          *int64                 `json:"maxBacklog"`
+	InstanceLimit       *int64                 `json:"instanceLimit"`
+	BacklogInterval     string                 `json:"backlogInterval"`
+	CoolingOff          string                 `json:"coolingOff"`
+	Health              FileHealth             `json:"health"`
+	TLS                 FileTLS                `json:"tls"`
+	UpstreamCA          string                 `json:"upstreamCA"`
+	Shards              []proxyapi.ShardConfig `json:"shards"`
 }
 
 // FileTLS is the file's tls section: the clients' listener.
@@ -88,13 +88,13 @@ func LoadFile(path string) (FileConfig, error) {
 
 // ParseShardFlag reads --shard ID=HOST:PORT[,slot=N][,state=S][,pool=P][,metrics=URL][,tls=T];
 // without a slot the shard gets position (1-based) as its slot.
-func ParseShardFlag(v string, position int) (ShardConfig, error) {
+func ParseShardFlag(v string, position int) (proxyapi.ShardConfig, error) {
 	id, rest, ok := strings.Cut(v, "=")
 	if !ok || id == "" || rest == "" {
-		return ShardConfig{}, fmt.Errorf("--shard %q: want ID=HOST:PORT[,slot=N][,state=UP|DRAINING|OUT_OF_SERVICE][,pool=NAME][,metrics=URL][,tls=true|insecure]", v)
+		return proxyapi.ShardConfig{}, fmt.Errorf("--shard %q: want ID=HOST:PORT[,slot=N][,state=UP|DRAINING|OUT_OF_SERVICE][,pool=NAME][,metrics=URL][,tls=true|insecure]", v)
 	}
 	parts := strings.Split(rest, ",")
-	sc := ShardConfig{ID: id, Addr: parts[0], Slot: position}
+	sc := proxyapi.ShardConfig{ID: id, Addr: parts[0], Slot: position}
 	for _, opt := range parts[1:] {
 		k, val, _ := strings.Cut(opt, "=")
 		switch k {

@@ -1,4 +1,4 @@
-package proxy
+package route
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 // ends them a batch at a time (DrainBatch a second), so that the workers
 // reconnect to the other replicas over a few seconds instead of all in
 // the same instant.
-type longCalls struct {
+type LongCalls struct {
 	mu   sync.Mutex
 	next uint64
 	open map[uint64]func() // how each call ends
@@ -19,9 +19,9 @@ type longCalls struct {
 
 // add registers a long call; its context ends when the drain reaches it
 // (or parent ends). done unregisters it.
-func (l *longCalls) add(parent context.Context) (context.Context, func()) {
+func (l *LongCalls) Add(parent context.Context) (context.Context, func()) {
 	ctx, cancel := context.WithCancel(parent)
-	remove := l.addFunc(cancel)
+	remove := l.AddFunc(cancel)
 	return ctx, func() {
 		remove()
 		cancel()
@@ -30,7 +30,7 @@ func (l *longCalls) add(parent context.Context) (context.Context, func()) {
 
 // addFunc registers a long call that ends by calling end when the drain
 // reaches it; remove unregisters it.
-func (l *longCalls) addFunc(end func()) (remove func()) {
+func (l *LongCalls) AddFunc(end func()) (remove func()) {
 	l.mu.Lock()
 	if l.open == nil {
 		l.open = map[uint64]func(){}
@@ -48,7 +48,7 @@ func (l *longCalls) addFunc(end func()) (remove func()) {
 
 // end ends up to n of the oldest long calls (n ≤ 0: all) and reports how
 // many it ended.
-func (l *longCalls) end(n int) int {
+func (l *LongCalls) end(n int) int {
 	l.mu.Lock()
 	ids := slices.Sorted(func(yield func(uint64) bool) {
 		for id := range l.open {
@@ -72,7 +72,7 @@ func (l *longCalls) end(n int) int {
 	return len(cancels)
 }
 
-func (l *longCalls) count() int {
+func (l *LongCalls) count() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.open)
@@ -80,10 +80,10 @@ func (l *longCalls) count() int {
 
 // drainLongCalls ends the open long calls, DrainBatch a second (all at
 // once without a batch), until none is left or ctx ends.
-func (p *Proxy) drainLongCalls(ctx context.Context) {
+func (p *Core) drainLongCalls(ctx context.Context) {
 	for p.long.count() > 0 {
 		ended := p.long.end(p.cfg.DrainBatch)
-		p.metrics.longCallsEnded.Add(float64(ended))
+		p.metrics.LongCallsEnded.Add(float64(ended))
 		left := p.long.count()
 		if p.cfg.OnDrain != nil {
 			p.cfg.OnDrain(ended, left)

@@ -1,4 +1,4 @@
-package proxy
+package route
 
 import (
 	"context"
@@ -14,18 +14,19 @@ import (
 	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
 	"github.com/shardctl/shardctl/internal/proxy/upstream"
 	"github.com/shardctl/shardctl/internal/sim"
+	"github.com/shardctl/shardctl/internal/sim/simtest"
 )
 
 // fakeShard is a shard with no connection, for placement alone.
-func fakeShard(id string, slot int, pool string) *shard {
+func fakeShard(id string, slot int, pool string) *Shard {
 	// A connection that is never dialed: calls on a fake do not use it.
-	s := &shard{ShardConfig: ShardConfig{ID: id, Slot: slot, Pool: pool}, conn: &upstream.Conn{}, inflightGauge: prometheus.NewGauge(prometheus.GaugeOpts{Name: "test"})}
+	s := &Shard{ShardConfig: proxyapi.ShardConfig{ID: id, Slot: slot, Pool: pool}, Conn: &upstream.Conn{}, inflightGauge: prometheus.NewGauge(prometheus.GaugeOpts{Name: "test"})}
 	s.state.Store(proxyapi.Up)
 	s.pool.Store(pool)
 	return s
 }
 
-func ids(shards []*shard) []string {
+func ids(shards []*Shard) []string {
 	var out []string
 	for _, s := range shards {
 		out = append(out, s.ID)
@@ -37,7 +38,7 @@ func ids(shards []*shard) []string {
 // the legacy shard, and changes only by making another set.
 func TestShardSet(t *testing.T) {
 	a, b, c := fakeShard("a", 3, "blue"), fakeShard("b", 1, "blue"), fakeShard("c", 7, "green")
-	ss := build([]*shard{a, b}, "a", nil)
+	ss := build([]*Shard{a, b}, "a", nil)
 	if got := ids(ss.all); !slices.Equal(got, []string{"b", "a"}) {
 		t.Errorf("order %v, want by slot", got)
 	}
@@ -48,7 +49,7 @@ func TestShardSet(t *testing.T) {
 	for _, tc := range []struct {
 		set  *shardSet
 		slot int
-		want *shard
+		want *Shard
 	}{
 		{ss, 0, a}, {ss, 1, b}, {ss, 3, a}, {ss, 7, nil},
 		{bigger, 7, c}, {bigger.without(a, "a"), 0, nil}, {bigger.without(a, "a"), 3, nil}, {build(nil, "", nil), 0, nil},
@@ -67,24 +68,24 @@ func TestShardSet(t *testing.T) {
 // draws, and of two shards the one with fewer placements in flight.
 func TestShardSetPick(t *testing.T) {
 	blue1, blue2, green1 := fakeShard("blue-1", 1, "blue"), fakeShard("blue-2", 2, "blue"), fakeShard("green-1", 3, "green")
-	blue2.placing.Store(50)
-	all := func(*shard) bool { return true }
+	blue2.Placing.Store(50)
+	all := func(*Shard) bool { return true }
 	for _, tc := range []struct {
 		name     string
 		weights  map[string]int
-		eligible func(*shard) bool
+		eligible func(*Shard) bool
 		want     map[string]bool // shards that may be picked; nil: none
 		never    string          // with P2C, the busy shard is never picked from a pair of two
 	}{
 		{"no weights: any shard", nil, all, map[string]bool{"blue-1": true, "blue-2": true, "green-1": true}, ""},
 		{"green only", map[string]int{"green": 100}, all, map[string]bool{"green-1": true}, ""},
 		{"blue: the idle one", map[string]int{"blue": 100}, all, map[string]bool{"blue-1": true}, "blue-2"},
-		{"blue weighted but none eligible", map[string]int{"blue": 100}, func(s *shard) bool { return s.Pool() != "blue" }, nil, ""},
-		{"nothing eligible", nil, func(*shard) bool { return false }, nil, ""},
-		{"one eligible", nil, func(s *shard) bool { return s == blue2 }, map[string]bool{"blue-2": true}, ""},
+		{"blue weighted but none eligible", map[string]int{"blue": 100}, func(s *Shard) bool { return s.Pool() != "blue" }, nil, ""},
+		{"nothing eligible", nil, func(*Shard) bool { return false }, nil, ""},
+		{"one eligible", nil, func(s *Shard) bool { return s == blue2 }, map[string]bool{"blue-2": true}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ss := build([]*shard{green1, blue2, blue1}, "", tc.weights)
+			ss := build([]*Shard{green1, blue2, blue1}, "", tc.weights)
 			for range 200 {
 				got := ss.pick(time.Now(), tc.eligible)
 				switch {
@@ -104,12 +105,12 @@ func TestShardSetPick(t *testing.T) {
 // unchanged, and the race detector sees no write to what they read (the
 // list was appended to and sorted in place before).
 func TestShardJoiningUnderReaders(t *testing.T) {
-	shards := startShards(t, 4, sim.Config{Partitions: 1})
-	cfgs := shardConfigs(shards)
+	shards := simtest.StartN(t, 4, sim.Config{Partitions: 1})
+	cfgs := simtest.ShardConfigs(shards)
 	for i := range cfgs {
 		cfgs[i].Slot = 5 - i // 4, 3, 2, 1: each newcomer sorts first
 	}
-	p := startProxy(t, Config{Shards: cfgs[:1], Dynamic: true})
+	p := startCore(t, Config{Shards: cfgs[:1], Dynamic: true})
 	ctx, stop := context.WithCancel(budget.Context(t, time.Minute))
 	var wg sync.WaitGroup
 	for range 4 {
@@ -117,11 +118,11 @@ func TestShardJoiningUnderReaders(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
-				held := p.snapshot()
+				held := p.Snapshot()
 				before := ids(held)
 				for range 100 {
-					_ = p.pick(time.Now(), nil)
-					_, _, _ = p.shardForKey(int64(held[0].Slot) << keyslot.Shift)
+					_ = p.Pick(time.Now(), nil)
+					_, _, _ = p.ShardForKey(int64(held[0].Slot) << keyslot.Shift)
 				}
 				if after := ids(held); !slices.Equal(before, after) {
 					t.Errorf("a list a reader held changed from %v to %v", before, after)
@@ -138,7 +139,7 @@ func TestShardJoiningUnderReaders(t *testing.T) {
 	}
 	stop()
 	wg.Wait()
-	if got := ids(p.snapshot()); !slices.Equal(got, []string{"shard-4", "shard-3", "shard-2", "shard-1"}) {
+	if got := ids(p.Snapshot()); !slices.Equal(got, []string{"shard-4", "shard-3", "shard-2", "shard-1"}) {
 		t.Errorf("shards %v, want by slot", got)
 	}
 }
@@ -151,9 +152,9 @@ func TestCheaper(t *testing.T) {
 	fast.latency.observe(2*time.Millisecond, now)
 	slow.latency.observe(20*time.Millisecond, now)
 	same.latency.observe(3*time.Millisecond, now)
-	same.placing.Store(1)
+	same.Placing.Store(1)
 	for _, tc := range []struct {
-		b, a *shard
+		b, a *Shard
 		at   time.Time
 		want bool
 	}{
@@ -173,7 +174,7 @@ func TestCheaper(t *testing.T) {
 	}
 	// A shard with placements in flight and no answer (stalled) does not
 	// fade: it must not look the fastest.
-	slow.placing.Store(3)
+	slow.Placing.Store(3)
 	if got := slow.current(now.Add(time.Minute)); got != float64(20*time.Millisecond) {
 		t.Errorf("a stalled shard's latency faded to %v", time.Duration(got))
 	}
@@ -186,7 +187,7 @@ func TestCheaper(t *testing.T) {
 	stalled, busy := fakeShard("stalled", 4, ""), fakeShard("busy", 5, "")
 	stalled.latency.observe(time.Millisecond, now)
 	busy.latency.observe(5*time.Millisecond, now)
-	stalled.placing.Store(30)
+	stalled.Placing.Store(30)
 	if !cheaper(busy, stalled, now) || cheaper(stalled, busy, now) {
 		t.Error("a shard with 30 placements hanging was cheaper than one 5× slower with none")
 	}

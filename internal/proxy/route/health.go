@@ -1,4 +1,4 @@
-package proxy
+package route
 
 import (
 	"context"
@@ -114,7 +114,7 @@ func (h *health) ejected(now time.Time) bool { return now.UnixNano() < h.ejected
 // everyShard runs do on every shard that is still in the registry (not
 // DOWN there), all at once, every interval until the proxy stops; a round
 // ends when its slowest shard is done.
-func (p *Proxy) everyShard(interval time.Duration, do func(*shard)) {
+func (p *Core) everyShard(interval time.Duration, do func(*Shard)) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -124,7 +124,7 @@ func (p *Proxy) everyShard(interval time.Duration, do func(*shard)) {
 		case <-t.C:
 		}
 		var wg sync.WaitGroup
-		for _, s := range p.snapshot() {
+		for _, s := range p.Snapshot() {
 			if s.State() != proxyapi.Down {
 				wg.Go(func() { do(s) })
 			}
@@ -134,17 +134,17 @@ func (p *Proxy) everyShard(interval time.Duration, do func(*shard)) {
 }
 
 // healthLoop checks every shard each interval until the proxy stops.
-func (p *Proxy) healthLoop() { p.everyShard(p.cfg.Health.Interval, p.check) }
+func (p *Core) healthLoop() { p.everyShard(p.cfg.Health.Interval, p.check) }
 
 // check runs one health check of s and acts on it: DOWN after
 // UnhealthyAfter failures, back after HealthyAfter successes once the
 // ledger is replayed (a restarted shard may have lost its deployments;
 // Zeebe ignores a deployment it has).
-func (p *Proxy) check(s *shard) {
+func (p *Core) check(s *Shard) {
 	h := &s.health
 	p.noteReturned(s, time.Now())
 	ctx, cancel := context.WithTimeout(p.stopping, p.cfg.Health.Timeout)
-	_, err := s.conn.Client().Topology(ctx, &pb.TopologyRequest{})
+	_, err := s.Conn.Client().Topology(ctx, &pb.TopologyRequest{})
 	cancel()
 	if p.stopping.Err() != nil {
 		return
@@ -167,7 +167,7 @@ func (p *Proxy) check(s *shard) {
 		err := p.replay(rctx, s)
 		cancel()
 		if err != nil {
-			s.noteError(err)
+			s.NoteError(err)
 			return
 		}
 		h.needsReplay.Store(false)
@@ -179,7 +179,7 @@ func (p *Proxy) check(s *shard) {
 
 // markDown takes s out of routing: no new instances, jobs or messages,
 // and calls for its keys fail at once.
-func (p *Proxy) markDown(s *shard, reason string) {
+func (p *Core) markDown(s *Shard, reason string) {
 	h := &s.health
 	h.mu.Lock()
 	changed := !h.down.Load()
@@ -192,13 +192,13 @@ func (p *Proxy) markDown(s *shard, reason string) {
 	h.mu.Unlock()
 	if changed {
 		p.metrics.up.WithLabelValues(s.ID).Set(0)
-		s.noteError(errors.New("DOWN: " + reason))
-		// from and to are what the proxy routes by (routingState).
+		s.NoteError(errors.New("DOWN: " + reason))
+		// from and to are what the proxy routes by (RoutingState).
 		p.logShard(slog.LevelWarn, s, "shard down", "from", s.State(), "to", proxyapi.Down, "reason", reason)
 	}
 }
 
-func (p *Proxy) markUp(s *shard) {
+func (p *Core) markUp(s *Shard) {
 	h := &s.health
 	h.mu.Lock()
 	now := time.Now()
@@ -217,11 +217,11 @@ func (p *Proxy) markUp(s *shard) {
 // back); unavailability or the shard's own timeout, repeated, ejects it.
 // clientEnded: the client's deadline or cancellation ended the call,
 // which is not the shard's fault.
-func (p *Proxy) noteFailure(clientEnded bool, s *shard, err error) {
+func (p *Core) noteFailure(clientEnded bool, s *Shard, err error) {
 	if p.cfg.Health.Interval < 0 {
 		return
 	}
-	if neverSent(err) {
+	if NeverSent(err) {
 		p.markDown(s, "connection refused: "+status.Convert(err).Message())
 		return
 	}
@@ -237,7 +237,7 @@ func (p *Proxy) noteFailure(clientEnded bool, s *shard, err error) {
 // eject keeps new instances off s for a while, growing with each
 // ejection, unless that would eject more than MaxEjectionPercent of the
 // shards.
-func (p *Proxy) eject(s *shard, reason string) {
+func (p *Core) eject(s *Shard, reason string) {
 	p.ejectMu.Lock()
 	defer p.ejectMu.Unlock()
 	now := time.Now()
@@ -246,7 +246,7 @@ func (p *Proxy) eject(s *shard, reason string) {
 	if h.ejected(now) {
 		return
 	}
-	shards := p.snapshot()
+	shards := p.Snapshot()
 	ejected := 1
 	for _, o := range shards {
 		if o.health.ejected(now) {
@@ -270,7 +270,7 @@ func (p *Proxy) eject(s *shard, reason string) {
 	d := time.Duration(n) * p.cfg.Health.EjectionTime
 	h.ejectedUntil.Store(now.Add(d).UnixNano())
 	p.metrics.ejections.WithLabelValues(s.ID).Inc()
-	s.noteError(fmt.Errorf("ejected for %v: %s", d, reason))
+	s.NoteError(fmt.Errorf("ejected for %v: %s", d, reason))
 	h.ejectionLogged.Store(true)
 	p.logShard(slog.LevelWarn, s, "shard ejected from placement", "for", logDuration(d), "until", now.Add(d).UTC(),
 		"ejections", h.ejections.Load(), "reason", reason)
@@ -278,15 +278,15 @@ func (p *Proxy) eject(s *shard, reason string) {
 
 // noteReturned logs the end of an ejection, which ends with time: the
 // health loop looks for it each round.
-func (p *Proxy) noteReturned(s *shard, now time.Time) {
+func (p *Core) noteReturned(s *Shard, now time.Time) {
 	h := &s.health
 	if h.ejectionLogged.Load() && !h.ejected(now) && h.ejectionLogged.CompareAndSwap(true, false) {
 		p.logShard(slog.LevelInfo, s, "shard returned to placement", "ejectedUntil", time.Unix(0, h.ejectedUntil.Load()).UTC())
 	}
 }
 
-// downError is what a call for the keys of a DOWN shard gets, at once.
-func downError(s *shard) error {
+// DownError is what a call for the keys of a DOWN shard gets, at once.
+func DownError(s *Shard) error {
 	h := &s.health
 	h.mu.Lock()
 	since, reason := h.since, h.reason
@@ -295,7 +295,7 @@ func downError(s *shard) error {
 		s.ID, since.UTC().Format(time.RFC3339), reason)
 }
 
-func (s *shard) healthStatus(now time.Time) proxyapi.ShardHealth {
+func (s *Shard) healthStatus(now time.Time) proxyapi.ShardHealth {
 	h := &s.health
 	out := proxyapi.ShardHealth{Up: !h.down.Load(), Ejections: int(h.ejections.Load())}
 	h.mu.Lock()

@@ -1,4 +1,4 @@
-package proxy
+package route
 
 import (
 	"sync"
@@ -9,21 +9,21 @@ import (
 	"google.golang.org/grpc/codes"
 )
 
-type metrics struct {
+type Metrics struct {
 	registry   *prometheus.Registry
 	inflight   *prometheus.GaugeVec   // shard
 	requests   *prometheus.CounterVec // rpc, code
 	upstream   *prometheus.CounterVec // shard, rpc, code
 	choices    *prometheus.CounterVec // shard
 	coolingOff *prometheus.CounterVec // shard
-	handedBack *prometheus.CounterVec // shard, reason
+	HandedBack *prometheus.CounterVec // shard, reason
 	weights    *prometheus.GaugeVec   // pool
 	up         *prometheus.GaugeVec   // shard
 	overloaded *prometheus.GaugeVec   // shard
 	backlog    *prometheus.GaugeVec   // shard
 	// long polls and job streams a stopping proxy ended
-	longCallsEnded prometheus.Counter
-	streamsStalled prometheus.Counter
+	LongCallsEnded prometheus.Counter
+	StreamsStalled prometheus.Counter
 	admitting      *prometheus.GaugeVec   // shard
 	instances      *prometheus.GaugeVec   // shard
 	instanceLimit  *prometheus.GaugeVec   // shard
@@ -39,7 +39,7 @@ type metrics struct {
 }
 
 // observe counts a client request, resolving each label set once.
-func (m *metrics) observe(rpc string, code codes.Code, took time.Duration) {
+func (m *Metrics) Observe(rpc string, code codes.Code, took time.Duration) {
 	k := rpcCode{rpc, code}
 	c, ok := m.cache.Load(k)
 	if !ok {
@@ -57,8 +57,8 @@ func (m *metrics) observe(rpc string, code codes.Code, took time.Duration) {
 
 // newMetrics builds the proxy's metrics; ledgerSize and longCalls are read
 // at each scrape.
-func newMetrics(ledgerSize, longCalls func() float64) *metrics {
-	m := &metrics{
+func newMetrics(ledgerSize, longCalls func() float64) *Metrics {
+	m := &Metrics{
 		registry: prometheus.NewRegistry(),
 		inflight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "shardctl_proxy_shard_inflight_requests", Help: "Requests the proxy has in flight to each shard.",
@@ -75,16 +75,16 @@ func newMetrics(ledgerSize, longCalls func() float64) *metrics {
 		coolingOff: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shardctl_proxy_cooling_off_total", Help: "Times a shard was set to cool off after a backpressure rejection.",
 		}, []string{"shard"}),
-		handedBack: prometheus.NewCounterVec(prometheus.CounterOpts{
+		HandedBack: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shardctl_proxy_jobs_handed_back_total", Help: "Activated jobs the proxy could not deliver and gave back (FailJob, retries unchanged, no backoff).",
 		}, []string{"shard", "reason"}),
 		weights: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "shardctl_proxy_pool_weight", Help: "Each pool's share of new instances in percent, while a cutover sets weights.",
 		}, []string{"pool"}),
-		longCallsEnded: prometheus.NewCounter(prometheus.CounterOpts{
+		LongCallsEnded: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "shardctl_proxy_long_calls_ended_total", Help: "Long polls and job streams a stopping proxy ended, --drain-batch a second.",
 		}),
-		streamsStalled: prometheus.NewCounter(prometheus.CounterOpts{
+		StreamsStalled: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "shardctl_proxy_job_streams_stalled_total", Help: "Job streams ended because their worker read nothing for --stream-stall-timeout; their jobs were handed back.",
 		}),
 		backlog: prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -128,8 +128,12 @@ func newMetrics(ledgerSize, longCalls func() float64) *metrics {
 	longOpen := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "shardctl_proxy_long_calls_open", Help: "Long polls and job streams open now: the workers a stopping proxy has to hand to another replica.",
 	}, longCalls)
-	m.registry.MustRegister(m.inflight, m.requests, m.upstream, m.choices, m.coolingOff, m.handedBack, m.weights, m.ledger, m.duration,
-		m.up, m.checks, m.ejections, m.ejectionsRefused, m.overloaded, m.limited, m.backlog, m.admitting, m.instances, m.instanceLimit, m.longCallsEnded, m.streamsStalled, longOpen,
+	m.registry.MustRegister(m.inflight, m.requests, m.upstream, m.choices, m.coolingOff, m.HandedBack, m.weights, m.ledger, m.duration,
+		m.up, m.checks, m.ejections, m.ejectionsRefused, m.overloaded, m.limited, m.backlog, m.admitting, m.instances, m.instanceLimit, m.LongCallsEnded, m.StreamsStalled, longOpen,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
+
+// Registry is where the metrics are registered, for the admin listener's
+// /metrics.
+func (m *Metrics) Registry() *prometheus.Registry { return m.registry }

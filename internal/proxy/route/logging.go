@@ -1,4 +1,4 @@
-package proxy
+package route
 
 import (
 	"context"
@@ -16,32 +16,32 @@ import (
 // an interval, with the count of those left out.
 
 // logShard writes one line about s: its id and slot, then args.
-func (p *Proxy) logShard(level slog.Level, s *shard, msg string, args ...any) {
+func (p *Core) logShard(level slog.Level, s *Shard, msg string, args ...any) {
 	p.log.Log(context.Background(), level, msg, append([]any{"shard", s.ID, "slot", s.Slot}, args...)...)
 }
 
 // logShardRepeating is logShard for a line that can repeat many times a
 // second: one of a kind (message and shard) an interval at most.
-func (p *Proxy) logShardRepeating(level slog.Level, s *shard, msg string, args ...any) {
+func (p *Core) logShardRepeating(level slog.Level, s *Shard, msg string, args ...any) {
 	p.logShardAs(level, s, msg, msg, args...)
 }
 
 // logShardAs is logShardRepeating with the lines of one kind told apart
 // from their message: a state that flaps logs both ways as one kind, so
 // the line written last, or flushed, is the state the shard is in.
-func (p *Proxy) logShardAs(level slog.Level, s *shard, kind, msg string, args ...any) {
+func (p *Core) logShardAs(level slog.Level, s *Shard, kind, msg string, args ...any) {
 	p.repeats.Log(level, kind+"\x00"+s.ID, msg, append([]any{"shard", s.ID, "slot", s.Slot}, args...)...)
 }
 
 // logRepeating writes a line about the proxy itself (the registry it
 // follows) that can repeat: one of a kind an interval at most.
-func (p *Proxy) logRepeating(level slog.Level, msg string, args ...any) {
+func (p *Core) logRepeating(level slog.Level, msg string, args ...any) {
 	p.repeats.Log(level, msg, msg, args...)
 }
 
 // flushLogs writes the counts of repeated lines every interval until the
 // proxy stops; Close writes what is left.
-func (p *Proxy) flushLogs() {
+func (p *Core) flushLogs() {
 	t := time.NewTicker(p.repeats.Every())
 	defer t.Stop()
 	for {

@@ -1,4 +1,4 @@
-package proxy
+package route
 
 import (
 	"context"
@@ -26,9 +26,9 @@ import (
 const syncRetry = 2 * time.Second
 
 // Want sets the shard set the proxy should have. The latest call wins.
-func (p *Proxy) Want(shards []ShardConfig) {
+func (p *Core) Want(shards []proxyapi.ShardConfig) {
 	p.follow.mu.Lock()
-	p.follow.want, p.follow.have = append([]ShardConfig(nil), shards...), true
+	p.follow.want, p.follow.have = append([]proxyapi.ShardConfig(nil), shards...), true
 	p.follow.mu.Unlock()
 	select {
 	case p.follow.wake <- struct{}{}:
@@ -39,14 +39,14 @@ func (p *Proxy) Want(shards []ShardConfig) {
 // membership holds the latest wanted shard set for the follow loop.
 type membership struct {
 	mu   sync.Mutex
-	want []ShardConfig
+	want []proxyapi.ShardConfig
 	have bool
 	wake chan struct{}
 	// onSync, when set, is told how each sync went (for logs and tests).
 	onSync func(error)
 }
 
-func (p *Proxy) followLoop(ctx context.Context) {
+func (p *Core) followLoop(ctx context.Context) {
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
 	for {
@@ -80,20 +80,20 @@ func (p *Proxy) followLoop(ctx context.Context) {
 // follow; a shard whose address or slot changed is replaced; a shard that
 // left the set stays, as DOWN, so its keys still route to it and fail
 // with a clear error instead of NOT_FOUND, until its slot goes to another.
-func (p *Proxy) Sync(ctx context.Context, want []ShardConfig) error {
-	sorted := append([]ShardConfig(nil), want...)
+func (p *Core) Sync(ctx context.Context, want []proxyapi.ShardConfig) error {
+	sorted := append([]proxyapi.ShardConfig(nil), want...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Slot < sorted[j].Slot })
 	// States first: they are instant, and a drain must not wait behind a
 	// new shard that takes seconds to connect and replay.
-	var joining []ShardConfig
-	var catchUp []*shard
+	var joining []proxyapi.ShardConfig
+	var catchUp []*Shard
 	seen := map[string]bool{}
 	for _, sc := range sorted {
 		if sc.State == "" {
 			sc.State = proxyapi.Up
 		}
 		seen[sc.ID] = true
-		cur := p.shardByID(sc.ID)
+		cur := p.ShardByID(sc.ID)
 		if cur != nil && (cur.Addr != sc.Addr || cur.Slot != sc.Slot || cur.Metrics != sc.Metrics) {
 			p.removeShard(cur, fmt.Sprintf("the registry moved it to address %s, slot %d, metrics %q", sc.Addr, sc.Slot, sc.Metrics))
 			cur = nil
@@ -115,10 +115,10 @@ func (p *Proxy) Sync(ctx context.Context, want []ShardConfig) error {
 			p.logShard(slog.LevelInfo, cur, "shard pool changed", "from", from, "to", sc.Pool)
 		}
 	}
-	for _, s := range p.snapshot() {
+	for _, s := range p.Snapshot() {
 		if !seen[s.ID] && s.State() != proxyapi.Down {
 			p.setState(s, proxyapi.Down, "shard left the registry", "not in the registry any more: its keys fail until it is back")
-			s.noteError(errors.New("not in the registry any more"))
+			s.NoteError(errors.New("not in the registry any more"))
 		}
 	}
 	var errs []error
@@ -147,23 +147,23 @@ func (p *Proxy) Sync(ctx context.Context, want []ShardConfig) error {
 }
 
 // removeShard takes a shard out of routing and closes its connection.
-func (p *Proxy) removeShard(s *shard, reason string) {
+func (p *Core) removeShard(s *Shard, reason string) {
 	p.members.Lock()
 	p.set.Store(p.set.Load().without(s, p.cfg.LegacyShard))
 	p.members.Unlock()
-	s.conn.Close()
+	s.Conn.Close()
 	p.logShard(slog.LevelInfo, s, "shard removed", "address", s.Addr, "reason", reason)
 }
 
 // RefreshLedger reads the ledger again, so that deployments another proxy
 // replica made are known here (definition keys, message start names).
-func (p *Proxy) RefreshLedger(ctx context.Context) error {
+func (p *Core) RefreshLedger(ctx context.Context) error {
 	deployments, err := p.cfg.Ledger.All(ctx)
 	if err != nil {
 		return fmt.Errorf("read the deployment ledger: %w", err)
 	}
 	for _, d := range deployments {
-		p.index.add(d)
+		p.index.Add(d)
 	}
 	return nil
 }
@@ -171,7 +171,7 @@ func (p *Proxy) RefreshLedger(ctx context.Context) error {
 // followRegistry keeps the proxy's shards, their states, its ledger and
 // the pool weights those of the registry until ctx ends: every change the
 // watch pushes becomes a Want, every ledger change a RefreshLedger.
-func (p *Proxy) followRegistry(ctx context.Context) {
+func (p *Core) followRegistry(ctx context.Context) {
 	p.log.Info("following the registry", "registry", p.cfg.Registry.Base.String(), "app", p.cfg.App)
 	// The watch calls back from one goroutine: broken needs no lock.
 	broken := false
@@ -199,7 +199,7 @@ func (p *Proxy) followRegistry(ctx context.Context) {
 
 // announce registers the proxy in registry.ProxiesApp with its admin
 // address, and keeps it registered until ctx ends (then deregisters it).
-func (p *Proxy) announce(ctx context.Context) error {
+func (p *Core) announce(ctx context.Context) error {
 	if p.adminAddr == nil {
 		return nil
 	}
@@ -245,14 +245,14 @@ func WeightsOf(cs []registryapi.Cutover) map[string]int {
 
 // fromRegistry reads the registry's shards as the proxy's; a state the
 // proxy does not route by (STARTING) takes nothing, as DOWN.
-func fromRegistry(shards []registryapi.Shard) []ShardConfig {
-	out := make([]ShardConfig, 0, len(shards))
+func fromRegistry(shards []registryapi.Shard) []proxyapi.ShardConfig {
+	out := make([]proxyapi.ShardConfig, 0, len(shards))
 	for _, s := range shards {
 		st, err := proxyapi.ParseState(s.State)
 		if err != nil {
 			st = proxyapi.Down
 		}
-		out = append(out, ShardConfig{ID: s.ID, Addr: s.Address, Slot: s.Slot, State: st, Pool: s.Pool, Metrics: s.Metadata[registryapi.MetaMetrics], TLS: s.Metadata[registryapi.MetaTLS]})
+		out = append(out, proxyapi.ShardConfig{ID: s.ID, Addr: s.Address, Slot: s.Slot, State: st, Pool: s.Pool, Metrics: s.Metadata[registryapi.MetaMetrics], TLS: s.Metadata[registryapi.MetaTLS]})
 	}
 	return out
 }

@@ -1,4 +1,4 @@
-package proxy
+package route
 
 import (
 	"context"
@@ -19,28 +19,10 @@ import (
 	"github.com/shardctl/shardctl/internal/proxy/upstream"
 )
 
-// ShardConfig names one shard.
-type ShardConfig struct {
-	ID    string         `json:"id"`
-	Addr  string         `json:"address"`
-	Slot  int            `json:"slot"`
-	State proxyapi.State `json:"state,omitempty"`
-	// Pool is the group the shard belongs to (blue, green): pool weights
-	// place new instances between pools.
-	Pool string `json:"pool,omitempty"`
-	// Metrics is the URL of the shard's /metrics, where the proxy reads
-	// its backlog for admission ("" : no admission by backlog).
-	Metrics string `json:"metrics,omitempty"`
-	// TLS is how the proxy connects: "" or "false" in plain text, "true"
-	// over TLS checked against the upstream CA, "insecure" over TLS
-	// without checking the shard's certificate (tests, self-signed labs).
-	TLS string `json:"tls,omitempty"`
-}
-
-// shard is one Zeebe cluster behind the proxy.
-type shard struct {
-	ShardConfig
-	conn *upstream.Conn
+// Shard is one Zeebe cluster behind the proxy.
+type Shard struct {
+	proxyapi.ShardConfig
+	Conn *upstream.Conn
 
 	state    atomic.Value // proxyapi.State
 	pool     atomic.Value // string; the registry may move a shard
@@ -49,7 +31,7 @@ type shard struct {
 	// (instances, start messages): what power-of-two-choices compares. All
 	// requests in flight would include bursts of job completions, which
 	// follow where jobs were activated, not how busy a shard is.
-	placing      atomic.Int64
+	Placing      atomic.Int64
 	coolingUntil atomic.Int64 // unix nanos
 	latency      latency      // of placements, for power-of-two-choices
 	overloaded   atomic.Bool  // over the overload limit plus its excess, not yet back below the limit
@@ -64,14 +46,14 @@ type shard struct {
 	// Metric series of this shard, resolved once: label lookups on every
 	// call cost more than the count.
 	inflightGauge prometheus.Gauge
-	choices       prometheus.Counter
+	Choices       prometheus.Counter
 	upstream      sync.Map // rpc+code -> prometheus.Counter
 }
 
 // newShard is a shard on its connections, in the state its configuration
 // names (UP when none).
-func newShard(cfg ShardConfig, conn *upstream.Conn) *shard {
-	s := &shard{ShardConfig: cfg, conn: conn}
+func newShard(cfg proxyapi.ShardConfig, conn *upstream.Conn) *Shard {
+	s := &Shard{ShardConfig: cfg, Conn: conn}
 	st := cfg.State
 	if st == "" {
 		st = proxyapi.Up
@@ -81,18 +63,18 @@ func newShard(cfg ShardConfig, conn *upstream.Conn) *shard {
 	return s
 }
 
-func (s *shard) State() proxyapi.State { return s.state.Load().(proxyapi.State) }
-func (s *shard) Pool() string          { return s.pool.Load().(string) }
+func (s *Shard) State() proxyapi.State { return s.state.Load().(proxyapi.State) }
+func (s *Shard) Pool() string          { return s.pool.Load().(string) }
 
 // swapState and swapPool set the state and the pool and say what they
 // were, so a change is logged once however many set it at once.
-func (s *shard) swapState(st proxyapi.State) proxyapi.State { return s.state.Swap(st).(proxyapi.State) }
-func (s *shard) swapPool(p string) string                   { return s.pool.Swap(p).(string) }
+func (s *Shard) swapState(st proxyapi.State) proxyapi.State { return s.state.Swap(st).(proxyapi.State) }
+func (s *Shard) swapPool(p string) string                   { return s.pool.Swap(p).(string) }
 
 // checkTopology reads the shard's partition count and refuses a shard
 // whose keys would reach into the slot bits.
-func (s *shard) checkTopology(ctx context.Context) error {
-	topo, err := s.conn.Client().Topology(ctx, &pb.TopologyRequest{})
+func (s *Shard) checkTopology(ctx context.Context) error {
+	topo, err := s.Conn.Client().Topology(ctx, &pb.TopologyRequest{})
 	if err != nil {
 		return fmt.Errorf("shard %s (%s): read its topology: %w", s.ID, s.Addr, err)
 	}
@@ -104,15 +86,15 @@ func (s *shard) checkTopology(ctx context.Context) error {
 	return nil
 }
 
-func (s *shard) coolOff(d time.Duration) time.Time {
+func (s *Shard) CoolOff(d time.Duration) time.Time {
 	until := time.Now().Add(d)
 	s.coolingUntil.Store(until.UnixNano())
 	return until
 }
 
-func (s *shard) cooling(now time.Time) bool { return now.UnixNano() < s.coolingUntil.Load() }
+func (s *Shard) cooling(now time.Time) bool { return now.UnixNano() < s.coolingUntil.Load() }
 
-func (s *shard) noteError(err error) {
+func (s *Shard) NoteError(err error) {
 	s.mu.Lock()
 	s.lastErr, s.lastAt = err.Error(), time.Now()
 	s.mu.Unlock()
@@ -121,29 +103,29 @@ func (s *shard) noteError(err error) {
 // takesInstances: UP and healthy, not ejected, replayed every
 // deployment, not overloaded, admitted by its backlog and under its
 // instance limit, under the in-flight limit, not cooling off.
-func (s *shard) takesInstances(now time.Time, maxInflight int64) bool {
+func (s *Shard) takesInstances(now time.Time, maxInflight int64) bool {
 	return s.State() == proxyapi.Up && !s.health.down.Load() && !s.health.needsReplay.Load() && !s.health.ejected(now) &&
 		!s.overloaded.Load() && !s.admission.refusing.Load() && s.admission.instances.admits() && (maxInflight <= 0 || s.inflight.Load() < maxInflight) && !s.cooling(now)
 }
 
-// servesJobs: shards that may hold work and can be reached.
-func (s *shard) servesJobs() bool {
+// ServesJobs: shards that may hold work and can be reached.
+func (s *Shard) ServesJobs() bool {
 	st := s.State()
 	return (st == proxyapi.Up || st == proxyapi.Draining) && !s.health.down.Load()
 }
 
-// routingState is the state the proxy routes by: the assigned one, or
+// RoutingState is the state the proxy routes by: the assigned one, or
 // DOWN while health checks fail.
-func (s *shard) routingState() proxyapi.State {
+func (s *Shard) RoutingState() proxyapi.State {
 	if s.health.down.Load() {
 		return proxyapi.Down
 	}
 	return s.State()
 }
 
-// neverSent reports an error that proves the call did not reach the
+// NeverSent reports an error that proves the call did not reach the
 // shard (the connection could not be made), so it is safe to try another.
-func neverSent(err error) bool {
+func NeverSent(err error) bool {
 	st, ok := status.FromError(err)
 	if !ok || st.Code() != codes.Unavailable {
 		return false
@@ -152,3 +134,17 @@ func neverSent(err error) bool {
 	return strings.Contains(msg, "connection refused") || strings.Contains(msg, "Error while dialing") ||
 		strings.Contains(msg, "no such host") || strings.Contains(msg, "connection error")
 }
+
+// ObserveLatency records how long a placement on s took.
+func (s *Shard) ObserveLatency(d time.Duration, now time.Time) { s.latency.observe(d, now) }
+
+// NotePlaced counts an instance placed on s since the last reading of
+// its backlog, so its instance limit counts it as in flight.
+func (s *Shard) NotePlaced() { s.admission.instances.placed.Add(1) }
+
+// Down reports whether the health checks hold s DOWN.
+func (s *Shard) Down() bool { return s.health.down.Load() }
+
+// SetNeedsReplay marks s as missing a deployment: it takes no new
+// instances until the ledger is replayed to it.
+func (s *Shard) SetNeedsReplay() { s.health.needsReplay.Store(true) }

@@ -1,4 +1,4 @@
-package proxy
+package route
 
 import (
 	"math"
@@ -56,8 +56,8 @@ func (l *latency) faded(bits uint64, now time.Time) float64 {
 // but its calls pile up, so its cost grows with them. The one latencyRatio
 // times as cheap wins; closer than that, the one with fewer placements in
 // flight (a on a tie: it was drawn at random).
-func cheaper(b, a *shard, now time.Time) bool {
-	pa, pb := a.placing.Load(), b.placing.Load()
+func cheaper(b, a *Shard, now time.Time) bool {
+	pa, pb := a.Placing.Load(), b.Placing.Load()
 	ca, cb := a.current(now)*float64(pa+1), b.current(now)*float64(pb+1)
 	switch {
 	case latencyRatio*cb < ca:
@@ -71,9 +71,9 @@ func cheaper(b, a *shard, now time.Time) bool {
 // current is the shard's recent placement latency. It fades only while
 // nothing is in flight: a stalled shard measures nothing, and a fading
 // average would make it look the fastest of all.
-func (s *shard) current(now time.Time) float64 {
+func (s *Shard) current(now time.Time) float64 {
 	v := math.Float64frombits(s.latency.ewma.Load())
-	if s.placing.Load() == 0 {
+	if s.Placing.Load() == 0 {
 		v = s.latency.faded(s.latency.ewma.Load(), now)
 	}
 	return max(v, float64(latencyFloor))

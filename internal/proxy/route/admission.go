@@ -1,4 +1,4 @@
-package proxy
+package route
 
 import (
 	"context"
@@ -50,9 +50,9 @@ type admission struct {
 
 // admissionLoop reads every shard's backlog each interval until the
 // proxy stops.
-func (p *Proxy) admissionLoop() {
+func (p *Core) admissionLoop() {
 	reader := backlog.Scrape{HTTP: &http.Client{Timeout: p.cfg.BacklogInterval}}
-	p.everyShard(p.cfg.BacklogInterval, func(s *shard) {
+	p.everyShard(p.cfg.BacklogInterval, func(s *Shard) {
 		if s.Metrics == "" {
 			return
 		}
@@ -63,7 +63,7 @@ func (p *Proxy) admissionLoop() {
 }
 
 // admit decides on one reading whether s takes new instances.
-func (p *Proxy) admit(s *shard, b backlog.Backlog) {
+func (p *Core) admit(s *Shard, b backlog.Backlog) {
 	a := &s.admission
 	max := float64(p.cfg.MaxBacklog)
 	a.mu.Lock()
@@ -128,16 +128,16 @@ func (p *Proxy) admit(s *shard, b backlog.Backlog) {
 	p.metrics.backlog.WithLabelValues(s.ID).Set(b.Lag)
 }
 
-// coolOff keeps new instances off s for CoolingOff after it answered
+// CoolOff keeps new instances off s for CoolingOff after it answered
 // err, RESOURCE_EXHAUSTED: each answer does, many a second under load.
-func (p *Proxy) coolOff(s *shard, err error) {
-	until := s.coolOff(p.cfg.CoolingOff)
+func (p *Core) CoolOff(s *Shard, err error) {
+	until := s.CoolOff(p.cfg.CoolingOff)
 	p.metrics.coolingOff.WithLabelValues(s.ID).Inc()
 	p.logShardRepeating(slog.LevelWarn, s, "shard cooling off, refusing new instances", "for", logDuration(p.cfg.CoolingOff),
 		"until", until.UTC(), "reason", status.Convert(err).Message())
 }
 
-func (s *shard) backlogStatus() *proxyapi.BacklogStatus {
+func (s *Shard) backlogStatus() *proxyapi.BacklogStatus {
 	if s.Metrics == "" {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package proxy
+package route
 
 import (
 	"maps"
@@ -15,9 +15,9 @@ import (
 // a pure function of it and of each shard's live counters (grpc-go's
 // picker: a frozen view; the mechanics around it retry and cool off).
 type shardSet struct {
-	all    []*shard // by slot
-	bySlot [keyslot.MaxSlot + 1]*shard
-	legacy *shard
+	all    []*Shard // by slot
+	bySlot [keyslot.MaxSlot + 1]*Shard
+	legacy *Shard
 	// weights are the pools' shares of new instances in percent; nil
 	// places over every shard alike.
 	weights map[string]int
@@ -27,9 +27,9 @@ var emptySet = &shardSet{}
 
 // build makes a set of shards (any order) with the legacy shard's id and
 // the weights given; shards and weights are copied.
-func build(shards []*shard, legacyID string, weights map[string]int) *shardSet {
+func build(shards []*Shard, legacyID string, weights map[string]int) *shardSet {
 	ss := &shardSet{all: slices.Clone(shards), weights: maps.Clone(weights)}
-	slices.SortFunc(ss.all, func(a, b *shard) int { return a.Slot - b.Slot })
+	slices.SortFunc(ss.all, func(a, b *Shard) int { return a.Slot - b.Slot })
 	for _, s := range ss.all {
 		ss.bySlot[s.Slot] = s
 		if legacyID != "" && s.ID == legacyID {
@@ -40,13 +40,13 @@ func build(shards []*shard, legacyID string, weights map[string]int) *shardSet {
 }
 
 // with is the set plus s.
-func (ss *shardSet) with(s *shard, legacyID string) *shardSet {
+func (ss *shardSet) with(s *Shard, legacyID string) *shardSet {
 	return build(append(slices.Clone(ss.all), s), legacyID, ss.weights)
 }
 
 // without is the set less s.
-func (ss *shardSet) without(s *shard, legacyID string) *shardSet {
-	return build(slices.DeleteFunc(slices.Clone(ss.all), func(o *shard) bool { return o == s }), legacyID, ss.weights)
+func (ss *shardSet) without(s *Shard, legacyID string) *shardSet {
+	return build(slices.DeleteFunc(slices.Clone(ss.all), func(o *Shard) bool { return o == s }), legacyID, ss.weights)
 }
 
 // withWeights is the set with other pool weights.
@@ -57,7 +57,7 @@ func (ss *shardSet) withWeights(w map[string]int, legacyID string) *shardSet {
 	return build(ss.all, legacyID, w)
 }
 
-func (ss *shardSet) byID(id string) *shard {
+func (ss *shardSet) byID(id string) *Shard {
 	for _, s := range ss.all {
 		if s.ID == id {
 			return s
@@ -67,7 +67,7 @@ func (ss *shardSet) byID(id string) *shard {
 }
 
 // forKey is the shard a key's slot names; slot 0 is the legacy shard's.
-func (ss *shardSet) forKey(slot int) *shard {
+func (ss *shardSet) forKey(slot int) *Shard {
 	if slot == 0 {
 		return ss.legacy
 	}
@@ -78,7 +78,7 @@ func (ss *shardSet) forKey(slot int) *shard {
 // eligible shards, the cheaper: several times faster by recent latency,
 // else fewer placements in flight. With pool weights a pool is drawn by weight first,
 // among those with an eligible shard, then two of its shards.
-func (ss *shardSet) pick(now time.Time, eligible func(*shard) bool) *shard {
+func (ss *shardSet) pick(now time.Time, eligible func(*Shard) bool) *Shard {
 	shards := ss.all
 	if ss.weights != nil {
 		shards = weightedPool(shards, ss.weights, eligible)
@@ -88,7 +88,7 @@ func (ss *shardSet) pick(now time.Time, eligible func(*shard) bool) *shard {
 	}
 	// Two random draws among the eligible, without building a list: shard
 	// sets are small, so rejection sampling ends fast.
-	var a, b *shard
+	var a, b *Shard
 	for range 2 * len(shards) {
 		s := shards[rand.IntN(len(shards))]
 		if !eligible(s) {
@@ -121,7 +121,7 @@ func (ss *shardSet) pick(now time.Time, eligible func(*shard) bool) *shard {
 
 // weightedPool draws a pool by weight among the pools whose shards take
 // instances, and returns its eligible shards.
-func weightedPool(shards []*shard, weights map[string]int, eligible func(*shard) bool) []*shard {
+func weightedPool(shards []*Shard, weights map[string]int, eligible func(*Shard) bool) []*Shard {
 	total := 0
 	var pools []string // with an eligible shard and a weight, each once
 	for _, s := range shards {
@@ -142,7 +142,7 @@ func weightedPool(shards []*shard, weights map[string]int, eligible func(*shard)
 			break
 		}
 	}
-	var out []*shard
+	var out []*Shard
 	for _, s := range shards {
 		if s.Pool() == chosen && eligible(s) {
 			out = append(out, s)

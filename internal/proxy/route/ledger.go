@@ -1,4 +1,4 @@
-package proxy
+package route
 
 import (
 	"sync"
@@ -8,7 +8,7 @@ import (
 )
 
 // ledgerIndex answers the proxy's questions about deployments quickly.
-type ledgerIndex struct {
+type LedgerIndex struct {
 	mu sync.RWMutex
 	// by shard id and the key that shard issued: the process version
 	byShardKey map[string]map[int64]ledger.ProcessID
@@ -18,11 +18,11 @@ type ledgerIndex struct {
 	deployments   int
 }
 
-func newLedgerIndex() *ledgerIndex {
-	return &ledgerIndex{byShardKey: map[string]map[int64]ledger.ProcessID{}, byProcess: map[string]map[string]int64{}, messageStarts: map[string]bool{}}
+func newLedgerIndex() *LedgerIndex {
+	return &LedgerIndex{byShardKey: map[string]map[int64]ledger.ProcessID{}, byProcess: map[string]map[string]int64{}, messageStarts: map[string]bool{}}
 }
 
-func (x *ledgerIndex) add(d ledger.Deployment) {
+func (x *LedgerIndex) Add(d ledger.Deployment) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.deployments = max(x.deployments, d.Seq)
@@ -47,7 +47,7 @@ func (x *ledgerIndex) add(d ledger.Deployment) {
 	}
 }
 
-func (x *ledgerIndex) process(shardID string, key int64) (ledger.ProcessID, bool) {
+func (x *LedgerIndex) Process(shardID string, key int64) (ledger.ProcessID, bool) {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	p, ok := x.byShardKey[shardID][key]
@@ -55,26 +55,26 @@ func (x *ledgerIndex) process(shardID string, key int64) (ledger.ProcessID, bool
 }
 
 // keyOn is the key a shard issued for a process version.
-func (x *ledgerIndex) keyOn(shardID string, p ledger.ProcessID) (int64, bool) {
+func (x *LedgerIndex) KeyOn(shardID string, p ledger.ProcessID) (int64, bool) {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	k, ok := x.byProcess[shardID][ledger.ProcessRef(p.BpmnProcessID, p.Version)]
 	return k, ok
 }
 
-func (x *ledgerIndex) startsProcess(messageName string) bool {
+func (x *LedgerIndex) StartsProcess(messageName string) bool {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	return x.messageStarts[messageName]
 }
 
-func (x *ledgerIndex) size() int {
+func (x *LedgerIndex) size() int {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	return x.deployments
 }
 
-func messageStartsOf(resources []ledger.Resource) []string {
+func MessageStartsOf(resources []ledger.Resource) []string {
 	var names []string
 	for _, r := range resources {
 		names = append(names, bpmn.MessageStartNames(r.Content)...)

@@ -1,0 +1,673 @@
+package route
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/shardctl/shardctl/internal/certs"
+	"github.com/shardctl/shardctl/internal/keyslot"
+	"github.com/shardctl/shardctl/internal/ledger"
+	"github.com/shardctl/shardctl/internal/logs"
+	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
+	"github.com/shardctl/shardctl/internal/proxy/upstream"
+	"github.com/shardctl/shardctl/internal/registry/registryapi"
+	"github.com/shardctl/shardctl/internal/registry/registryclient"
+)
+
+// Config of a proxy. Zero values take the defaults below.
+type Config struct {
+	Listen      string // gateway address for clients
+	AdminListen string // /metrics, /healthz, /readyz, /shards
+	Shards      []proxyapi.ShardConfig
+	// LegacyShard is the shard keys without a slot (issued before the
+	// cutover) belong to; "" answers NOT_FOUND for them.
+	LegacyShard string
+	// MaxInflightPerShard is the most requests in flight to one shard: a
+	// call past it gets RESOURCE_EXHAUSTED at once, without queueing, and
+	// a shard at it gets no new instances (0: no limit; health checks and
+	// Topology are never limited).
+	MaxInflightPerShard int64
+	// OverloadLimit and OverloadExcess (percent): a shard with more than
+	// limit × (1 + excess) requests in flight gets no new instances until
+	// it is back below the limit, so that it does not flap at one number
+	// (defaults 200 and 50; a negative limit turns it off).
+	OverloadLimit  int64
+	OverloadExcess int
+	// MaxBacklog records not processed past which a shard with a metrics
+	// URL gets no new instances, read every BacklogInterval (defaults
+	// 1000 and 1 s; negative: no admission by backlog).
+	MaxBacklog      int64
+	BacklogInterval time.Duration
+	// InstanceLimit is the most root instances in flight a shard with a
+	// metrics URL is given: InstanceLimitAuto (0) learns it from the
+	// shard's completions (see instances.go), InstanceLimitOff (-1)
+	// gives no limit, a positive number is fixed.
+	InstanceLimit int64
+	// CoolingOff is how long a shard that answered RESOURCE_EXHAUSTED gets
+	// no new instances.
+	CoolingOff time.Duration
+	// Ledger keeps deployments; nil keeps them in memory.
+	Ledger ledger.Ledger
+	// Profiling serves Go's /debug/pprof on the admin address.
+	Profiling bool
+	// ShutdownDelay is how long Close keeps serving after /readyz turns
+	// 503, for endpoints and load balancers to notice; DrainBatch is how
+	// many long polls and job streams it then ends a second (0: all at
+	// once).
+	ShutdownDelay time.Duration
+	DrainBatch    int
+	// ConnsPerShard is how many HTTP/2 connections go to each shard (0:
+	// enough for MaxInflightPerShard calls at the concurrency the shard
+	// advertises, at most 16).
+	ConnsPerShard int
+	// StreamStallTimeout is how long a job stream's worker may read
+	// nothing while a job waits for it before the stream is ended and its
+	// jobs handed back (default 10 s).
+	StreamStallTimeout time.Duration
+	// OnDrain hears each batch a stopping proxy ends: how many, and how
+	// many are left.
+	OnDrain func(ended, left int)
+	// Health: active checks and outlier ejection.
+	Health HealthConfig
+	// Dynamic: the shards come later, through Want (from a registry);
+	// the proxy may start with none.
+	Dynamic bool
+	// OnSync is told how each application of a wanted shard set went.
+	OnSync func(error)
+	// Registry, when set, is followed from Start to Close: the shards of
+	// App (default registry.DefaultShardsApp), their states, the ledger
+	// and the cutover weights; what goes wrong is logged (the watch
+	// reconnects by itself). A registry makes the proxy Dynamic.
+	Registry *registryclient.Client
+	App      string
+	// ID names the proxy where it registers itself (registry.ProxiesApp),
+	// with its admin address, while it follows a registry (default
+	// HOSTNAME-PORT).
+	ID string
+	// TLS, when set, serves clients over TLS (its files are read again
+	// when they change; with a client CA, clients must show a certificate
+	// it signed). UpstreamCA is the CA file shards with TLS "true" are
+	// checked against ("": the system's roots).
+	TLS        *certs.Server
+	UpstreamCA string
+	// Front is how clients are served: FrontFrames or FrontGRPC (""
+	// takes DefaultFront).
+	Front string
+	// Logger gets one line per state change: shards added and removed,
+	// DOWN and back, ejected and returned, ledger replays, states, pools
+	// and pool weights from the registry, admission refusing and
+	// admitting, the registry watch (nil: none).
+	Logger *slog.Logger
+}
+
+// Defaults.
+const (
+	DefaultMaxInflightPerShard = 1000
+	DefaultCoolingOff          = 30 * time.Second
+	DefaultStreamStallTimeout  = 10 * time.Second
+	DefaultOverloadLimit       = 200
+	DefaultOverloadExcess      = 50
+
+	// DefaultFront serves clients when Config.Front is "".
+	DefaultFront = FrontFrames
+)
+
+func (c *Config) validate() error {
+	if c.Registry != nil {
+		c.Dynamic = true
+		if c.App == "" {
+			c.App = registryapi.DefaultShardsApp
+		}
+	}
+	if len(c.Shards) == 0 && !c.Dynamic {
+		return errors.New("no shards: name at least one with --shard ID=HOST:PORT or a config file")
+	}
+	ids, slots := map[string]bool{}, map[int]string{}
+	for _, s := range c.Shards {
+		if err := validateShard(s); err != nil {
+			return err
+		}
+		if ids[s.ID] {
+			return fmt.Errorf("shard id %q is named twice", s.ID)
+		}
+		if other, dup := slots[s.Slot]; dup {
+			return fmt.Errorf("shards %q and %q both have slot %d: every shard needs its own slot (1-%d)", other, s.ID, s.Slot, keyslot.MaxSlot)
+		}
+		ids[s.ID], slots[s.Slot] = true, s.ID
+	}
+	if c.LegacyShard != "" && !ids[c.LegacyShard] && !c.Dynamic {
+		return fmt.Errorf("legacy shard %q is not one of the shards", c.LegacyShard)
+	}
+	switch c.Front {
+	case "":
+		c.Front = DefaultFront
+	case FrontFrames, FrontGRPC:
+	default:
+		return fmt.Errorf("front %q: want %s or %s", c.Front, FrontFrames, FrontGRPC)
+	}
+	if c.CoolingOff == 0 {
+		c.CoolingOff = DefaultCoolingOff
+	}
+	if c.StreamStallTimeout == 0 {
+		c.StreamStallTimeout = DefaultStreamStallTimeout
+	}
+	if c.ConnsPerShard < 0 || c.ConnsPerShard > upstream.MaxConnsPerShard {
+		return fmt.Errorf("connections per shard %d: want 1-%d, or 0 to size them from what the shard advertises", c.ConnsPerShard, upstream.MaxConnsPerShard)
+	}
+	if c.StreamStallTimeout < 0 {
+		return errors.New("the stream stall timeout must be positive")
+	}
+	if c.CoolingOff < 0 || c.MaxInflightPerShard < 0 {
+		return errors.New("cooling-off and max in-flight per shard must not be negative")
+	}
+	if c.OverloadLimit == 0 {
+		c.OverloadLimit = DefaultOverloadLimit
+	}
+	if c.OverloadExcess == 0 {
+		c.OverloadExcess = DefaultOverloadExcess
+	}
+	if c.MaxBacklog == 0 {
+		c.MaxBacklog = DefaultMaxBacklog
+	}
+	if c.BacklogInterval == 0 {
+		c.BacklogInterval = DefaultBacklogInterval
+	}
+	if c.InstanceLimit < InstanceLimitOff {
+		return fmt.Errorf("instance limit %d: want a positive number, 0 (learned) or -1 (off)", c.InstanceLimit)
+	}
+	if c.BacklogInterval < 0 {
+		return fmt.Errorf("backlog interval %v: want a positive duration", c.BacklogInterval)
+	}
+	if c.OverloadExcess < 0 {
+		return fmt.Errorf("overload excess %d%%: want a positive percent", c.OverloadExcess)
+	}
+	if c.Ledger == nil {
+		c.Ledger = &ledger.MemoryLedger{}
+	}
+	return c.Health.validate()
+}
+
+func validateShard(s proxyapi.ShardConfig) error {
+	if s.ID == "" {
+		return errors.New("a shard has no id")
+	}
+	if _, _, err := net.SplitHostPort(s.Addr); err != nil {
+		return fmt.Errorf("shard %q: address %q: want HOST:PORT", s.ID, s.Addr)
+	}
+	if s.Slot < 1 || s.Slot > keyslot.MaxSlot {
+		return fmt.Errorf("shard %q: slot %d: want 1-%d (slot 0 is for keys of the legacy shard)", s.ID, s.Slot, keyslot.MaxSlot)
+	}
+	if s.State != "" {
+		if _, err := proxyapi.ParseState(string(s.State)); err != nil {
+			return fmt.Errorf("shard %q: %w", s.ID, err)
+		}
+	}
+	if _, err := upstream.ParseTLS(s.TLS); err != nil {
+		return fmt.Errorf("shard %q: %w", s.ID, err)
+	}
+	return nil
+}
+
+// Core is a running federation proxy.
+type Core struct {
+	cfg           Config
+	upstreamRoots *x509.CertPool // nil: the system's
+	metrics       *Metrics
+	index         *LedgerIndex
+	deploy        sync.Mutex // deployments are serialised per proxy
+
+	// set is the shards and pool weights in force, replaced whole under
+	// members by every change and read without a lock.
+	set     atomic.Pointer[shardSet]
+	members sync.Mutex
+
+	// addr and adminAddr are where the fronts listen, which the proxy
+	// registers in the registry it follows.
+	addr, adminAddr net.Addr
+	// stopping ends long polls and job streams when the proxy stops, so a
+	// graceful stop does not wait out their timeouts.
+	stopping context.Context
+	stop     context.CancelFunc
+	follow   membership
+	// stopFollow cancels the registry watch and a sync in progress (a
+	// replay) when the proxy stops.
+	stopFollow context.CancelFunc
+
+	// owned are the goroutines the proxy starts besides its handlers
+	// (hand-backs, long polls it no longer waits for, the registry
+	// follow): Close waits for them. bg is their context, cancelled when
+	// Close runs out of time.
+	owned    sync.WaitGroup
+	bg       context.Context
+	cancelBG context.CancelFunc
+
+	// overloadAt is the in-flight count past which a shard is overloaded:
+	// OverloadLimit plus OverloadExcess percent.
+	overloadAt int64
+
+	long    LongCalls  // open long polls and job streams, for a stop to end
+	ejectMu sync.Mutex // one ejection decision at a time
+
+	log     *slog.Logger
+	repeats *logs.Repeats // lines that can repeat many times a second
+}
+
+// New checks the configuration; Start connects and serves.
+func New(cfg Config) (*Core, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	p := &Core{cfg: cfg, index: newLedgerIndex(), stopFollow: func() {}, log: logs.Or(cfg.Logger)}
+	p.repeats = logs.NewRepeats(p.log, 0, nil)
+	if cfg.UpstreamCA != "" {
+		roots, err := certs.Pool(cfg.UpstreamCA)
+		if err != nil {
+			return nil, fmt.Errorf("--upstream-ca: %w", err)
+		}
+		p.upstreamRoots = roots
+	}
+	p.overloadAt = cfg.OverloadLimit + cfg.OverloadLimit*int64(cfg.OverloadExcess)/100
+	p.bg, p.cancelBG = context.WithCancel(context.Background())
+	p.stopping, p.stop = context.WithCancel(p.bg)
+	p.set.Store(emptySet)
+	p.follow.wake = make(chan struct{}, 1)
+	p.follow.onSync = cfg.OnSync
+	p.metrics = newMetrics(func() float64 { return float64(p.index.size()) }, func() float64 { return float64(p.long.count()) })
+	return p, nil
+}
+
+// AddShard connects a shard, replays the ledger to it, and only then lets
+// it take new instances.
+func (p *Core) AddShard(ctx context.Context, sc proxyapi.ShardConfig) error {
+	if err := validateShard(sc); err != nil {
+		return err
+	}
+	if taken := p.set.Load().bySlot[sc.Slot]; taken != nil {
+		return fmt.Errorf("slot %d is taken by shard %q", sc.Slot, taken.ID)
+	}
+	n, advertised := p.cfg.ConnsPerShard, uint32(0)
+	if n == 0 {
+		n, advertised = upstream.Plan(ctx, sc.Addr, sc.TLS, p.upstreamRoots, p.cfg.MaxInflightPerShard)
+	}
+	conn, err := upstream.Dial(sc.ID, sc.Addr, sc.TLS, p.upstreamRoots, n, p.cfg.Front == FrontFrames)
+	if err != nil {
+		return err
+	}
+	conn.Advertised = advertised
+	s := newShard(sc, conn)
+	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := s.checkTopology(tctx); err != nil {
+		s.Conn.Close()
+		return err
+	}
+	if err := p.replay(ctx, s); err != nil {
+		s.Conn.Close()
+		return err
+	}
+	s.inflightGauge = p.metrics.inflight.WithLabelValues(s.ID)
+	p.metrics.up.WithLabelValues(s.ID).Set(1)
+	s.Choices = p.metrics.choices.WithLabelValues(s.ID)
+	p.members.Lock()
+	defer p.members.Unlock()
+	set := p.set.Load()
+	if taken := set.bySlot[s.Slot]; taken != nil {
+		s.Conn.Close()
+		return fmt.Errorf("slot %d is taken by shard %q", sc.Slot, taken.ID)
+	}
+	p.set.Store(set.with(s, p.cfg.LegacyShard))
+	p.logShard(slog.LevelInfo, s, "shard added", "address", s.Addr, "pool", s.Pool(), "state", s.State(),
+		"partitions", s.partitions, "connections", s.Conn.Connections())
+	return nil
+}
+
+// replay deploys every ledger entry to a joining shard, in order, and
+// records the keys it issued.
+func (p *Core) replay(ctx context.Context, s *Shard) error {
+	p.deploy.Lock()
+	defer p.deploy.Unlock()
+	deployments, err := p.cfg.Ledger.All(ctx)
+	if err != nil {
+		err = fmt.Errorf("read the deployment ledger: %w", err)
+		p.logShardRepeating(slog.LevelWarn, s, "ledger replay failed", "err", err)
+		return err
+	}
+	if len(deployments) == 0 {
+		return nil
+	}
+	// A shard the health checks keep trying may start a replay every
+	// interval: these lines may repeat.
+	start := time.Now()
+	p.logShardRepeating(slog.LevelInfo, s, "ledger replay started", "deployments", len(deployments))
+	if err := p.replayLocked(ctx, s, deployments); err != nil {
+		p.logShardRepeating(slog.LevelWarn, s, "ledger replay failed", "deployments", len(deployments), "err", err)
+		return err
+	}
+	p.logShardRepeating(slog.LevelInfo, s, "ledger replay finished", "deployments", len(deployments), "took", logDuration(time.Since(start)))
+	return nil
+}
+
+// replayLocked deploys deployments to s; callers hold p.deploy.
+func (p *Core) replayLocked(ctx context.Context, s *Shard, deployments []ledger.Deployment) error {
+	for _, d := range deployments {
+		req := &pb.DeployResourceRequest{}
+		for _, r := range d.Resources {
+			req.Resources = append(req.Resources, &pb.Resource{Name: r.Name, Content: r.Content})
+		}
+		resp, err := s.Conn.Client().DeployResource(ctx, req)
+		if err != nil {
+			return fmt.Errorf("shard %s: replay deployment %d of the ledger: %w", s.ID, d.Seq, err)
+		}
+		keys := map[string]int64{}
+		for _, dep := range resp.GetDeployments() {
+			if pm := dep.GetProcess(); pm != nil {
+				keys[ledger.ProcessRef(pm.GetBpmnProcessId(), pm.GetVersion())] = pm.GetProcessDefinitionKey()
+			}
+		}
+		if err := p.cfg.Ledger.SetKeys(ctx, d.Seq, s.ID, keys); err != nil {
+			return err
+		}
+		mine := ledger.Deployment{Seq: d.Seq, MessageStarts: d.MessageStarts}
+		for _, pr := range d.Processes {
+			if k, ok := keys[ledger.ProcessRef(pr.BpmnProcessID, pr.Version)]; ok {
+				mine.Processes = append(mine.Processes, ledger.ProcessID{BpmnProcessID: pr.BpmnProcessID, Version: pr.Version, Keys: map[string]int64{s.ID: k}})
+			}
+		}
+		p.index.Add(mine)
+	}
+	return nil
+}
+
+// SetState changes a shard's state, as the registry or an operator does.
+func (p *Core) SetState(id string, st proxyapi.State) error {
+	s := p.ShardByID(id)
+	if s == nil {
+		return fmt.Errorf("no shard %q", id)
+	}
+	p.setState(s, st, "shard state changed", "set by an operator")
+	return nil
+}
+
+// setState assigns s a state and logs msg when that changed it.
+func (p *Core) setState(s *Shard, st proxyapi.State, msg, reason string) {
+	if from := s.swapState(st); from != st {
+		p.logShard(slog.LevelInfo, s, msg, "from", from, "to", st, "reason", reason)
+	}
+}
+
+func (p *Core) ShardByID(id string) *Shard { return p.set.Load().byID(id) }
+
+// snapshot is the shards in force, by slot; callers must not change it.
+func (p *Core) Snapshot() []*Shard { return p.set.Load().all }
+
+// ShardForKey routes a key-addressed call.
+func (p *Core) ShardForKey(key int64) (*Shard, int64, error) {
+	slot, raw := keyslot.Split(key)
+	s := p.set.Load().forKey(slot)
+	if s == nil {
+		if slot == 0 {
+			return nil, 0, status.Errorf(codes.NotFound, "Expected to find the shard of key %d, but it carries no shard slot and there is no legacy shard", key)
+		}
+		return nil, 0, status.Errorf(codes.NotFound, "Expected to find the shard of key %d, but no shard has slot %d", key, slot)
+	}
+	return s, raw, nil
+}
+
+// SetWeights sets each pool's share of new instances (percent); nil or
+// empty places over every shard alike. Pools not named get nothing new.
+func (p *Core) SetWeights(w map[string]int) {
+	p.members.Lock()
+	old := p.set.Load().weights
+	p.set.Store(p.set.Load().withWeights(w, p.cfg.LegacyShard))
+	p.metrics.weights.Reset()
+	for pool, v := range w {
+		p.metrics.weights.WithLabelValues(pool).Set(float64(v))
+	}
+	p.members.Unlock()
+	// The registry sends the weights again with every cutover write.
+	if !maps.Equal(old, w) {
+		p.log.Info("pool weights changed", "from", registryapi.FormatWeights(old), "to", registryapi.FormatWeights(w))
+	}
+}
+
+// Weights are the pool weights in force (nil: none).
+func (p *Core) Weights() map[string]int { return maps.Clone(p.set.Load().weights) }
+
+// pick is the shard for something new (shardSet.pick) among those that
+// take instances at now and were not tried for this request yet.
+func (p *Core) Pick(now time.Time, exclude []*Shard) *Shard {
+	return p.set.Load().pick(now, func(s *Shard) bool {
+		return s.takesInstances(now, p.cfg.MaxInflightPerShard) && !slices.Contains(exclude, s)
+	})
+}
+
+// enter counts a call to s in flight, or refuses it at the proxy's
+// limit (a *LimitError).
+func (p *Core) Enter(s *Shard, rpc string) error {
+	n := s.inflight.Add(1)
+	if limit := p.cfg.MaxInflightPerShard; limit > 0 && n > limit && rpc != "Topology" {
+		s.inflight.Add(-1)
+		p.metrics.limited.WithLabelValues(s.ID).Inc()
+		p.logShardRepeating(slog.LevelWarn, s, "shard refusing calls at its in-flight limit", "limit", limit)
+		return &LimitError{shard: s.ID, limit: limit}
+	}
+	if p.cfg.OverloadLimit > 0 && n > p.overloadAt && !s.overloaded.Load() && s.overloaded.CompareAndSwap(false, true) {
+		p.metrics.overloaded.WithLabelValues(s.ID).Set(1)
+		// Overload can flap with bursts: one kind of line both ways.
+		p.logShardAs(slog.LevelWarn, s, "overload", "shard overloaded, refusing new instances", "inFlight", n, "overloadAt", p.overloadAt)
+	}
+	s.inflightGauge.Set(float64(n))
+	return nil
+}
+
+// leave ends a call enter let through with the shard's answer;
+// clientEnded: the client's deadline or cancellation ended it, which
+// says nothing of the shard.
+func (p *Core) Leave(s *Shard, rpc string, err error, clientEnded bool) {
+	n := s.inflight.Add(-1)
+	s.inflightGauge.Set(float64(n))
+	if n < p.cfg.OverloadLimit && s.overloaded.Load() && s.overloaded.CompareAndSwap(true, false) {
+		p.metrics.overloaded.WithLabelValues(s.ID).Set(0)
+		p.logShardAs(slog.LevelInfo, s, "overload", "shard no longer overloaded, admitting new instances", "inFlight", n, "limit", p.cfg.OverloadLimit)
+	}
+	p.upstreamCounter(s, rpc, status.Code(err)).Inc()
+	if err != nil {
+		s.NoteError(err)
+		p.noteFailure(clientEnded, s, err)
+	} else if s.health.consecutive.Load() != 0 {
+		s.health.consecutive.Store(0)
+	}
+}
+
+// LimitError is a call the proxy refused for the shard's in-flight limit:
+// RESOURCE_EXHAUSTED to the client, but not the shard's answer (no
+// cooling off).
+type LimitError struct {
+	shard string
+	limit int64
+}
+
+func (e *LimitError) Error() string { return e.GRPCStatus().Message() }
+
+func (e *LimitError) GRPCStatus() *status.Status {
+	return status.Newf(codes.ResourceExhausted, "Expected to send the request to shard %s, but it has %d requests in flight, the proxy's limit (--max-inflight-per-shard). Please try again later.", e.shard, e.limit)
+}
+
+type rpcCode struct {
+	rpc  string
+	code codes.Code
+}
+
+func (p *Core) upstreamCounter(s *Shard, rpc string, code codes.Code) prometheus.Counter {
+	k := rpcCode{rpc, code}
+	if c, ok := s.upstream.Load(k); ok {
+		return c.(prometheus.Counter)
+	}
+	c := p.metrics.upstream.WithLabelValues(s.ID, rpc, code.String())
+	s.upstream.Store(k, c)
+	return c
+}
+
+func (p *Core) CloseShards() {
+	for _, s := range p.Snapshot() {
+		s.Conn.Close()
+	}
+}
+
+// The fronts a proxy can serve clients with.
+const (
+	// FrontFrames speaks HTTP/2 itself: a call that goes to one shard
+	// and needs only its keys rewritten is forwarded as frames; the rest
+	// go to the grpc-go server (FrontGRPC's) through its ServeHTTP.
+	FrontFrames = "frames"
+	// FrontGRPC serves every call with grpc-go.
+	FrontGRPC = "grpc"
+)
+
+// Shards reports every shard's state.
+func (p *Core) Shards() []proxyapi.ShardStatus {
+	now := time.Now()
+	out := []proxyapi.ShardStatus{}
+	for _, s := range p.Snapshot() {
+		st := proxyapi.ShardStatus{ID: s.ID, Slot: s.Slot, Address: s.Addr, State: s.RoutingState(), AssignedState: s.State(), Health: s.healthStatus(now),
+			Pool: s.Pool(), Partitions: s.partitions, InFlight: s.inflight.Load(), Connections: s.Conn.Connections(), MaxStreams: s.Conn.Advertised, CoolingOff: s.cooling(now),
+			Overloaded: s.overloaded.Load(), Backlog: s.backlogStatus()}
+		s.mu.Lock()
+		if s.lastErr != "" {
+			at := s.lastAt.UTC()
+			st.LastError, st.LastErrorAt = s.lastErr, &at
+		}
+		s.mu.Unlock()
+		out = append(out, st)
+	}
+	return out
+}
+
+// Config is the configuration in force, defaults filled in.
+func (p *Core) Config() Config { return p.cfg }
+
+// Open loads the ledger and connects to every configured shard, refusing
+// one with too many partitions.
+func (p *Core) Open(ctx context.Context) error {
+	if err := p.RefreshLedger(ctx); err != nil {
+		return err
+	}
+	for _, sc := range p.cfg.Shards {
+		if err := p.AddShard(ctx, sc); err != nil {
+			p.CloseShards()
+			return err
+		}
+	}
+	return nil
+}
+
+// Run starts the core's own loops: repeated log lines, health checks,
+// admission, and with a dynamic shard set the registry's follow, where
+// the proxy registers itself with the addresses its fronts bound (admin
+// nil: it does not register).
+func (p *Core) Run(ctx context.Context, addr, admin net.Addr) {
+	p.addr, p.adminAddr = addr, admin
+	p.owned.Go(p.flushLogs)
+	if p.cfg.Health.Interval > 0 {
+		p.owned.Go(p.healthLoop)
+	}
+	if p.cfg.MaxBacklog > 0 || p.cfg.InstanceLimit != InstanceLimitOff {
+		p.owned.Go(p.admissionLoop)
+	}
+	if p.cfg.Dynamic {
+		var fctx context.Context
+		fctx, p.stopFollow = context.WithCancel(context.WithoutCancel(ctx))
+		p.owned.Go(func() { p.followLoop(fctx) })
+		if p.cfg.Registry != nil {
+			p.owned.Go(func() { p.followRegistry(fctx) })
+			if err := p.announce(fctx); err != nil {
+				p.log.Error("the proxy cannot register itself in the registry", "app", registryapi.ProxiesApp, "err", err)
+			}
+		}
+	}
+}
+
+// Go runs f as one of the goroutines Shutdown waits for: the fronts'
+// listeners, hand-backs, long polls no caller waits for any more.
+func (p *Core) Go(f func()) { p.owned.Go(f) }
+
+// Background is the context of what Go runs: cancelled when a stop runs
+// out of time (CancelBackground).
+func (p *Core) Background() context.Context { return p.bg }
+
+// Stopping ends when the proxy stops: long polls and job streams end
+// with it rather than wait out their timeouts.
+func (p *Core) Stopping() context.Context { return p.stopping }
+
+// CancelBackground cuts short whatever still runs on the proxy's behalf.
+func (p *Core) CancelBackground() { p.cancelBG() }
+
+// StopFollowing cancels the registry's watch and a sync in progress (a
+// replay): the first step of a stop.
+func (p *Core) StopFollowing() { p.stopFollow() }
+
+// EndLongCalls ends the open long polls and job streams, DrainBatch a
+// second until ctx ends, then the rest at once, and stops the core.
+func (p *Core) EndLongCalls(ctx context.Context) {
+	p.drainLongCalls(ctx)
+	p.stop()
+	p.long.end(0) // those the drain had no time for
+}
+
+// Shutdown waits for everything Go started, writes the repeated lines'
+// last counts and closes every shard's connections: the last step of a
+// stop, once the fronts stopped.
+func (p *Core) Shutdown() {
+	p.owned.Wait()
+	p.repeats.FlushAll()
+	p.cancelBG()
+	p.CloseShards()
+}
+
+// Metrics are the proxy's Prometheus metrics, the fronts' and the core's.
+func (p *Core) Metrics() *Metrics { return p.metrics }
+
+// Ledger is the index of the deployment ledger: which process a
+// definition key is on each shard, and which messages start a process.
+func (p *Core) Ledger() *LedgerIndex { return p.index }
+
+// LongCalls are the open long polls and job streams, which a stop ends.
+func (p *Core) LongCalls() *LongCalls { return &p.long }
+
+// LockDeploys serialises deployments: a fan-out and its ledger entry,
+// against a replay to a joining shard. It returns the unlock.
+func (p *Core) LockDeploys() (unlock func()) {
+	p.deploy.Lock()
+	return p.deploy.Unlock
+}
+
+// IsLegacy reports whether s is the legacy shard: keys without a slot
+// are its.
+func (p *Core) IsLegacy(s *Shard) bool { return s != nil && p.set.Load().legacy == s }
+
+// Close stops a core that runs without fronts: the registry's follow,
+// long calls, its goroutines and shard connections, as a proxy's Close
+// does after its fronts stopped. When ctx ends first, what still runs is
+// cut short.
+func (p *Core) Close(ctx context.Context) error {
+	defer context.AfterFunc(ctx, p.CancelBackground)()
+	p.StopFollowing()
+	p.EndLongCalls(ctx)
+	p.Shutdown()
+	return nil
+}

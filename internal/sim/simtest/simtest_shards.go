@@ -1,0 +1,29 @@
+package simtest
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
+	"github.com/shardctl/shardctl/internal/sim"
+)
+
+// StartN runs n simulators with one configuration.
+func StartN(t testing.TB, n int, cfg sim.Config) []*sim.Sim {
+	t.Helper()
+	var out []*sim.Sim
+	for range n {
+		out = append(out, Start(t, cfg))
+	}
+	return out
+}
+
+// ShardConfigs names simulators as a proxy's shards: shard-1, shard-2…
+// with slots 1, 2….
+func ShardConfigs(shards []*sim.Sim) []proxyapi.ShardConfig {
+	var out []proxyapi.ShardConfig
+	for i, s := range shards {
+		out = append(out, proxyapi.ShardConfig{ID: fmt.Sprintf("shard-%d", i+1), Addr: s.Addr().String(), Slot: i + 1})
+	}
+	return out
+}

@@ -107,13 +107,14 @@ type BacklogStatus struct {
 	// admitted as before: missing data does not refuse work).
 	Error string `json:"error,omitempty"`
 }
+
 // ShardConfig names one shard: what a proxy is told of it, by its flags,
 // its configuration file or the registry.
 type ShardConfig struct {
-	ID    string         `json:"id"`
-	Addr  string         `json:"address"`
-	Slot  int            `json:"slot"`
-	State State `json:"state,omitempty"`
+	ID    string `json:"id"`
+	Addr  string `json:"address"`
+	Slot  int    `json:"slot"`
+	State State  `json:"state,omitempty"`
 	// Pool is the group the shard belongs to (blue, green): pool weights
 	// place new instances between pools.
 	Pool string `json:"pool,omitempty"`
@@ -125,5 +126,3 @@ type ShardConfig struct {
 	// without checking the shard's certificate (tests, self-signed labs).
 	TLS string `json:"tls,omitempty"`
 }
-
-

@@ -237,7 +237,7 @@ func TestRelayedPollUnreadBatchHandedBack(t *testing.T) {
 	if err := fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0}); err != nil {
 		t.Fatal(err)
 	}
-	block, body := rawCall(t, activateJobsPath, &pb.ActivateJobsRequest{Type: "t", Worker: "w", MaxJobsToActivate: 2, Timeout: 60000, RequestTimeout: 5000})
+	block, body := rawCall(t, "/gateway_protocol.Gateway/ActivateJobs", &pb.ActivateJobsRequest{Type: "t", Worker: "w", MaxJobsToActivate: 2, Timeout: 60000, RequestTimeout: 5000})
 	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block, EndHeaders: true}); err != nil {
 		t.Fatal(err)
 	}

@@ -267,7 +267,7 @@ func TestCloseWaitsForHandBacks(t *testing.T) {
 	// The shard takes a moment to process each hand-back, as a busy one
 	// does.
 	shards[0].Pause(300 * time.Millisecond)
-	p.handBack(p.ShardByID("shard-1"), back, "test")
+	p.gateway.HandBack(p.ShardByID("shard-1"), back, "test")
 	closeErr := p.Close(ctx)
 	if closeErr != nil {
 		t.Fatal(closeErr)

@@ -1,8 +1,8 @@
 // Package proxy is the federation proxy as a process runs it: the routing
-// core (internal/proxy/route) behind a gRPC front — the frame front
-// (frames.go and its siblings, over internal/h2) or grpc-go's server
-// (server.go, jobs.go) — and the admin listener (/metrics, /healthz,
-// /readyz, /shards). It serves the Zeebe 8.5 gateway API and spreads one
+// core (internal/proxy/route) behind a front — the frame front
+// (internal/proxy/framefront) or grpc-go's server (internal/proxy/grpcfront)
+// — and the admin listener (/metrics, /healthz, /readyz, /shards), started
+// and stopped in order. It serves the Zeebe 8.5 gateway API and spreads one
 // workload over several Zeebe clusters (shards), so that clients keep
 // using one gateway address and change nothing; the contract is "The
 // federation contract" in docs/architecture.md. Runtimes' rule: it never
@@ -24,8 +24,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/metadata"
 
+	"github.com/shardctl/shardctl/internal/proxy/framefront"
+	"github.com/shardctl/shardctl/internal/proxy/grpcfront"
 	"github.com/shardctl/shardctl/internal/proxy/grpcwire"
 	"github.com/shardctl/shardctl/internal/proxy/route"
 )
@@ -52,8 +53,8 @@ type Proxy struct {
 	cfg Config
 
 	grpc      *grpc.Server
-	gateway   *server     // the handlers, which the frame front calls itself
-	frames    *frameFront // with FrontFrames: it serves clients, grpc-go what it hands on
+	gateway   *grpcfront.Server // the handlers, which the frame front calls itself
+	frames    *framefront.Front // with FrontFrames: it serves clients, grpc-go what it hands on
 	addr      net.Addr
 	admin     *http.Server
 	adminAddr net.Addr
@@ -71,27 +72,6 @@ func New(cfg Config) (*Proxy, error) {
 		return nil, err
 	}
 	return &Proxy{Core: core, cfg: core.Config(), failed: make(chan error, 2)}, nil
-}
-
-// outgoing forwards the client's authorization to a shard.
-func outgoing(ctx context.Context) context.Context {
-	// ValueFromIncomingContext does not copy the whole header map.
-	if auth := metadata.ValueFromIncomingContext(ctx, "authorization"); len(auth) > 0 {
-		return metadata.AppendToOutgoingContext(ctx, "authorization", auth[0])
-	}
-	return ctx
-}
-
-// call runs one request to a shard, with in-flight accounting, the
-// per-shard limit, overload and health bookkeeping, and metrics.
-func call[T any](ctx context.Context, p *Proxy, s *route.Shard, rpc string, fn func(context.Context, pb.GatewayClient) (T, error)) (T, error) {
-	if err := p.Enter(s, rpc); err != nil {
-		var zero T
-		return zero, err
-	}
-	v, err := fn(outgoing(ctx), s.Conn.Client())
-	p.Leave(s, rpc, err, ctx.Err() != nil)
-	return v, err
 }
 
 // Start connects to every shard (refusing one with too many partitions),
@@ -116,16 +96,16 @@ func (p *Proxy) Start(ctx context.Context) error {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(p.cfg.TLS.Config())))
 	}
 	p.grpc = grpc.NewServer(opts...)
-	p.gateway = &server{p: p}
+	p.gateway = grpcfront.New(p.Core)
 	pb.RegisterGatewayServer(p.grpc, p.gateway)
 	if p.cfg.Front == FrontFrames {
 		var tc *tls.Config
 		if p.cfg.TLS != nil {
 			tc = p.cfg.TLS.Config()
 		}
-		p.frames = newFrameFront(p, ln, tc)
+		p.frames = framefront.New(p.gateway, p.grpc, ln, tc)
 		p.Go(func() {
-			if err := p.frames.serve(); err != nil {
+			if err := p.frames.Serve(); err != nil {
 				p.failed <- fmt.Errorf("serve clients on %s: %w", p.addr, err)
 			}
 		})
@@ -193,7 +173,7 @@ func (p *Proxy) close(ctx context.Context) error {
 	switch {
 	case p.frames != nil:
 		// The front's clients first: grpc-go serves only what it hands on.
-		go func() { p.frames.shutdown(ctx); p.grpc.GracefulStop(); close(stopped) }()
+		go func() { p.frames.Shutdown(ctx); p.grpc.GracefulStop(); close(stopped) }()
 	case p.grpc != nil:
 		go func() { p.grpc.GracefulStop(); close(stopped) }()
 	default:

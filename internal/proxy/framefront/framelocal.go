@@ -1,4 +1,4 @@
-package proxy
+package framefront
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/shardctl/shardctl/internal/h2"
+	"github.com/shardctl/shardctl/internal/proxy/grpcfront"
 	"github.com/shardctl/shardctl/internal/proxy/grpcwire"
 )
 
@@ -30,15 +31,15 @@ import (
 type localMethod struct {
 	rpc string
 	in  protoreflect.MessageType
-	// unary is the handler of a unary RPC (a method of *server, by
+	// unary is the handler of a unary RPC (a method of *grpcfront.Server, by
 	// reflection); stream runs a server-streaming one.
 	unary  reflect.Value
-	stream func(sv *server, req proto.Message, s *localStream) error
+	stream func(sv *grpcfront.Server, req proto.Message, s *localStream) error
 }
 
 var localMethods = func() map[string]*localMethod {
 	out := map[string]*localMethod{}
-	sv := reflect.TypeOf(&server{})
+	sv := reflect.TypeOf(&grpcfront.Server{})
 	methods := pb.File_gateway_proto.Services().ByName("Gateway").Methods()
 	for i := 0; i < methods.Len(); i++ {
 		md := methods.Get(i)
@@ -51,11 +52,11 @@ var localMethods = func() map[string]*localMethod {
 		case md.IsStreamingClient():
 			continue // none in the gateway API; grpc-go would answer
 		case md.Name() == "ActivateJobs":
-			m.stream = func(sv *server, req proto.Message, s *localStream) error {
+			m.stream = func(sv *grpcfront.Server, req proto.Message, s *localStream) error {
 				return sv.ActivateJobs(req.(*pb.ActivateJobsRequest), activateJobsStream{s})
 			}
 		case md.Name() == "StreamActivatedJobs":
-			m.stream = func(sv *server, req proto.Message, s *localStream) error {
+			m.stream = func(sv *grpcfront.Server, req proto.Message, s *localStream) error {
 				return sv.StreamActivatedJobs(req.(*pb.StreamActivatedJobsRequest), jobStream{s})
 			}
 		case md.IsStreamingServer():
@@ -84,7 +85,7 @@ func (s jobStream) Send(j *pb.ActivatedJob) error { return s.SendMsg(j) }
 // collected from the client's frames, then the handler runs in a
 // goroutine of its own and writes its answers on the client's stream.
 type localCall struct {
-	f      *frameFront
+	f      *Front
 	s      *h2.Stream
 	m      *localMethod
 	ctx    context.Context
@@ -100,7 +101,7 @@ type localCall struct {
 // ctxFor is the context a local handler runs in: the client's deadline,
 // its metadata, cancelled when the client resets the stream or the
 // proxy cuts its work short.
-func (f *frameFront) ctxFor(head *requestHead, fields []hpack.HeaderField) (context.Context, context.CancelFunc) {
+func (f *Front) ctxFor(head *requestHead, fields []hpack.HeaderField) (context.Context, context.CancelFunc) {
 	var ctx context.Context
 	var cancel context.CancelFunc
 	if head.hasTimeout {
@@ -117,7 +118,7 @@ func (f *frameFront) ctxFor(head *requestHead, fields []hpack.HeaderField) (cont
 	return metadata.NewIncomingContext(ctx, md), cancel
 }
 
-func (f *frameFront) local(s *h2.Stream, m *localMethod, head *requestHead, fields []hpack.HeaderField, end bool) {
+func (f *Front) local(s *h2.Stream, m *localMethod, head *requestHead, fields []hpack.HeaderField, end bool) {
 	ctx, cancel := f.ctxFor(head, fields)
 	c := &localCall{f: f, s: s, m: m, ctx: ctx, cancel: cancel}
 	s.Value = c
@@ -132,7 +133,7 @@ func (c *localCall) received(data []byte, end bool) {
 		c.mu.Unlock()
 		return
 	}
-	if len(c.req)+len(data) > c.f.p.maxRecv() {
+	if len(c.req)+len(data) > maxRecv {
 		c.started = true
 		c.mu.Unlock()
 		c.cancel()
@@ -173,7 +174,7 @@ func (c *localCall) requestEnded() {
 }
 
 func (c *localCall) run(msg []byte) error {
-	sv := c.f.p.gateway
+	sv := c.f.p
 	req := c.m.in.New().Interface()
 	if err := proto.Unmarshal(msg, req); err != nil {
 		return status.Errorf(codes.Internal, "grpc: failed to unmarshal the received message: %v", err)

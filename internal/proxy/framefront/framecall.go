@@ -1,4 +1,4 @@
-package proxy
+package framefront
 
 import (
 	"errors"
@@ -16,20 +16,22 @@ import (
 
 	"github.com/shardctl/shardctl/internal/h2"
 	"github.com/shardctl/shardctl/internal/keyslot"
+	"github.com/shardctl/shardctl/internal/proxy/grpcfront"
 	"github.com/shardctl/shardctl/internal/proxy/grpcwire"
 	"github.com/shardctl/shardctl/internal/proxy/pbkeys"
 	"github.com/shardctl/shardctl/internal/proxy/route"
 	"github.com/shardctl/shardctl/internal/proxy/upstream"
 )
 
-func (p *Proxy) maxRecv() int { return grpcwire.MaxRecvMsgSize + 5 }
+// maxRecv is the largest request the front takes, framed.
+const maxRecv = grpcwire.MaxRecvMsgSize + 5
 
 // fastCall is one unary call the frame front forwards to one shard. It
 // buffers the request message, routes it as the grpc-go front would
 // (byKey, or placed by power of two choices), sends it as frames and
 // answers with the shard's response, its keys stamped with the slot.
 type fastCall struct {
-	p     *Proxy
+	p     *grpcfront.Server
 	fc    *frontConn
 	s     *h2.Stream // the client's
 	m     *fastMethod
@@ -65,7 +67,7 @@ const (
 	done
 )
 
-func (p *Proxy) newFastCall(fc *frontConn, s *h2.Stream, m *fastMethod, req *requestHead) *fastCall {
+func newFastCall(p *grpcfront.Server, fc *frontConn, s *h2.Stream, m *fastMethod, req *requestHead) *fastCall {
 	c := &fastCall{p: p, fc: fc, s: s, m: m, path: req.path, auth: req.auth, start: time.Now()}
 	c.tried = c.triedOn[:0]
 	if req.hasTimeout {
@@ -82,7 +84,7 @@ func (c *fastCall) received(data []byte, end bool) {
 		c.mu.Unlock()
 		return
 	}
-	if len(c.req)+len(data) > c.p.maxRecv() {
+	if len(c.req)+len(data) > maxRecv {
 		c.mu.Unlock()
 		c.finish(status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", len(c.req)+len(data)-5, grpcwire.MaxRecvMsgSize))
 		return
@@ -163,7 +165,7 @@ func (c *fastCall) byKey(msg []byte, key int64) {
 		c.finish(err)
 		return
 	}
-	body, err := pbkeys.RewriteWire(grpcwire.Framed(len(msg)), msg, c.m.in, p.stripFor(s))
+	body, err := pbkeys.RewriteWire(grpcwire.Framed(len(msg)), msg, c.m.in, p.StripFor(s))
 	if err != nil {
 		if errors.Is(err, pbkeys.ErrMalformed) {
 			err = status.Errorf(codes.Internal, "grpc: failed to unmarshal the received message: %v", err)
@@ -172,7 +174,7 @@ func (c *fastCall) byKey(msg []byte, key int64) {
 		return
 	}
 	if err := c.send(s, grpcwire.SetPrefix(body), false); err != nil {
-		c.finish(onShard(s, err))
+		c.finish(grpcfront.OnShard(s, err))
 	}
 }
 
@@ -212,7 +214,7 @@ func (c *fastCall) next() {
 		c.lastErr = err
 		c.mu.Unlock()
 		if !errors.As(err, new(*route.LimitError)) && !route.NeverSent(err) {
-			c.finish(onShard(s, err))
+			c.finish(grpcfront.OnShard(s, err))
 			return
 		}
 	}
@@ -371,7 +373,7 @@ func (a *attempt) end(code codes.Code, msg string, neverProcessed bool) {
 		c.mu.Unlock()
 		c.next()
 	default:
-		c.finish(onShard(s, err))
+		c.finish(grpcfront.OnShard(s, err))
 	}
 }
 

@@ -1,4 +1,4 @@
-package proxy
+package framefront
 
 import (
 	"context"
@@ -27,7 +27,7 @@ type passCall struct {
 
 // pass runs the stream's call in grpc-go, in a goroutine the front
 // waits for when it stops.
-func (f *frameFront) pass(fc *frontConn, s *h2.Stream, fields []hpack.HeaderField, head *requestHead, end bool) {
+func (f *Front) pass(fc *frontConn, s *h2.Stream, fields []hpack.HeaderField, head *requestHead, end bool) {
 	ctx, cancel := context.WithCancel(f.p.Background())
 	call := &passCall{body: newBodyPipe(), cancel: cancel}
 	s.Value = call
@@ -60,7 +60,7 @@ func (f *frameFront) pass(fc *frontConn, s *h2.Stream, fields []hpack.HeaderFiel
 	go func() {
 		defer f.handlers.Done()
 		defer cancel()
-		f.p.grpc.ServeHTTP(w, r)
+		f.grpc.ServeHTTP(w, r)
 		w.finish()
 	}()
 }

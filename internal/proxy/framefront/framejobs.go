@@ -1,4 +1,4 @@
-package proxy
+package framefront
 
 import (
 	"errors"
@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/shardctl/shardctl/internal/h2"
+	"github.com/shardctl/shardctl/internal/proxy/grpcfront"
 	"github.com/shardctl/shardctl/internal/proxy/grpcwire"
 	"github.com/shardctl/shardctl/internal/proxy/pbkeys"
 	"github.com/shardctl/shardctl/internal/proxy/route"
@@ -37,7 +38,7 @@ var activateJobsResponse = (&pb.ActivateJobsResponse{}).ProtoReflect().Descripto
 // shards, or no room for a poll on the shard's connections, the call
 // goes to the local handler instead.
 type jobCall struct {
-	f      *frameFront
+	f      *Front
 	cs     *h2.Stream // the worker's
 	rh     requestHead
 	fields []hpack.HeaderField
@@ -83,7 +84,7 @@ type sentBatch struct {
 	raw []byte
 }
 
-func (f *frameFront) newJobCall(s *h2.Stream, head *requestHead, fields []hpack.HeaderField) *jobCall {
+func (f *Front) newJobCall(s *h2.Stream, head *requestHead, fields []hpack.HeaderField) *jobCall {
 	jc := &jobCall{f: f, cs: s, rh: *head, fields: slices.Clone(fields), start: time.Now()} // the connection reuses fields
 	if head.hasTimeout {
 		jc.deadline = jc.start.Add(head.timeout)
@@ -98,7 +99,7 @@ func (jc *jobCall) received(data []byte, end bool) {
 		jc.mu.Unlock()
 		return
 	}
-	if len(jc.req)+len(data) > jc.f.p.maxRecv() {
+	if len(jc.req)+len(data) > maxRecv {
 		jc.started = true
 		jc.mu.Unlock()
 		jc.answer(status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", len(jc.req)+len(data)-5, grpcwire.MaxRecvMsgSize))
@@ -133,13 +134,13 @@ func (jc *jobCall) requestEnded() {
 		jc.answer(status.Errorf(codes.Internal, "grpc: failed to unmarshal the received message: %v", err))
 		return
 	}
-	if err := validActivation(req); err != nil {
+	if err := grpcfront.ValidActivation(req); err != nil {
 		jc.answer(err)
 		return
 	}
-	s, n := p.loneJobShard()
+	s, n := loneJobShard(p)
 	if n == 0 {
-		jc.answer(noJobShard)
+		jc.answer(grpcfront.ErrNoJobShard)
 		return
 	}
 	if n > 1 || s.Conn.Frames == nil {
@@ -148,8 +149,8 @@ func (jc *jobCall) requestEnded() {
 	}
 	// The shard's own long poll ends first; the margin only bounds a
 	// shard that does not answer. No long poll: one sweep.
-	timeout, budget := int64(-1), sweepTimeout
-	if wait := pollWait(req, jc.deadline); wait > 0 {
+	timeout, budget := int64(-1), grpcfront.SweepTimeout
+	if wait := grpcfront.PollWait(req, jc.deadline); wait > 0 {
 		timeout, budget = wait.Milliseconds(), wait+time.Second
 	}
 	body := raw // as the worker sent it, unless its long poll must be shorter
@@ -220,7 +221,7 @@ func (jc *jobCall) toLocal(raw []byte) {
 
 // loneJobShard is the shard that serves jobs when there is one, and how
 // many there are.
-func (p *Proxy) loneJobShard() (*route.Shard, int) {
+func loneJobShard(p *grpcfront.Server) (*route.Shard, int) {
 	var lone *route.Shard
 	n := 0
 	for _, s := range p.Snapshot() {
@@ -307,14 +308,14 @@ func (jc *jobCall) relay(up *h2.Stream, framedMsg []byte, owe int) {
 			reason = "worker gone"
 		}
 		if n > 0 {
-			p.handBack(s, batchJobs(raw), reason)
+			p.HandBack(s, batchJobs(raw), reason)
 		}
 		up.Consumed(owe)
 		return
 	}
 	if keep < n {
 		jobs := batchJobs(raw)
-		p.handBack(s, jobs[keep:], "surplus")
+		p.HandBack(s, jobs[keep:], "surplus")
 		raw, _ = proto.Marshal(&pb.ActivateJobsResponse{Jobs: jobs[:keep]})
 	}
 	out, err := stampWire(activateJobsResponse, raw, s.Slot)
@@ -325,7 +326,7 @@ func (jc *jobCall) relay(up *h2.Stream, framedMsg []byte, owe int) {
 	jc.wmu.Lock()
 	if jc.answered {
 		jc.wmu.Unlock()
-		p.handBack(s, batchJobs(raw), "worker gone")
+		p.HandBack(s, batchJobs(raw), "worker gone")
 		up.Consumed(owe)
 		return
 	}
@@ -338,7 +339,7 @@ func (jc *jobCall) relay(up *h2.Stream, framedMsg []byte, owe int) {
 	}
 	jc.wmu.Unlock()
 	if err != nil {
-		p.handBack(s, batchJobs(raw), "worker gone")
+		p.HandBack(s, batchJobs(raw), "worker gone")
 		up.Consumed(owe)
 		return
 	}
@@ -386,7 +387,7 @@ func (jc *jobCall) settle(up *h2.Stream) {
 	s := jc.s
 	jc.mu.Unlock()
 	for _, raw := range lost {
-		jc.f.p.handBack(s, batchJobs(raw), "worker gone")
+		jc.f.p.HandBack(s, batchJobs(raw), "worker gone")
 	}
 	if give > 0 {
 		up.Consumed(give)
@@ -431,7 +432,7 @@ func (jc *jobCall) upstreamEnded(st *status.Status) {
 	case err == nil:
 		jc.answer(nil)
 	case st.Code() == codes.ResourceExhausted && !delivered:
-		jc.answer(exhaustedShards(act))
+		jc.answer(grpcfront.ExhaustedShards(act))
 	default:
 		s.NoteError(err)
 		jc.answer(nil)

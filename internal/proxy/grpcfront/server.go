@@ -1,15 +1,17 @@
-package proxy
+package grpcfront
 
 import (
 	"context"
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -21,22 +23,30 @@ import (
 	"github.com/shardctl/shardctl/internal/proxy/route"
 )
 
-// server implements the Zeebe gateway API over the shards.
-type server struct {
+// Server is the gateway API over the routing core: each RPC's
+// federation rule (placed, by key, fanned out, deployed everywhere) as
+// grpc-go handlers. The frame front calls these handlers itself for what
+// it does not forward as frames.
+type Server struct {
 	pb.UnimplementedGatewayServer
-	p *Proxy
+	*route.Core
+	cfg route.Config
+	rr  atomic.Uint64 // where the next job sweep starts
 }
+
+// New serves the gateway API over core.
+func New(core *route.Core) *Server { return &Server{Core: core, cfg: core.Config()} }
 
 // GatewayVersion is reported in the synthesized topology when the shards
 // do not say.
 const GatewayVersion = "8.5.20"
 
-func (sv *server) observe(rpc string, start time.Time, err error) {
-	sv.p.Metrics().Observe(rpc, status.Code(err), time.Since(start))
+func (sv *Server) observe(rpc string, start time.Time, err error) {
+	sv.Metrics().Observe(rpc, status.Code(err), time.Since(start))
 }
 
-// onShard names the shard in an error the client sees, keeping its code.
-func onShard(s *route.Shard, err error) error {
+// OnShard names the shard in an error the client sees, keeping its code.
+func OnShard(s *route.Shard, err error) error {
 	st, ok := status.FromError(err)
 	if !ok {
 		return status.Errorf(codes.Unavailable, "shard %s: %v", s.ID, err)
@@ -55,10 +65,10 @@ func isDefinitionKey(fd protoreflect.FieldDescriptor) bool {
 	return false
 }
 
-// stripFor takes the slots out of a request's keys for the shard it goes
+// StripFor takes the slots out of a request's keys for the shard it goes
 // to. A definition key of another shard is translated through the ledger;
 // any other key of another shard cannot be served there.
-func (p *Proxy) stripFor(target *route.Shard) func(protoreflect.FieldDescriptor, int64) (int64, error) {
+func (p *Server) StripFor(target *route.Shard) func(protoreflect.FieldDescriptor, int64) (int64, error) {
 	return func(fd protoreflect.FieldDescriptor, k int64) (int64, error) {
 		if keyslot.None(k) || k < 0 {
 			return k, nil
@@ -81,11 +91,11 @@ func (p *Proxy) stripFor(target *route.Shard) func(protoreflect.FieldDescriptor,
 }
 
 // byKey forwards a key-addressed request to the shard in its key.
-func byKey[Req proto.Message, Resp proto.Message](ctx context.Context, sv *server, rpc string, req Req, key int64,
+func byKey[Req proto.Message, Resp proto.Message](ctx context.Context, sv *Server, rpc string, req Req, key int64,
 	fn func(pb.GatewayClient, context.Context, Req, ...grpc.CallOption) (Resp, error)) (Resp, error) {
 	start := time.Now()
 	var zero Resp
-	s, _, err := sv.p.ShardForKey(key)
+	s, _, err := sv.ShardForKey(key)
 	if err == nil && s.Down() {
 		err = route.DownError(s)
 	}
@@ -93,13 +103,13 @@ func byKey[Req proto.Message, Resp proto.Message](ctx context.Context, sv *serve
 		sv.observe(rpc, start, err)
 		return zero, err
 	}
-	if err := pbkeys.Rewrite(req.ProtoReflect(), sv.p.stripFor(s)); err != nil {
+	if err := pbkeys.Rewrite(req.ProtoReflect(), sv.StripFor(s)); err != nil {
 		sv.observe(rpc, start, err)
 		return zero, err
 	}
-	resp, err := call(ctx, sv.p, s, rpc, func(ctx context.Context, c pb.GatewayClient) (Resp, error) { return fn(c, ctx, req) })
+	resp, err := call(ctx, sv, s, rpc, func(ctx context.Context, c pb.GatewayClient) (Resp, error) { return fn(c, ctx, req) })
 	if err != nil {
-		err = onShard(s, err)
+		err = OnShard(s, err)
 		sv.observe(rpc, start, err)
 		return zero, err
 	}
@@ -113,10 +123,10 @@ func byKey[Req proto.Message, Resp proto.Message](ctx context.Context, sv *serve
 // off and the next best is tried, as is one that could not be reached.
 // Anything else, including an ambiguous failure, is the answer: a request
 // that may have been executed is never sent twice.
-func placeNew[Req proto.Message, Resp proto.Message](ctx context.Context, sv *server, rpc string, req Req,
+func placeNew[Req proto.Message, Resp proto.Message](ctx context.Context, sv *Server, rpc string, req Req,
 	fn func(pb.GatewayClient, context.Context, Req, ...grpc.CallOption) (Resp, error)) (Resp, error) {
 	start := time.Now()
-	resp, err := sv.p.place(ctx, rpc, func(ctx context.Context, c pb.GatewayClient) (proto.Message, error) { return fn(c, ctx, req) })
+	resp, err := sv.place(ctx, rpc, func(ctx context.Context, c pb.GatewayClient) (proto.Message, error) { return fn(c, ctx, req) })
 	sv.observe(rpc, start, err)
 	if err != nil {
 		var zero Resp
@@ -125,7 +135,7 @@ func placeNew[Req proto.Message, Resp proto.Message](ctx context.Context, sv *se
 	return resp.(Resp), nil
 }
 
-func (p *Proxy) place(ctx context.Context, rpc string, send func(context.Context, pb.GatewayClient) (proto.Message, error)) (proto.Message, error) {
+func (p *Server) place(ctx context.Context, rpc string, send func(context.Context, pb.GatewayClient) (proto.Message, error)) (proto.Message, error) {
 	var triedOn [keyslot.MaxSlot]*route.Shard // on the stack: this is the hot path
 	tried := triedOn[:0]
 	var lastErr error
@@ -163,7 +173,7 @@ func (p *Proxy) place(ctx context.Context, rpc string, send func(context.Context
 		case route.NeverSent(err):
 			lastErr = err
 		default:
-			return nil, onShard(s, err)
+			return nil, OnShard(s, err)
 		}
 		if ctx.Err() != nil {
 			return nil, status.FromContextError(ctx.Err()).Err()
@@ -181,7 +191,7 @@ func (p *Proxy) place(ctx context.Context, rpc string, send func(context.Context
 // prepareCreate turns a processDefinitionKey into bpmnProcessId + version
 // through the ledger, so any shard can run it. A key the ledger does not
 // know (deployed before the proxy) only runs on the shard that issued it.
-func (p *Proxy) prepareCreate(req *pb.CreateProcessInstanceRequest) (*route.Shard, error) {
+func (p *Server) prepareCreate(req *pb.CreateProcessInstanceRequest) (*route.Shard, error) {
 	if req == nil {
 		return nil, status.Error(codes.InvalidArgument, "Expected a create process instance request, but none given")
 	}
@@ -203,9 +213,9 @@ func (p *Proxy) prepareCreate(req *pb.CreateProcessInstanceRequest) (*route.Shar
 
 // createInstance places a create request, or sends it to the shard that
 // issued its definition key when the ledger cannot translate the key.
-func createInstance[Req proto.Message, Resp proto.Message](ctx context.Context, sv *server, rpc string, req Req, create *pb.CreateProcessInstanceRequest,
+func createInstance[Req proto.Message, Resp proto.Message](ctx context.Context, sv *Server, rpc string, req Req, create *pb.CreateProcessInstanceRequest,
 	fn func(pb.GatewayClient, context.Context, Req, ...grpc.CallOption) (Resp, error)) (Resp, error) {
-	only, err := sv.p.prepareCreate(create)
+	only, err := sv.prepareCreate(create)
 	if err != nil {
 		sv.observe(rpc, time.Now(), err)
 		var zero Resp
@@ -217,15 +227,15 @@ func createInstance[Req proto.Message, Resp proto.Message](ctx context.Context, 
 	return placeNew(ctx, sv, rpc, req, fn)
 }
 
-func (sv *server) CreateProcessInstance(ctx context.Context, req *pb.CreateProcessInstanceRequest) (*pb.CreateProcessInstanceResponse, error) {
+func (sv *Server) CreateProcessInstance(ctx context.Context, req *pb.CreateProcessInstanceRequest) (*pb.CreateProcessInstanceResponse, error) {
 	return createInstance(ctx, sv, "CreateProcessInstance", req, req, pb.GatewayClient.CreateProcessInstance)
 }
 
-func (sv *server) CreateProcessInstanceWithResult(ctx context.Context, req *pb.CreateProcessInstanceWithResultRequest) (*pb.CreateProcessInstanceWithResultResponse, error) {
+func (sv *Server) CreateProcessInstanceWithResult(ctx context.Context, req *pb.CreateProcessInstanceWithResultRequest) (*pb.CreateProcessInstanceWithResultResponse, error) {
 	return createInstance(ctx, sv, "CreateProcessInstanceWithResult", req, req.GetRequest(), pb.GatewayClient.CreateProcessInstanceWithResult)
 }
 
-func (sv *server) EvaluateDecision(ctx context.Context, req *pb.EvaluateDecisionRequest) (*pb.EvaluateDecisionResponse, error) {
+func (sv *Server) EvaluateDecision(ctx context.Context, req *pb.EvaluateDecisionRequest) (*pb.EvaluateDecisionResponse, error) {
 	if k := req.GetDecisionKey(); !keyslot.None(k) && k > 0 {
 		return byKey(ctx, sv, "EvaluateDecision", req, k, pb.GatewayClient.EvaluateDecision)
 	}
@@ -234,7 +244,7 @@ func (sv *server) EvaluateDecision(ctx context.Context, req *pb.EvaluateDecision
 
 // deployTargets are the shards a deployment goes to, in slot order: every
 // shard but those DOWN, which are replayed the ledger when they are back.
-func (p *Proxy) deployTargets() []*route.Shard {
+func (p *Server) deployTargets() []*route.Shard {
 	var out []*route.Shard
 	for _, s := range p.Snapshot() {
 		if s.RoutingState() == proxyapi.Down {
@@ -248,9 +258,9 @@ func (p *Proxy) deployTargets() []*route.Shard {
 
 // deployAll sends a deployment to every shard in slot order, serialised,
 // records it in the ledger, and answers with the lowest slot's response.
-func deployAll[Resp proto.Message](ctx context.Context, sv *server, rpc string, resources []ledger.Resource,
+func deployAll[Resp proto.Message](ctx context.Context, sv *Server, rpc string, resources []ledger.Resource,
 	send func(context.Context, pb.GatewayClient) (Resp, error), processes func(Resp) []*pb.ProcessMetadata) (Resp, error) {
-	p := sv.p
+	p := sv
 	start := time.Now()
 	var zero Resp
 	defer p.LockDeploys()()
@@ -265,7 +275,7 @@ func deployAll[Resp proto.Message](ctx context.Context, sv *server, rpc string, 
 				s.SetNeedsReplay() // only UP shards must accept; the others catch up
 				continue
 			}
-			err = onShard(s, err)
+			err = OnShard(s, err)
 			sv.observe(rpc, start, err)
 			return zero, err
 		}
@@ -300,7 +310,7 @@ func deployAll[Resp proto.Message](ctx context.Context, sv *server, rpc string, 
 	return first, nil
 }
 
-func (sv *server) DeployResource(ctx context.Context, req *pb.DeployResourceRequest) (*pb.DeployResourceResponse, error) {
+func (sv *Server) DeployResource(ctx context.Context, req *pb.DeployResourceRequest) (*pb.DeployResourceResponse, error) {
 	resources := make([]ledger.Resource, len(req.GetResources()))
 	for i, r := range req.GetResources() {
 		resources[i] = ledger.Resource{Name: r.GetName(), Content: r.GetContent()}
@@ -325,10 +335,10 @@ func (sv *server) DeployResource(ctx context.Context, req *pb.DeployResourceRequ
 // when every one succeeded. One failure is the client's error, naming the
 // shards that failed and those the request reached: a message lost on the
 // shard where the waiting instance lives must not read as published.
-func fanOut[Resp proto.Message](ctx context.Context, sv *server, rpc string, send func(context.Context, pb.GatewayClient) (Resp, error)) (Resp, error) {
+func fanOut[Resp proto.Message](ctx context.Context, sv *Server, rpc string, send func(context.Context, pb.GatewayClient) (Resp, error)) (Resp, error) {
 	start := time.Now()
 	var zero Resp
-	targets := sv.p.jobShards()
+	targets := sv.jobShards()
 	if len(targets) == 0 {
 		err := status.Error(codes.Unavailable, "Expected a shard that is UP or DRAINING, but there is none")
 		sv.observe(rpc, start, err)
@@ -342,7 +352,7 @@ func fanOut[Resp proto.Message](ctx context.Context, sv *server, rpc string, sen
 	var wg sync.WaitGroup
 	for i, s := range targets {
 		wg.Go(func() {
-			r, err := call(ctx, sv.p, s, rpc, send)
+			r, err := call(ctx, sv, s, rpc, send)
 			results[i] = result{r, err}
 		})
 	}
@@ -352,7 +362,7 @@ func fanOut[Resp proto.Message](ctx context.Context, sv *server, rpc string, sen
 	first := -1
 	for i, r := range results {
 		if r.err != nil {
-			failed = append(failed, onShard(targets[i], r.err))
+			failed = append(failed, OnShard(targets[i], r.err))
 			continue
 		}
 		reached = append(reached, targets[i].ID)
@@ -382,8 +392,8 @@ func fanOut[Resp proto.Message](ctx context.Context, sv *server, rpc string, sen
 // PublishMessage: a message that starts a process goes to one shard, so it
 // starts one instance; any other goes to every shard that may hold an
 // instance waiting for it.
-func (sv *server) PublishMessage(ctx context.Context, req *pb.PublishMessageRequest) (*pb.PublishMessageResponse, error) {
-	if sv.p.Ledger().StartsProcess(req.GetName()) {
+func (sv *Server) PublishMessage(ctx context.Context, req *pb.PublishMessageRequest) (*pb.PublishMessageResponse, error) {
+	if sv.Ledger().StartsProcess(req.GetName()) {
 		return placeNew(ctx, sv, "PublishMessage", req, pb.GatewayClient.PublishMessage)
 	}
 	return fanOut(ctx, sv, "PublishMessage", func(ctx context.Context, c pb.GatewayClient) (*pb.PublishMessageResponse, error) {
@@ -391,53 +401,53 @@ func (sv *server) PublishMessage(ctx context.Context, req *pb.PublishMessageRequ
 	})
 }
 
-func (sv *server) BroadcastSignal(ctx context.Context, req *pb.BroadcastSignalRequest) (*pb.BroadcastSignalResponse, error) {
+func (sv *Server) BroadcastSignal(ctx context.Context, req *pb.BroadcastSignalRequest) (*pb.BroadcastSignalResponse, error) {
 	return fanOut(ctx, sv, "BroadcastSignal", func(ctx context.Context, c pb.GatewayClient) (*pb.BroadcastSignalResponse, error) {
 		return c.BroadcastSignal(ctx, req)
 	})
 }
 
-func (sv *server) CancelProcessInstance(ctx context.Context, req *pb.CancelProcessInstanceRequest) (*pb.CancelProcessInstanceResponse, error) {
+func (sv *Server) CancelProcessInstance(ctx context.Context, req *pb.CancelProcessInstanceRequest) (*pb.CancelProcessInstanceResponse, error) {
 	return byKey(ctx, sv, "CancelProcessInstance", req, req.GetProcessInstanceKey(), pb.GatewayClient.CancelProcessInstance)
 }
 
-func (sv *server) CompleteJob(ctx context.Context, req *pb.CompleteJobRequest) (*pb.CompleteJobResponse, error) {
+func (sv *Server) CompleteJob(ctx context.Context, req *pb.CompleteJobRequest) (*pb.CompleteJobResponse, error) {
 	return byKey(ctx, sv, "CompleteJob", req, req.GetJobKey(), pb.GatewayClient.CompleteJob)
 }
 
-func (sv *server) FailJob(ctx context.Context, req *pb.FailJobRequest) (*pb.FailJobResponse, error) {
+func (sv *Server) FailJob(ctx context.Context, req *pb.FailJobRequest) (*pb.FailJobResponse, error) {
 	return byKey(ctx, sv, "FailJob", req, req.GetJobKey(), pb.GatewayClient.FailJob)
 }
 
-func (sv *server) ThrowError(ctx context.Context, req *pb.ThrowErrorRequest) (*pb.ThrowErrorResponse, error) {
+func (sv *Server) ThrowError(ctx context.Context, req *pb.ThrowErrorRequest) (*pb.ThrowErrorResponse, error) {
 	return byKey(ctx, sv, "ThrowError", req, req.GetJobKey(), pb.GatewayClient.ThrowError)
 }
 
-func (sv *server) UpdateJobRetries(ctx context.Context, req *pb.UpdateJobRetriesRequest) (*pb.UpdateJobRetriesResponse, error) {
+func (sv *Server) UpdateJobRetries(ctx context.Context, req *pb.UpdateJobRetriesRequest) (*pb.UpdateJobRetriesResponse, error) {
 	return byKey(ctx, sv, "UpdateJobRetries", req, req.GetJobKey(), pb.GatewayClient.UpdateJobRetries)
 }
 
-func (sv *server) UpdateJobTimeout(ctx context.Context, req *pb.UpdateJobTimeoutRequest) (*pb.UpdateJobTimeoutResponse, error) {
+func (sv *Server) UpdateJobTimeout(ctx context.Context, req *pb.UpdateJobTimeoutRequest) (*pb.UpdateJobTimeoutResponse, error) {
 	return byKey(ctx, sv, "UpdateJobTimeout", req, req.GetJobKey(), pb.GatewayClient.UpdateJobTimeout)
 }
 
-func (sv *server) SetVariables(ctx context.Context, req *pb.SetVariablesRequest) (*pb.SetVariablesResponse, error) {
+func (sv *Server) SetVariables(ctx context.Context, req *pb.SetVariablesRequest) (*pb.SetVariablesResponse, error) {
 	return byKey(ctx, sv, "SetVariables", req, req.GetElementInstanceKey(), pb.GatewayClient.SetVariables)
 }
 
-func (sv *server) ResolveIncident(ctx context.Context, req *pb.ResolveIncidentRequest) (*pb.ResolveIncidentResponse, error) {
+func (sv *Server) ResolveIncident(ctx context.Context, req *pb.ResolveIncidentRequest) (*pb.ResolveIncidentResponse, error) {
 	return byKey(ctx, sv, "ResolveIncident", req, req.GetIncidentKey(), pb.GatewayClient.ResolveIncident)
 }
 
-func (sv *server) ModifyProcessInstance(ctx context.Context, req *pb.ModifyProcessInstanceRequest) (*pb.ModifyProcessInstanceResponse, error) {
+func (sv *Server) ModifyProcessInstance(ctx context.Context, req *pb.ModifyProcessInstanceRequest) (*pb.ModifyProcessInstanceResponse, error) {
 	return byKey(ctx, sv, "ModifyProcessInstance", req, req.GetProcessInstanceKey(), pb.GatewayClient.ModifyProcessInstance)
 }
 
-func (sv *server) MigrateProcessInstance(ctx context.Context, req *pb.MigrateProcessInstanceRequest) (*pb.MigrateProcessInstanceResponse, error) {
+func (sv *Server) MigrateProcessInstance(ctx context.Context, req *pb.MigrateProcessInstanceRequest) (*pb.MigrateProcessInstanceResponse, error) {
 	return byKey(ctx, sv, "MigrateProcessInstance", req, req.GetProcessInstanceKey(), pb.GatewayClient.MigrateProcessInstance)
 }
 
-func (sv *server) DeleteResource(ctx context.Context, req *pb.DeleteResourceRequest) (*pb.DeleteResourceResponse, error) {
+func (sv *Server) DeleteResource(ctx context.Context, req *pb.DeleteResourceRequest) (*pb.DeleteResourceResponse, error) {
 	return byKey(ctx, sv, "DeleteResource", req, req.GetResourceKey(), pb.GatewayClient.DeleteResource)
 }
 
@@ -445,9 +455,9 @@ func (sv *server) DeleteResource(ctx context.Context, req *pb.DeleteResourceRequ
 // shard's id in the host ("shard-a/10.0.0.5") and node ids made unique
 // (slot*1000 + node id), so `zbctl status` through the proxy reads as the
 // federation it is.
-func (sv *server) Topology(ctx context.Context, _ *pb.TopologyRequest) (*pb.TopologyResponse, error) {
+func (sv *Server) Topology(ctx context.Context, _ *pb.TopologyRequest) (*pb.TopologyResponse, error) {
 	start := time.Now()
-	shards := sv.p.Snapshot()
+	shards := sv.Snapshot()
 	out := &pb.TopologyResponse{GatewayVersion: GatewayVersion}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -459,7 +469,7 @@ func (sv *server) Topology(ctx context.Context, _ *pb.TopologyRequest) (*pb.Topo
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			t, err := call(ctx, sv.p, s, "Topology", func(ctx context.Context, c pb.GatewayClient) (*pb.TopologyResponse, error) {
+			t, err := call(ctx, sv, s, "Topology", func(ctx context.Context, c pb.GatewayClient) (*pb.TopologyResponse, error) {
 				return c.Topology(ctx, &pb.TopologyRequest{})
 			})
 			if err == nil {
@@ -496,4 +506,25 @@ func (sv *server) Topology(ctx context.Context, _ *pb.TopologyRequest) (*pb.Topo
 	}
 	sv.observe("Topology", start, nil)
 	return out, nil
+}
+
+// outgoing forwards the client's authorization to a shard.
+func outgoing(ctx context.Context) context.Context {
+	// ValueFromIncomingContext does not copy the whole header map.
+	if auth := metadata.ValueFromIncomingContext(ctx, "authorization"); len(auth) > 0 {
+		return metadata.AppendToOutgoingContext(ctx, "authorization", auth[0])
+	}
+	return ctx
+}
+
+// call runs one request to a shard, with in-flight accounting, the
+// per-shard limit, overload and health bookkeeping, and metrics.
+func call[T any](ctx context.Context, p *Server, s *route.Shard, rpc string, fn func(context.Context, pb.GatewayClient) (T, error)) (T, error) {
+	if err := p.Enter(s, rpc); err != nil {
+		var zero T
+		return zero, err
+	}
+	v, err := fn(outgoing(ctx), s.Conn.Client())
+	p.Leave(s, rpc, err, ctx.Err() != nil)
+	return v, err
 }

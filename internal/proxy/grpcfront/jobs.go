@@ -1,4 +1,4 @@
-package proxy
+package grpcfront
 
 import (
 	"context"
@@ -24,12 +24,12 @@ const defaultLongPoll = 10 * time.Second
 // streamBuffer bounds the jobs waiting for one worker's job stream.
 const streamBuffer = 64
 
-// handBack returns activated jobs the proxy cannot deliver: FailJob with
+// HandBack returns activated jobs the proxy cannot deliver: FailJob with
 // the job's own retries and no backoff makes a job activatable again at
 // once without using a retry, which is how Zeebe's gateway gives jobs
 // back. It runs detached from the client, which may be gone, and Close
 // waits for it.
-func (p *Proxy) handBack(s *route.Shard, jobs []*pb.ActivatedJob, reason string) {
+func (p *Server) HandBack(s *route.Shard, jobs []*pb.ActivatedJob, reason string) {
 	if len(jobs) == 0 {
 		return
 	}
@@ -52,7 +52,7 @@ func (p *Proxy) handBack(s *route.Shard, jobs []*pb.ActivatedJob, reason string)
 // detached carries ctx's values (the client's authorization) but not its
 // cancellation: it ends after d, or when until does (p.Background(): when Close
 // cuts the proxy's work short; p.Stopping(): as soon as the proxy stops).
-func (p *Proxy) detached(ctx context.Context, d time.Duration, until context.Context) (context.Context, context.CancelFunc) {
+func (p *Server) detached(ctx context.Context, d time.Duration, until context.Context) (context.Context, context.CancelFunc) {
 	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), d)
 	stop := context.AfterFunc(until, cancel)
 	return c, func() { stop(); cancel() }
@@ -69,8 +69,8 @@ func pollBudget(deadline time.Time, requested time.Duration) time.Duration {
 	return max(min(requested, left-margin), 0)
 }
 
-// validActivation is the gateway's own check of an activation.
-func validActivation(req *pb.ActivateJobsRequest) error {
+// ValidActivation is the gateway's own check of an activation.
+func ValidActivation(req *pb.ActivateJobsRequest) error {
 	if strings.TrimSpace(req.GetType()) == "" {
 		return status.Error(codes.InvalidArgument, "Expected to activate jobs with a non-empty job type, but it was empty")
 	}
@@ -80,10 +80,10 @@ func validActivation(req *pb.ActivateJobsRequest) error {
 	return nil
 }
 
-// pollWait is how long the shards may hold a poll: the long poll asked
+// PollWait is how long the shards may hold a poll: the long poll asked
 // for (Zeebe's default for 0, none when negative) within the client's
 // deadline; ≤ 0 for none.
-func pollWait(req *pb.ActivateJobsRequest, deadline time.Time) time.Duration {
+func PollWait(req *pb.ActivateJobsRequest, deadline time.Time) time.Duration {
 	if req.GetRequestTimeout() < 0 {
 		return 0
 	}
@@ -94,7 +94,7 @@ func pollWait(req *pb.ActivateJobsRequest, deadline time.Time) time.Duration {
 	return pollBudget(deadline, wait)
 }
 
-func (p *Proxy) jobShards() []*route.Shard {
+func (p *Server) jobShards() []*route.Shard {
 	var out []*route.Shard
 	for _, s := range p.Snapshot() {
 		if s.ServesJobs() {
@@ -110,25 +110,25 @@ func (p *Proxy) jobShards() []*route.Shard {
 // shard that returns jobs answers and the others are cancelled. A worker
 // never gets more than it asked for; anything activated beyond that, late,
 // or for a worker that went away is handed back.
-func (sv *server) ActivateJobs(req *pb.ActivateJobsRequest, stream pb.Gateway_ActivateJobsServer) error {
+func (sv *Server) ActivateJobs(req *pb.ActivateJobsRequest, stream pb.Gateway_ActivateJobsServer) error {
 	start := time.Now()
 	err := sv.activateJobs(req, stream)
 	sv.observe("ActivateJobs", start, err)
 	return err
 }
 
-func (sv *server) activateJobs(req *pb.ActivateJobsRequest, stream pb.Gateway_ActivateJobsServer) error {
-	p := sv.p
-	if err := validActivation(req); err != nil {
+func (sv *Server) activateJobs(req *pb.ActivateJobsRequest, stream pb.Gateway_ActivateJobsServer) error {
+	p := sv
+	if err := ValidActivation(req); err != nil {
 		return err
 	}
 	ctx := stream.Context()
 	shards := p.jobShards()
 	if len(shards) == 0 {
-		return noJobShard
+		return ErrNoJobShard
 	}
 	deadline, _ := ctx.Deadline()
-	wait := pollWait(req, deadline)
+	wait := PollWait(req, deadline)
 	// A lone shard's own long poll answers at once when it has jobs: a
 	// sweep first would ask it twice for every poll.
 	if len(shards) == 1 && wait > 0 {
@@ -160,7 +160,7 @@ func (sv *server) activateJobs(req *pb.ActivateJobsRequest, stream pb.Gateway_Ac
 	}
 	if remaining < int(req.GetMaxJobsToActivate()) || req.GetRequestTimeout() < 0 {
 		if remaining == int(req.GetMaxJobsToActivate()) && exhausted > 0 {
-			return exhaustedShards(req)
+			return ExhaustedShards(req)
 		}
 		return nil
 	}
@@ -170,23 +170,23 @@ func (sv *server) activateJobs(req *pb.ActivateJobsRequest, stream pb.Gateway_Ac
 	return sv.longPoll(ctx, shards, req, wait, stream, remaining)
 }
 
-var noJobShard = status.Error(codes.Unavailable, "Expected a shard that is UP or DRAINING to activate jobs on, but there is none")
+var ErrNoJobShard = status.Error(codes.Unavailable, "Expected a shard that is UP or DRAINING to activate jobs on, but there is none")
 
-func exhaustedShards(req *pb.ActivateJobsRequest) error {
+func ExhaustedShards(req *pb.ActivateJobsRequest) error {
 	return status.Errorf(codes.ResourceExhausted, "Expected to activate jobs of type '%s', but no jobs available and at least one shard returned 'RESOURCE_EXHAUSTED'. Please try again later.", req.GetType())
 }
 
-// sweepTimeout bounds one shard's non-blocking activation.
-const sweepTimeout = 10 * time.Second
+// SweepTimeout bounds one shard's non-blocking activation.
+const SweepTimeout = 10 * time.Second
 
 // relayJobs runs one shard's activation to its end and passes its batches
 // on, within the remaining count. The call to the shard is detached from
 // the worker's: if the worker goes away meanwhile, the jobs the shard
 // already activated are still read, and handed back, rather than lost in
 // a cancelled stream until their timeout.
-func (sv *server) relayJobs(ctx context.Context, s *route.Shard, req *pb.ActivateJobsRequest, stream pb.Gateway_ActivateJobsServer, remaining *int) error {
-	p := sv.p
-	upCtx, cancel := p.detached(ctx, sweepTimeout, p.Background())
+func (sv *Server) relayJobs(ctx context.Context, s *route.Shard, req *pb.ActivateJobsRequest, stream pb.Gateway_ActivateJobsServer, remaining *int) error {
+	p := sv
+	upCtx, cancel := p.detached(ctx, SweepTimeout, p.Background())
 	defer cancel()
 	up, err := call(upCtx, p, s, "ActivateJobs", func(ctx context.Context, c pb.GatewayClient) (pb.Gateway_ActivateJobsClient, error) {
 		return c.ActivateJobs(ctx, req)
@@ -206,7 +206,7 @@ func (sv *server) relayJobs(ctx context.Context, s *route.Shard, req *pb.Activat
 		}
 		jobs := resp.GetJobs()
 		if failed {
-			p.handBack(s, jobs, "worker gone")
+			p.HandBack(s, jobs, "worker gone")
 			continue
 		}
 		failed = !p.deliver(s, jobs, remaining, stream)
@@ -217,9 +217,9 @@ func (sv *server) relayJobs(ctx context.Context, s *route.Shard, req *pb.Activat
 // count: the surplus is handed back, the rest sent with the shard's slot
 // in its keys, and handed back too if the worker's stream fails. It
 // reports whether the worker's stream still works.
-func (p *Proxy) deliver(s *route.Shard, jobs []*pb.ActivatedJob, remaining *int, stream pb.Gateway_ActivateJobsServer) bool {
+func (p *Server) deliver(s *route.Shard, jobs []*pb.ActivatedJob, remaining *int, stream pb.Gateway_ActivateJobsServer) bool {
 	if len(jobs) > *remaining {
-		p.handBack(s, jobs[*remaining:], "surplus")
+		p.HandBack(s, jobs[*remaining:], "surplus")
 		jobs = jobs[:*remaining]
 	}
 	if len(jobs) == 0 {
@@ -229,7 +229,7 @@ func (p *Proxy) deliver(s *route.Shard, jobs []*pb.ActivatedJob, remaining *int,
 		pbkeys.Stamp(j.ProtoReflect(), s.Slot)
 	}
 	if err := stream.Send(&pb.ActivateJobsResponse{Jobs: jobs}); err != nil {
-		p.handBack(s, unstamp(jobs), "worker gone")
+		p.HandBack(s, unstamp(jobs), "worker gone")
 		return false
 	}
 	*remaining -= len(jobs)
@@ -252,8 +252,8 @@ func unstamp(jobs []*pb.ActivatedJob) []*pb.ActivatedJob {
 // jobs that a cancelled stream would lose until their timeout. They run
 // out their poll in the background and hand back whatever they get; a
 // proxy that stops ends them, rather than wait out a poll.
-func (sv *server) longPoll(ctx context.Context, shards []*route.Shard, req *pb.ActivateJobsRequest, wait time.Duration, stream pb.Gateway_ActivateJobsServer, want int) error {
-	p := sv.p
+func (sv *Server) longPoll(ctx context.Context, shards []*route.Shard, req *pb.ActivateJobsRequest, wait time.Duration, stream pb.Gateway_ActivateJobsServer, want int) error {
+	p := sv
 	var mu sync.Mutex // guards the fields below and the worker's stream
 	closed, winner, remaining := false, -1, want
 	exhausted := 0 // polls the shard refused with RESOURCE_EXHAUSTED
@@ -263,7 +263,7 @@ func (sv *server) longPoll(ctx context.Context, shards []*route.Shard, req *pb.A
 		mu.Lock()
 		defer mu.Unlock()
 		if closed || (winner >= 0 && winner != i) {
-			p.handBack(s, jobs, "lost the long poll")
+			p.HandBack(s, jobs, "lost the long poll")
 			return
 		}
 		winner = i
@@ -335,7 +335,7 @@ func (sv *server) longPoll(ctx context.Context, shards []*route.Shard, req *pb.A
 	// Every shard refused: the worker backs off, as a Zeebe gateway
 	// tells it, rather than poll again at once.
 	if err == nil && winner < 0 && exhausted == len(shards) {
-		err = exhaustedShards(req)
+		err = ExhaustedShards(req)
 	}
 	mu.Unlock()
 	return err
@@ -348,7 +348,7 @@ func (sv *server) longPoll(ctx context.Context, shards []*route.Shard, req *pb.A
 // flow-control window full) gets its stream ended with
 // RESOURCE_EXHAUSTED and its waiting jobs handed back, rather than hold
 // them until their timeout.
-func (sv *server) StreamActivatedJobs(req *pb.StreamActivatedJobsRequest, stream pb.Gateway_StreamActivatedJobsServer) error {
+func (sv *Server) StreamActivatedJobs(req *pb.StreamActivatedJobsRequest, stream pb.Gateway_StreamActivatedJobsServer) error {
 	start := time.Now()
 	err := sv.streamJobs(req, stream)
 	sv.observe("StreamActivatedJobs", start, err)
@@ -360,8 +360,8 @@ type pushed struct {
 	job *pb.ActivatedJob
 }
 
-func (sv *server) streamJobs(req *pb.StreamActivatedJobsRequest, stream pb.Gateway_StreamActivatedJobsServer) error {
-	p := sv.p
+func (sv *Server) streamJobs(req *pb.StreamActivatedJobsRequest, stream pb.Gateway_StreamActivatedJobsServer) error {
+	p := sv
 	if strings.TrimSpace(req.GetType()) == "" {
 		return status.Error(codes.InvalidArgument, "Expected to stream activated jobs with a non-empty job type, but it was empty")
 	}
@@ -389,10 +389,10 @@ func (sv *server) streamJobs(req *pb.StreamActivatedJobsRequest, stream pb.Gatew
 			j := proto.Clone(it.job).(*pb.ActivatedJob)
 			pbkeys.Stamp(j.ProtoReflect(), it.s.Slot)
 			if err := stream.Send(j); err != nil {
-				p.handBack(it.s, []*pb.ActivatedJob{it.job}, "worker gone")
+				p.HandBack(it.s, []*pb.ActivatedJob{it.job}, "worker gone")
 				sendErr <- err
 				for it := range sendq {
-					p.handBack(it.s, []*pb.ActivatedJob{it.job}, "worker gone")
+					p.HandBack(it.s, []*pb.ActivatedJob{it.job}, "worker gone")
 				}
 				return
 			}
@@ -403,12 +403,12 @@ func (sv *server) streamJobs(req *pb.StreamActivatedJobsRequest, stream pb.Gatew
 		cancel()
 		wg.Wait()
 		for _, it := range pending {
-			p.handBack(it.s, []*pb.ActivatedJob{it.job}, reason)
+			p.HandBack(it.s, []*pb.ActivatedJob{it.job}, reason)
 		}
 		for {
 			select {
 			case it := <-buffer:
-				p.handBack(it.s, []*pb.ActivatedJob{it.job}, reason)
+				p.HandBack(it.s, []*pb.ActivatedJob{it.job}, reason)
 			default:
 				return
 			}
@@ -456,7 +456,7 @@ func (sv *server) streamJobs(req *pb.StreamActivatedJobsRequest, stream pb.Gatew
 
 // followShard keeps one upstream job stream open while the worker's is,
 // reopening it after a failure.
-func (sv *server) followShard(ctx context.Context, s *route.Shard, req *pb.StreamActivatedJobsRequest, buffer chan<- pushed) {
+func (sv *Server) followShard(ctx context.Context, s *route.Shard, req *pb.StreamActivatedJobsRequest, buffer chan<- pushed) {
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		if sv.relayStream(ctx, s, req, buffer) {
@@ -483,8 +483,8 @@ const (
 
 // relayStream runs one upstream job stream until it fails or the
 // worker's ends (then drained), and reports whether any job came.
-func (sv *server) relayStream(ctx context.Context, s *route.Shard, req *pb.StreamActivatedJobsRequest, buffer chan<- pushed) (got bool) {
-	p := sv.p
+func (sv *Server) relayStream(ctx context.Context, s *route.Shard, req *pb.StreamActivatedJobsRequest, buffer chan<- pushed) (got bool) {
+	p := sv
 	upCtx, cancelUp := context.WithCancel(context.WithoutCancel(outgoing(ctx)))
 	defer cancelUp()
 	idle, limit := time.AfterFunc(time.Hour, cancelUp), time.AfterFunc(time.Hour, cancelUp)
@@ -504,7 +504,7 @@ func (sv *server) relayStream(ctx context.Context, s *route.Shard, req *pb.Strea
 	// Handed back only once the upstream call is over: handed back
 	// earlier, the shard would push them into this same call again.
 	var drained []*pb.ActivatedJob
-	defer func() { p.handBack(s, drained, "worker gone") }()
+	defer func() { p.HandBack(s, drained, "worker gone") }()
 	full := false
 	for {
 		j, err := up.Recv()
@@ -525,14 +525,14 @@ func (sv *server) relayStream(ctx context.Context, s *route.Shard, req *pb.Strea
 			case buffer <- pushed{s, j}:
 				full = false
 			case <-ctx.Done():
-				p.handBack(s, []*pb.ActivatedJob{j}, "worker gone")
+				p.HandBack(s, []*pb.ActivatedJob{j}, "worker gone")
 			}
 			continue
 		}
 		select {
 		case buffer <- pushed{s, j}:
 		default:
-			p.handBack(s, []*pb.ActivatedJob{j}, "stream buffer full")
+			p.HandBack(s, []*pb.ActivatedJob{j}, "stream buffer full")
 			full = true
 		}
 	}

@@ -1,4 +1,4 @@
-package proxy
+package framefront
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"sync"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/shardctl/shardctl/internal/h2"
+	"github.com/shardctl/shardctl/internal/proxy/grpcfront"
 	"github.com/shardctl/shardctl/internal/proxy/grpcwire"
 )
 
@@ -68,11 +70,14 @@ var fastMethods = func() map[string]*fastMethod {
 	return out
 }()
 
-// frameFront serves clients for a proxy with --front=frames.
-type frameFront struct {
-	p   *Proxy
-	ln  net.Listener
-	tls *tls.Config
+// Front serves clients for a proxy with --front=frames.
+type Front struct {
+	p *grpcfront.Server
+	// grpc serves what the front hands on as HTTP/2 requests (grpc-go's
+	// ServeHTTP).
+	grpc http.Handler
+	ln   net.Listener
+	tls  *tls.Config
 
 	mu      sync.Mutex
 	conns   map[*h2.Conn]struct{}
@@ -83,8 +88,8 @@ type frameFront struct {
 	accepted sync.WaitGroup
 }
 
-func newFrameFront(p *Proxy, ln net.Listener, tc *tls.Config) *frameFront {
-	f := &frameFront{p: p, ln: ln, conns: map[*h2.Conn]struct{}{}}
+func New(p *grpcfront.Server, grpc http.Handler, ln net.Listener, tc *tls.Config) *Front {
+	f := &Front{p: p, grpc: grpc, ln: ln, conns: map[*h2.Conn]struct{}{}}
 	if tc != nil {
 		f.tls = tc.Clone()
 		f.tls.NextProtos = []string{http2.NextProtoTLS}
@@ -92,8 +97,8 @@ func newFrameFront(p *Proxy, ln net.Listener, tc *tls.Config) *frameFront {
 	return f
 }
 
-// serve accepts clients until the listener closes.
-func (f *frameFront) serve() error {
+// Serve accepts clients until the listener closes.
+func (f *Front) Serve() error {
 	for {
 		nc, err := f.ln.Accept()
 		if err != nil {
@@ -136,9 +141,9 @@ func (f *frameFront) serve() error {
 	}
 }
 
-// shutdown stops accepting, sends every client GOAWAY and waits until
+// Shutdown stops accepting, sends every client GOAWAY and waits until
 // their calls are done, or ctx ends (then every connection is cut).
-func (f *frameFront) shutdown(ctx context.Context) {
+func (f *Front) Shutdown(ctx context.Context) {
 	f.mu.Lock()
 	f.closing = true
 	conns := make([]*h2.Conn, 0, len(f.conns))
@@ -171,7 +176,7 @@ func (f *frameFront) shutdown(ctx context.Context) {
 
 // frontConn hears one client connection.
 type frontConn struct {
-	f *frameFront
+	f *Front
 }
 
 func (fc *frontConn) Headers(s *h2.Stream, fields []hpack.HeaderField, end, truncated bool) {
@@ -198,7 +203,7 @@ func (fc *frontConn) Data(s *h2.Stream, data []byte, end bool) {
 	case *jobCall:
 		v.received(data, end)
 	case *passCall:
-		if err := v.body.write(data, fc.f.p.maxRecv()); err != nil {
+		if err := v.body.write(data, maxRecv); err != nil {
 			s.Reset(http2.ErrCodeCancel)
 			return
 		}
@@ -234,7 +239,7 @@ func (fc *frontConn) open(s *h2.Stream, fields []hpack.HeaderField, end, truncat
 		return
 	}
 	if m := fastMethods[req.path]; m != nil && req.fast() {
-		call := fc.f.p.newFastCall(fc, s, m, &req)
+		call := newFastCall(fc.f.p, fc, s, m, &req)
 		s.Value = call
 		if end {
 			call.requestEnded()

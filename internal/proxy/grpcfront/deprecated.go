@@ -1,6 +1,6 @@
 //lint:file-ignore SA1019 DeployProcess is deprecated in Zeebe but part of the gateway API the proxy serves
 
-package proxy
+package grpcfront
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 
 // DeployProcess is deprecated in Zeebe but still served: old clients use it.
 
-func (sv *server) DeployProcess(ctx context.Context, req *pb.DeployProcessRequest) (*pb.DeployProcessResponse, error) {
+func (sv *Server) DeployProcess(ctx context.Context, req *pb.DeployProcessRequest) (*pb.DeployProcessResponse, error) {
 	resources := make([]ledger.Resource, len(req.GetProcesses()))
 	for i, r := range req.GetProcesses() {
 		resources[i] = ledger.Resource{Name: r.GetName(), Content: r.GetDefinition()}

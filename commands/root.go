@@ -3,6 +3,8 @@
 // (reject bad flag combinations, naming the flag) and Run (call the package
 // that does the work and print its result through the output layer), as
 // kubectl's commands are. No business logic lives here.
+// It may import every room of the module; nothing but cmd/shardctl imports
+// it (internal/architecture checks).
 package commands
 
 import (

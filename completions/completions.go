@@ -2,6 +2,7 @@
 // completers that commands attach to their arguments and flags: shard ids
 // and pools (from the registry), kubeconfig contexts, output formats and
 // plugin names.
+// It imports no runtime: completers read through the api packages.
 package completions
 
 import (

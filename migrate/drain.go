@@ -3,6 +3,8 @@
 // the database-migration lock preflight. It knows nothing of cobra: it
 // reports what it does through callbacks, as kubectl's drain.Helper does,
 // and commands/ turns the events into lines, progress bars or JSON.
+// It links no runtime: it reads the proxy and the registry through their
+// api packages (internal/architecture checks).
 package migrate
 
 import (

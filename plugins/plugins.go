@@ -2,6 +2,7 @@
 // shardctl-NAME on PATH, dispatched as `shardctl NAME ...` with kubectl's
 // rules (longest match first, dashes in a command word become underscores
 // in the file name, built-in commands always win).
+// It imports nothing of this module.
 package plugins
 
 import (

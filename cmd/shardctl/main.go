@@ -1,5 +1,6 @@
 // Command shardctl runs a Zeebe workload on several small clusters as if it
 // were one, and operates it. See the commands package for the tree.
+// It imports commands/ and nothing else of this module.
 package main
 
 import (

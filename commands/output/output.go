@@ -2,6 +2,7 @@
 // -o table|wide|json|yaml formats, JSON lines for watches, and colour that
 // appears only on a terminal. Commands hand it values; they never format
 // JSON or align columns themselves.
+// It imports nothing of this module, and knows no command.
 package output
 
 import (

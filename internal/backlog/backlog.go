@@ -4,6 +4,8 @@
 // buffered messages and unfinished jobs. Missing data is never read as
 // empty: a metric that cannot be read is named in Missing and the shard
 // is not empty.
+// Runtimes, probes and migrate share it, so it imports no runtime and none
+// of the tools, only internal/human and internal/source.
 package backlog
 
 import (

@@ -14,6 +14,7 @@
 // Bounds that are the point of a test (a latency, a reaction time) are not
 // stretched this way: they are compared with a baseline measured in the
 // same run, so a slow machine moves both.
+// Tests only; it imports nothing of this module.
 package budget
 
 import (

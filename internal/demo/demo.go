@@ -2,6 +2,8 @@
 // start, rehearsals and talks: a registry, simulated shards that register
 // and heartbeat, the proxy following the registry, a load through the
 // proxy, and a scenario that changes something while it runs.
+// It embeds the runtimes and a load generator; it never imports probes/,
+// commands/, tui/ or migrate/.
 package demo
 
 import (

@@ -1,6 +1,8 @@
 // Package human writes numbers for people: rates, counts, shares,
 // latencies and durations, the same way in tables, on the dashboard and in
 // the advisor's reasons. JSON output never goes through it.
+// It is part of the model every room shares, so it imports nothing of this
+// module.
 package human
 
 import (

@@ -8,6 +8,7 @@
 // The binaries come from $SHARDCTL_KUBE_TESTENV, else from
 // `scripts/tools.sh kube-testenv`, which builds them once per machine
 // (make test does that before any test's clock starts).
+// Tests only: no runtime or tool imports it outside its tests.
 package kubetest
 
 import (

@@ -2,6 +2,8 @@
 // proxy made, enough to replay it on a shard that joins later and to
 // translate process definition keys between shards; kept in memory by the
 // proxy or durably by the registry.
+// It imports nothing of this module: the proxy and the registry both keep
+// it.
 package ledger
 
 import (

@@ -4,6 +4,8 @@
 // sending), and a job worker completes every job it is given. The signal
 // tests, the advisor's timing runs, the demo and the capacity probe drive
 // shards with it.
+// It imports no runtime and none of the tools: the demo and the capacity
+// probe both drive it.
 package load
 
 import (

@@ -4,6 +4,7 @@
 // commands' --log-level and --log-format ask for, holds its lines until
 // the command has announced where it listens, and keeps a line that can
 // repeat many times a second from flooding the log (Repeats).
+// Every runtime uses it, so it imports no runtime and none of the tools.
 package logs
 
 import (

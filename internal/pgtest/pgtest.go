@@ -6,6 +6,7 @@
 // PostgreSQL refuses to run as root, and the tests run as root here and in
 // CI: as root, the server runs as the OS user "postgres" that Debian's
 // package creates.
+// Tests only: no runtime or tool imports it outside its tests.
 package pgtest
 
 import (

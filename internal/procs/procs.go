@@ -10,6 +10,7 @@
 // the CPU per job of one with two Ps. Under load a
 // second P is worth having, so the Sizer runs one P while the process
 // uses little CPU and every P the runtime would give it once it is busy.
+// It imports nothing of this module.
 package procs
 
 import (

@@ -2,6 +2,7 @@
 // tests: built once before the clocks start, started on 127.0.0.1 ports
 // picked at run time, known by the "listening on HOST:PORT" line every
 // runtime prints first, and stopped when the test ends.
+// Tests only: no runtime or tool imports it outside its tests.
 package proctest
 
 import (

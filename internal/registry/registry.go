@@ -4,6 +4,8 @@
 // unchanged, without Eureka's delays: leases end at last renewal +
 // duration, eviction runs every few seconds, reads are served from a
 // snapshot rebuilt on change, and watchers are pushed changes.
+// It is a runtime's: it never imports probes/, commands/, tui/ or migrate/
+// (internal/architecture checks).
 package registry
 
 import (

@@ -5,6 +5,8 @@
 // the reason in words. It is pure arithmetic over series that a Source
 // (internal/source) fetched, so what `shardctl top` draws and what
 // `shardctl signals` decides are the same numbers.
+// It is the model every room shares: it imports nothing of this module but
+// internal/human (internal/architecture checks).
 package signals
 
 import (

@@ -4,6 +4,8 @@
 // metric names, with a capacity model that can reproduce the knee of an
 // overloaded cluster. shardctl's proxy, signals, drain and demo run
 // against it because Zeebe itself cannot run everywhere they are tested.
+// It is a runtime's: it never imports probes/, commands/, tui/ or migrate/
+// (internal/architecture checks).
 package sim
 
 import (

@@ -1,6 +1,8 @@
 // Package source fetches the series internal/signals reads: from a
 // Prometheus server (its HTTP query API), or by scraping /metrics endpoints
 // directly into a ring buffer when there is no server at all.
+// Runtimes, probes, migrate and the commands share it, so it imports no
+// runtime and none of the tools.
 package source
 
 import (

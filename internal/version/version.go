@@ -1,6 +1,7 @@
 // Package version holds the build identity of the shardctl binary. Release
 // builds set the variables with -ldflags "-X"; a plain `go build` or
 // `go run` falls back to what the Go toolchain recorded in the binary.
+// It imports nothing of this module.
 package version
 
 import (

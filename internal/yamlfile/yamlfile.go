@@ -3,6 +3,7 @@
 // key is an error, and every error names the file, the line and the
 // column, on one line, as a compiler would. Struct fields
 // are named by their json tags, so one type serves JSON and YAML.
+// It imports nothing of this module.
 package yamlfile
 
 import (

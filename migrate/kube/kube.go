@@ -5,6 +5,8 @@
 // change records what it replaced on the object it changes, so that a
 // rollback restores it exactly, and is refused rather than made over a
 // change someone else made meanwhile.
+// It links no runtime: it reads the proxy and the registry through their
+// api packages (internal/architecture checks).
 package kube
 
 import (

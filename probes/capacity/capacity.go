@@ -6,6 +6,8 @@
 // a share of starts, when errors pass a share of calls, or when the start
 // call's p99 passes a bound. The knee is the last stage whose starts all
 // but completed (95%).
+// It links no runtime: it reads the proxy and the registry through their
+// api packages (internal/architecture checks).
 package capacity
 
 import (

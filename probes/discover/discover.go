@@ -2,6 +2,8 @@
 // lists, and those a proxy still routes to after the registry dropped
 // them. (It cannot live in source: the proxy runtime reads shards through
 // source, and proxies' views are the proxy's types.)
+// It links no runtime: it reads the proxy and the registry through their
+// api packages (internal/architecture checks).
 package discover
 
 import (

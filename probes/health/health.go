@@ -3,6 +3,8 @@
 // over gRPC, the registry and the proxy by /readyz, Prometheus by
 // /-/ready. Every target is checked at once, each within its own
 // timeout, so one hung target costs its timeout, not everyone's.
+// It links no runtime: it reads the proxy and the registry through their
+// api packages (internal/architecture checks).
 package health
 
 import (

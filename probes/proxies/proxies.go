@@ -1,6 +1,8 @@
 // Package proxies asks every proxy registered in a registry what it sees
 // of the shards: the registry knows the state an operator set, only the
 // proxies know which shards answer.
+// It links no runtime: it reads the proxy and the registry through their
+// api packages (internal/architecture checks).
 package proxies
 
 import (

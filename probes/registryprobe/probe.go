@@ -5,6 +5,8 @@
 // delta fetches on their own, and how long a dead instance stays listed.
 // It speaks Eureka's REST API like any client, so it measures any
 // registry that does, and it cancels everything it registered.
+// It links no runtime: it reads the proxy and the registry through their
+// api packages (internal/architecture checks).
 package registryprobe
 
 import (

@@ -10,6 +10,7 @@
 // that passed) and appends the events to the -save file. With -summary it
 // reads saved runs and prints the slowest top-level tests and each
 // package's wall time, pass or fail: the run's cost, named.
+// It imports nothing of this module.
 package main
 
 import (

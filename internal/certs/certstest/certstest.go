@@ -1,6 +1,7 @@
 // Package certstest writes the certificates TLS tests need: a CA, a
 // server certificate for 127.0.0.1 and localhost, a client certificate,
 // an expired server certificate and a CA that signed none of them.
+// Tests only: no runtime or tool imports it outside its tests.
 package certstest
 
 import (

@@ -1,5 +1,6 @@
 // Package logstest captures a runtime's log lines in tests, as JSON, and
 // finds the lines a state change must have written.
+// Tests only: no runtime or tool imports it outside its tests.
 package logstest
 
 import (

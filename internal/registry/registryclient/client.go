@@ -2,6 +2,7 @@
 // registration and heartbeats, shardctl's for shards, cutover records,
 // the watch and the deployment ledger. It links no registry runtime, only
 // the API types of internal/registry/registryapi.
+// It links no runtime (internal/architecture checks).
 package registryclient
 
 import (

@@ -1,6 +1,7 @@
 // Package signalstest records the series of a run, so that what the
 // advisor said during it can be checked again, offline and exactly, by a
 // test that replays it.
+// Tests only: no runtime or tool imports it outside its tests.
 package signalstest
 
 import (

@@ -1,5 +1,6 @@
 // Package simtest starts shard simulators for other packages' tests and
 // reads what they report, so each package does not write its own.
+// Tests only: no runtime or tool imports it outside its tests.
 package simtest
 
 import (

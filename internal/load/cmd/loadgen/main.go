@@ -1,6 +1,7 @@
 // Command loadgen offers a Zeebe gateway (a shard, the proxy) a fixed
 // rate of process instances and completes their jobs, for benchmarks and
 // rehearsals: loadgen --addr HOST:PORT --rate 50.
+// It imports internal/load and nothing else of this module.
 package main
 
 import (

@@ -59,8 +59,7 @@ type Proxy struct {
 	admin     *http.Server
 	adminAddr net.Addr
 	ready     atomic.Bool
-	failed    chan error    // what ended a listener early
-	rr        atomic.Uint64 // where the next job sweep starts
+	failed    chan error // what ended a listener early
 	closed    sync.Once
 	closeErr  error
 }

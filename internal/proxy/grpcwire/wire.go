@@ -14,7 +14,6 @@ import (
 	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -106,7 +105,7 @@ func DecodeMessage(msg string) string {
 
 // Status is the status a response head or its trailers carry; for
 // one without grpc-status, what the HTTP status means to gRPC clients.
-func Status(fields []hpack.HeaderField, httpStatus string) *grpcstatus.Status {
+func Status(fields []hpack.HeaderField, httpStatus string) *status.Status {
 	code, msg, haveCode := codes.Unknown, "", false
 	var details string
 	for _, f := range fields {
@@ -122,7 +121,7 @@ func Status(fields []hpack.HeaderField, httpStatus string) *grpcstatus.Status {
 		}
 	}
 	if !haveCode {
-		return grpcstatus.New(httpStatusCode(httpStatus), "the shard answered HTTP status "+httpStatus+" without a gRPC status")
+		return status.New(httpStatusCode(httpStatus), "the shard answered HTTP status "+httpStatus+" without a gRPC status")
 	}
 	if code == codes.OK && msg == "" && details == "" {
 		return statusOK
@@ -130,10 +129,10 @@ func Status(fields []hpack.HeaderField, httpStatus string) *grpcstatus.Status {
 	if details != "" {
 		var sp rpcstatus.Status
 		if b, err := decodeBinHeader(details); err == nil && proto.Unmarshal(b, &sp) == nil && sp.GetCode() == int32(code) {
-			return grpcstatus.FromProto(&sp)
+			return status.FromProto(&sp)
 		}
 	}
-	return grpcstatus.New(code, msg)
+	return status.New(code, msg)
 }
 
 func decodeBinHeader(v string) ([]byte, error) {
@@ -155,7 +154,7 @@ func WholeMessage(b []byte) (int, bool) {
 
 // StatusFields are trailers with a call's status, after head (the
 // response head of a trailers-only answer, or none).
-func StatusFields(head []hpack.HeaderField, st *grpcstatus.Status) []hpack.HeaderField {
+func StatusFields(head []hpack.HeaderField, st *status.Status) []hpack.HeaderField {
 	fields := make([]hpack.HeaderField, 0, len(head)+3)
 	fields = append(fields, head...)
 	fields = append(fields, hpack.HeaderField{Name: "grpc-status", Value: strconv.Itoa(int(st.Code()))})
@@ -175,7 +174,7 @@ func StatusFields(head []hpack.HeaderField, st *grpcstatus.Status) []hpack.Heade
 const MaxRecvMsgSize = 32 << 20
 
 // statusOK is every plain OK's: a Status is never changed once made.
-var statusOK = grpcstatus.New(codes.OK, "")
+var statusOK = status.New(codes.OK, "")
 
 // httpStatusCode maps an HTTP status without a gRPC status, as gRPC
 // clients do.

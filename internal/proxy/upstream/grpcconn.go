@@ -16,7 +16,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/shardctl/shardctl/internal/h2"
@@ -45,7 +44,7 @@ func (sc *grpcConn) Invoke(ctx context.Context, method string, args, reply any, 
 	}
 	if err := st.RecvMsg(reply); err != nil {
 		if errors.Is(err, io.EOF) {
-			return grpcstatus.Error(codes.Internal, "the shard ended the call without a response")
+			return status.Error(codes.Internal, "the shard ended the call without a response")
 		}
 		return err
 	}
@@ -54,7 +53,7 @@ func (sc *grpcConn) Invoke(ctx context.Context, method string, args, reply any, 
 		return nil
 	case err == nil:
 		st.cancel()
-		return grpcstatus.Error(codes.Internal, "the shard sent more than one response to a unary call")
+		return status.Error(codes.Internal, "the shard sent more than one response to a unary call")
 	default:
 		return err
 	}
@@ -63,7 +62,7 @@ func (sc *grpcConn) Invoke(ctx context.Context, method string, args, reply any, 
 // NewStream starts a streaming call; the request goes with SendMsg.
 func (sc *grpcConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, _ ...grpc.CallOption) (grpc.ClientStream, error) {
 	if desc.ClientStreams {
-		return nil, grpcstatus.Errorf(codes.Unimplemented, "%s: the proxy sends one request per call", method)
+		return nil, status.Errorf(codes.Unimplemented, "%s: the proxy sends one request per call", method)
 	}
 	return sc.stream(ctx, method), nil
 }
@@ -155,10 +154,10 @@ var _ grpc.ClientStream = (*rpcStream)(nil)
 // SendMsg sends the request and ends this side of the call.
 func (r *rpcStream) SendMsg(m any) error {
 	if r.s != nil {
-		return grpcstatus.Error(codes.Internal, "the proxy sends one request per call")
+		return status.Error(codes.Internal, "the proxy sends one request per call")
 	}
 	if err := r.ctx.Err(); err != nil {
-		return grpcstatus.FromContextError(err).Err()
+		return status.FromContextError(err).Err()
 	}
 	body, err := grpcwire.MarshalFramed(m)
 	if err != nil {
@@ -181,7 +180,7 @@ func (r *rpcStream) SendMsg(m any) error {
 	s, err := r.sc.u.OpenOwn(r.ctx, fields, body, r)
 	if err != nil {
 		if cerr := r.ctx.Err(); cerr != nil {
-			return grpcstatus.FromContextError(cerr).Err()
+			return status.FromContextError(cerr).Err()
 		}
 		return OpenError(r.sc.id, err)
 	}
@@ -238,7 +237,7 @@ func (r *rpcStream) RecvMsg(m any) error {
 			}
 			if err := proto.Unmarshal(msg, m.(proto.Message)); err != nil {
 				r.cancel()
-				return grpcstatus.Errorf(codes.Internal, "grpc: failed to unmarshal the received message: %v", err)
+				return status.Errorf(codes.Internal, "grpc: failed to unmarshal the received message: %v", err)
 			}
 			return nil
 		}
@@ -389,7 +388,7 @@ func (r *rpcStream) Data(s *h2.Stream, data []byte, end bool) {
 	if tooLarge {
 		r.mu.Unlock()
 		s.Reset(http2.ErrCodeCancel)
-		r.end(grpcstatus.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d)", grpcwire.MaxRespMsgSize))
+		r.end(status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d)", grpcwire.MaxRespMsgSize))
 		return
 	}
 	r.mu.Unlock()
@@ -397,7 +396,7 @@ func (r *rpcStream) Data(s *h2.Stream, data []byte, end bool) {
 		s.Consumed(give)
 	}
 	if end {
-		r.end(grpcstatus.Error(codes.Internal, "the shard ended the response without trailers"))
+		r.end(status.Error(codes.Internal, "the shard ended the response without trailers"))
 		return
 	}
 	r.wake()
@@ -405,18 +404,18 @@ func (r *rpcStream) Data(s *h2.Stream, data []byte, end bool) {
 
 func (r *rpcStream) Closed(err error) {
 	if cerr := r.ctx.Err(); cerr != nil {
-		r.end(grpcstatus.FromContextError(cerr).Err())
+		r.end(status.FromContextError(cerr).Err())
 		return
 	}
 	var se http2.StreamError
 	switch {
 	case h2.Refused(err):
-		r.end(grpcstatus.Error(codes.Unavailable, "connection error: the shard refused the stream"))
+		r.end(status.Error(codes.Unavailable, "connection error: the shard refused the stream"))
 	case errors.As(err, &se):
 		deadline, _ := r.ctx.Deadline()
-		r.end(grpcstatus.Error(grpcwire.ResetCode(se.Code, deadline), fmt.Sprintf("stream reset: %v", se.Code)))
+		r.end(status.Error(grpcwire.ResetCode(se.Code, deadline), fmt.Sprintf("stream reset: %v", se.Code)))
 	default:
-		r.end(grpcstatus.Errorf(codes.Unavailable, "the connection to the shard ended: %v", err))
+		r.end(status.Errorf(codes.Unavailable, "the connection to the shard ended: %v", err))
 	}
 }
 

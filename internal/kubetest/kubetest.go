@@ -255,15 +255,24 @@ func (c *Cluster) Grant(t testing.TB, user, namespace string, rules ...rbacv1.Po
 	// right after the create may still be denied. Return once every
 	// right granted is in force, so a test sees only the denials it set up.
 	for _, r := range rules {
+		// A rule limited to resourceNames allows nothing without a name:
+		// ask for each name it allows.
+		names := r.ResourceNames
+		if len(names) == 0 {
+			names = []string{""}
+		}
 		for _, group := range r.APIGroups {
 			for _, resource := range r.Resources {
+				resource, sub, _ := strings.Cut(resource, "/")
 				for _, verb := range r.Verbs {
-					attrs := &authorizationv1.ResourceAttributes{Namespace: namespace, Verb: verb, Group: group, Resource: resource}
-					budget.Eventually(t, 30*time.Second, user+" may "+verb+" "+resource, func() bool {
-						review, err := c.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
-							Spec: authorizationv1.SubjectAccessReviewSpec{User: user, ResourceAttributes: attrs}}, metav1.CreateOptions{})
-						return err == nil && review.Status.Allowed
-					})
+					for _, name := range names {
+						attrs := &authorizationv1.ResourceAttributes{Namespace: namespace, Verb: verb, Group: group, Resource: resource, Subresource: sub, Name: name}
+						budget.Eventually(t, 30*time.Second, fmt.Sprintf("%s may %s %s %s", user, verb, resource, name), func() bool {
+							review, err := c.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
+								Spec: authorizationv1.SubjectAccessReviewSpec{User: user, ResourceAttributes: attrs}}, metav1.CreateOptions{})
+							return err == nil && review.Status.Allowed
+						})
+					}
 				}
 			}
 		}

@@ -172,6 +172,8 @@ func (sv *Server) activateJobs(req *pb.ActivateJobsRequest, stream pb.Gateway_Ac
 
 var ErrNoJobShard = status.Error(codes.Unavailable, "Expected a shard that is UP or DRAINING to activate jobs on, but there is none")
 
+// ExhaustedShards is the answer to a poll that found no job while a shard
+// answered RESOURCE_EXHAUSTED: the worker should back off.
 func ExhaustedShards(req *pb.ActivateJobsRequest) error {
 	return status.Errorf(codes.ResourceExhausted, "Expected to activate jobs of type '%s', but no jobs available and at least one shard returned 'RESOURCE_EXHAUSTED'. Please try again later.", req.GetType())
 }

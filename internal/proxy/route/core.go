@@ -223,7 +223,9 @@ func validateShard(s proxyapi.ShardConfig) error {
 	return nil
 }
 
-// Core is a running federation proxy.
+// Core is the routing core of a running proxy: its shards, their state
+// and books, and the loops that keep them (health, admission, the
+// registry's follow). The fronts turn each call into calls on it.
 type Core struct {
 	cfg           Config
 	upstreamRoots *x509.CertPool // nil: the system's
@@ -267,7 +269,8 @@ type Core struct {
 	repeats *logs.Repeats // lines that can repeat many times a second
 }
 
-// New checks the configuration; Start connects and serves.
+// New checks the configuration; Open connects to the shards and Run
+// starts the loops.
 func New(cfg Config) (*Core, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -410,6 +413,7 @@ func (p *Core) setState(s *Shard, st proxyapi.State, msg, reason string) {
 	}
 }
 
+// ShardByID is the shard with id, or nil.
 func (p *Core) ShardByID(id string) *Shard { return p.set.Load().byID(id) }
 
 // snapshot is the shards in force, by slot; callers must not change it.
@@ -502,6 +506,7 @@ type LimitError struct {
 	limit int64
 }
 
+// Error and GRPCStatus: RESOURCE_EXHAUSTED, naming the limit.
 func (e *LimitError) Error() string { return e.GRPCStatus().Message() }
 
 func (e *LimitError) GRPCStatus() *status.Status {
@@ -523,6 +528,7 @@ func (p *Core) upstreamCounter(s *Shard, rpc string, code codes.Code) prometheus
 	return c
 }
 
+// CloseShards closes every shard's connections.
 func (p *Core) CloseShards() {
 	for _, s := range p.Snapshot() {
 		s.Conn.Close()

@@ -22,6 +22,7 @@ func newLedgerIndex() *LedgerIndex {
 	return &LedgerIndex{byShardKey: map[string]map[int64]ledger.ProcessID{}, byProcess: map[string]map[string]int64{}, messageStarts: map[string]bool{}}
 }
 
+// Add indexes a deployment: its processes' keys on each shard.
 func (x *LedgerIndex) Add(d ledger.Deployment) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -47,6 +48,7 @@ func (x *LedgerIndex) Add(d ledger.Deployment) {
 	}
 }
 
+// Process is the process a definition key of a shard is, by id and version.
 func (x *LedgerIndex) Process(shardID string, key int64) (ledger.ProcessID, bool) {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
@@ -62,6 +64,7 @@ func (x *LedgerIndex) KeyOn(shardID string, p ledger.ProcessID) (int64, bool) {
 	return k, ok
 }
 
+// StartsProcess reports whether a message of that name starts a process.
 func (x *LedgerIndex) StartsProcess(messageName string) bool {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
@@ -74,6 +77,7 @@ func (x *LedgerIndex) size() int {
 	return x.deployments
 }
 
+// MessageStartsOf lists the message names that start a process in resources.
 func MessageStartsOf(resources []ledger.Resource) []string {
 	var names []string
 	for _, r := range resources {

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 )
 
+// Metrics are the proxy's Prometheus series: per RPC, per shard, per pool.
 type Metrics struct {
 	registry   *prometheus.Registry
 	inflight   *prometheus.GaugeVec   // shard

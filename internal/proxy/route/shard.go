@@ -63,6 +63,7 @@ func newShard(cfg proxyapi.ShardConfig, conn *upstream.Conn) *Shard {
 	return s
 }
 
+// State is the state s is assigned; Pool the pool it is in.
 func (s *Shard) State() proxyapi.State { return s.state.Load().(proxyapi.State) }
 func (s *Shard) Pool() string          { return s.pool.Load().(string) }
 
@@ -86,6 +87,7 @@ func (s *Shard) checkTopology(ctx context.Context) error {
 	return nil
 }
 
+// CoolOff keeps s from new instances for d, and says until when.
 func (s *Shard) CoolOff(d time.Duration) time.Time {
 	until := time.Now().Add(d)
 	s.coolingUntil.Store(until.UnixNano())
@@ -94,6 +96,7 @@ func (s *Shard) CoolOff(d time.Duration) time.Time {
 
 func (s *Shard) cooling(now time.Time) bool { return now.UnixNano() < s.coolingUntil.Load() }
 
+// NoteError keeps err as the last error s answered, for GET /shards.
 func (s *Shard) NoteError(err error) {
 	s.mu.Lock()
 	s.lastErr, s.lastAt = err.Error(), time.Now()

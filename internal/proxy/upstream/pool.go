@@ -63,6 +63,8 @@ var upstreamConfig = h2.Config{KeepAlive: 30 * time.Second, KeepAliveTimeout: 10
 // answer is found by the calls that wait for it.
 const upstreamDialTimeout = 5 * time.Second
 
+// NewPool is a pool of size HTTP/2 connections to addr, dialed when first
+// used (tc nil: plain text).
 func NewPool(addr string, tc *tls.Config, size int) *Pool {
 	u := &Pool{addr: addr, tls: tc, size: max(size, 1), scheme: "http"}
 	u.h = upstreamHandler{u}

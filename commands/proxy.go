@@ -145,7 +145,7 @@ list of {id, address, slot, state, pool, metrics, tls}:
 	f.StringVar(&o.configFile, "config", "", "YAML configuration file (its fields: see above); a flag given beside it wins")
 	f.StringVar(&o.cfg.Listen, "listen", "127.0.0.1:26500", "gateway address for clients, HOST:PORT")
 	f.StringVar(&o.cfg.AdminListen, "admin", "127.0.0.1:9700", "address of /metrics, /healthz, /readyz and /shards, HOST:PORT")
-	f.StringVar(&o.cfg.Front, "front", route.DefaultFront, "how clients are served: "+proxy.FrontFrames+" (HTTP/2 of its own, calls forwarded as frames) or "+proxy.FrontGRPC+" (grpc-go, the fallback)")
+	f.StringVar(&o.cfg.Front, "front", route.DefaultFront, "how clients are served: "+route.FrontFrames+" (HTTP/2 of its own, calls forwarded as frames) or "+route.FrontGRPC+" (grpc-go, the fallback)")
 	f.StringArrayVar(&o.shardFlags, "shard", nil, "a shard as ID=HOST:PORT[,slot=N][,state=S][,pool=P][,metrics=URL][,tls=true|insecure] (repeatable; slots default to the order given)")
 	f.StringVar(&o.cfg.LegacyShard, "legacy-shard", "", "shard that keys without a slot (from before the cutover) belong to")
 	f.Int64Var(&o.cfg.MaxInflightPerShard, "max-inflight-per-shard", route.DefaultMaxInflightPerShard, "the most requests in flight to one shard: past it a call gets RESOURCE_EXHAUSTED at once, never queued (0: no limit)")
@@ -261,8 +261,8 @@ func (o *ProxyServeOptions) Validate() error {
 	if o.coolingOff <= 0 {
 		return fmt.Errorf("--cooling-off %v: want a positive duration", o.coolingOff)
 	}
-	if f := o.cfg.Front; f != proxy.FrontFrames && f != proxy.FrontGRPC {
-		return fmt.Errorf("--front %q: want %s or %s", f, proxy.FrontFrames, proxy.FrontGRPC)
+	if f := o.cfg.Front; f != route.FrontFrames && f != route.FrontGRPC {
+		return fmt.Errorf("--front %q: want %s or %s", f, route.FrontFrames, route.FrontGRPC)
 	}
 	if o.cfg.ShutdownDelay < 0 || o.cfg.DrainBatch < 0 {
 		return fmt.Errorf("--shutdown-delay %v, --drain-batch %d: want neither negative", o.cfg.ShutdownDelay, o.cfg.DrainBatch)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/load"
+	"github.com/shardctl/shardctl/internal/proxy/route"
 	"github.com/shardctl/shardctl/internal/sim"
 	"github.com/shardctl/shardctl/internal/sim/simtest"
 )
@@ -74,7 +75,7 @@ func TestConnectionsPerShard(t *testing.T) {
 			}
 			took := time.Since(start)
 			t.Logf("%d connections: a create took %v beside %d long polls", st.Connections, took.Round(time.Millisecond), polls)
-			want := tc.blocked && p.cfg.Front == FrontGRPC
+			want := tc.blocked && p.cfg.Front == route.FrontGRPC
 			if blocked := took > hold/2; blocked != want {
 				t.Errorf("a create took %v beside the long polls (hold %v, %s front): blocked %v, want %v", took, hold, p.cfg.Front, blocked, want)
 			}

@@ -17,6 +17,7 @@ import (
 	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/load"
 	"github.com/shardctl/shardctl/internal/proxy/grpcwire"
+	"github.com/shardctl/shardctl/internal/proxy/route"
 	"github.com/shardctl/shardctl/internal/sim"
 	"github.com/shardctl/shardctl/internal/sim/simtest"
 )
@@ -28,7 +29,7 @@ import (
 // served as before.
 func TestClientThatStopsReading(t *testing.T) {
 	shards := simtest.StartN(t, 1, sim.Config{Partitions: 1})
-	p := startProxy(t, Config{Shards: simtest.ShardConfigs(shards), Front: FrontFrames})
+	p := startProxy(t, Config{Shards: simtest.ShardConfigs(shards), Front: route.FrontFrames})
 	c := newClient(t, p.Addr().String())
 	ctx := budget.Context(t, time.Minute)
 	if _, err := c.NewDeployResourceCommand().AddResource(load.Process("p", "none"), "p.bpmn").Send(ctx); err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/proctest"
+	"github.com/shardctl/shardctl/internal/proxy/route"
 	"github.com/shardctl/shardctl/internal/sim"
 	"github.com/shardctl/shardctl/internal/sim/simtest"
 )
@@ -20,7 +21,7 @@ import (
 func TestH2Spec(t *testing.T) {
 	h2spec := proctest.Tool(t, "h2spec", "H2SPEC")
 	shards := simtest.StartN(t, 1, sim.Config{Partitions: 1})
-	p := startProxy(t, Config{Shards: simtest.ShardConfigs(shards), Front: FrontFrames})
+	p := startProxy(t, Config{Shards: simtest.ShardConfigs(shards), Front: route.FrontFrames})
 	host, port, _ := net.SplitHostPort(p.Addr().String())
 	ctx, cancel := context.WithTimeout(context.Background(), budget.Of(2*time.Minute))
 	defer cancel()

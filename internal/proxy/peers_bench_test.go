@@ -38,6 +38,7 @@ import (
 
 	"github.com/shardctl/shardctl/internal/load"
 	"github.com/shardctl/shardctl/internal/proctest"
+	"github.com/shardctl/shardctl/internal/proxy/route"
 )
 
 const (
@@ -340,7 +341,7 @@ func BenchmarkPeers(b *testing.B) {
 		return proctest.Start(b, bin, gomaxprocs, benchProxyArgs(proctest.FreePort(b), shardAddrs, append(slices.Clone(flags), more...)...)...)
 	}
 	// The same proxy on its fallback front, for comparison.
-	grpcFront := another(bin, "--front", FrontGRPC)
+	grpcFront := another(bin, "--front", route.FrontGRPC)
 	deployTo := []string{proxyAddr, grpcFront.Addr}
 	var base *proctest.Process
 	if old := os.Getenv(envBaseline); old != "" {

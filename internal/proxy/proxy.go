@@ -34,12 +34,6 @@ import (
 // Config of a proxy: the routing core's and its fronts' (route.Config).
 type Config = route.Config
 
-// The fronts: how clients are served.
-const (
-	FrontFrames = route.FrontFrames
-	FrontGRPC   = route.FrontGRPC
-)
-
 // streamWorkers is grpc-go's pool of stream workers: a unary call holds
 // its worker while it waits for the shard, so there must be about as
 // many workers as calls in flight; past them grpc-go starts a goroutine
@@ -54,7 +48,7 @@ type Proxy struct {
 
 	grpc      *grpc.Server
 	gateway   *grpcfront.Server // the handlers, which the frame front calls itself
-	frames    *framefront.Front // with FrontFrames: it serves clients, grpc-go what it hands on
+	frames    *framefront.Front // with route.FrontFrames: it serves clients, grpc-go what it hands on
 	addr      net.Addr
 	admin     *http.Server
 	adminAddr net.Addr
@@ -97,7 +91,7 @@ func (p *Proxy) Start(ctx context.Context) error {
 	p.grpc = grpc.NewServer(opts...)
 	p.gateway = grpcfront.New(p.Core)
 	pb.RegisterGatewayServer(p.grpc, p.gateway)
-	if p.cfg.Front == FrontFrames {
+	if p.cfg.Front == route.FrontFrames {
 		var tc *tls.Config
 		if p.cfg.TLS != nil {
 			tc = p.cfg.TLS.Config()

@@ -19,7 +19,7 @@ func (p *Proxy) adminHandler() http.Handler {
 		}
 		_, _ = w.Write([]byte("ok\n"))
 	})
-	if p.cfg.Profiling {
+	if p.Config().Profiling {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)

@@ -75,9 +75,9 @@ func TestConnectionsPerShard(t *testing.T) {
 			}
 			took := time.Since(start)
 			t.Logf("%d connections: a create took %v beside %d long polls", st.Connections, took.Round(time.Millisecond), polls)
-			want := tc.blocked && p.cfg.Front == route.FrontGRPC
+			want := tc.blocked && p.Config().Front == route.FrontGRPC
 			if blocked := took > hold/2; blocked != want {
-				t.Errorf("a create took %v beside the long polls (hold %v, %s front): blocked %v, want %v", took, hold, p.cfg.Front, blocked, want)
+				t.Errorf("a create took %v beside the long polls (hold %v, %s front): blocked %v, want %v", took, hold, p.Config().Front, blocked, want)
 			}
 		})
 	}

@@ -222,7 +222,7 @@ func TestRelayedPollUnreadBatchHandedBack(t *testing.T) {
 		return [][]*pb.ActivatedJob{fakeJobs(1, 2, "{}")}
 	}}
 	p := startJobShard(t, j)
-	if p.cfg.Front != route.FrontFrames {
+	if p.Config().Front != route.FrontFrames {
 		t.Skip("grpc-go's server does not say what a stream has not sent: its front cannot hand such a batch back")
 	}
 	nc, err := net.Dial("tcp", p.Addr().String())
@@ -300,7 +300,7 @@ func TestRelayedPollsLeaveRoom(t *testing.T) {
 		return [][]*pb.ActivatedJob{fakeJobs(key, 1, "{}")}
 	}}
 	p := startJobShard(t, j, grpc.MaxConcurrentStreams(streams))
-	if p.cfg.Front != route.FrontFrames {
+	if p.Config().Front != route.FrontFrames {
 		t.Skip("the grpc front's calls to a shard share grpc-go's connections, which keep no room for forwarded calls")
 	}
 	gw := pb.NewGatewayClient(dial(t, p.Addr().String()))

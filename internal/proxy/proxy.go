@@ -44,7 +44,6 @@ const streamWorkers = 256
 // Proxy is a running federation proxy: the routing core and its fronts.
 type Proxy struct {
 	*route.Core
-	cfg Config
 
 	grpc      *grpc.Server
 	gateway   *grpcfront.Server // the handlers, which the frame front calls itself
@@ -64,19 +63,20 @@ func New(cfg Config) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Proxy{Core: core, cfg: core.Config(), failed: make(chan error, 2)}, nil
+	return &Proxy{Core: core, failed: make(chan error, 2)}, nil
 }
 
 // Start connects to every shard (refusing one with too many partitions),
 // loads the ledger and serves.
 func (p *Proxy) Start(ctx context.Context) error {
+	cfg := p.Config()
 	if err := p.Open(ctx); err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", p.cfg.Listen)
+	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		p.CloseShards()
-		return fmt.Errorf("listen for clients on %s: %w", p.cfg.Listen, err)
+		return fmt.Errorf("listen for clients on %s: %w", cfg.Listen, err)
 	}
 	p.addr = ln.Addr()
 	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(grpcwire.MaxRecvMsgSize),
@@ -85,16 +85,16 @@ func (p *Proxy) Start(ctx context.Context) error {
 		// its connection after two pings).
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 30 * time.Second, PermitWithoutStream: true}),
 		grpc.NumStreamWorkers(streamWorkers)}
-	if p.cfg.TLS != nil {
-		opts = append(opts, grpc.Creds(credentials.NewTLS(p.cfg.TLS.Config())))
+	if cfg.TLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS.Config())))
 	}
 	p.grpc = grpc.NewServer(opts...)
 	p.gateway = grpcfront.New(p.Core)
 	pb.RegisterGatewayServer(p.grpc, p.gateway)
-	if p.cfg.Front == route.FrontFrames {
+	if cfg.Front == route.FrontFrames {
 		var tc *tls.Config
-		if p.cfg.TLS != nil {
-			tc = p.cfg.TLS.Config()
+		if cfg.TLS != nil {
+			tc = cfg.TLS.Config()
 		}
 		p.frames = framefront.New(p.gateway, p.grpc, ln, tc)
 		p.Go(func() {
@@ -109,12 +109,12 @@ func (p *Proxy) Start(ctx context.Context) error {
 			}
 		})
 	}
-	if p.cfg.AdminListen != "" {
-		aln, err := net.Listen("tcp", p.cfg.AdminListen)
+	if cfg.AdminListen != "" {
+		aln, err := net.Listen("tcp", cfg.AdminListen)
 		if err != nil {
 			p.grpc.Stop()
 			p.CloseShards()
-			return fmt.Errorf("listen for admin on %s: %w", p.cfg.AdminListen, err)
+			return fmt.Errorf("listen for admin on %s: %w", cfg.AdminListen, err)
 		}
 		p.adminAddr = aln.Addr()
 		p.admin = &http.Server{Handler: p.adminHandler(), ReadHeaderTimeout: 10 * time.Second}
@@ -156,7 +156,7 @@ func (p *Proxy) close(ctx context.Context) error {
 	defer context.AfterFunc(ctx, p.CancelBackground)()
 	p.ready.Store(false)
 	p.StopFollowing()
-	if d := p.cfg.ShutdownDelay; d > 0 && p.grpc != nil {
+	if d := p.Config().ShutdownDelay; d > 0 && p.grpc != nil {
 		select {
 		case <-time.After(d):
 		case <-ctx.Done():

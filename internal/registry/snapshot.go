@@ -204,7 +204,7 @@ func (c *appChunk) encodingLocked(k bodyKind) []byte {
 	case k.xml:
 		b = registryapi.AppXML(c.app)
 	default:
-		// As registryapi.MustJSON(toJSONApp(c.app)) writes it, from its runs.
+		// As registryapi.EncodeAppJSON writes it, from its runs.
 		head, tail := fmt.Appendf(nil, `{"name":%s,"instance":[`, registryapi.MustJSON(c.app.Name)), []byte("]}")
 		if k.gzip {
 			head, tail = gzipped(head), gzipTail

@@ -37,7 +37,7 @@ func ParseStatus(s string) Status {
 	return StatusUnknown
 }
 
-// Eureka's lease defaults, used when a client sends Zero or less.
+// Eureka's lease defaults, used when a client sends zero or less.
 const (
 	DefaultRenewalInterval = 30
 	DefaultLeaseDuration   = 90

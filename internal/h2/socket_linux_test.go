@@ -72,9 +72,13 @@ func TestPeerLeavesRightAfterItsLastFrames(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				t.Cleanup(func() { ln.Close() })
 				accepted := make(chan *Conn, 1)
 				go func() {
+					// The listener closes once it has accepted: closed
+					// earlier, it resets a connection still in its queue.
 					nc, err := ln.Accept()
+					ln.Close()
 					if err == nil {
 						accepted <- Server(nc, Config{}, newRecorder())
 					}
@@ -84,7 +88,6 @@ func TestPeerLeavesRightAfterItsLastFrames(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				ln.Close()
 				fr := http2.NewFramer(nc, nc)
 				_, _ = nc.Write([]byte(http2.ClientPreface))
 				_ = fr.WriteSettings()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/shardctl/shardctl/internal/registry"
 	"github.com/shardctl/shardctl/internal/registry/registryapi"
+	"github.com/shardctl/shardctl/internal/registry/replica"
 	"github.com/shardctl/shardctl/internal/registry/store"
 )
 
@@ -91,7 +92,7 @@ answers reads from what it saw last with the header Shardctl-Stale-Seconds.`,
 	f.StringVar(&o.cfg.Store, "store", "memory", "where registrations and the ledger are kept: memory, bolt:PATH or etcd:URL[,URL] (shared by replicas)")
 	f.StringVar(&o.cfg.Replica.ID, "id", "", "this replica's name among the replicas over etcd, and its etcd member's (default: the host name)")
 	f.StringSliceVar(&o.coordinators, "coordinators", nil, "replicas preferred as coordinator (the one that evicts), ID,ID; any order; stored for every replica")
-	f.DurationVar(&o.cfg.Replica.SessionTTL, "session-ttl", registry.DefaultSessionTTL, "etcd lease of a replica's membership and candidacy: how soon a replica that died hands over")
+	f.DurationVar(&o.cfg.Replica.SessionTTL, "session-ttl", replica.DefaultSessionTTL, "etcd lease of a replica's membership and candidacy: how soon a replica that died hands over")
 	f.StringVar(&o.cfg.EtcdPrefix, "etcd-prefix", store.DefaultEtcdPrefix, "where the registry keeps its keys in etcd")
 	f.StringVar(&o.embedded.Dir, "embedded-etcd", "", "run an etcd member in this process, with its data in DIR, and keep the registry in it")
 	f.StringVar(&o.embedded.InitialCluster, "initial-cluster", "", "the embedded members of a new cluster, NAME=PEER-URL,… (default: this one alone)")

@@ -20,7 +20,7 @@ import (
 // batch, or nil for nothing to do) and makes it.
 func (r *Registry) write(plan func(now time.Time) (*store.Batch, error)) error {
 	if r.repl != nil {
-		return r.repl.write(plan)
+		return r.repl.Write(plan)
 	}
 	t, err := func() (*ticket, error) {
 		r.mu.Lock()

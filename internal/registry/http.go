@@ -17,6 +17,7 @@ import (
 
 	"github.com/shardctl/shardctl/internal/ledger"
 	"github.com/shardctl/shardctl/internal/registry/registryapi"
+	"github.com/shardctl/shardctl/internal/registry/replica"
 	"github.com/shardctl/shardctl/internal/registry/store"
 )
 
@@ -101,7 +102,7 @@ func (r *Registry) Handler(opts HandlerOptions) http.Handler {
 			Ready  bool   `json:"ready"`
 			Reason string `json:"reason,omitempty"`
 			*registryapi.ReplicaStatus
-		}{Ready: err == nil, ReplicaStatus: r.repl.status()}
+		}{Ready: err == nil, ReplicaStatus: r.repl.Status()}
 		code := http.StatusOK
 		if err != nil {
 			body.Reason, code = err.Error(), http.StatusServiceUnavailable
@@ -140,13 +141,13 @@ func (a *api) route(mux *http.ServeMux, pattern string, h http.HandlerFunc, writ
 			return
 		}
 		if p := a.r.repl; p != nil {
-			if !p.loaded.Load() {
-				fail(rec, errNotLoaded)
+			if !p.Loaded() {
+				fail(rec, replica.ErrNotLoaded)
 				return
 			}
 			// A replica cut off from etcd still answers reads, from what it
 			// last saw, and says how old that is.
-			if stale := p.staleness(); !write && stale > p.opts.Cutoff {
+			if stale := p.Staleness(); !write && stale > p.Cutoff() {
 				rec.Header().Set(StaleHeader, store.FormatSeconds(stale))
 			}
 		}
@@ -253,7 +254,7 @@ func fail(w http.ResponseWriter, err error) {
 		code = http.StatusLocked
 	case errors.Is(err, registryapi.ErrConflict):
 		code = http.StatusConflict
-	case errors.Is(err, ErrUnavailable):
+	case errors.Is(err, registryapi.ErrUnavailable):
 		code = http.StatusServiceUnavailable
 	case strings.HasPrefix(err.Error(), "store:"):
 		code = http.StatusInternalServerError

@@ -100,6 +100,6 @@ func (c registryCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descReplica, prometheus.GaugeValue, 1, rs.ID, rs.Coordinator)
 		ch <- prometheus.MustNewConstMetric(descCoord, prometheus.GaugeValue, coord)
 		ch <- prometheus.MustNewConstMetric(descReplicas, prometheus.GaugeValue, float64(len(rs.Members)))
-		ch <- prometheus.MustNewConstMetric(descStale, prometheus.GaugeValue, c.r.repl.staleness().Seconds())
+		ch <- prometheus.MustNewConstMetric(descStale, prometheus.GaugeValue, c.r.repl.Staleness().Seconds())
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/shardctl/shardctl/internal/ledger"
 	"github.com/shardctl/shardctl/internal/logs"
 	"github.com/shardctl/shardctl/internal/registry/registryapi"
+	"github.com/shardctl/shardctl/internal/registry/replica"
 	"github.com/shardctl/shardctl/internal/registry/store"
 )
 
@@ -64,7 +65,7 @@ type Options struct {
 	Store         store.Store
 	// Replica configures this registry as one of several over an etcd
 	// store; unused with the other stores.
-	Replica ReplicaOptions
+	Replica replica.Options
 	Now     func() time.Time
 	// Logger gets one line per state change: instances registered,
 	// deregistered and evicted, states and slots, self-preservation on
@@ -145,7 +146,7 @@ type Registry struct {
 	view       view
 
 	commit *committer
-	repl   *replica // over etcd; nil with a local store
+	repl   *replica.Replica // over etcd; nil with a local store
 
 	watchEnd chan struct{}
 	endOnce  sync.Once
@@ -199,11 +200,11 @@ func NewRegistry(opts Options) (*Registry, error) {
 	})
 	if replicated {
 		var err error
-		if r.repl, err = newReplica(r, es, opts.Replica); err != nil {
+		if r.repl, err = replica.New(memory{r}, es, opts.Replica); err != nil {
 			r.commit.close()
 			return nil, err
 		}
-		r.repl.start()
+		r.repl.Start()
 	}
 	return r, nil
 }
@@ -249,7 +250,7 @@ func (r *Registry) Close() error {
 	r.stopMu.Unlock()
 	r.running.Wait()
 	if r.repl != nil {
-		r.repl.close()
+		r.repl.Close()
 	}
 	r.commit.close()
 	r.repeats.FlushAll()
@@ -430,7 +431,7 @@ func (r *Registry) Renew(app, id string, lastDirty int64) error {
 	l.lastRenewal.Store(now.UnixMilli())
 	r.renewals.add(now)
 	if r.repl != nil {
-		r.repl.renewed(registryapi.InstanceRef{App: l.inst.App, ID: l.inst.InstanceID}, now.UnixMilli())
+		r.repl.Renewed(registryapi.InstanceRef{App: l.inst.App, ID: l.inst.InstanceID}, now.UnixMilli())
 	}
 	return nil
 }
@@ -539,7 +540,7 @@ func (r *Registry) Override(app, id string) registryapi.Override {
 // Evict removes expired leases, unless self-preservation holds them.
 // Over etcd only the coordinator evicts, and only while it is in touch.
 func (r *Registry) Evict() int {
-	if !r.checkPreservation() || (r.repl != nil && !r.repl.mayEvict()) {
+	if !r.checkPreservation() || (r.repl != nil && !r.repl.MayEvict()) {
 		return 0
 	}
 	var gone []evicted
@@ -855,13 +856,8 @@ func (r *Registry) Ready() error {
 	if err := r.StoreError(); err != nil {
 		return err
 	}
-	if r.repl != nil && !r.repl.loaded.Load() {
-		return errNotLoaded
-	}
 	if r.repl != nil {
-		if stale := r.repl.staleness(); stale > r.repl.opts.Cutoff {
-			return fmt.Errorf("%w: cut off from etcd for %s: reads show what it saw then, writes fail, it does not evict", ErrUnavailable, stale.Round(time.Millisecond))
-		}
+		return r.repl.Ready()
 	}
 	return nil
 }
@@ -882,7 +878,7 @@ func (r *Registry) Status() registryapi.Health {
 		h.RenewalsLastMinute = exp // just started: nothing to measure yet
 	}
 	if r.repl != nil {
-		h.Replica = r.repl.status()
+		h.Replica = r.repl.Status()
 	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
@@ -891,4 +887,38 @@ func (r *Registry) Status() registryapi.Health {
 		h.Instances += len(m)
 	}
 	return h
+}
+
+// memory is the registry as its replica sees it (replica.Memory).
+type memory struct{ r *Registry }
+
+func (m memory) Lock()          { m.r.mu.Lock() }
+func (m memory) Unlock()        { m.r.mu.Unlock() }
+func (m memory) Now() time.Time { return m.r.opts.Now() }
+
+func (m memory) ApplyLocked(b *store.Batch, now time.Time) { m.r.applyLocked(b, now) }
+
+func (m memory) SlotsLocked() map[registryapi.InstanceRef]int { return m.r.slots }
+
+// ExtendLeases moves each lease's last renewal forward, never back: a
+// digest may arrive after a newer renewal reached this replica directly.
+func (m memory) ExtendLeases(renewed map[string]map[string]int64) {
+	r := m.r
+	n := 0
+	r.mu.RLock()
+	for app, ids := range renewed {
+		for id, at := range ids {
+			if l := r.apps[app][id]; l != nil {
+				n++
+				for {
+					cur := l.lastRenewal.Load()
+					if cur >= at || l.lastRenewal.CompareAndSwap(cur, at) {
+						break
+					}
+				}
+			}
+		}
+	}
+	r.mu.RUnlock()
+	r.renewals.addN(r.opts.Now(), int64(n))
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/shardctl/shardctl/internal/logs/logstest"
 	"github.com/shardctl/shardctl/internal/proctest"
 	"github.com/shardctl/shardctl/internal/registry/registryapi"
+	"github.com/shardctl/shardctl/internal/registry/replica"
 	"github.com/shardctl/shardctl/internal/registry/store"
 )
 
@@ -415,7 +416,7 @@ func TestReplicaCutOffFromEtcd(t *testing.T) {
 		log, lines[id] = logstest.New()
 		servers[id], bases[id] = startServer(t, Config{Store: "etcd:" + urls[id], Logger: log, Options: Options{
 			EvictionInterval: 200 * time.Millisecond,
-			Replica:          ReplicaOptions{ID: id, Coordinators: []string{"a"}, SessionTTL: 2 * time.Second, Cutoff: time.Second},
+			Replica:          replica.Options{ID: id, Coordinators: []string{"a"}, SessionTTL: 2 * time.Second, Cutoff: time.Second},
 		}})
 	}
 	waitReplicasReady(t, bases)
@@ -485,25 +486,33 @@ func TestReplicaWithdrawsAStrayCandidacy(t *testing.T) {
 	servers, bases := map[string]*Server{}, map[string]string{}
 	for _, id := range []string{"a", "b"} {
 		servers[id], bases[id] = startServer(t, Config{Store: "etcd:" + m.ClientURL, Options: Options{
-			Replica: ReplicaOptions{ID: id, Coordinators: []string{"a"}, SessionTTL: 2 * time.Second},
+			Replica: replica.Options{ID: id, Coordinators: []string{"a"}, SessionTTL: 2 * time.Second},
 		}})
 	}
 	waitReplicasReady(t, bases)
 	budget.Eventually(t, 15*time.Second, "a coordinates", func() bool { st, _, _ := readyz(t, bases["a"]); return st.IsCoordinator })
 
-	b := servers["b"].Registry().repl
-	s := b.session.Load()
-	if s == nil {
-		t.Fatal("b has no session")
+	// b's session is the lease of its member key; a campaign under it
+	// puts the key concurrency.Election names: the prefix, the lease in hex.
+	st, err := store.OpenEtcdStore([]string{m.ClientURL}, "")
+	if err != nil {
+		t.Fatal(err)
 	}
-	key := b.st.Prefix + b.candidacyKey(s)
+	t.Cleanup(func() { st.Close() })
+	cli := st.(*store.Etcd)
 	ctx, cancel := context.WithTimeout(context.Background(), budget.Of(5*time.Second))
 	defer cancel()
-	if _, err := b.st.Client.Put(ctx, key, "b", clientv3.WithLease(s.Lease())); err != nil {
+	resp, err := cli.Client.Get(ctx, cli.Prefix+store.KeyMembers+"b")
+	if err != nil || len(resp.Kvs) == 0 || resp.Kvs[0].Lease == 0 {
+		t.Fatalf("b's member key: %v, %v", resp, err)
+	}
+	lease := clientv3.LeaseID(resp.Kvs[0].Lease)
+	key := fmt.Sprintf("%s%s%x", cli.Prefix, store.KeyElection, lease)
+	if _, err := cli.Client.Put(ctx, key, "b", clientv3.WithLease(lease)); err != nil {
 		t.Fatal(err)
 	}
 	budget.Eventually(t, 10*time.Second, "b's stray key withdrawn", func() bool {
-		resp, err := b.st.Client.Get(ctx, key)
+		resp, err := cli.Client.Get(ctx, key)
 		return err == nil && len(resp.Kvs) == 0
 	})
 	if st, _, _ := readyz(t, bases["a"]); !st.IsCoordinator || st.Coordinator != "a" {

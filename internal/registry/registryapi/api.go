@@ -30,6 +30,9 @@ type Applications struct {
 var (
 	ErrNotFound = errors.New("not found")
 	ErrConflict = errors.New("conflict")
+	// ErrUnavailable is a request the registry cannot serve now: etcd does
+	// not answer (HTTP 503).
+	ErrUnavailable = errors.New("unavailable")
 	// ErrLeased is a write refused because another holder's lease runs
 	// (HTTP 423 Locked).
 	ErrLeased = errors.New("Leased")

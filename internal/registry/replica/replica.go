@@ -1,4 +1,10 @@
-package registry
+// Package replica keeps one registry process in step with the others
+// over one etcd: it loads and watches the registry's keys into the
+// registry's memory, commits writes as guarded transactions, shares lease
+// renewals as digests and elects the coordinator that evicts. It sees the
+// registry only through Memory, and imports no HTTP, no front and nothing
+// of probes/, commands/, tui/ or migrate/ (internal/architecture checks).
+package replica
 
 import (
 	"context"
@@ -37,8 +43,8 @@ import (
 // that died stops counting, and hands over, this long after.
 const DefaultSessionTTL = 5 * time.Second
 
-// ReplicaOptions configure a replica over etcd.
-type ReplicaOptions struct {
+// Options configure a replica over etcd.
+type Options struct {
 	// ID names the replica among the others (the etcd member's name too
 	// when it embeds one).
 	ID string
@@ -56,7 +62,7 @@ type ReplicaOptions struct {
 	Logger *slog.Logger
 }
 
-func (o *ReplicaOptions) defaults() {
+func (o *Options) defaults() {
 	if o.SessionTTL <= 0 {
 		o.SessionTTL = DefaultSessionTTL
 	}
@@ -71,18 +77,31 @@ func (o *ReplicaOptions) defaults() {
 	}
 }
 
-// ErrUnavailable is a request the registry cannot serve now: etcd does
-// not answer (HTTP 503).
-var ErrUnavailable = errors.New("unavailable")
+// Memory is the registry's in-memory state, which a replica keeps equal
+// to what etcd holds. Lock guards what the Locked methods read and write,
+// and the plans a Write makes; a replica holds it for no network call.
+type Memory interface {
+	Lock()
+	Unlock()
+	// Now is the registry's clock.
+	Now() time.Time
+	// ApplyLocked applies a batch read from etcd (or planned for it).
+	ApplyLocked(b *store.Batch, now time.Time)
+	// SlotsLocked is every instance's key slot; the replica only reads it.
+	SlotsLocked() map[registryapi.InstanceRef]int
+	// ExtendLeases applies another replica's digest of renewals (app →
+	// id → Unix ms), taking the lock itself.
+	ExtendLeases(renewed map[string]map[string]int64)
+}
 
 // maxWriteAttempts bounds how often a write that lost a race to another
 // replica is planned again.
 const maxWriteAttempts = 5
 
-type replica struct {
-	r    *Registry
+type Replica struct {
+	mem  Memory
 	st   *store.Etcd
-	opts ReplicaOptions
+	opts Options
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -92,7 +111,7 @@ type replica struct {
 	wg       sync.WaitGroup
 	closed   sync.Once
 
-	// revs is each state key's mod revision as memory holds it; under r.mu.
+	// revs is each state key's mod revision as memory holds it; under mem's lock.
 	revs map[string]int64
 
 	mu           sync.Mutex // applied, freshness, cluster view
@@ -128,7 +147,8 @@ type candidate struct {
 	id      string
 }
 
-func newReplica(r *Registry, st *store.Etcd, opts ReplicaOptions) (*replica, error) {
+// New makes the replica of mem over st; Start loads and follows etcd.
+func New(mem Memory, st *store.Etcd, opts Options) (*Replica, error) {
 	opts.defaults()
 	if opts.ID == "" {
 		return nil, errors.New("a replica over etcd needs an id (--id)")
@@ -137,8 +157,8 @@ func newReplica(r *Registry, st *store.Etcd, opts ReplicaOptions) (*replica, err
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &replica{
-		r: r, st: st, opts: opts, ctx: ctx, cancel: cancel,
+	p := &Replica{
+		mem: mem, st: st, opts: opts, ctx: ctx, cancel: cancel,
 		watchCtx:  clientv3.WithRequireLeader(ctx),
 		revs:      map[string]int64{},
 		appliedCh: make(chan struct{}), members: map[string]bool{}, electionKeys: map[string]candidate{},
@@ -148,15 +168,15 @@ func newReplica(r *Registry, st *store.Etcd, opts ReplicaOptions) (*replica, err
 	return p, nil
 }
 
-// start loads what etcd holds, in the background: until it has (etcd may
+// Start loads what etcd holds, in the background: until it has (etcd may
 // be starting too, as the members of a new cluster do together), the
 // replica answers 503 and reports not ready.
-func (p *replica) start() {
+func (p *Replica) Start() {
 	p.wg.Add(1)
 	go p.run()
 }
 
-func (p *replica) run() {
+func (p *Replica) run() {
 	defer p.wg.Done()
 	for {
 		err := p.resync()
@@ -183,9 +203,9 @@ func (p *replica) run() {
 	go p.campaignLoop()
 }
 
-// close stops the loops and waits for them; the session's lease is
+// Close stops the loops and waits for them; the session's lease is
 // revoked, so the others see this replica leave at once. Safe twice.
-func (p *replica) close() {
+func (p *Replica) Close() {
 	p.closed.Do(func() {
 		p.cancel()
 		p.wg.Wait()
@@ -195,18 +215,18 @@ func (p *replica) close() {
 
 // resync reads every key and brings memory to what etcd holds: the start,
 // and a watch that fell behind a compaction.
-func (p *replica) resync() error {
+func (p *Replica) resync() error {
 	at := time.Now()
 	resp, err := p.st.GetAll(p.ctx)
 	if err != nil {
 		return err
 	}
-	r := p.r
-	now := r.opts.Now()
+	m := p.mem
+	now := m.Now()
 	var b store.Batch
 	seen := map[string]bool{}
 	view := map[string]*mvccpb.KeyValue{}
-	r.mu.Lock()
+	m.Lock()
 	for _, kv := range resp.Kvs {
 		k := strings.TrimPrefix(string(kv.Key), p.st.Prefix)
 		if !store.IsStateKey(k) {
@@ -221,8 +241,8 @@ func (p *replica) resync() error {
 			p.stateEvent(k, nil, true, &b)
 		}
 	}
-	r.applyLocked(&b, now)
-	r.mu.Unlock()
+	m.ApplyLocked(&b, now)
+	m.Unlock()
 
 	p.mu.Lock()
 	clear(p.members)
@@ -241,8 +261,8 @@ func (p *replica) resync() error {
 }
 
 // stateEvent adds a change of a state key to a batch, and keeps its
-// revision; callers hold r.mu.
-func (p *replica) stateEvent(k string, kv *mvccpb.KeyValue, deleted bool, b *store.Batch) {
+// revision; callers hold mem's lock.
+func (p *Replica) stateEvent(k string, kv *mvccpb.KeyValue, deleted bool, b *store.Batch) {
 	if deleted {
 		delete(p.revs, k)
 		switch {
@@ -275,24 +295,25 @@ func (p *replica) stateEvent(k string, kv *mvccpb.KeyValue, deleted bool, b *sto
 }
 
 // setSlots turns an app's whole slot map into changes against memory.
-func (p *replica) setSlots(s *store.AppSlots, b *store.Batch) {
+func (p *Replica) setSlots(s *store.AppSlots, b *store.Batch) {
 	if b.Slots == nil {
 		b.Slots = map[registryapi.InstanceRef]int{}
 	}
-	for ref := range p.r.slots {
+	slots := p.mem.SlotsLocked()
+	for ref := range slots {
 		if _, ok := s.IDs[ref.ID]; ref.App == s.App && !ok {
 			b.Slots[ref] = 0
 		}
 	}
 	for id, n := range s.IDs {
-		if ref := (registryapi.InstanceRef{App: s.App, ID: id}); p.r.slots[ref] != n {
+		if ref := (registryapi.InstanceRef{App: s.App, ID: id}); slots[ref] != n {
 			b.Slots[ref] = n
 		}
 	}
 }
 
 // viewEventLocked follows the replicas' own keys; callers hold p.mu.
-func (p *replica) viewEventLocked(k string, kv *mvccpb.KeyValue, deleted bool) {
+func (p *Replica) viewEventLocked(k string, kv *mvccpb.KeyValue, deleted bool) {
 	switch {
 	case strings.HasPrefix(k, store.KeyMembers):
 		id := k[len(store.KeyMembers):]
@@ -315,7 +336,7 @@ func (p *replica) viewEventLocked(k string, kv *mvccpb.KeyValue, deleted bool) {
 	}
 }
 
-func (p *replica) signalView() {
+func (p *Replica) signalView() {
 	select {
 	case p.viewChanged <- struct{}{}:
 	default:
@@ -324,7 +345,7 @@ func (p *replica) signalView() {
 
 // watchLoop applies every change under the prefix, one etcd revision at
 // a time, until close.
-func (p *replica) watchLoop() {
+func (p *Replica) watchLoop() {
 	defer p.wg.Done()
 	for p.ctx.Err() == nil {
 		wctx, cancel := context.WithCancel(p.watchCtx)
@@ -364,12 +385,12 @@ func (p *replica) watchLoop() {
 }
 
 // apply applies the events of one revision.
-func (p *replica) apply(evs []*clientv3.Event) {
-	r := p.r
+func (p *Replica) apply(evs []*clientv3.Event) {
+	m := p.mem
 	var b store.Batch
 	var digests []*mvccpb.KeyValue
 	view := false
-	r.mu.Lock()
+	m.Lock()
 	for _, ev := range evs {
 		k := strings.TrimPrefix(string(ev.Kv.Key), p.st.Prefix)
 		deleted := ev.Type == mvccpb.DELETE
@@ -388,9 +409,9 @@ func (p *replica) apply(evs []*clientv3.Event) {
 		}
 	}
 	if !b.Empty() {
-		r.applyLocked(&b, r.opts.Now())
+		m.ApplyLocked(&b, m.Now())
 	}
-	r.mu.Unlock()
+	m.Unlock()
 	for _, kv := range digests {
 		p.applyDigest(kv.Value)
 	}
@@ -399,14 +420,14 @@ func (p *replica) apply(evs []*clientv3.Event) {
 	}
 }
 
-func (p *replica) appliedRev() int64 {
+func (p *Replica) appliedRev() int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.applied
 }
 
 // advance notes that memory holds etcd's state up to rev.
-func (p *replica) advance(rev int64) {
+func (p *Replica) advance(rev int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if rev > p.applied {
@@ -420,7 +441,7 @@ func (p *replica) advance(rev int64) {
 	}
 }
 
-func (p *replica) freshLocked(at time.Time) {
+func (p *Replica) freshLocked(at time.Time) {
 	if at.Before(p.freshAt) {
 		return
 	}
@@ -431,7 +452,7 @@ func (p *replica) freshLocked(at time.Time) {
 }
 
 // waitApplied waits until memory holds revision rev.
-func (p *replica) waitApplied(ctx context.Context, rev int64) error {
+func (p *Replica) waitApplied(ctx context.Context, rev int64) error {
 	for {
 		p.mu.Lock()
 		applied, ch := p.applied, p.appliedCh
@@ -451,7 +472,7 @@ func (p *replica) waitApplied(ctx context.Context, rev int64) error {
 // etcd's: a quorum read gives the current revision, and a progress
 // request makes the watch report when it has reached it. It also
 // publishes the digest of renewals.
-func (p *replica) heartbeatLoop() {
+func (p *Replica) heartbeatLoop() {
 	defer p.wg.Done()
 	t := time.NewTicker(p.opts.DigestInterval)
 	defer t.Stop()
@@ -465,7 +486,7 @@ func (p *replica) heartbeatLoop() {
 		if now := p.cutOff(); now != cutOff {
 			cutOff = now
 			if cutOff {
-				p.opts.Logger.Warn("replica cut off from etcd: not ready, reads stale, writes refused, no eviction", "replica", p.opts.ID, "staleness", p.staleness().Round(time.Millisecond).String())
+				p.opts.Logger.Warn("replica cut off from etcd: not ready, reads stale, writes refused, no eviction", "replica", p.opts.ID, "staleness", p.Staleness().Round(time.Millisecond).String())
 			} else {
 				p.opts.Logger.Info("replica in touch with etcd again", "replica", p.opts.ID)
 			}
@@ -494,22 +515,39 @@ func (p *replica) heartbeatLoop() {
 	}
 }
 
-// staleness is how long ago the view was last known to be etcd's.
-func (p *replica) staleness() time.Duration {
+// Staleness is how long ago the view was last known to be etcd's.
+func (p *Replica) Staleness() time.Duration {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return max(time.Since(p.freshAt)-p.opts.DigestInterval, 0)
 }
 
+// Cutoff is how stale the replica may be before it reports not ready.
+func (p *Replica) Cutoff() time.Duration { return p.opts.Cutoff }
+
+// Loaded says whether memory holds what etcd held at start.
+func (p *Replica) Loaded() bool { return p.loaded.Load() }
+
+// Ready is nil while the replica serves what etcd holds.
+func (p *Replica) Ready() error {
+	if !p.loaded.Load() {
+		return ErrNotLoaded
+	}
+	if stale := p.Staleness(); stale > p.opts.Cutoff {
+		return fmt.Errorf("%w: cut off from etcd for %s: reads show what it saw then, writes fail, it does not evict", registryapi.ErrUnavailable, stale.Round(time.Millisecond))
+	}
+	return nil
+}
+
 // cutOff says whether the replica has lost etcd.
-func (p *replica) cutOff() bool { return p.staleness() > p.opts.Cutoff }
+func (p *Replica) cutOff() bool { return p.Staleness() > p.opts.Cutoff }
 
-// errNotLoaded answers every request before the first load from etcd.
-var errNotLoaded = fmt.Errorf("%w: this replica has not loaded the registry from etcd yet", ErrUnavailable)
+// ErrNotLoaded answers every request before the first load from etcd.
+var ErrNotLoaded = fmt.Errorf("%w: this replica has not loaded the registry from etcd yet", registryapi.ErrUnavailable)
 
-// mayEvict: the coordinator evicts only while its view is fresh, and has
+// MayEvict: the coordinator evicts only while its view is fresh, and has
 // been long enough for the other replicas' digests to reach it.
-func (p *replica) mayEvict() bool {
+func (p *Replica) MayEvict() bool {
 	if !p.coordinator.Load() || p.cutOff() {
 		return false
 	}
@@ -518,32 +556,32 @@ func (p *replica) mayEvict() bool {
 	return time.Since(p.contactSince) >= 2*p.opts.DigestInterval+p.opts.Cutoff
 }
 
-// write makes a change over etcd: planned against memory, committed if no
+// Write makes a change over etcd: planned against memory, committed if no
 // key it read has moved since, and answered once the watch applied it.
 // A write that lost a race is planned again on the newer memory.
-func (p *replica) write(plan func(now time.Time) (*store.Batch, error)) error {
-	r := p.r
-	if stale := p.staleness(); stale > p.opts.Cutoff {
-		return fmt.Errorf("%w: cut off from etcd for %s", ErrUnavailable, stale.Round(time.Millisecond))
+func (p *Replica) Write(plan func(now time.Time) (*store.Batch, error)) error {
+	m := p.mem
+	if stale := p.Staleness(); stale > p.opts.Cutoff {
+		return fmt.Errorf("%w: cut off from etcd for %s", registryapi.ErrUnavailable, stale.Round(time.Millisecond))
 	}
 	for attempt := 1; ; attempt++ {
-		r.mu.Lock()
-		now := r.opts.Now()
+		m.Lock()
+		now := m.Now()
 		b, err := plan(now)
 		if err != nil || b == nil {
-			r.mu.Unlock()
+			m.Unlock()
 			return err
 		}
 		ops, keys, err := p.st.Txn(b, p.slotsAfter(b))
 		if err != nil {
-			r.mu.Unlock()
+			m.Unlock()
 			return err
 		}
 		guards := make([]clientv3.Cmp, len(keys))
 		for i, k := range keys {
 			guards[i] = clientv3.Compare(clientv3.ModRevision(p.st.Prefix+k), "=", p.revs[k])
 		}
-		r.mu.Unlock()
+		m.Unlock()
 
 		resp, err := p.commit(guards, ops)
 		switch {
@@ -561,7 +599,7 @@ func (p *replica) write(plan func(now time.Time) (*store.Batch, error)) error {
 // A member without a leader refuses it at once (nothing was written), and
 // it is sent again until etcdTimeout; a proposal lost with a leader that
 // died is not known to be lost, and fails at etcdTimeout.
-func (p *replica) commit(guards []clientv3.Cmp, ops []clientv3.Op) (*clientv3.TxnResponse, error) {
+func (p *Replica) commit(guards []clientv3.Cmp, ops []clientv3.Op) (*clientv3.TxnResponse, error) {
 	ctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(p.ctx), store.EtcdTimeout)
 	defer cancel()
 	for {
@@ -578,9 +616,9 @@ func (p *replica) commit(guards []clientv3.Cmp, ops []clientv3.Op) (*clientv3.Tx
 		}
 		if err != nil {
 			if errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
-				err = fmt.Errorf("%w: etcd did not answer within %v (is a leader being elected?): %v", ErrUnavailable, store.EtcdTimeout, err)
+				err = fmt.Errorf("%w: etcd did not answer within %v (is a leader being elected?): %v", registryapi.ErrUnavailable, store.EtcdTimeout, err)
 			} else {
-				err = fmt.Errorf("%w: etcd: %v", ErrUnavailable, err)
+				err = fmt.Errorf("%w: etcd: %v", registryapi.ErrUnavailable, err)
 			}
 			p.repeats.Log(slog.LevelWarn, "etcd write failed", "etcd write failed", "replica", p.opts.ID, "err", err)
 			return nil, err
@@ -590,11 +628,11 @@ func (p *replica) commit(guards []clientv3.Cmp, ops []clientv3.Op) (*clientv3.Tx
 }
 
 // slotsAfter gives the whole slot map of an app after a batch; callers
-// hold r.mu.
-func (p *replica) slotsAfter(b *store.Batch) func(app string) map[string]int {
+// hold mem's lock.
+func (p *Replica) slotsAfter(b *store.Batch) func(app string) map[string]int {
 	return func(app string) map[string]int {
 		ids := map[string]int{}
-		for ref, n := range p.r.slots {
+		for ref, n := range p.mem.SlotsLocked() {
 			if ref.App == app {
 				ids[ref.ID] = n
 			}
@@ -613,17 +651,17 @@ func (p *replica) slotsAfter(b *store.Batch) func(app string) map[string]int {
 	}
 }
 
-// renewed notes a renewal for the next digest.
-func (p *replica) renewed(ref registryapi.InstanceRef, at int64) {
+// Renewed notes a renewal for the next digest.
+func (p *Replica) Renewed(ref registryapi.InstanceRef, at int64) {
 	p.pendingMu.Lock()
 	p.pending[ref] = at
 	p.pendingMu.Unlock()
 }
 
 // digest is the value of renewals/ID: app → id → last renewal (Unix ms).
-type digest map[string]map[string]int64
+type digest = map[string]map[string]int64
 
-func (p *replica) flushDigest() {
+func (p *Replica) flushDigest() {
 	s := p.session.Load()
 	if s == nil {
 		return
@@ -661,34 +699,17 @@ func (p *replica) flushDigest() {
 }
 
 // applyDigest extends the leases another replica renewed.
-func (p *replica) applyDigest(v []byte) {
+func (p *Replica) applyDigest(v []byte) {
 	var d digest
 	if json.Unmarshal(v, &d) != nil {
 		return
 	}
-	r := p.r
-	n := 0
-	r.mu.RLock()
-	for app, ids := range d {
-		for id, at := range ids {
-			if l := r.apps[app][id]; l != nil {
-				n++
-				for {
-					cur := l.lastRenewal.Load()
-					if cur >= at || l.lastRenewal.CompareAndSwap(cur, at) {
-						break
-					}
-				}
-			}
-		}
-	}
-	r.mu.RUnlock()
-	r.renewals.addN(r.opts.Now(), int64(n))
+	p.mem.ExtendLeases(d)
 }
 
 // campaignLoop keeps this replica a candidate for coordinator while it is
 // eligible, through sessions that end when etcd is lost.
-func (p *replica) campaignLoop() {
+func (p *Replica) campaignLoop() {
 	defer p.wg.Done()
 	for p.ctx.Err() == nil {
 		s, err := concurrency.NewSession(p.st.Client, concurrency.WithTTL(max(int(p.opts.SessionTTL/time.Second), 1)), concurrency.WithContext(p.ctx))
@@ -712,7 +733,7 @@ func (p *replica) campaignLoop() {
 	}
 }
 
-func (p *replica) runSession(s *concurrency.Session) {
+func (p *Replica) runSession(s *concurrency.Session) {
 	ctx, cancel := context.WithTimeout(p.ctx, store.EtcdTimeout)
 	_, err := p.st.Client.Put(ctx, p.st.Prefix+store.KeyMembers+p.opts.ID, p.opts.ID, clientv3.WithLease(s.Lease()))
 	cancel()
@@ -749,12 +770,12 @@ func (p *replica) runSession(s *concurrency.Session) {
 
 // candidacyKey is where this session's campaign puts its key, as
 // concurrency.Election names it: the prefix and the lease in hex.
-func (p *replica) candidacyKey(s *concurrency.Session) string {
+func (p *Replica) candidacyKey(s *concurrency.Session) string {
 	return fmt.Sprintf("%s%x", store.KeyElection, s.Lease())
 }
 
 // holdsCandidacy says whether the view still shows this session's key.
-func (p *replica) holdsCandidacy(s *concurrency.Session) bool {
+func (p *Replica) holdsCandidacy(s *concurrency.Session) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	_, ok := p.electionKeys[p.candidacyKey(s)]
@@ -767,7 +788,7 @@ func (p *replica) holdsCandidacy(s *concurrency.Session) bool {
 // lives, ahead of every later candidate: no one else could win. It tries
 // until etcd answers, and says false when the session or the replica ended
 // first.
-func (p *replica) withdraw(s *concurrency.Session) bool {
+func (p *Replica) withdraw(s *concurrency.Session) bool {
 	for {
 		ctx, cancel := context.WithTimeout(p.ctx, store.EtcdTimeout)
 		_, err := p.st.Client.Delete(ctx, p.st.Prefix+p.candidacyKey(s))
@@ -789,7 +810,7 @@ func (p *replica) withdraw(s *concurrency.Session) bool {
 // candidacy waits while the replica campaigns or coordinates; it returns
 // when the replica is no longer eligible (false) or the session or the
 // replica ends (true).
-func (p *replica) candidacy(s *concurrency.Session, won chan error) bool {
+func (p *Replica) candidacy(s *concurrency.Session, won chan error) bool {
 	for {
 		select {
 		case err := <-won:
@@ -829,7 +850,7 @@ func (p *replica) candidacy(s *concurrency.Session, won chan error) bool {
 
 // eligible: with a list, the listed replicas stand; the others only while
 // none of the listed is alive.
-func (p *replica) eligible() bool {
+func (p *Replica) eligible() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.coordinators) == 0 || slices.Contains(p.coordinators, p.opts.ID) {
@@ -838,8 +859,8 @@ func (p *replica) eligible() bool {
 	return !slices.ContainsFunc(p.coordinators, func(id string) bool { return p.members[id] })
 }
 
-func (p *replica) status() *registryapi.ReplicaStatus {
-	stale := p.staleness()
+func (p *Replica) Status() *registryapi.ReplicaStatus {
+	stale := p.Staleness()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	st := &registryapi.ReplicaStatus{

@@ -1,7 +1,6 @@
 package commands
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,10 +8,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
+	"github.com/shardctl/shardctl/commands/cmdutil"
 	"github.com/shardctl/shardctl/internal/version"
 )
 
@@ -33,22 +32,22 @@ func TestExitCodes(t *testing.T) {
 		wantCode   int
 		wantStderr string
 	}{
-		{"help", []string{"--help"}, ExitOK, ""},
-		{"bare command shows help", nil, ExitOK, ""},
-		{"version", []string{"version"}, ExitOK, ""},
-		{"unknown command", []string{"frobnicate"}, ExitUsage, `unknown command "frobnicate" for "shardctl"`},
-		{"suggestion", []string{"verison"}, ExitUsage, "Did you mean this?"},
-		{"unknown flag", []string{"version", "--frob"}, ExitUsage, "unknown flag: --frob"},
-		{"flag without value", []string{"version", "-o"}, ExitUsage, "flag needs an argument"},
-		{"bad output format", []string{"version", "-o", "xml"}, ExitUsage, "use one of table, wide, json, yaml"},
-		{"extra argument", []string{"version", "now"}, ExitUsage, "unknown command \"now\" for \"shardctl version\""},
-		{"completion without shell", []string{"completion"}, ExitUsage, "name one shell: bash, zsh, fish, powershell"},
-		{"completion bad shell", []string{"completion", "tcsh"}, ExitUsage, "name one shell"},
-		{"plugin without subcommand", []string{"plugin"}, ExitUsage, "missing subcommand"},
-		{"migrate without subcommand", []string{"migrate"}, ExitUsage, "missing subcommand: use locks"},
-		{"migrate locks without a table", []string{"migrate", "locks", "--table", " , "}, ExitUsage, "--table: name the tables"},
-		{"name-only with json", []string{"plugin", "list", "--name-only", "-o", "json"}, ExitUsage, "--name-only"},
-		{"flag before plugin name", []string{"--registry", "http://x", "frobnicate"}, ExitUsage, "unknown command"},
+		{"help", []string{"--help"}, cmdutil.ExitOK, ""},
+		{"bare command shows help", nil, cmdutil.ExitOK, ""},
+		{"version", []string{"version"}, cmdutil.ExitOK, ""},
+		{"unknown command", []string{"frobnicate"}, cmdutil.ExitUsage, `unknown command "frobnicate" for "shardctl"`},
+		{"suggestion", []string{"verison"}, cmdutil.ExitUsage, "Did you mean this?"},
+		{"unknown flag", []string{"version", "--frob"}, cmdutil.ExitUsage, "unknown flag: --frob"},
+		{"flag without value", []string{"version", "-o"}, cmdutil.ExitUsage, "flag needs an argument"},
+		{"bad output format", []string{"version", "-o", "xml"}, cmdutil.ExitUsage, "use one of table, wide, json, yaml"},
+		{"extra argument", []string{"version", "now"}, cmdutil.ExitUsage, "unknown command \"now\" for \"shardctl version\""},
+		{"completion without shell", []string{"completion"}, cmdutil.ExitUsage, "name one shell: bash, zsh, fish, powershell"},
+		{"completion bad shell", []string{"completion", "tcsh"}, cmdutil.ExitUsage, "name one shell"},
+		{"plugin without subcommand", []string{"plugin"}, cmdutil.ExitUsage, "missing subcommand"},
+		{"migrate without subcommand", []string{"migrate"}, cmdutil.ExitUsage, "missing subcommand: use locks"},
+		{"migrate locks without a table", []string{"migrate", "locks", "--table", " , "}, cmdutil.ExitUsage, "--table: name the tables"},
+		{"name-only with json", []string{"plugin", "list", "--name-only", "-o", "json"}, cmdutil.ExitUsage, "--name-only"},
+		{"flag before plugin name", []string{"--registry", "http://x", "frobnicate"}, cmdutil.ExitUsage, "unknown command"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -59,7 +58,7 @@ func TestExitCodes(t *testing.T) {
 			if !strings.Contains(stderr, tt.wantStderr) {
 				t.Errorf("stderr %q does not contain %q", stderr, tt.wantStderr)
 			}
-			if tt.wantCode == ExitUsage && !strings.Contains(stderr, "--help' for usage.") {
+			if tt.wantCode == cmdutil.ExitUsage && !strings.Contains(stderr, "--help' for usage.") {
 				t.Errorf("a usage error must point to --help; stderr %q", stderr)
 			}
 		})
@@ -71,15 +70,15 @@ func TestCodeOf(t *testing.T) {
 		err  error
 		want int
 	}{
-		{nil, ExitOK},
-		{errors.New("connection refused"), ExitFailure},
-		{Usagef("bad"), ExitUsage},
-		{fmt.Errorf("wrapped: %w", Refused(errors.New("signals degraded"))), ExitRefused},
-		{TimedOut(errors.New("drain")), ExitTimedOut},
-		{errors.New(`required flag(s) "dsn" not set`), ExitUsage},
+		{nil, cmdutil.ExitOK},
+		{errors.New("connection refused"), cmdutil.ExitFailure},
+		{cmdutil.Usagef("bad"), cmdutil.ExitUsage},
+		{fmt.Errorf("wrapped: %w", cmdutil.Refused(errors.New("signals degraded"))), cmdutil.ExitRefused},
+		{cmdutil.TimedOut(errors.New("drain")), cmdutil.ExitTimedOut},
+		{errors.New(`required flag(s) "dsn" not set`), cmdutil.ExitUsage},
 	}
 	for _, tt := range tests {
-		if got := CodeOf(tt.err); got != tt.want {
+		if got := cmdutil.CodeOf(tt.err); got != tt.want {
 			t.Errorf("CodeOf(%v) = %d, want %d", tt.err, got, tt.want)
 		}
 	}
@@ -115,8 +114,8 @@ func TestPluginListJSONAndWarnings(t *testing.T) {
 	}
 	t.Setenv("PATH", dir)
 	code, out, stderr := run(t, "plugin", "list", "-o", "json")
-	if code != ExitFailure {
-		t.Errorf("exit %d with plugin warnings, want %d", code, ExitFailure)
+	if code != cmdutil.ExitFailure {
+		t.Errorf("exit %d with plugin warnings, want %d", code, cmdutil.ExitFailure)
 	}
 	var doc struct {
 		Plugins []struct {
@@ -157,12 +156,12 @@ func TestGlobalsEnvironment(t *testing.T) {
 	tests := []struct {
 		flag, env, want string
 	}{
-		{"", "", DefaultRegistry},
+		{"", "", cmdutil.DefaultRegistry},
 		{"", "http://env:8761/eureka/", "http://env:8761/eureka"},
 		{"http://flag/eureka", "http://env/eureka", "http://flag/eureka"},
 	}
 	for _, tt := range tests {
-		g := &Globals{Registry: tt.flag, Getenv: func(k string) string {
+		g := &cmdutil.Globals{Registry: tt.flag, Getenv: func(k string) string {
 			if k == "SHARDCTL_REGISTRY" {
 				return tt.env
 			}
@@ -171,32 +170,5 @@ func TestGlobalsEnvironment(t *testing.T) {
 		if got := g.RegistryURL(); got != tt.want {
 			t.Errorf("flag %q env %q: RegistryURL = %q, want %q", tt.flag, tt.env, got, tt.want)
 		}
-	}
-}
-
-// A runtime that fails while it serves stops the command with its error,
-// after a graceful stop; a signal stops it with none.
-func TestServeUntilDone(t *testing.T) {
-	broken := errors.New("serve clients: accept: too many open files")
-	for _, tc := range []struct {
-		name   string
-		failed error // nil: the context ends instead
-	}{{"signal", nil}, {"runtime failure", broken}} {
-		t.Run(tc.name, func(t *testing.T) {
-			ctx, cancel := context.WithCancel(context.Background())
-			failed := make(chan error, 1)
-			if tc.failed != nil {
-				failed <- tc.failed
-			} else {
-				cancel()
-			}
-			defer cancel()
-			stopped := false
-			var out strings.Builder
-			err := serveUntilDone(ctx, &out, "proxy", time.Second, failed, func(context.Context) error { stopped = true; return nil })
-			if !errors.Is(err, tc.failed) || (tc.failed == nil) != (err == nil) || !stopped {
-				t.Errorf("err %v, stopped %v; want %v after a graceful stop\n%s", err, stopped, tc.failed, out.String())
-			}
-		})
 	}
 }

@@ -7,18 +7,19 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/shardctl/shardctl/commands/cmdutil"
 	"github.com/shardctl/shardctl/completions"
 )
 
 // CompletionOptions writes a shell completion script.
 type CompletionOptions struct {
-	g     *Globals
+	g     *cmdutil.Globals
 	root  *cobra.Command
 	shell string
 }
 
 // NewCmdCompletion builds `shardctl completion SHELL`.
-func NewCmdCompletion(g *Globals, root *cobra.Command) *cobra.Command {
+func NewCmdCompletion(g *cmdutil.Globals, root *cobra.Command) *cobra.Command {
 	o := &CompletionOptions{g: g, root: root}
 	name := root.Name()
 	return &cobra.Command{
@@ -43,17 +44,17 @@ bash needs the bash-completion package (apt-get install bash-completion).`,
 
   # PowerShell
   ` + name + ` completion powershell | Out-String | Invoke-Expression`,
-		GroupID:               "other",
+		GroupID:               cmdutil.GroupOther,
 		ValidArgs:             completions.Shells,
 		Args:                  shellArg,
 		DisableFlagsInUseLine: true,
-		RunE:                  runOptions(o),
+		RunE:                  cmdutil.RunOptions(o),
 	}
 }
 
 func shellArg(_ *cobra.Command, args []string) error {
 	if len(args) != 1 || !slices.Contains(completions.Shells, args[0]) {
-		return Usagef("name one shell: %s", strings.Join(completions.Shells, ", "))
+		return cmdutil.Usagef("name one shell: %s", strings.Join(completions.Shells, ", "))
 	}
 	return nil
 }

@@ -9,12 +9,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/shardctl/shardctl/commands/cmdutil"
 	"github.com/shardctl/shardctl/commands/output"
 	"github.com/shardctl/shardctl/plugins"
 )
 
 // NewCmdPlugin builds `shardctl plugin`.
-func NewCmdPlugin(g *Globals, root *cobra.Command) *cobra.Command {
+func NewCmdPlugin(g *cmdutil.Globals, root *cobra.Command) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "plugin",
 		Short: "List plugins, or install shardctl as the kubectl plugin \"kubectl shard\"",
@@ -24,10 +25,10 @@ environment, and its exit code becomes shardctl's. "shardctl a b" tries
 shardctl-a-b before shardctl-a; a dash inside a word is an underscore in the
 file name ("shardctl foo-bar" runs shardctl-foo_bar). Built-in commands
 always win over plugins.`,
-		GroupID: "other",
+		GroupID: cmdutil.GroupOther,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return Usagef("missing subcommand: use one of list, install-kubectl")
+			return cmdutil.Usagef("missing subcommand: use one of list, install-kubectl")
 		},
 	}
 	cmd.AddCommand(newCmdPluginList(g, root), newCmdPluginInstallKubectl(g))
@@ -36,13 +37,13 @@ always win over plugins.`,
 
 // PluginListOptions lists the plugins on PATH.
 type PluginListOptions struct {
-	g        *Globals
+	g        *cmdutil.Globals
 	root     *cobra.Command
 	nameOnly bool
 	printer  *output.Printer
 }
 
-func newCmdPluginList(g *Globals, root *cobra.Command) *cobra.Command {
+func newCmdPluginList(g *cmdutil.Globals, root *cobra.Command) *cobra.Command {
 	o := &PluginListOptions{g: g, root: root}
 	cmd := &cobra.Command{
 		Use:   "list",
@@ -55,7 +56,7 @@ command then exits 1 (as kubectl plugin list does).`,
   shardctl plugin list -o json | jq -r '.plugins[].path'`,
 		Args:              cobra.NoArgs,
 		ValidArgsFunction: cobra.NoFileCompletions,
-		RunE:              runOptions(o),
+		RunE:              cmdutil.RunOptions(o),
 	}
 	cmd.Flags().BoolVar(&o.nameOnly, "name-only", false, "print only the plugin file names, one per line")
 	return cmd
@@ -142,14 +143,14 @@ func (l pluginList) Rows(wide bool, c output.Colors) [][]string {
 
 // PluginInstallKubectlOptions links shardctl into kubectl's plugin path.
 type PluginInstallKubectlOptions struct {
-	g       *Globals
+	g       *cmdutil.Globals
 	dir     string
 	force   bool
 	self    string
 	printer *output.Printer
 }
 
-func newCmdPluginInstallKubectl(g *Globals) *cobra.Command {
+func newCmdPluginInstallKubectl(g *cmdutil.Globals) *cobra.Command {
 	o := &PluginInstallKubectlOptions{g: g}
 	cmd := &cobra.Command{
 		Use:   "install-kubectl",
@@ -163,7 +164,7 @@ and must be on PATH for kubectl to find the plugin.`,
   kubectl shard version`,
 		Args:              cobra.NoArgs,
 		ValidArgsFunction: cobra.NoFileCompletions,
-		RunE:              runOptions(o),
+		RunE:              cmdutil.RunOptions(o),
 	}
 	cmd.Flags().StringVar(&o.dir, "dir", "", "directory for the links (default: the directory of this binary)")
 	cmd.Flags().BoolVar(&o.force, "force", false, "replace files of those names that are not links to this binary")

@@ -1,15 +1,17 @@
-// Package commands is the shardctl command tree. Each command is an options
-// struct with Complete (fill in from flags and environment), Validate
-// (reject bad flag combinations, naming the flag) and Run (call the package
-// that does the work and print its result through the output layer), as
-// kubectl's commands are. No business logic lives here.
+// Package commands is the root of the shardctl command tree: it assembles
+// the verb groups' packages (cmdutil, serve, shards, cutover, observe,
+// probe), dispatches plugins, and holds the small commands of its own
+// (plugin, completion, version). Each command is an options struct with
+// Complete (fill in from flags and environment), Validate (reject bad flag
+// combinations, naming the flag) and Run (call the package that does the
+// work and print its result through the output layer), as kubectl's
+// commands are. No business logic lives here.
 // It may import every room of the module; nothing but cmd/shardctl imports
 // it (internal/architecture checks).
 package commands
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -20,45 +22,27 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
+	"github.com/shardctl/shardctl/commands/cmdutil"
+	"github.com/shardctl/shardctl/commands/cutover"
+	"github.com/shardctl/shardctl/commands/observe"
+	"github.com/shardctl/shardctl/commands/probe"
+	"github.com/shardctl/shardctl/commands/serve"
+	"github.com/shardctl/shardctl/commands/shards"
 	"github.com/shardctl/shardctl/completions"
 	"github.com/shardctl/shardctl/plugins"
 )
 
-// Options is the shape of every command.
-type Options interface {
-	Complete(cmd *cobra.Command, args []string) error
-	Validate() error
-	Run(ctx context.Context) error
-}
-
-// runOptions wires an Options into cobra. A Validate error is a usage error.
-func runOptions(o Options) func(*cobra.Command, []string) error {
-	return func(cmd *cobra.Command, args []string) error {
-		if err := o.Complete(cmd, args); err != nil {
-			return err
-		}
-		if err := o.Validate(); err != nil {
-			var ee *ExitError
-			if errors.As(err, &ee) {
-				return err
-			}
-			return UsageError(err)
-		}
-		return o.Run(cmd.Context())
-	}
-}
-
 // Command groups, in the order help lists them. A group appears only once
 // a command belongs to it.
 var groups = []*cobra.Group{
-	{ID: "runtime", Title: "Runtimes:"},
-	{ID: "operate", Title: "Operating Commands:"},
-	{ID: "observe", Title: "Observing Commands:"},
-	{ID: "other", Title: "Other Commands:"},
+	{ID: cmdutil.GroupRuntime, Title: "Runtimes:"},
+	{ID: cmdutil.GroupOperate, Title: "Operating Commands:"},
+	{ID: cmdutil.GroupObserve, Title: "Observing Commands:"},
+	{ID: cmdutil.GroupOther, Title: "Other Commands:"},
 }
 
 // NewRootCommand builds the whole command tree around g.
-func NewRootCommand(g *Globals) *cobra.Command {
+func NewRootCommand(g *cmdutil.Globals) *cobra.Command {
 	name := g.DisplayName
 	root := &cobra.Command{
 		Use:   strings.ReplaceAll(name, " ", "-"),
@@ -100,22 +84,22 @@ Executables named shardctl-NAME on PATH run as "%[1]s NAME".`, name),
 	root.SetIn(g.Streams.In)
 	root.SetOut(g.Streams.Out)
 	root.SetErr(g.Streams.ErrOut)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return UsageError(err) })
-	g.addFlags(root)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cmdutil.UsageError(err) })
+	g.AddFlags(root)
 
 	root.AddCommand(
-		NewCmdDemo(g),
-		NewCmdProxy(g),
-		NewCmdRegistry(g),
-		NewCmdSim(g),
-		NewCmdShards(g),
-		NewCmdDrain(g),
-		NewCmdUndrain(g),
-		NewCmdCutover(g),
-		NewCmdMigrate(g),
-		NewCmdSignals(g),
-		NewCmdTop(g),
-		NewCmdProbe(g),
+		serve.NewCmdDemo(g),
+		serve.NewCmdProxy(g),
+		serve.NewCmdRegistry(g),
+		serve.NewCmdSim(g),
+		shards.NewCmdShards(g),
+		shards.NewCmdDrain(g),
+		shards.NewCmdUndrain(g),
+		cutover.NewCmdCutover(g),
+		cutover.NewCmdMigrate(g),
+		observe.NewCmdSignals(g),
+		observe.NewCmdTop(g),
+		probe.NewCmdProbe(g),
 		NewCmdPlugin(g, root),
 		NewCmdCompletion(g, root),
 		NewCmdVersion(g),
@@ -128,7 +112,7 @@ Executables named shardctl-NAME on PATH run as "%[1]s NAME".`, name),
 			}
 		}
 	}
-	root.SetHelpCommandGroupID("other")
+	root.SetHelpCommandGroupID(cmdutil.GroupOther)
 	if name != plugins.StandaloneDisplayName {
 		renameInHelp(root, name)
 	}
@@ -162,7 +146,7 @@ func isBuiltin(root *cobra.Command) plugins.IsBuiltin {
 // Main runs shardctl with os.Args-style args and returns the exit code.
 func Main(args []string, streams genericiooptions.IOStreams) int {
 	inv := plugins.InvokedAs(args[0])
-	g := &Globals{
+	g := &cmdutil.Globals{
 		Streams:     streams,
 		Getenv:      os.Getenv,
 		DisplayName: plugins.StandaloneDisplayName,
@@ -197,25 +181,25 @@ func Main(args []string, streams genericiooptions.IOStreams) int {
 	defer stop()
 	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
-		return ExitOK
+		return cmdutil.ExitOK
 	}
-	code := CodeOf(err)
+	code := cmdutil.CodeOf(err)
 	switch code {
-	case ExitPaused, ExitUnknown:
+	case cmdutil.ExitPaused, cmdutil.ExitUnknown:
 		// A cutover that waits for an operator did what it was told:
 		// its state, not an error.
 		fmt.Fprintf(streams.ErrOut, "%s\n", err)
 	default:
 		fmt.Fprintf(streams.ErrOut, "error: %s\n", err)
 	}
-	if code == ExitUsage && cmd != nil {
+	if code == cmdutil.ExitUsage && cmd != nil {
 		fmt.Fprintf(streams.ErrOut, "See '%s --help' for usage.\n", cmd.CommandPath())
 	}
 	return code
 }
 
 // dispatchPlugin runs shardctl-NAME when the words are no built-in command.
-func dispatchPlugin(root *cobra.Command, g *Globals, args []string) (int, bool) {
+func dispatchPlugin(root *cobra.Command, g *cmdutil.Globals, args []string) (int, bool) {
 	if _, _, err := root.Find(args); err == nil {
 		return 0, false
 	}
@@ -233,7 +217,7 @@ func dispatchPlugin(root *cobra.Command, g *Globals, args []string) (int, bool) 
 
 // addPluginCompletions lets `shardctl <TAB>` offer plugins next to the
 // built-in commands, and delegates their arguments to their helpers.
-func addPluginCompletions(root *cobra.Command, g *Globals) {
+func addPluginCompletions(root *cobra.Command, g *cmdutil.Globals) {
 	builtin := isBuiltin(root)
 	for _, name := range g.Plugins.Names(builtin) {
 		root.AddCommand(completions.PluginCommand(name, g.Plugins.LookPath))

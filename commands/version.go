@@ -5,18 +5,19 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/shardctl/shardctl/commands/cmdutil"
 	"github.com/shardctl/shardctl/commands/output"
 	"github.com/shardctl/shardctl/internal/version"
 )
 
 // VersionOptions prints the build identity.
 type VersionOptions struct {
-	g       *Globals
+	g       *cmdutil.Globals
 	printer *output.Printer
 }
 
 // NewCmdVersion builds `shardctl version`.
-func NewCmdVersion(g *Globals) *cobra.Command {
+func NewCmdVersion(g *cmdutil.Globals) *cobra.Command {
 	o := &VersionOptions{g: g}
 	return &cobra.Command{
 		Use:   "version",
@@ -24,9 +25,9 @@ func NewCmdVersion(g *Globals) *cobra.Command {
 		Example: `  shardctl version
   shardctl version -o json | jq -r .version`,
 		Args:              cobra.NoArgs,
-		GroupID:           "other",
+		GroupID:           cmdutil.GroupOther,
 		ValidArgsFunction: cobra.NoFileCompletions,
-		RunE:              runOptions(o),
+		RunE:              cmdutil.RunOptions(o),
 	}
 }
 

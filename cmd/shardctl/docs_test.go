@@ -30,6 +30,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/shardctl/shardctl/commands"
+	"github.com/shardctl/shardctl/commands/cmdutil"
 	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/proctest"
 	"github.com/shardctl/shardctl/internal/proxy/route"
@@ -252,7 +253,7 @@ func TestDocsShellBlocks(t *testing.T) {
 var loopbackPort = regexp.MustCompile(`127\.0\.0\.1:(\d+)`)
 
 // defaultRegistryPort is the port of commands.DefaultRegistry.
-var defaultRegistryPort = loopbackPort.FindStringSubmatch(commands.DefaultRegistry)[1]
+var defaultRegistryPort = loopbackPort.FindStringSubmatch(cmdutil.DefaultRegistry)[1]
 
 // runDocBlock runs a block's commands in order, as a user at a shell
 // would: a command ending in & in the background until it prints its
@@ -399,7 +400,7 @@ func TestDocsYAMLBlocks(t *testing.T) {
 
 // newRoot is the command tree as the binary builds it.
 func newRoot() *cobra.Command {
-	g := &commands.Globals{
+	g := &cmdutil.Globals{
 		Streams:     genericiooptions.IOStreams{In: strings.NewReader(""), Out: io.Discard, ErrOut: io.Discard},
 		Getenv:      func(string) string { return "" },
 		DisplayName: plugins.StandaloneDisplayName,

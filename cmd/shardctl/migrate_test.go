@@ -13,11 +13,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/shardctl/shardctl/commands"
 	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/pgtest"
 	"github.com/shardctl/shardctl/internal/proctest"
 	"github.com/shardctl/shardctl/migrate"
+	"github.com/shardctl/shardctl/commands/cutover"
 )
 
 const migratePassword = "cli-app-pw-4Tx9"
@@ -79,7 +79,7 @@ func TestMigrateLocksExitCodes(t *testing.T) {
 	}{
 		{"free", env, []string{"--dsn", dsn, "--table", "orders"}, 0,
 			nil, []string{"no other session holds or waits for a lock on public.orders", "ACCESS EXCLUSIVE on public.orders: taken in"}},
-		{"free, DSN from the environment", append(env, commands.EnvMigrateDSN+"="+dsn), []string{"--table", "orders", "--mode", "share"}, 0,
+		{"free, DSN from the environment", append(env, cutover.EnvMigrateDSN+"="+dsn), []string{"--table", "orders", "--mode", "share"}, 0,
 			nil, []string{"SHARE on public.orders: taken in"}},
 		{"held", env, []string{"--dsn", dsn, "--table", "orders,payments", "--lock-timeout", "300ms"}, 3,
 			[]string{"PID", fmt.Sprint(holder), "ROW EXCLUSIVE", "BLOCKING", "idle in transaction"},

@@ -5,7 +5,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -54,6 +56,11 @@ var rules = []rule{
 		never: []string{"internal/proxy", "internal/proxy/framefront/...", "internal/proxy/grpcfront/..."}},
 	{why: "the frame front falls back on the gRPC front, not the other way", from: []string{"internal/proxy/grpcfront/..."},
 		never: []string{"internal/proxy", "internal/proxy/framefront/..."}},
+	{why: "a verb group's commands share only cmdutil and output (the demo shows observe's dashboard)",
+		from:  []string{"commands/cmdutil/...", "commands/shards/...", "commands/cutover/...", "commands/observe/...", "commands/probe/..."},
+		never: []string{"commands/..."}, allow: []string{"commands/cmdutil", "commands/output"}},
+	{why: "a verb group's commands share only cmdutil and output (the demo shows observe's dashboard)",
+		from: []string{"commands/serve/..."}, never: []string{"commands/..."}, allow: []string{"commands/cmdutil", "commands/output", "commands/observe"}},
 	{why: "only main builds the command tree", from: []string{"..."}, never: []string{"commands/..."},
 		except: []string{"cmd/shardctl", "commands/..."}},
 }
@@ -143,7 +150,7 @@ func graph(t *testing.T) []pkg {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), budget.Of(2*time.Minute))
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "list", "-f", "{{.ImportPath}}\t{{join .Imports \" \"}}\t{{join .Deps \" \"}}", module+"...")
+	cmd := exec.CommandContext(ctx, "go", "list", "-f", "{{.ImportPath}}\t{{join .Imports \" \"}}\t{{join .Deps \" \"}}\t{{.Dir}}\t{{join .GoFiles \" \"}}", module+"...")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -163,13 +170,30 @@ func graph(t *testing.T) []pkg {
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
 		fields := strings.Split(sc.Text(), "\t")
-		if len(fields) != 3 {
-			t.Fatalf("go list printed %q: want path, imports and deps", sc.Text())
+		if len(fields) != 5 {
+			t.Fatalf("go list printed %q: want path, imports, deps, folder and files", sc.Text())
 		}
+		readSources(t, fields[3], strings.Fields(fields[4]))
 		path, _ := strings.CutPrefix(fields[0], module)
 		pkgs = append(pkgs, pkg{path: path, imports: own(fields[1]), deps: own(fields[2])})
 	}
 	return pkgs
+}
+
+// readSources reads a package's folder and files in the test's own
+// process: go test caches a result by what the test read, and go list's
+// reads are not the test's. Without this a wrong import passes from the
+// cache.
+func readSources(t *testing.T, dir string, files []string) {
+	t.Helper()
+	if _, err := os.ReadDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if _, err := os.ReadFile(filepath.Join(dir, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 func TestImportGraph(t *testing.T) {

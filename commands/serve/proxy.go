@@ -1,4 +1,4 @@
-package commands
+package serve
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/shardctl/shardctl/commands/cmdutil"
 	"github.com/shardctl/shardctl/internal/procs"
 	"github.com/shardctl/shardctl/internal/proxy"
 	"github.com/shardctl/shardctl/internal/proxy/route"
@@ -16,7 +17,7 @@ import (
 )
 
 // NewCmdProxy builds `shardctl proxy`.
-func NewCmdProxy(g *Globals) *cobra.Command {
+func NewCmdProxy(g *cmdutil.Globals) *cobra.Command {
 	return newRuntimeGroup("proxy", "Run the federation proxy: several Zeebe clusters behind one gateway address",
 		`The federation proxy serves the Zeebe 8.5 gateway API and spreads one workload
 over several Zeebe clusters (shards); clients keep one gateway address and
@@ -26,7 +27,7 @@ change nothing. See "shardctl proxy serve --help".`,
 
 // ProxyServeOptions runs the proxy until SIGTERM/SIGINT.
 type ProxyServeOptions struct {
-	g               *Globals
+	g               *cmdutil.Globals
 	configFile      string
 	shardFlags      []string
 	cfg             proxy.Config
@@ -40,7 +41,7 @@ type ProxyServeOptions struct {
 	logs           logFlags
 }
 
-func newCmdProxyServe(g *Globals) *cobra.Command {
+func newCmdProxyServe(g *cmdutil.Globals) *cobra.Command {
 	o := &ProxyServeOptions{g: g}
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -139,7 +140,7 @@ list of {id, address, slot, state, pool, metrics, tls}:
   shardctl proxy serve --registry http://127.0.0.1:8761/eureka --app ZEEBE-SHARDS`,
 		Args:              cobra.NoArgs,
 		ValidArgsFunction: cobra.NoFileCompletions,
-		RunE:              runOptions(o),
+		RunE:              cmdutil.RunOptions(o),
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.configFile, "config", "", "YAML configuration file (its fields: see above); a flag given beside it wins")
@@ -171,7 +172,7 @@ list of {id, address, slot, state, pool, metrics, tls}:
 	f.BoolVar(&o.sizeProcs, "size-procs", true, "run Go code on as few threads as the load needs (see Threads above; false: always GOMAXPROCS)")
 	f.StringVar(&o.app, "app", registryapi.DefaultShardsApp, "registry application of the shards (registry mode)")
 	f.StringVar(&o.cfg.ID, "proxy-id", "", "the id this proxy registers as in "+registryapi.ProxiesApp+" (registry mode; default HOSTNAME-PORT)")
-	f.StringVar(&o.tokenFile, "registry-token-file", "", "file with the bearer token the registry wants for writes (env "+EnvRegistryToken+")")
+	f.StringVar(&o.tokenFile, "registry-token-file", "", "file with the bearer token the registry wants for writes (env "+cmdutil.EnvRegistryToken+")")
 	o.tls.addFlags(f, "clients")
 	f.StringVar(&o.tls.clientCA, "tls-client-ca", "", "CA file client certificates must be signed by: clients without one are refused (read again when it changes)")
 	f.StringVar(&o.cfg.UpstreamCA, "upstream-ca", "", "CA file the certificates of shards with tls=true are checked against (default: the system's roots)")
@@ -226,7 +227,7 @@ func (o *ProxyServeOptions) Complete(cmd *cobra.Command, _ []string) error {
 	for _, v := range o.shardFlags {
 		sc, err := route.ParseShardFlag(v, len(o.cfg.Shards)+1)
 		if err != nil {
-			return UsageError(err)
+			return cmdutil.UsageError(err)
 		}
 		o.cfg.Shards = append(o.cfg.Shards, sc)
 	}
@@ -280,7 +281,7 @@ func (o *ProxyServeOptions) Validate() error {
 }
 
 func (o *ProxyServeOptions) Run(ctx context.Context) error {
-	collectLessOften()
+	cmdutil.CollectLessOften()
 	if o.sizeProcs {
 		defer procs.Start(procs.Config{}).Close()
 	}
@@ -301,7 +302,7 @@ func (o *ProxyServeOptions) Run(ctx context.Context) error {
 	}
 	p, err := proxy.New(o.cfg)
 	if err != nil {
-		return UsageError(err)
+		return cmdutil.UsageError(err)
 	}
 	if err := p.Start(ctx); err != nil {
 		return err

@@ -1,4 +1,4 @@
-package commands
+package probe
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/camunda/zeebe/clients/go/v8/pkg/zbc"
 	"github.com/spf13/cobra"
 
+	"github.com/shardctl/shardctl/commands/cmdutil"
 	"github.com/shardctl/shardctl/commands/output"
 	"github.com/shardctl/shardctl/internal/human"
 	"github.com/shardctl/shardctl/probes/capacity"
@@ -24,7 +25,7 @@ import (
 
 // ProbeCapacityOptions finds a cluster's knee.
 type ProbeCapacityOptions struct {
-	g        *Globals
+	g        *cmdutil.Globals
 	target   string
 	process  string
 	tls      bool
@@ -35,7 +36,7 @@ type ProbeCapacityOptions struct {
 	printer  *output.Printer
 }
 
-func newCmdProbeCapacity(g *Globals) *cobra.Command {
+func newCmdProbeCapacity(g *cmdutil.Globals) *cobra.Command {
 	o := &ProbeCapacityOptions{g: g}
 	cmd := &cobra.Command{
 		Use:   "capacity --target HOST:PORT",
@@ -79,7 +80,7 @@ ZEEBE_AUTHORIZATION_SERVER_URL) applies as for zbctl.`,
   shardctl probe capacity --target 127.0.0.1:26500 --warmup 10s --stage 15s --start 20 -o json`,
 		Args:              cobra.NoArgs,
 		ValidArgsFunction: cobra.NoFileCompletions,
-		RunE:              runOptions(o),
+		RunE:              cmdutil.RunOptions(o),
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.target, "target", "", "the Zeebe gateway to load, HOST:PORT (a shard or the proxy)")
@@ -109,7 +110,7 @@ func (o *ProbeCapacityOptions) Complete(*cobra.Command, []string) (err error) {
 		dst  *float64
 	}{{"--step", o.step, &o.cfg.Step}, {"--stop-completed", o.stopDone, &o.cfg.StopCompleted}, {"--stop-errors", o.stopErrs, &o.cfg.StopErrors}} {
 		if *p.dst, err = parsePercent(p.text); err != nil {
-			return Usagef("%s %q: %v", p.flag, p.text, err)
+			return cmdutil.Usagef("%s %q: %v", p.flag, p.text, err)
 		}
 	}
 	if o.process != "" {
@@ -158,8 +159,8 @@ func (o *ProbeCapacityOptions) Run(ctx context.Context) error {
 	// logger, which past a knee is many a second: the stages say it.
 	log.SetOutput(io.Discard)
 	o.cfg.Client = c
-	collectLessOften()
-	if isTerminal(o.g.Streams.ErrOut) {
+	cmdutil.CollectLessOften()
+	if cmdutil.IsTerminal(o.g.Streams.ErrOut) {
 		live := &capacityLive{w: o.g.Streams.ErrOut, stage: o.cfg.Stage, warmup: o.cfg.Warmup}
 		o.cfg.Progress, o.cfg.Done = live.progress, live.done
 	}
@@ -204,7 +205,7 @@ func (l *capacityLive) progress(st capacity.Stage) {
 		length, name = l.warmup, "warm-up"
 	}
 	fmt.Fprintf(l.w, "\r\x1b[K%s %s at %s/s: %s of %s · started %s/s completed %s/s errors %s p99 %s",
-		bar(st.Seconds/length.Seconds(), 20), name, human.Rate(st.Offered), human.Seconds(st.Seconds), human.Duration(length),
+		output.Bar(st.Seconds/length.Seconds(), 20), name, human.Rate(st.Offered), human.Seconds(st.Seconds), human.Duration(length),
 		human.Rate(st.StartedPerSec), human.Rate(st.CompletedPerSec), human.Percent(st.ErrorShare), human.Latency(st.P99))
 }
 

@@ -1,4 +1,4 @@
-package commands
+package cmdutil
 
 import (
 	"fmt"
@@ -42,7 +42,8 @@ type Globals struct {
 	Kube *genericclioptions.ConfigFlags
 }
 
-func (g *Globals) addFlags(cmd *cobra.Command) {
+// AddFlags adds the global flags to the root command.
+func (g *Globals) AddFlags(cmd *cobra.Command) {
 	f := cmd.PersistentFlags()
 	f.StringVar(&g.Registry, "registry", "", "registry base URL (env SHARDCTL_REGISTRY; default "+DefaultRegistry+")")
 	f.StringVar(&g.Prometheus, "prometheus", "", "Prometheus server URL for signals (env SHARDCTL_PROMETHEUS)")
@@ -129,9 +130,9 @@ func (g *Globals) PrometheusURL() string {
 	return g.Getenv("SHARDCTL_PROMETHEUS")
 }
 
-// isTerminal reports whether a stream is a terminal: a live view on it
+// IsTerminal reports whether a stream is a terminal: a live view on it
 // may redraw, a pipe or a log gets plain lines.
-func isTerminal(s any) bool {
+func IsTerminal(s any) bool {
 	f, ok := s.(*os.File)
 	return ok && isatty.IsTerminal(f.Fd())
 }

@@ -1,4 +1,4 @@
-package commands
+package shards
 
 import (
 	"context"
@@ -10,19 +10,19 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/shardctl/shardctl/commands/cmdutil"
 	"github.com/shardctl/shardctl/commands/output"
 	"github.com/shardctl/shardctl/completions"
 	"github.com/shardctl/shardctl/internal/backlog"
 	"github.com/shardctl/shardctl/internal/registry/registryapi"
 	"github.com/shardctl/shardctl/internal/registry/registryclient"
-	"github.com/shardctl/shardctl/internal/source"
 	"github.com/shardctl/shardctl/migrate"
 )
 
 // DrainOptions drains shards: DRAINING at once, and with --wait until
 // empty, then OUT_OF_SERVICE.
 type DrainOptions struct {
-	f          *shardsFlags
+	f          *cmdutil.RegistryFlags
 	ids        []string
 	wait       bool
 	timeout    time.Duration
@@ -35,8 +35,8 @@ type DrainOptions struct {
 }
 
 // NewCmdDrain builds `shardctl drain`.
-func NewCmdDrain(g *Globals) *cobra.Command {
-	o := &DrainOptions{f: &shardsFlags{g: g}}
+func NewCmdDrain(g *cmdutil.Globals) *cobra.Command {
+	o := &DrainOptions{f: &cmdutil.RegistryFlags{Globals: g}}
 	cmd := &cobra.Command{
 		Use:   "drain SHARD...",
 		Short: "Take shards out of placement and, with --wait, follow them until they hold nothing",
@@ -61,29 +61,29 @@ be reached. "shardctl undrain SHARD..." reverses a drain at any point.`,
   shardctl drain blue-1 blue-2 --wait --timeout 30m
   shardctl drain blue-1 --wait --prometheus http://prometheus:9090 -o json`,
 		Args:              cobra.MinimumNArgs(1),
-		GroupID:           "operate",
-		ValidArgsFunction: completions.ShardIDs(o.f.catalog),
-		RunE:              runOptions(o),
+		GroupID:           cmdutil.GroupOperate,
+		ValidArgsFunction: completions.ShardIDs(o.f.Catalog),
+		RunE:              cmdutil.RunOptions(o),
 	}
 	f := cmd.Flags()
 	f.BoolVar(&o.wait, "wait", false, "follow the shards until they are empty, then set them OUT_OF_SERVICE")
 	f.DurationVar(&o.timeout, "timeout", 30*time.Minute, "with --wait: give up after this long (exit 4; the shards stay DRAINING)")
 	f.DurationVar(&o.poll, "poll", migrate.DefaultPoll, "with --wait: how often to read each shard")
 	f.IntVar(&o.stuckAfter, "stuck-after", migrate.DefaultStuckAfter, "with --wait: polls without progress before saying what blocks a shard")
-	o.f.addFlags(cmd.Flags())
+	o.f.AddFlags(cmd.Flags())
 	return cmd
 }
 
 func (o *DrainOptions) Complete(_ *cobra.Command, args []string) (err error) {
 	o.ids = args
-	if o.printer, err = o.f.g.Printer(); err != nil {
+	if o.printer, err = o.f.Globals.Printer(); err != nil {
 		return err
 	}
-	if o.c, err = o.f.client(); err != nil {
+	if o.c, err = o.f.Client(); err != nil {
 		return err
 	}
 	if o.wait {
-		o.reader, err = backlogReader(o.f.g)
+		o.reader, err = cmdutil.BacklogReader(o.f.Globals)
 	}
 	return err
 }
@@ -95,30 +95,9 @@ func (o *DrainOptions) Validate() error {
 	return nil
 }
 
-// backlogReader reads shards' backlogs from --prometheus, or --scrape
-// SHARD=URL, or each shard's registered metrics URL.
-func backlogReader(g *Globals) (backlog.Reader, error) {
-	prom := g.PrometheusURL()
-	if prom != "" && len(g.Scrape) > 0 {
-		return nil, Usagef("--prometheus and --scrape both given: pick one source")
-	}
-	if prom != "" {
-		return backlog.NewPrometheus(prom)
-	}
-	urls := map[string]string{}
-	for _, v := range g.Scrape {
-		tg, err := source.ParseTarget(v)
-		if err != nil {
-			return nil, UsageError(err)
-		}
-		urls[tg.Name] = tg.URL
-	}
-	return backlog.Scrape{URLs: urls}, nil
-}
-
 func (o *DrainOptions) Run(ctx context.Context) error {
-	events := newDrainPrinter(o.printer, o.f.g.Streams.Out)
-	d := &migrate.Drain{Registry: o.c, App: o.f.app, Backlog: o.reader, Poll: o.poll, StuckAfter: o.stuckAfter, OnEvent: events.print}
+	events := newDrainPrinter(o.printer, o.f.Globals.Streams.Out)
+	d := &migrate.Drain{Registry: o.c, App: o.f.App, Backlog: o.reader, Poll: o.poll, StuckAfter: o.stuckAfter, OnEvent: events.print}
 	shards, err := d.Begin(ctx, o.ids)
 	if err != nil {
 		return err
@@ -132,7 +111,7 @@ func (o *DrainOptions) Run(ctx context.Context) error {
 	var ne *migrate.NotEmptyError
 	switch {
 	case errors.As(err, &ne) && errors.Is(err, context.DeadlineExceeded):
-		return TimedOut(fmt.Errorf("drain %s after %v; undrain with \"shardctl undrain %s\", or wait again with --wait", ne.Error(), o.timeout, strings.Join(o.ids, " ")))
+		return cmdutil.TimedOut(fmt.Errorf("drain %s after %v; undrain with \"shardctl undrain %s\", or wait again with --wait", ne.Error(), o.timeout, strings.Join(o.ids, " ")))
 	case errors.As(err, &ne):
 		return fmt.Errorf("drain %s; follow it again with \"shardctl drain %s --wait\"", ne.Error(), strings.Join(o.ids, " "))
 	case err != nil:
@@ -152,7 +131,7 @@ type drainPrinter struct {
 }
 
 func newDrainPrinter(p *output.Printer, out io.Writer) *drainPrinter {
-	return &drainPrinter{p: p, stream: p.Stream(), out: out, tty: isTerminal(out)}
+	return &drainPrinter{p: p, stream: p.Stream(), out: out, tty: cmdutil.IsTerminal(out)}
 }
 
 func (dp *drainPrinter) print(e migrate.DrainEvent) {
@@ -165,7 +144,7 @@ func (dp *drainPrinter) print(e migrate.DrainEvent) {
 	}
 	line := e.Line()
 	if dp.tty && e.Event == migrate.EventProgress {
-		line = bar(e.Done, 20) + " " + line
+		line = output.Bar(e.Done, 20) + " " + line
 	}
 	switch e.Event {
 	case migrate.EventStuck:
@@ -176,23 +155,17 @@ func (dp *drainPrinter) print(e migrate.DrainEvent) {
 	_, dp.err = fmt.Fprintln(dp.out, line)
 }
 
-// bar draws a share (0-1) as [#####-----] 50%.
-func bar(share float64, width int) string {
-	n := int(share*float64(width) + 0.5)
-	return fmt.Sprintf("[%s%s] %3.0f%%", strings.Repeat("#", n), strings.Repeat("-", width-n), share*100)
-}
-
 // UndrainOptions sets shards UP again.
 type UndrainOptions struct {
-	f       *shardsFlags
+	f       *cmdutil.RegistryFlags
 	ids     []string
 	printer *output.Printer
 	c       *registryclient.Client
 }
 
 // NewCmdUndrain builds `shardctl undrain`.
-func NewCmdUndrain(g *Globals) *cobra.Command {
-	o := &UndrainOptions{f: &shardsFlags{g: g}}
+func NewCmdUndrain(g *cmdutil.Globals) *cobra.Command {
+	o := &UndrainOptions{f: &cmdutil.RegistryFlags{Globals: g}}
 	cmd := &cobra.Command{
 		Use:   "undrain SHARD...",
 		Short: "Set drained shards UP again: they take new instances at once",
@@ -201,27 +174,27 @@ proxy places new instances there again at once. Every shard is looked up first;
 an unknown one changes nothing (exit 1).`,
 		Example:           `  shardctl undrain blue-1 blue-2`,
 		Args:              cobra.MinimumNArgs(1),
-		GroupID:           "operate",
-		ValidArgsFunction: completions.ShardIDs(o.f.catalog),
-		RunE:              runOptions(o),
+		GroupID:           cmdutil.GroupOperate,
+		ValidArgsFunction: completions.ShardIDs(o.f.Catalog),
+		RunE:              cmdutil.RunOptions(o),
 	}
-	o.f.addFlags(cmd.Flags())
+	o.f.AddFlags(cmd.Flags())
 	return cmd
 }
 
 func (o *UndrainOptions) Complete(_ *cobra.Command, args []string) (err error) {
 	o.ids = args
-	if o.printer, err = o.f.g.Printer(); err != nil {
+	if o.printer, err = o.f.Globals.Printer(); err != nil {
 		return err
 	}
-	o.c, err = o.f.client()
+	o.c, err = o.f.Client()
 	return err
 }
 
 func (o *UndrainOptions) Validate() error { return nil }
 
 func (o *UndrainOptions) Run(ctx context.Context) error {
-	shards, err := migrate.Undrain(ctx, o.c, o.f.app, o.ids)
+	shards, err := migrate.Undrain(ctx, o.c, o.f.App, o.ids)
 	if err != nil {
 		return err
 	}
@@ -231,7 +204,7 @@ func (o *UndrainOptions) Run(ctx context.Context) error {
 		}{shards})
 	}
 	for _, s := range shards {
-		fmt.Fprintf(o.f.g.Streams.Out, "shard %s %s\n", s.ID, s.State)
+		fmt.Fprintf(o.f.Globals.Streams.Out, "shard %s %s\n", s.ID, s.State)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package commands
+package serve
 
 import (
 	"context"
@@ -9,13 +9,14 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/shardctl/shardctl/commands/cmdutil"
 	"github.com/shardctl/shardctl/internal/keyslot"
 	"github.com/shardctl/shardctl/internal/registry/registryapi"
 	"github.com/shardctl/shardctl/internal/sim"
 )
 
 // NewCmdSim builds `shardctl sim`.
-func NewCmdSim(g *Globals) *cobra.Command {
+func NewCmdSim(g *cmdutil.Globals) *cobra.Command {
 	return newRuntimeGroup("sim", "Run a simulated Zeebe cluster (a shard) for rehearsals, demos and tests",
 		`The shard simulator behaves like a Zeebe 8.5 cluster at the gateway API and in
 its metric names, so shardctl's proxy, signals, drain and dashboards work
@@ -25,7 +26,7 @@ against it, and runbooks can be rehearsed without a real cluster.`,
 
 // SimServeOptions runs one simulated cluster until SIGTERM/SIGINT.
 type SimServeOptions struct {
-	g               *Globals
+	g               *cmdutil.Globals
 	cfg             sim.Config
 	shutdownTimeout time.Duration
 	reg             simRegistration
@@ -44,7 +45,7 @@ type simRegistration struct {
 	renewal, leaseLength time.Duration
 }
 
-func newCmdSimServe(g *Globals) *cobra.Command {
+func newCmdSimServe(g *cmdutil.Globals) *cobra.Command {
 	o := &SimServeOptions{g: g}
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -102,7 +103,7 @@ Fault injection on the --metrics port:
   curl -X POST 'http://127.0.0.1:9600/fault/pause?duration=10s'`,
 		Args:              cobra.NoArgs,
 		ValidArgsFunction: cobra.NoFileCompletions,
-		RunE:              runOptions(o),
+		RunE:              cmdutil.RunOptions(o),
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.cfg.Listen, "listen", "127.0.0.1:26500", "gateway (gRPC) address, HOST:PORT")
@@ -127,7 +128,7 @@ Fault injection on the --metrics port:
 	f.StringVar(&o.reg.advertise, "advertise", "", "gateway address to register, HOST:PORT (default: the address --listen bound)")
 	f.DurationVar(&o.reg.renewal, "renewal-interval", 30*time.Second, "how often to renew the registration (with --register)")
 	f.DurationVar(&o.reg.leaseLength, "lease-duration", 90*time.Second, "how long the registry keeps the shard without a renewal (with --register)")
-	f.StringVar(&o.reg.tokenFile, "registry-token-file", "", "file with the bearer token the registry wants for writes (env "+EnvRegistryToken+")")
+	f.StringVar(&o.reg.tokenFile, "registry-token-file", "", "file with the bearer token the registry wants for writes (env "+cmdutil.EnvRegistryToken+")")
 	o.logs.addFlags(cmd)
 	return cmd
 }
@@ -234,7 +235,7 @@ func (o *SimServeOptions) startHeartbeat(ctx context.Context, gateway, metrics s
 		Status: registryapi.Status(o.reg.status), TLS: o.registeredTLS(),
 	})
 	if err != nil {
-		return nil, UsageError(err)
+		return nil, cmdutil.UsageError(err)
 	}
 	errOut := o.g.Streams.ErrOut
 	hbCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))

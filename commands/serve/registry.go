@@ -1,4 +1,4 @@
-package commands
+package serve
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/shardctl/shardctl/commands/cmdutil"
 	"github.com/shardctl/shardctl/internal/registry"
 	"github.com/shardctl/shardctl/internal/registry/registryapi"
 	"github.com/shardctl/shardctl/internal/registry/replica"
@@ -16,7 +17,7 @@ import (
 )
 
 // NewCmdRegistry builds `shardctl registry`.
-func NewCmdRegistry(g *Globals) *cobra.Command {
+func NewCmdRegistry(g *cmdutil.Globals) *cobra.Command {
 	return newRuntimeGroup("registry", "Run the registry: the Eureka-compatible control plane of shards, pools and states",
 		`The registry knows which shards exist, their address, slot, pool and state,
 and keeps the deployment ledger. It speaks Netflix Eureka's REST API, so
@@ -26,7 +27,7 @@ Eureka clients register with it unchanged. See "shardctl registry serve --help".
 
 // RegistryServeOptions runs the registry until SIGTERM/SIGINT.
 type RegistryServeOptions struct {
-	g               *Globals
+	g               *cmdutil.Globals
 	cfg             registry.Config
 	shutdownTimeout time.Duration
 	coordinators    []string
@@ -34,7 +35,7 @@ type RegistryServeOptions struct {
 	logs            logFlags
 }
 
-func newCmdRegistryServe(g *Globals) *cobra.Command {
+func newCmdRegistryServe(g *cmdutil.Globals) *cobra.Command {
 	o := &RegistryServeOptions{g: g}
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -85,7 +86,7 @@ answers reads from what it saw last with the header Shardctl-Stale-Seconds.`,
     --coordinators a,b --listen 10.0.0.1:8761`,
 		Args:              cobra.NoArgs,
 		ValidArgsFunction: cobra.NoFileCompletions,
-		RunE:              runOptions(o),
+		RunE:              cmdutil.RunOptions(o),
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.cfg.Listen, "listen", "127.0.0.1:8761", "address of the REST API and /metrics, HOST:PORT")
@@ -148,7 +149,7 @@ func (o *RegistryServeOptions) Validate() error {
 }
 
 func (o *RegistryServeOptions) Run(ctx context.Context) error {
-	collectLessOften()
+	cmdutil.CollectLessOften()
 	errOut := o.g.Streams.ErrOut
 	log, held := o.logs.logger(errOut)
 	defer held.Open()

@@ -1,4 +1,4 @@
-package commands
+package observe
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 	"github.com/spf13/cobra"
 
+	"github.com/shardctl/shardctl/commands/cmdutil"
 	"github.com/shardctl/shardctl/commands/output"
 	"github.com/shardctl/shardctl/completions"
 	"github.com/shardctl/shardctl/internal/human"
@@ -24,7 +25,7 @@ import (
 // signalSource is the flags and the source that `signals` and `top`
 // share: Prometheus (--prometheus) or scraping (--scrape), a preset.
 type signalSource struct {
-	g                        *Globals
+	g                        *cmdutil.Globals
 	preset, queries, groupBy string
 	app                      string // of the shards, with the registry
 	window, step, rate       time.Duration
@@ -129,23 +130,31 @@ func (s *signalSource) scraped() string {
 
 // snapshot fetches and evaluates once.
 func (s *signalSource) snapshot(ctx context.Context) (signals.Snapshot, error) {
-	now := time.Now()
-	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	shards, err := s.src.Fetch(fctx, now, s.window, s.step)
-	if err != nil {
-		return signals.Snapshot{}, err
-	}
-	return signals.Take(shards, now, s.window, signals.DefaultThresholds().ForStep(s.step)), nil
+	return Snapshots(s.src, s.window, s.step)(ctx)
 }
 
-// withStates adds the shards' registry states to every snapshot, and
+// Snapshots reads src's last window at step and evaluates the signals,
+// each time it is called.
+func Snapshots(src source.Source, window, step time.Duration) func(context.Context) (signals.Snapshot, error) {
+	return func(ctx context.Context) (signals.Snapshot, error) {
+		now := time.Now()
+		fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		shards, err := src.Fetch(fctx, now, window, step)
+		if err != nil {
+			return signals.Snapshot{}, err
+		}
+		return signals.Take(shards, now, window, signals.DefaultThresholds().ForStep(step)), nil
+	}
+}
+
+// WithStates adds the shards' registry states to every snapshot, and
 // what the proxies see: a shard a proxy holds DOWN is DOWN on the screen
 // too, one the registry dropped while a proxy still routes to it stays,
 // and the proxies' refusals show beside the shards' backpressure. A
 // registry or a proxy that does not answer leaves its part out, not the
 // pictures.
-func withStates(fetch func(context.Context) (signals.Snapshot, error), c *registryclient.Client, app string) func(context.Context) (signals.Snapshot, error) {
+func WithStates(fetch func(context.Context) (signals.Snapshot, error), c *registryclient.Client, app string) func(context.Context) (signals.Snapshot, error) {
 	meter := &proxies.Meter{}
 	return func(ctx context.Context) (signals.Snapshot, error) {
 		snap, err := fetch(ctx)
@@ -180,12 +189,12 @@ func (s *signalSource) fetcher() (func(context.Context) (signals.Snapshot, error
 	if err != nil {
 		return nil, err
 	}
-	return withStates(s.snapshot, c, s.app), nil
+	return WithStates(s.snapshot, c, s.app), nil
 }
 
 // SignalsOptions evaluates the degradation signals once, or on a watch.
 type SignalsOptions struct {
-	g *Globals
+	g *cmdutil.Globals
 	signalSource
 	sample, every time.Duration
 	failOn        string
@@ -198,7 +207,7 @@ type SignalsOptions struct {
 }
 
 // NewCmdSignals builds `shardctl signals`.
-func NewCmdSignals(g *Globals) *cobra.Command {
+func NewCmdSignals(g *cmdutil.Globals) *cobra.Command {
 	o := &SignalsOptions{g: g, signalSource: signalSource{g: g}}
 	cmd := &cobra.Command{
 		Use:   "signals",
@@ -231,9 +240,9 @@ With --scrape there is no history: shardctl samples for --sample first.`,
   shardctl signals --fail-on warn -o json | jq '.shards[] | {name, level, reasons}'
   shardctl signals --watch --every 30s`,
 		Args:              cobra.NoArgs,
-		GroupID:           "observe",
+		GroupID:           cmdutil.GroupObserve,
 		ValidArgsFunction: cobra.NoFileCompletions,
-		RunE:              runOptions(o),
+		RunE:              cmdutil.RunOptions(o),
 	}
 	o.addFlags(cmd, 10*time.Minute)
 	f := cmd.Flags()
@@ -291,7 +300,7 @@ func (o *SignalsOptions) Run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := o.printer.Print(signalsView{r}); err != nil {
+		if err := o.printer.Print(SignalsView{r}); err != nil {
 			return err
 		}
 		return o.verdict(r)
@@ -306,7 +315,7 @@ func (o *SignalsOptions) Run(ctx context.Context) error {
 				return nil
 			}
 			fmt.Fprintf(errOut, "signals: %v\n", err)
-		} else if err := stream.Emit(signalsView{r}); err != nil {
+		} else if err := stream.Emit(SignalsView{r}); err != nil {
 			return err
 		}
 		select {
@@ -322,7 +331,7 @@ func (o *SignalsOptions) Run(ctx context.Context) error {
 // gate's noData policies), never a pass unless it says pass.
 func (o *SignalsOptions) verdict(r signals.Report) error {
 	if r.Level >= o.level {
-		return Refused(fmt.Errorf("signals are %s (--fail-on %s)", r.Level, o.failOn))
+		return cmdutil.Refused(fmt.Errorf("signals are %s (--fail-on %s)", r.Level, o.failOn))
 	}
 	if len(r.Unknown) == 0 {
 		return nil
@@ -332,9 +341,9 @@ func (o *SignalsOptions) verdict(r signals.Report) error {
 	case migrate.NoDataPass:
 		return nil
 	case migrate.NoDataInconclusive:
-		return &ExitError{Code: ExitUnknown, Err: err}
+		return &cmdutil.ExitError{Code: cmdutil.ExitUnknown, Err: err}
 	}
-	return Refused(err)
+	return cmdutil.Refused(err)
 }
 
 // evaluate reads the source once; a target that does not answer is a
@@ -344,10 +353,10 @@ func (o *SignalsOptions) evaluate(ctx context.Context) (signals.Report, error) {
 	return snap.Report, err
 }
 
-// signalsView prints a report: the whole first, then each shard.
-type signalsView struct{ signals.Report }
+// SignalsView prints a report: the whole first, then each shard.
+type SignalsView struct{ signals.Report }
 
-func (signalsView) Header(wide bool) []string {
+func (SignalsView) Header(wide bool) []string {
 	h := []string{"SHARD", "LEVEL", "CREATED/S", "COMPLETED/S", "RATIO", "QUEUE", "QUEUE/S", "P99", "DROPS", "REASON"}
 	if wide {
 		h = append(h[:len(h)-1], "P50", "≥1S", "DEBT", "ETA", "REASONS")
@@ -355,7 +364,7 @@ func (signalsView) Header(wide bool) []string {
 	return h
 }
 
-func (v signalsView) Rows(wide bool, c output.Colors) [][]string {
+func (v SignalsView) Rows(wide bool, c output.Colors) [][]string {
 	rows := [][]string{signalRow(v.Overall, wide, c)}
 	for _, s := range v.Shards {
 		rows = append(rows, signalRow(s, wide, c))
@@ -376,7 +385,7 @@ func signalRow(s signals.Signals, wide bool, c output.Colors) []string {
 	if s.Level == signals.Unknown {
 		// No numbers: the last a stopped shard had are not its numbers now.
 		row := []string{s.Name, level}
-		for range len(signalsView{}.Header(wide)) - 3 {
+		for range len(SignalsView{}.Header(wide)) - 3 {
 			row = append(row, human.None)
 		}
 		return append(row, strings.Join(s.Reasons, "; "))

@@ -1,4 +1,4 @@
-package commands
+package observe
 
 import (
 	"context"
@@ -9,18 +9,19 @@ import (
 	"github.com/charmbracelet/colorprofile"
 	"github.com/spf13/cobra"
 
+	"github.com/shardctl/shardctl/commands/cmdutil"
 	"github.com/shardctl/shardctl/tui"
 )
 
 // TopOptions runs the live dashboard.
 type TopOptions struct {
-	g *Globals
+	g *cmdutil.Globals
 	signalSource
 	refresh time.Duration
 }
 
 // NewCmdTop builds `shardctl top`.
-func NewCmdTop(g *Globals) *cobra.Command {
+func NewCmdTop(g *cmdutil.Globals) *cobra.Command {
 	o := &TopOptions{g: g, signalSource: signalSource{g: g}}
 	cmd := &cobra.Command{
 		Use:   "top",
@@ -44,9 +45,9 @@ in monochrome: the glyphs carry the meaning.`,
   shardctl top --prometheus http://prometheus:9090
   shardctl top --scrape blue=http://10.0.0.5:9600/metrics --scrape green=http://10.0.1.5:9600/metrics --window 5m`,
 		Args:              cobra.NoArgs,
-		GroupID:           "observe",
+		GroupID:           cmdutil.GroupObserve,
 		ValidArgsFunction: cobra.NoFileCompletions,
-		RunE:              runOptions(o),
+		RunE:              cmdutil.RunOptions(o),
 	}
 	o.addFlags(cmd, 15*time.Minute)
 	cmd.Flags().DurationVar(&o.refresh, "refresh", 2*time.Second, "how often to fetch and redraw")
@@ -62,9 +63,9 @@ func (o *TopOptions) Validate() error {
 	return o.open()
 }
 
-// runDashboard runs the TUI until q or ctx ends; --no-color, NO_COLOR and
+// RunDashboard runs the TUI until q or ctx ends; --no-color, NO_COLOR and
 // TERM=dumb draw it in monochrome.
-func runDashboard(ctx context.Context, g *Globals, m *tui.Model) error {
+func RunDashboard(ctx context.Context, g *cmdutil.Globals, m *tui.Model) error {
 	opts := []tea.ProgramOption{tea.WithContext(ctx)}
 	if g.NoColor || g.Getenv("NO_COLOR") != "" || g.Getenv("TERM") == "dumb" {
 		opts = append(opts, tea.WithColorProfile(colorprofile.Ascii))
@@ -77,7 +78,7 @@ func runDashboard(ctx context.Context, g *Globals, m *tui.Model) error {
 }
 
 func (o *TopOptions) Run(ctx context.Context) error {
-	if !isTerminal(o.g.Streams.Out) {
+	if !cmdutil.IsTerminal(o.g.Streams.Out) {
 		return fmt.Errorf("top draws on a terminal; without one use \"shardctl signals --watch -o json\"")
 	}
 	if o.scrape != nil {
@@ -87,5 +88,5 @@ func (o *TopOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return runDashboard(ctx, o.g, tui.New(tui.Options{Fetch: fetch, Refresh: o.refresh, Source: o.describe(), Window: o.window}))
+	return RunDashboard(ctx, o.g, tui.New(tui.Options{Fetch: fetch, Refresh: o.refresh, Source: o.describe(), Window: o.window}))
 }

@@ -1,4 +1,4 @@
-package commands
+package serve
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/shardctl/shardctl/commands/cmdutil"
+	"github.com/shardctl/shardctl/commands/observe"
 	"github.com/shardctl/shardctl/commands/output"
 	"github.com/shardctl/shardctl/completions"
 	"github.com/shardctl/shardctl/internal/demo"
@@ -22,7 +24,7 @@ import (
 
 // DemoOptions runs a whole federation in one process.
 type DemoOptions struct {
-	g        *Globals
+	g        *cmdutil.Globals
 	cfg      demo.Config
 	noTUI    bool
 	duration time.Duration
@@ -31,7 +33,7 @@ type DemoOptions struct {
 }
 
 // NewCmdDemo builds `shardctl demo`.
-func NewCmdDemo(g *Globals) *cobra.Command {
+func NewCmdDemo(g *cmdutil.Globals) *cobra.Command {
 	o := &DemoOptions{g: g}
 	long := `Run a whole federation in this process: a registry, --shards simulated Zeebe
 clusters that register and heartbeat, the proxy following the registry, a
@@ -52,9 +54,9 @@ Scenarios:`
   shardctl demo --scenario knee --shards 4 --rate 60
   shardctl demo --scenario drain --no-tui --duration 2m -o json`,
 		Args:              cobra.NoArgs,
-		GroupID:           "runtime",
+		GroupID:           cmdutil.GroupRuntime,
 		ValidArgsFunction: cobra.NoFileCompletions,
-		RunE:              runOptions(o),
+		RunE:              cmdutil.RunOptions(o),
 	}
 	f := cmd.Flags()
 	f.IntVar(&o.cfg.Shards, "shards", 3, "simulated shards (1-31)")
@@ -86,7 +88,7 @@ func (o *DemoOptions) Validate() error {
 
 func (o *DemoOptions) Run(ctx context.Context) error {
 	errOut := o.g.Streams.ErrOut
-	tty := isTerminal(o.g.Streams.Out)
+	tty := cmdutil.IsTerminal(o.g.Streams.Out)
 	if !o.noTUI && !tty {
 		return fmt.Errorf("the dashboard needs a terminal: add --no-tui to print the signals instead")
 	}
@@ -125,15 +127,15 @@ func (o *DemoOptions) Run(ctx context.Context) error {
 		return err
 	}
 	go scrape.Run(ctx)
-	src := signalSource{g: o.g, window: 5 * time.Minute, step: time.Second, src: scrape, scrape: scrape}
-	snapshot := withStates(src.snapshot, d.Registry(), registryapi.DefaultShardsApp)
+	const window = 5 * time.Minute
+	snapshot := observe.WithStates(observe.Snapshots(scrape, window, time.Second), d.Registry(), registryapi.DefaultShardsApp)
 	if o.noTUI {
 		return o.print(ctx, d, snapshot)
 	}
 	// The addresses above are behind the dashboard once it draws: the
 	// gateway, what a user points a client at, is in its header.
-	return runDashboard(ctx, o.g, tui.New(tui.Options{Fetch: snapshot, Refresh: 2 * time.Second,
-		Source: fmt.Sprintf("demo %s · gateway %s", o.cfg.Scenario, d.GatewayAddr()), Window: src.window,
+	return observe.RunDashboard(ctx, o.g, tui.New(tui.Options{Fetch: snapshot, Refresh: 2 * time.Second,
+		Source: fmt.Sprintf("demo %s · gateway %s", o.cfg.Scenario, d.GatewayAddr()), Window: window,
 		Note: func() string {
 			if ev := d.Events(); len(ev) > 0 {
 				return "scenario: " + ev[len(ev)-1]
@@ -182,7 +184,7 @@ func (o *DemoOptions) print(ctx context.Context, d *demo.Demo, snapshot func(con
 			fmt.Fprintf(o.g.Streams.ErrOut, "signals: %v\n", err)
 			continue
 		}
-		if err := stream.Emit(signalsView{snap.Report}); err != nil {
+		if err := stream.Emit(observe.SignalsView{Report: snap.Report}); err != nil {
 			return err
 		}
 	}

@@ -1,4 +1,4 @@
-package commands
+package cutover
 
 import (
 	"bufio"
@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/shardctl/shardctl/commands/cmdutil"
 	"github.com/shardctl/shardctl/commands/output"
 	"github.com/shardctl/shardctl/completions"
 	"github.com/shardctl/shardctl/internal/human"
@@ -29,8 +30,8 @@ import (
 )
 
 // NewCmdCutover builds `shardctl cutover`.
-func NewCmdCutover(g *Globals) *cobra.Command {
-	f := &shardsFlags{g: g}
+func NewCmdCutover(g *cmdutil.Globals) *cobra.Command {
+	f := &cmdutil.RegistryFlags{Globals: g}
 	cmd := &cobra.Command{
 		Use:   "cutover",
 		Short: "Move new work from one pool of shards to another, step by step, gated by signals; then drain the old pool",
@@ -98,13 +99,13 @@ noData: inconclusive).`,
 
   # something is wrong: new work back to blue at once
   shardctl cutover rollback --yes`,
-		GroupID: "operate",
+		GroupID: cmdutil.GroupOperate,
 		Args:    cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			return Usagef("missing subcommand: use plan, apply, status, promote or rollback")
+			return cmdutil.Usagef("missing subcommand: use plan, apply, status, promote or rollback")
 		},
 	}
-	f.addFlags(cmd.PersistentFlags())
+	f.AddFlags(cmd.PersistentFlags())
 	cmd.AddCommand(newCmdCutoverPlan(f), newCmdCutoverApply(f), newCmdCutoverStatus(f), newCmdCutoverPromote(f), newCmdCutoverRollback(f))
 	return cmd
 }
@@ -199,35 +200,35 @@ const (
 
 // complete reads the flags into plan options (usage errors exit 2, a bad
 // gates file 1).
-func (pf *planFlags) complete(g *Globals, app string) error {
+func (pf *planFlags) complete(g *cmdutil.Globals, app string) error {
 	pf.opts.App = app
 	switch pf.mode {
 	case modeRegistry:
 		if pf.kube.Service != "" || pf.kube.ConfigMap != "" || pf.kube.Secret != "" || len(pf.restart) > 0 {
-			return Usagef("--service, --configmap, --secret and --restart move clients in Kubernetes: give --mode k8s")
+			return cmdutil.Usagef("--service, --configmap, --secret and --restart move clients in Kubernetes: give --mode k8s")
 		}
 	case modeK8s:
 		spec := pf.kube
 		sel, err := kube.ParseSelector(pf.selector)
 		if err != nil {
-			return UsageError(err)
+			return cmdutil.UsageError(err)
 		}
 		spec.Selector, spec.Restart, spec.RolloutTimeout = sel, pf.restart, signals.Duration(pf.timeout)
 		if spec.Namespace, _, err = g.Kube.ToRawKubeConfigLoader().Namespace(); err != nil {
 			return fmt.Errorf("kubeconfig: %w", err)
 		}
 		if err := spec.Validate(); err != nil {
-			return UsageError(err)
+			return cmdutil.UsageError(err)
 		}
 		pf.opts.Kube = &spec
 	default:
-		return Usagef("--mode %q: want registry or k8s", pf.mode)
+		return cmdutil.Usagef("--mode %q: want registry or k8s", pf.mode)
 	}
 	pf.opts.Steps = nil
 	for _, v := range strings.Split(pf.steps, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(v))
 		if err != nil {
-			return Usagef("--steps %q: want percentages such as 10,50,100", pf.steps)
+			return cmdutil.Usagef("--steps %q: want percentages such as 10,50,100", pf.steps)
 		}
 		pf.opts.Steps = append(pf.opts.Steps, n)
 	}
@@ -243,9 +244,9 @@ func (pf *planFlags) complete(g *Globals, app string) error {
 
 // validate checks the options as apply will: a plan that apply would
 // refuse for its command line is refused when it is made.
-func (pf *planFlags) validate(g *Globals) error {
+func (pf *planFlags) validate(g *cmdutil.Globals) error {
 	if err := pf.opts.Validate(); err != nil {
-		return UsageError(err)
+		return cmdutil.UsageError(err)
 	}
 	src, err := cutoverSources(g)
 	if err != nil {
@@ -256,21 +257,21 @@ func (pf *planFlags) validate(g *Globals) error {
 		gates = migrate.DefaultGates()
 	}
 	if err := migrate.CheckSources(gates, src); err != nil {
-		return UsageError(err)
+		return cmdutil.UsageError(err)
 	}
 	return nil
 }
 
 // sources are where a cutover reads signals and gates: the global flags.
-func cutoverSources(g *Globals) (migrate.Sources, error) {
+func cutoverSources(g *cmdutil.Globals) (migrate.Sources, error) {
 	src := migrate.Sources{Prometheus: g.PrometheusURL(), Scrape: map[string]string{}}
 	if src.Prometheus != "" && len(g.Scrape) > 0 {
-		return src, Usagef("--prometheus and --scrape both given: pick one source")
+		return src, cmdutil.Usagef("--prometheus and --scrape both given: pick one source")
 	}
 	for _, v := range g.Scrape {
 		tg, err := source.ParseTarget(v)
 		if err != nil {
-			return src, UsageError(err)
+			return src, cmdutil.UsageError(err)
 		}
 		src.Scrape[tg.Name] = tg.URL
 	}
@@ -284,15 +285,15 @@ func cutoverError(err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, migrate.ErrPaused):
-		return &ExitError{Code: ExitPaused, Err: err}
+		return &cmdutil.ExitError{Code: cmdutil.ExitPaused, Err: err}
 	case errors.Is(err, migrate.ErrInconclusive):
-		return &ExitError{Code: ExitUnknown, Err: err}
+		return &cmdutil.ExitError{Code: cmdutil.ExitUnknown, Err: err}
 	case errors.Is(err, migrate.ErrRolledBack), errors.Is(err, migrate.ErrRefused):
-		return Refused(err)
+		return cmdutil.Refused(err)
 	case errors.As(err, &ne) && errors.Is(err, context.DeadlineExceeded):
-		return TimedOut(fmt.Errorf("drain %v: the cutover stays Draining; cutover apply resumes it", err))
+		return cmdutil.TimedOut(fmt.Errorf("drain %v: the cutover stays Draining; cutover apply resumes it", err))
 	case errors.Is(err, kube.ErrRolloutTimeout):
-		return TimedOut(fmt.Errorf("%v: the cutover stays at its clients step; cutover apply resumes it (waiting, not restarting again)", err))
+		return cmdutil.TimedOut(fmt.Errorf("%v: the cutover stays at its clients step; cutover apply resumes it (waiting, not restarting again)", err))
 	}
 	return err
 }
@@ -357,14 +358,14 @@ func (ep *eventPrinter) close() {
 
 // CutoverPlanOptions prints a plan.
 type CutoverPlanOptions struct {
-	f       *shardsFlags
+	f       *cmdutil.RegistryFlags
 	pf      planFlags
 	out     string
 	printer *output.Printer
 	c       *registryclient.Client
 }
 
-func newCmdCutoverPlan(f *shardsFlags) *cobra.Command {
+func newCmdCutoverPlan(f *cmdutil.RegistryFlags) *cobra.Command {
 	o := &CutoverPlanOptions{f: f}
 	cmd := &cobra.Command{
 		Use:   "plan --from POOL --to POOL",
@@ -372,7 +373,7 @@ func newCmdCutoverPlan(f *shardsFlags) *cobra.Command {
 		Example: `  shardctl cutover plan --from blue --to green
   shardctl cutover plan --from blue --to green --steps 10,50,100 --gates gates.yaml --out plan.json`,
 		Args: cobra.NoArgs,
-		RunE: runOptions(o),
+		RunE: cmdutil.RunOptions(o),
 	}
 	o.pf.add(cmd)
 	o.pf.completions(cmd)
@@ -381,20 +382,20 @@ func newCmdCutoverPlan(f *shardsFlags) *cobra.Command {
 }
 
 func (o *CutoverPlanOptions) Complete(*cobra.Command, []string) (err error) {
-	if o.printer, err = o.f.g.Printer(); err != nil {
+	if o.printer, err = o.f.Globals.Printer(); err != nil {
 		return err
 	}
-	if o.c, err = o.f.client(); err != nil {
+	if o.c, err = o.f.Client(); err != nil {
 		return err
 	}
-	return o.pf.complete(o.f.g, o.f.app)
+	return o.pf.complete(o.f.Globals, o.f.App)
 }
 
 func (o *CutoverPlanOptions) Validate() error {
 	if o.pf.opts.From == "" || o.pf.opts.To == "" {
 		return fmt.Errorf("--from and --to are required")
 	}
-	return o.pf.validate(o.f.g)
+	return o.pf.validate(o.f.Globals)
 }
 
 func (o *CutoverPlanOptions) Run(ctx context.Context) error {
@@ -404,7 +405,7 @@ func (o *CutoverPlanOptions) Run(ctx context.Context) error {
 	}
 	// The Kubernetes writes as apply would make them now, read from the
 	// objects as they are (a refusal is apply's: exit 3).
-	changes, err := clientChanges(ctx, o.f.g, plan, kube.DryRunClient, false)
+	changes, err := clientChanges(ctx, o.f.Globals, plan, kube.DryRunClient, false)
 	if err != nil {
 		return err
 	}
@@ -423,7 +424,7 @@ func (o *CutoverPlanOptions) Run(ctx context.Context) error {
 		}
 		return o.printer.Print(plan)
 	}
-	w := o.f.g.Streams.Out
+	w := o.f.Globals.Streams.Out
 	printPlan(w, plan)
 	printChanges(w, changes, kube.DryRunClient)
 	if o.out != "" {
@@ -442,7 +443,7 @@ type plannedChanges struct {
 
 // clientChanges are the Kubernetes writes of plan's clients step (restore:
 // of its rollback), as dry says; none without a clients step.
-func clientChanges(ctx context.Context, g *Globals, plan migrate.Plan, dry kube.DryRun, restore bool) ([]kube.Change, error) {
+func clientChanges(ctx context.Context, g *cmdutil.Globals, plan migrate.Plan, dry kube.DryRun, restore bool) ([]kube.Change, error) {
 	if plan.Kube == nil {
 		return nil, nil
 	}
@@ -452,7 +453,7 @@ func clientChanges(ctx context.Context, g *Globals, plan migrate.Plan, dry kube.
 	}
 	changes, err := (&migrate.Runner{Kube: kc}).ClientChanges(ctx, plan, dry, restore)
 	if errors.Is(err, kube.ErrRefused) {
-		return changes, Refused(err)
+		return changes, cmdutil.Refused(err)
 	}
 	return changes, err
 }
@@ -519,16 +520,16 @@ func (rf *runnerFlags) add(cmd *cobra.Command) {
 }
 
 // runner builds a Runner whose events go to printer (and the log).
-func (rf *runnerFlags) runner(f *shardsFlags, c *registryclient.Client, printer *output.Printer) (*migrate.Runner, *eventPrinter, error) {
-	src, err := cutoverSources(f.g)
+func (rf *runnerFlags) runner(f *cmdutil.RegistryFlags, c *registryclient.Client, printer *output.Printer) (*migrate.Runner, *eventPrinter, error) {
+	src, err := cutoverSources(f.Globals)
 	if err != nil {
 		return nil, nil, err
 	}
-	reader, err := backlogReader(f.g)
+	reader, err := cmdutil.BacklogReader(f.Globals)
 	if err != nil {
 		return nil, nil, err
 	}
-	ep, err := newEventPrinter(printer, f.g.Streams.Out, rf.logFile)
+	ep, err := newEventPrinter(printer, f.Globals.Streams.Out, rf.logFile)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -536,13 +537,13 @@ func (rf *runnerFlags) runner(f *shardsFlags, c *registryclient.Client, printer 
 		StuckAfter: rf.stuckAfter, OnEvent: ep.print}
 	// A cutover with a clients step reaches the cluster the kubectl flags
 	// name; one without never touches it, so no kubeconfig is needed then.
-	r.Kube, r.KubeErr = kube.New(f.g.Kube)
+	r.Kube, r.KubeErr = kube.New(f.Globals.Kube)
 	return r, ep, nil
 }
 
 // CutoverApplyOptions runs a cutover.
 type CutoverApplyOptions struct {
-	f        *shardsFlags
+	f        *cmdutil.RegistryFlags
 	pf       planFlags
 	rf       runnerFlags
 	planFile string
@@ -555,7 +556,7 @@ type CutoverApplyOptions struct {
 	given []string
 }
 
-func newCmdCutoverApply(f *shardsFlags) *cobra.Command {
+func newCmdCutoverApply(f *cmdutil.RegistryFlags) *cobra.Command {
 	o := &CutoverApplyOptions{f: f}
 	cmd := &cobra.Command{
 		Use:   "apply (--from POOL --to POOL | --plan FILE)",
@@ -564,7 +565,7 @@ func newCmdCutoverApply(f *shardsFlags) *cobra.Command {
   shardctl cutover apply --plan plan.json --yes --log cutover.jsonl
   shardctl cutover apply --from blue --to green --pause-before promote --yes -o json`,
 		Args: cobra.NoArgs,
-		RunE: runOptions(o),
+		RunE: cmdutil.RunOptions(o),
 	}
 	o.pf.add(cmd)
 	o.pf.completions(cmd)
@@ -588,21 +589,21 @@ func (o *CutoverApplyOptions) Complete(cmd *cobra.Command, _ []string) (err erro
 		// is refused, never ignored.
 		for _, name := range o.given {
 			if !slices.Contains(overridesOfAPlan, name) {
-				return Usagef("--%s with --plan: the plan in %s fixes it; make a new plan (cutover plan --%s … --out FILE), or drop --%s (with --plan only --%s apply)",
+				return cmdutil.Usagef("--%s with --plan: the plan in %s fixes it; make a new plan (cutover plan --%s … --out FILE), or drop --%s (with --plan only --%s apply)",
 					name, o.planFile, name, name, strings.Join(overridesOfAPlan, " and --"))
 			}
 		}
 	}
 	if o.dry, err = kube.ParseDryRun(o.dryRun); err != nil {
-		return UsageError(err)
+		return cmdutil.UsageError(err)
 	}
-	if o.printer, err = o.f.g.Printer(); err != nil {
+	if o.printer, err = o.f.Globals.Printer(); err != nil {
 		return err
 	}
-	if o.c, err = o.f.client(); err != nil {
+	if o.c, err = o.f.Client(); err != nil {
 		return err
 	}
-	return o.pf.complete(o.f.g, o.f.app)
+	return o.pf.complete(o.f.Globals, o.f.App)
 }
 
 func (o *CutoverApplyOptions) Validate() error {
@@ -610,11 +611,11 @@ func (o *CutoverApplyOptions) Validate() error {
 		if o.pf.opts.From == "" || o.pf.opts.To == "" {
 			return fmt.Errorf("give --from and --to, or --plan FILE")
 		}
-		return o.pf.validate(o.f.g)
+		return o.pf.validate(o.f.Globals)
 	}
 	// The overrides of a saved plan, checked as a plan's own options are.
 	if err := o.pf.opts.ValidateRun(); err != nil {
-		return UsageError(err)
+		return cmdutil.UsageError(err)
 	}
 	return nil
 }
@@ -642,10 +643,10 @@ func (o *CutoverApplyOptions) savedPlan(ctx context.Context) (migrate.Plan, erro
 		return plan, err
 	}
 	if drift := migrate.Drift(saved, plan); drift != "" {
-		return plan, Refused(fmt.Errorf("plan %s was made from another registry state (fingerprint %s, now %s): %s; make a new plan", o.planFile, saved.Fingerprint, plan.Fingerprint, drift))
+		return plan, cmdutil.Refused(fmt.Errorf("plan %s was made from another registry state (fingerprint %s, now %s): %s; make a new plan", o.planFile, saved.Fingerprint, plan.Fingerprint, drift))
 	}
 	for _, name := range slices.Sorted(maps.Keys(flags)) {
-		fmt.Fprintf(o.f.g.Streams.ErrOut, "plan %s: --%s %s\n", o.planFile, name, flags[name])
+		fmt.Fprintf(o.f.Globals.Streams.ErrOut, "plan %s: --%s %s\n", o.planFile, name, flags[name])
 	}
 	return plan, nil
 }
@@ -680,7 +681,7 @@ func (o *CutoverApplyOptions) resumable(ctx context.Context, plan migrate.Plan) 
 	if len(conflicts) == 0 {
 		return nil
 	}
-	return Refused(fmt.Errorf("cutover %s is in progress (step %d of %d: %s) with the plan it began with, which %s would change: run cutover apply without them to resume it, or cutover rollback %s and apply again",
+	return cmdutil.Refused(fmt.Errorf("cutover %s is in progress (step %d of %d: %s) with the plan it began with, which %s would change: run cutover apply without them to resume it, or cutover rollback %s and apply again",
 		rec.Name, min(rec.Step+1, running.Total()), running.Total(), running.StepName(min(rec.Step, running.Total()-1)), strings.Join(conflicts, ", "), rec.Name))
 }
 
@@ -691,12 +692,12 @@ func (o *CutoverApplyOptions) Run(ctx context.Context) error {
 		if plan, err = o.savedPlan(ctx); err != nil {
 			return err
 		}
-		src, err := cutoverSources(o.f.g)
+		src, err := cutoverSources(o.f.Globals)
 		if err != nil {
 			return err
 		}
 		if err := migrate.CheckSources(plan.Gates, src); err != nil {
-			return UsageError(err)
+			return cmdutil.UsageError(err)
 		}
 	} else if plan, err = migrate.MakePlan(ctx, o.c, o.pf.opts); err != nil {
 		return err
@@ -708,14 +709,14 @@ func (o *CutoverApplyOptions) Run(ctx context.Context) error {
 		return o.dryRunPlan(ctx, plan)
 	}
 	if !plan.Changes {
-		fmt.Fprintln(o.f.g.Streams.ErrOut, plan.Actions[0])
+		fmt.Fprintln(o.f.Globals.Streams.ErrOut, plan.Actions[0])
 		return nil
 	}
 	if !o.yes {
-		if !isTerminal(o.f.g.Streams.In) {
-			return Usagef("cutover apply changes where new work goes: give --yes to run it without a terminal")
+		if !cmdutil.IsTerminal(o.f.Globals.Streams.In) {
+			return cmdutil.Usagef("cutover apply changes where new work goes: give --yes to run it without a terminal")
 		}
-		if err := confirm(o.f.g, "cutover "+plan.Name+" will:", plan.Actions); err != nil {
+		if err := confirm(o.f.Globals, "cutover "+plan.Name+" will:", plan.Actions); err != nil {
 			return err
 		}
 	}
@@ -734,21 +735,21 @@ func (o *CutoverApplyOptions) Run(ctx context.Context) error {
 // dryRunPlan prints what apply would do and the exact Kubernetes patches
 // (with server, the API server's answers to them); nothing is written.
 func (o *CutoverApplyOptions) dryRunPlan(ctx context.Context, plan migrate.Plan) error {
-	changes, err := clientChanges(ctx, o.f.g, plan, o.dry, false)
+	changes, err := clientChanges(ctx, o.f.Globals, plan, o.dry, false)
 	if err != nil {
 		return err
 	}
 	if o.printer.Format.Machine() {
 		return o.printer.Print(plannedChanges{Plan: plan, DryRun: o.dry, Patches: changes})
 	}
-	printPlan(o.f.g.Streams.Out, plan)
-	printChanges(o.f.g.Streams.Out, changes, o.dry)
-	fmt.Fprintf(o.f.g.Streams.Out, "dry run (%s): nothing changed\n", o.dry)
+	printPlan(o.f.Globals.Streams.Out, plan)
+	printChanges(o.f.Globals.Streams.Out, changes, o.dry)
+	fmt.Fprintf(o.f.Globals.Streams.Out, "dry run (%s): nothing changed\n", o.dry)
 	return nil
 }
 
 // confirm lists what is about to happen and asks at the terminal.
-func confirm(g *Globals, title string, actions []string) error {
+func confirm(g *cmdutil.Globals, title string, actions []string) error {
 	fmt.Fprintln(g.Streams.Out, title)
 	for i, a := range actions {
 		fmt.Fprintf(g.Streams.Out, "  %d. %s\n", i+1, a)
@@ -763,7 +764,7 @@ func confirm(g *Globals, title string, actions []string) error {
 
 // CutoverStatusOptions prints a cutover's state, or waits for one.
 type CutoverStatusOptions struct {
-	f       *shardsFlags
+	f       *cmdutil.RegistryFlags
 	kube    *kube.Cluster
 	name    string
 	watch   bool
@@ -773,7 +774,7 @@ type CutoverStatusOptions struct {
 	c       *registryclient.Client
 }
 
-func newCmdCutoverStatus(f *shardsFlags) *cobra.Command {
+func newCmdCutoverStatus(f *cmdutil.RegistryFlags) *cobra.Command {
 	o := &CutoverStatusOptions{f: f}
 	cmd := &cobra.Command{
 		Use:   "status [NAME]",
@@ -791,7 +792,7 @@ failed or rolled back, 5 paused, 6 inconclusive.`,
   shardctl cutover status blue-to-green --wait-for done --timeout 1h
   shardctl cutover status --watch -o json`,
 		Args: cobra.MaximumNArgs(1),
-		RunE: runOptions(o),
+		RunE: cmdutil.RunOptions(o),
 	}
 	cmd.Flags().BoolVar(&o.watch, "watch", false, "print again on every change (JSON lines with -o json)")
 	cmd.Flags().StringVar(&o.waitFor, "wait-for", "", "wait until the cutover is paused, promoted or done")
@@ -804,10 +805,10 @@ func (o *CutoverStatusOptions) Complete(_ *cobra.Command, args []string) (err er
 	if len(args) > 0 {
 		o.name = args[0]
 	}
-	if o.printer, err = o.f.g.Printer(); err != nil {
+	if o.printer, err = o.f.Globals.Printer(); err != nil {
 		return err
 	}
-	o.c, err = o.f.client()
+	o.c, err = o.f.Client()
 	return err
 }
 
@@ -847,7 +848,7 @@ func (o *CutoverStatusOptions) read(ctx context.Context) (cutoverStatus, error) 
 	if o.name != "" {
 		rec, err = o.c.Cutover(ctx, o.name)
 	} else {
-		rec, err = migrate.Current(ctx, o.c, o.f.app)
+		rec, err = migrate.Current(ctx, o.c, o.f.App)
 	}
 	if err != nil {
 		return cutoverStatus{}, err
@@ -861,7 +862,7 @@ func (o *CutoverStatusOptions) read(ctx context.Context) (cutoverStatus, error) 
 			// The cluster unread is said, not fatal: the registry's side
 			// (and --wait-for) stands without it.
 			if o.kube == nil {
-				o.kube, err = kube.New(o.f.g.Kube)
+				o.kube, err = kube.New(o.f.Globals.Kube)
 			}
 			if err == nil {
 				st.Kubernetes, err = migrate.KubeStatusOf(ctx, o.kube, plan)
@@ -879,15 +880,15 @@ func (o *CutoverStatusOptions) read(ctx context.Context) (cutoverStatus, error) 
 func (o *CutoverStatusOptions) reached(st cutoverStatus) (bool, error) {
 	switch st.Phase {
 	case registryapi.PhaseRolledBack, registryapi.PhaseFailed:
-		return false, Refused(fmt.Errorf("cutover %s %s: %s", st.Name, st.Phase, st.Message))
+		return false, cmdutil.Refused(fmt.Errorf("cutover %s %s: %s", st.Name, st.Phase, st.Message))
 	case registryapi.PhasePaused:
 		if st.Progress.Inconclusive != "" {
-			return false, &ExitError{Code: ExitUnknown, Err: fmt.Errorf("cutover %s paused, inconclusive: %s", st.Name, st.Progress.Inconclusive)}
+			return false, &cmdutil.ExitError{Code: cmdutil.ExitUnknown, Err: fmt.Errorf("cutover %s paused, inconclusive: %s", st.Name, st.Progress.Inconclusive)}
 		}
 		if o.waitFor == "paused" {
 			return true, nil
 		}
-		return false, &ExitError{Code: ExitPaused, Err: fmt.Errorf("cutover %s %s", st.Name, st.Message)}
+		return false, &cmdutil.ExitError{Code: cmdutil.ExitPaused, Err: fmt.Errorf("cutover %s %s", st.Name, st.Message)}
 	case registryapi.PhaseDone:
 		return true, nil
 	}
@@ -941,7 +942,7 @@ func (o *CutoverStatusOptions) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-deadline:
-			return TimedOut(fmt.Errorf("cutover %s still %s at step %d of %d (%s) after %v", st.Name, st.Phase, st.Step+1, st.Steps, st.StepName, o.timeout))
+			return cmdutil.TimedOut(fmt.Errorf("cutover %s still %s at step %d of %d (%s) after %v", st.Name, st.Phase, st.Step+1, st.Steps, st.StepName, o.timeout))
 		case <-tick.C:
 		}
 		if st, err = o.read(ctx); err != nil {
@@ -958,7 +959,7 @@ func (o *CutoverStatusOptions) Run(ctx context.Context) error {
 
 // describe prints a status for a person.
 func (o *CutoverStatusOptions) describe(st cutoverStatus) {
-	w, c := o.f.g.Streams.Out, o.printer.Colors
+	w, c := o.f.Globals.Streams.Out, o.printer.Colors
 	phase := st.Phase
 	switch st.Phase {
 	case registryapi.PhaseRolledBack, registryapi.PhaseFailed:
@@ -1005,7 +1006,7 @@ func (o *CutoverStatusOptions) describe(st cutoverStatus) {
 // namedCutover is what promote and rollback share: the cutover they act
 // on (the app's current one unless named) and a runner to act with.
 type namedCutover struct {
-	f       *shardsFlags
+	f       *cmdutil.RegistryFlags
 	rf      runnerFlags
 	name    string
 	yes     bool
@@ -1021,20 +1022,20 @@ func (n *namedCutover) addYes(cmd *cobra.Command) {
 
 // confirm asks at a terminal unless --yes.
 func (n *namedCutover) confirm(title string, actions ...string) error {
-	if n.yes || !isTerminal(n.f.g.Streams.In) {
+	if n.yes || !cmdutil.IsTerminal(n.f.Globals.Streams.In) {
 		return nil
 	}
-	return confirm(n.f.g, title, actions)
+	return confirm(n.f.Globals, title, actions)
 }
 
 func (n *namedCutover) Complete(_ *cobra.Command, args []string) (err error) {
 	if len(args) > 0 {
 		n.name = args[0]
 	}
-	if n.printer, err = n.f.g.Printer(); err != nil {
+	if n.printer, err = n.f.Globals.Printer(); err != nil {
 		return err
 	}
-	n.c, err = n.f.client()
+	n.c, err = n.f.Client()
 	return err
 }
 
@@ -1045,7 +1046,7 @@ func (n *namedCutover) Validate() error { return nil }
 func (n *namedCutover) runner(ctx context.Context) (string, *migrate.Runner, *eventPrinter, error) {
 	name := n.name
 	if name == "" {
-		rec, err := migrate.Current(ctx, n.c, n.f.app)
+		rec, err := migrate.Current(ctx, n.c, n.f.App)
 		if err != nil {
 			return "", nil, nil, err
 		}
@@ -1058,7 +1059,7 @@ func (n *namedCutover) runner(ctx context.Context) (string, *migrate.Runner, *ev
 // CutoverPromoteOptions lets a paused cutover go on.
 type CutoverPromoteOptions struct{ namedCutover }
 
-func newCmdCutoverPromote(f *shardsFlags) *cobra.Command {
+func newCmdCutoverPromote(f *cmdutil.RegistryFlags) *cobra.Command {
 	o := &CutoverPromoteOptions{namedCutover{f: f}}
 	cmd := &cobra.Command{
 		Use:   "promote [NAME]",
@@ -1066,7 +1067,7 @@ func newCmdCutoverPromote(f *shardsFlags) *cobra.Command {
 		Example: `  shardctl cutover promote blue-to-green
   shardctl cutover promote --yes -o json`,
 		Args: cobra.MaximumNArgs(1),
-		RunE: runOptions(o),
+		RunE: cmdutil.RunOptions(o),
 	}
 	o.rf.add(cmd)
 	o.addYes(cmd)
@@ -1095,7 +1096,7 @@ type CutoverRollbackOptions struct {
 	dryRun       string
 }
 
-func newCmdCutoverRollback(f *shardsFlags) *cobra.Command {
+func newCmdCutoverRollback(f *cmdutil.RegistryFlags) *cobra.Command {
 	o := &CutoverRollbackOptions{namedCutover: namedCutover{f: f}}
 	cmd := &cobra.Command{
 		Use:   "rollback [NAME]",
@@ -1110,7 +1111,7 @@ nothing more.`,
 		Example: `  shardctl cutover rollback
   shardctl cutover rollback blue-to-green --drain-target --yes`,
 		Args: cobra.MaximumNArgs(1),
-		RunE: runOptions(o),
+		RunE: cmdutil.RunOptions(o),
 	}
 	o.rf.add(cmd)
 	o.addYes(cmd)
@@ -1124,7 +1125,7 @@ nothing more.`,
 func (o *CutoverRollbackOptions) Run(ctx context.Context) error {
 	dry, err := kube.ParseDryRun(o.dryRun)
 	if err != nil {
-		return UsageError(err)
+		return cmdutil.UsageError(err)
 	}
 	name, r, ep, err := o.runner(ctx)
 	if err != nil {
@@ -1143,11 +1144,11 @@ func (o *CutoverRollbackOptions) Run(ctx context.Context) error {
 	}
 	_, err = r.Rollback(ctx, name, migrate.RollbackOptions{DrainTarget: o.drainTarget, DrainTimeout: o.drainTimeout, KeepClients: o.keepClients})
 	if errors.Is(err, kube.ErrRolloutTimeout) {
-		return TimedOut(fmt.Errorf("%v: run cutover rollback again to wait for it", err))
+		return cmdutil.TimedOut(fmt.Errorf("%v: run cutover rollback again to wait for it", err))
 	}
 	var ne *migrate.NotEmptyError
 	if errors.As(err, &ne) && errors.Is(err, context.DeadlineExceeded) {
-		return TimedOut(fmt.Errorf("drain of the new pool %v", err))
+		return cmdutil.TimedOut(fmt.Errorf("drain of the new pool %v", err))
 	}
 	return err
 }
@@ -1165,14 +1166,14 @@ func (o *CutoverRollbackOptions) dryRunRollback(ctx context.Context, name string
 	}
 	var changes []kube.Change
 	if !o.keepClients {
-		if changes, err = clientChanges(ctx, o.f.g, plan, dry, true); err != nil {
+		if changes, err = clientChanges(ctx, o.f.Globals, plan, dry, true); err != nil {
 			return err
 		}
 	}
 	if o.printer.Format.Machine() {
 		return o.printer.Print(plannedChanges{Plan: plan, DryRun: dry, Patches: changes})
 	}
-	w := o.f.g.Streams.Out
+	w := o.f.Globals.Streams.Out
 	fmt.Fprintf(w, "cutover %s (%s, step %d of %d) would roll back: weights %s 100 / %s 0, %s's DRAINING or OUT_OF_SERVICE shards UP again\n",
 		name, rec.Phase, min(rec.Step+1, plan.Total()), plan.Total(), plan.From, plan.To, plan.From)
 	printChanges(w, changes, dry)

@@ -1,4 +1,4 @@
-package commands
+package cutover
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/shardctl/shardctl/commands/cmdutil"
 	"github.com/shardctl/shardctl/commands/output"
 	"github.com/shardctl/shardctl/completions"
 	"github.com/shardctl/shardctl/internal/human"
@@ -22,14 +23,14 @@ const EnvMigrateDSN = "SHARDCTL_MIGRATE_DSN"
 
 // NewCmdMigrate builds `shardctl migrate`, the preflights of a release's
 // database migration.
-func NewCmdMigrate(g *Globals) *cobra.Command {
+func NewCmdMigrate(g *cmdutil.Globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "migrate",
 		Short:   "Preflights for a release's database migration",
-		GroupID: "operate",
+		GroupID: cmdutil.GroupOperate,
 		Args:    cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			return Usagef("missing subcommand: use locks")
+			return cmdutil.Usagef("missing subcommand: use locks")
 		},
 	}
 	cmd.AddCommand(newCmdMigrateLocks(g))
@@ -38,7 +39,7 @@ func NewCmdMigrate(g *Globals) *cobra.Command {
 
 // MigrateLocksOptions checks that a migration could take its table locks.
 type MigrateLocksOptions struct {
-	g           *Globals
+	g           *cmdutil.Globals
 	dsnFlag     string
 	tables      []string
 	mode        string
@@ -48,7 +49,7 @@ type MigrateLocksOptions struct {
 	printer *output.Printer
 }
 
-func newCmdMigrateLocks(g *Globals) *cobra.Command {
+func newCmdMigrateLocks(g *cmdutil.Globals) *cobra.Command {
 	o := &MigrateLocksOptions{g: g}
 	cmd := &cobra.Command{
 		Use:   "locks --table NAME[,NAME]",
@@ -100,7 +101,7 @@ be reached, the login fails, a table does not exist or a privilege is missing;
   SHARDCTL_MIGRATE_DSN=postgres://app@db/shop shardctl migrate locks --table orders || exit 1`,
 		Args:              cobra.NoArgs,
 		ValidArgsFunction: cobra.NoFileCompletions,
-		RunE:              runOptions(o),
+		RunE:              cmdutil.RunOptions(o),
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.dsnFlag, "dsn", "", "PostgreSQL connection string, URL or key=value (env "+EnvMigrateDSN+", else libpq's PG* variables)")
@@ -163,7 +164,7 @@ func (o *MigrateLocksOptions) Run(ctx context.Context) error {
 		fmt.Fprintf(o.g.Streams.ErrOut, "no other session holds or waits for a lock on %s\n", strings.Join(rep.Tables, ", "))
 	}
 	if !rep.Acquired {
-		return Refused(errors.New(rep.Verdict()))
+		return cmdutil.Refused(errors.New(rep.Verdict()))
 	}
 	if !o.printer.Format.Machine() {
 		fmt.Fprintln(o.g.Streams.ErrOut, o.printer.Colors.Good(rep.Verdict()))
@@ -202,14 +203,14 @@ func (v locksView) Rows(wide bool, c output.Colors) [][]string {
 		case s.Conflicts:
 			conflicts = c.Warn("yes")
 		}
-		row := []string{pid, dash(s.User), dash(s.Application), dash(s.State), s.Table, s.Mode, granted, conflicts,
-			lockYesNo(s.Autovacuum), human.Seconds(s.AgeSeconds), dash(s.ShortQuery())}
+		row := []string{pid, output.Dash(s.User), output.Dash(s.Application), output.Dash(s.State), s.Table, s.Mode, granted, conflicts,
+			lockYesNo(s.Autovacuum), human.Seconds(s.AgeSeconds), output.Dash(s.ShortQuery())}
 		if wide {
 			wait := s.WaitEventType
 			if s.WaitEvent != "" {
 				wait += ":" + s.WaitEvent
 			}
-			row = append(row, lockTime(s.XactStart), lockTime(s.QueryStart), dash(wait), dash(s.BackendType))
+			row = append(row, lockTime(s.XactStart), lockTime(s.QueryStart), output.Dash(wait), output.Dash(s.BackendType))
 		}
 		rows = append(rows, row)
 	}

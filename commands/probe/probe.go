@@ -1,4 +1,4 @@
-package commands
+package probe
 
 import (
 	"context"
@@ -9,17 +9,18 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/shardctl/shardctl/commands/cmdutil"
 	"github.com/shardctl/shardctl/commands/output"
 	"github.com/shardctl/shardctl/internal/human"
 	"github.com/shardctl/shardctl/probes/registryprobe"
 )
 
 // NewCmdProbe builds `shardctl probe`, the measurements.
-func NewCmdProbe(g *Globals) *cobra.Command {
+func NewCmdProbe(g *cmdutil.Globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "probe",
 		Short:   "Check and measure: health of every part, capacity (the knee), a registry's throughput",
-		GroupID: "observe",
+		GroupID: cmdutil.GroupObserve,
 		Args:    cobra.NoArgs,
 	}
 	cmd.AddCommand(newCmdProbeHealth(g), newCmdProbeCapacity(g), newCmdProbeRegistry(g))
@@ -28,7 +29,7 @@ func NewCmdProbe(g *Globals) *cobra.Command {
 
 // ProbeRegistryOptions measures a registry.
 type ProbeRegistryOptions struct {
-	g           *Globals
+	g           *cmdutil.Globals
 	cfg         registryprobe.Config
 	concurrency []int
 	tokenFile   string
@@ -36,7 +37,7 @@ type ProbeRegistryOptions struct {
 	printer     *output.Printer
 }
 
-func newCmdProbeRegistry(g *Globals) *cobra.Command {
+func newCmdProbeRegistry(g *cmdutil.Globals) *cobra.Command {
 	o := &ProbeRegistryOptions{g: g}
 	cmd := &cobra.Command{
 		Use:   "registry",
@@ -78,7 +79,7 @@ run here: say so beside its figures.`,
   shardctl probe registry --registry http://replica-a:8761/eureka --baseline memory.json`,
 		Args:              cobra.NoArgs,
 		ValidArgsFunction: cobra.NoFileCompletions,
-		RunE:              runOptions(o),
+		RunE:              cmdutil.RunOptions(o),
 	}
 	f := cmd.Flags()
 	f.IntVar(&o.cfg.Instances, "instances", registryprobe.DefaultInstances, "instances in the mix and the fetches")
@@ -114,13 +115,13 @@ func (o *ProbeRegistryOptions) Validate() error {
 func (o *ProbeRegistryOptions) Run(ctx context.Context) error {
 	// A load generator that collects garbage as often as the default
 	// would measure its own pauses beside the registry's.
-	collectLessOften()
+	cmdutil.CollectLessOften()
 	errOut := o.g.Streams.ErrOut
-	if isTerminal(errOut) {
+	if cmdutil.IsTerminal(errOut) {
 		// A line that redraws itself on a terminal only: logs and pipes
 		// get the table alone.
 		o.cfg.Progress = func(phase string, done float64) {
-			fmt.Fprintf(errOut, "\r\x1b[K%s %s", bar(done, 20), phase)
+			fmt.Fprintf(errOut, "\r\x1b[K%s %s", output.Bar(done, 20), phase)
 			if done >= 1 {
 				fmt.Fprint(errOut, "\r\x1b[K")
 			}

@@ -1,4 +1,4 @@
-package commands
+package cmdutil
 
 import (
 	"errors"
@@ -81,8 +81,8 @@ func CodeOf(err error) int {
 	return ExitFailure
 }
 
-// exactArgs wants n arguments and names what is missing, as a usage error.
-func exactArgs(n int, what string) cobra.PositionalArgs {
+// ExactArgs wants n arguments and names what is missing, as a usage error.
+func ExactArgs(n int, what string) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		switch {
 		case len(args) < n:

@@ -1,4 +1,4 @@
-package commands
+package serve
 
 import (
 	"context"
@@ -7,27 +7,16 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
-	"runtime/debug"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/shardctl/shardctl/commands/cmdutil"
 	"github.com/shardctl/shardctl/completions"
 	"github.com/shardctl/shardctl/internal/logs"
 )
-
-// collectLessOften raises the GC target of a runtime that serves many
-// small, short-lived requests (the proxy, the registry, the probe that
-// loads one): collecting less often buys throughput and shorter tails for
-// a little memory. GOGC, when set, wins.
-func collectLessOften() {
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(400)
-	}
-}
 
 // checkListenFlags rejects a listen flag that is not HOST:PORT.
 func checkListenFlags(addrs map[string]string) error {
@@ -110,10 +99,10 @@ func newRuntimeGroup(use, short, long string, serve *cobra.Command) *cobra.Comma
 		Use:     use,
 		Short:   short,
 		Long:    long,
-		GroupID: "runtime",
+		GroupID: cmdutil.GroupRuntime,
 		Args:    cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			return Usagef("missing subcommand: use serve")
+			return cmdutil.Usagef("missing subcommand: use serve")
 		},
 	}
 	cmd.AddCommand(serve)

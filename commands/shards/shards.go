@@ -1,17 +1,16 @@
-package commands
+package shards
 
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/duration"
 
+	"github.com/shardctl/shardctl/commands/cmdutil"
 	"github.com/shardctl/shardctl/commands/output"
 	"github.com/shardctl/shardctl/completions"
 	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
@@ -20,66 +19,9 @@ import (
 	"github.com/shardctl/shardctl/probes/proxies"
 )
 
-// shardsFlags are shared by every `shards` subcommand.
-type shardsFlags struct {
-	g         *Globals
-	app       string
-	tokenFile string
-}
-
-// addFlags adds --app and --token-file.
-func (f *shardsFlags) addFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&f.app, "app", registryapi.DefaultShardsApp, "registry application of the shards")
-	fs.StringVar(&f.tokenFile, "token-file", "", "file with the bearer token for registry writes (env "+EnvRegistryToken+")")
-}
-
-// client opens the registry named by --registry / SHARDCTL_REGISTRY.
-func (f *shardsFlags) client() (*registryclient.Client, error) {
-	return f.g.RegistryClient("", f.tokenFile)
-}
-
-// catalog offers shard ids and pools to shell completion.
-func (f *shardsFlags) catalog() (completions.Catalog, error) {
-	c, err := f.client()
-	if err != nil {
-		return nil, err
-	}
-	return registryCatalog{c, f.app}, nil
-}
-
-type registryCatalog struct {
-	c   *registryclient.Client
-	app string
-}
-
-func (rc registryCatalog) ShardIDs(ctx context.Context) ([]completions.Item, error) {
-	shards, err := rc.c.Shards(ctx, rc.app)
-	var items []completions.Item
-	for _, s := range shards {
-		items = append(items, completions.Item{Value: s.ID, Description: fmt.Sprintf("%s, slot %d, %s", s.State, s.Slot, s.Pool)})
-	}
-	return items, err
-}
-
-func (rc registryCatalog) Pools(ctx context.Context) ([]completions.Item, error) {
-	shards, err := rc.c.Shards(ctx, rc.app)
-	seen := map[string]int{}
-	for _, s := range shards {
-		if s.Pool != "" {
-			seen[s.Pool]++
-		}
-	}
-	var items []completions.Item
-	for p, n := range seen {
-		items = append(items, completions.Item{Value: p, Description: fmt.Sprintf("%d shards", n)})
-	}
-	sort.Slice(items, func(i, j int) bool { return items[i].Value < items[j].Value })
-	return items, err
-}
-
 // NewCmdShards builds `shardctl shards`.
-func NewCmdShards(g *Globals) *cobra.Command {
-	f := &shardsFlags{g: g}
+func NewCmdShards(g *cmdutil.Globals) *cobra.Command {
+	f := &cmdutil.RegistryFlags{Globals: g}
 	cmd := &cobra.Command{
 		Use:   "shards",
 		Short: "List, register and drain shards in the registry",
@@ -91,13 +33,13 @@ the bearer token of --token-file or env SHARDCTL_REGISTRY_TOKEN.
 States: UP takes everything; DRAINING takes no new instances but serves jobs
 and keyed calls; OUT_OF_SERVICE takes nothing new; DOWN is unreachable or
 reported down. Eureka clients see DRAINING as OUT_OF_SERVICE.`,
-		GroupID: "operate",
+		GroupID: cmdutil.GroupOperate,
 		Args:    cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			return Usagef("missing subcommand: use list, get, register, deregister, drain or undrain")
+			return cmdutil.Usagef("missing subcommand: use list, get, register, deregister, drain or undrain")
 		},
 	}
-	f.addFlags(cmd.PersistentFlags())
+	f.AddFlags(cmd.PersistentFlags())
 	cmd.AddCommand(newCmdShardsList(f), newCmdShardsGet(f), newCmdShardsRegister(f), newCmdShardsDeregister(f),
 		newCmdShardsState(f, "drain", registryapi.StateDraining, "Set a shard DRAINING: no new instances, jobs and keyed calls still served"),
 		newCmdShardsState(f, "undrain", registryapi.StateUp, "Set a shard UP again (removes DRAINING or OUT_OF_SERVICE)"))
@@ -158,7 +100,7 @@ func (l shardList) Rows(wide bool, c output.Colors) [][]string {
 	}
 	for _, s := range l.Unregistered {
 		cell, _ := proxiesCell(s.ID)
-		row := []string{s.ID, strconv.Itoa(s.Slot), dash(s.Pool), c.State(string(s.State)), s.Address, "not registered"}
+		row := []string{s.ID, strconv.Itoa(s.Slot), output.Dash(s.Pool), c.State(string(s.State)), s.Address, "not registered"}
 		if wide {
 			row = append(row, "-", "-", "-", "-", cell)
 		}
@@ -172,13 +114,13 @@ func shardRow(s registryapi.Shard, wide bool, c output.Colors) []string {
 	if !s.Static {
 		renewed = duration.HumanDuration(time.Since(s.LastRenewal)) + " ago"
 	}
-	row := []string{s.ID, strconv.Itoa(s.Slot), dash(s.Pool), c.State(s.State), s.Address, renewed}
+	row := []string{s.ID, strconv.Itoa(s.Slot), output.Dash(s.Pool), c.State(s.State), s.Address, renewed}
 	if wide {
 		expires := "never"
 		if s.LeaseExpires != nil {
 			expires = s.LeaseExpires.Format(time.RFC3339)
 		}
-		row = append(row, string(s.Status), dash(string(s.OverriddenStatus)), expires, dash(s.Metadata[registryapi.MetaMetrics]))
+		row = append(row, string(s.Status), output.Dash(string(s.OverriddenStatus)), expires, output.Dash(s.Metadata[registryapi.MetaMetrics]))
 	}
 	return row
 }
@@ -207,23 +149,16 @@ func replicaLine(rs *registryapi.ReplicaStatus, c output.Colors) string {
 	return line
 }
 
-func dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
 // ShardsListOptions lists shards.
 type ShardsListOptions struct {
-	f       *shardsFlags
+	f       *cmdutil.RegistryFlags
 	pool    string
 	state   string
 	printer *output.Printer
 	c       *registryclient.Client
 }
 
-func newCmdShardsList(f *shardsFlags) *cobra.Command {
+func newCmdShardsList(f *cmdutil.RegistryFlags) *cobra.Command {
 	o := &ShardsListOptions{f: f}
 	cmd := &cobra.Command{
 		Use:   "list",
@@ -234,20 +169,20 @@ func newCmdShardsList(f *shardsFlags) *cobra.Command {
 		Aliases:           []string{"ls"},
 		Args:              cobra.NoArgs,
 		ValidArgsFunction: cobra.NoFileCompletions,
-		RunE:              runOptions(o),
+		RunE:              cmdutil.RunOptions(o),
 	}
 	cmd.Flags().StringVar(&o.pool, "pool", "", "only the shards of this pool")
 	cmd.Flags().StringVar(&o.state, "state", "", "only shards in this state (UP, DRAINING, OUT_OF_SERVICE, DOWN, STARTING)")
-	_ = cmd.RegisterFlagCompletionFunc("pool", completions.Pools(f.catalog))
+	_ = cmd.RegisterFlagCompletionFunc("pool", completions.Pools(f.Catalog))
 	_ = cmd.RegisterFlagCompletionFunc("state", completions.Values(registryapi.StateUp, registryapi.StateDraining, registryapi.StateOutOfService, registryapi.StateDown, registryapi.StateStarting))
 	return cmd
 }
 
 func (o *ShardsListOptions) Complete(*cobra.Command, []string) (err error) {
-	if o.printer, err = o.f.g.Printer(); err != nil {
+	if o.printer, err = o.f.Globals.Printer(); err != nil {
 		return err
 	}
-	o.c, err = o.f.client()
+	o.c, err = o.f.Client()
 	return err
 }
 
@@ -258,7 +193,7 @@ func (o *ShardsListOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	shards, err := o.c.Shards(ctx, o.f.app)
+	shards, err := o.c.Shards(ctx, o.f.App)
 	if err != nil {
 		return err
 	}
@@ -281,11 +216,11 @@ func (o *ShardsListOptions) Run(ctx context.Context) error {
 		}
 	}
 	if err != nil {
-		fmt.Fprintf(o.f.g.Streams.ErrOut, "warning: %v\n", err)
+		fmt.Fprintf(o.f.Globals.Streams.ErrOut, "warning: %v\n", err)
 	}
 	for _, v := range l.Proxies {
 		if v.Error != "" && !o.printer.Format.Machine() {
-			fmt.Fprintf(o.f.g.Streams.ErrOut, "warning: proxy %s (%s): %s\n", v.Proxy, v.Admin, v.Error)
+			fmt.Fprintf(o.f.Globals.Streams.ErrOut, "warning: proxy %s (%s): %s\n", v.Proxy, v.Admin, v.Error)
 		}
 	}
 	for _, s := range proxies.Unlisted(l.Proxies, shards) {
@@ -301,13 +236,13 @@ func (o *ShardsListOptions) Run(ctx context.Context) error {
 		case !health.SelfPreservationEnabled:
 			preserving = "disabled"
 		}
-		fmt.Fprintf(o.f.g.Streams.ErrOut, "registry %s: %d instances, self-preservation %s (renewals %.0f/min, threshold %.0f/min)\n",
-			o.f.g.RegistryURL(), health.Instances, preserving, health.RenewalsLastMinute, health.RenewalThreshold)
+		fmt.Fprintf(o.f.Globals.Streams.ErrOut, "registry %s: %d instances, self-preservation %s (renewals %.0f/min, threshold %.0f/min)\n",
+			o.f.Globals.RegistryURL(), health.Instances, preserving, health.RenewalsLastMinute, health.RenewalThreshold)
 		if rs := health.Replica; rs != nil && o.printer.Format == output.Wide {
-			fmt.Fprintf(o.f.g.Streams.ErrOut, "%s\n", replicaLine(rs, o.printer.Colors))
+			fmt.Fprintf(o.f.Globals.Streams.ErrOut, "%s\n", replicaLine(rs, o.printer.Colors))
 		}
 		if len(l.Shards) == 0 && len(l.Unregistered) == 0 {
-			fmt.Fprintf(o.f.g.Streams.ErrOut, "no shards in %s\n", o.f.app)
+			fmt.Fprintf(o.f.Globals.Streams.ErrOut, "no shards in %s\n", o.f.App)
 			return nil
 		}
 	}
@@ -316,37 +251,37 @@ func (o *ShardsListOptions) Run(ctx context.Context) error {
 
 // ShardsGetOptions prints one shard.
 type ShardsGetOptions struct {
-	f       *shardsFlags
+	f       *cmdutil.RegistryFlags
 	id      string
 	printer *output.Printer
 	c       *registryclient.Client
 }
 
-func newCmdShardsGet(f *shardsFlags) *cobra.Command {
+func newCmdShardsGet(f *cmdutil.RegistryFlags) *cobra.Command {
 	o := &ShardsGetOptions{f: f}
 	return &cobra.Command{
 		Use:               "get ID",
 		Short:             "Print one shard",
 		Example:           `  shardctl shards get blue-1 -o yaml`,
-		Args:              exactArgs(1, "a shard id"),
-		ValidArgsFunction: completions.ShardIDs(f.catalog),
-		RunE:              runOptions(o),
+		Args:              cmdutil.ExactArgs(1, "a shard id"),
+		ValidArgsFunction: completions.ShardIDs(f.Catalog),
+		RunE:              cmdutil.RunOptions(o),
 	}
 }
 
 func (o *ShardsGetOptions) Complete(_ *cobra.Command, args []string) (err error) {
 	o.id = args[0]
-	if o.printer, err = o.f.g.Printer(); err != nil {
+	if o.printer, err = o.f.Globals.Printer(); err != nil {
 		return err
 	}
-	o.c, err = o.f.client()
+	o.c, err = o.f.Client()
 	return err
 }
 
 func (o *ShardsGetOptions) Validate() error { return nil }
 
 func (o *ShardsGetOptions) Run(ctx context.Context) error {
-	s, err := o.c.Shard(ctx, o.f.app, o.id)
+	s, err := o.c.Shard(ctx, o.f.App, o.id)
 	if err != nil {
 		return err
 	}
@@ -355,13 +290,13 @@ func (o *ShardsGetOptions) Run(ctx context.Context) error {
 
 // ShardsRegisterOptions registers a shard that no sidecar heartbeats.
 type ShardsRegisterOptions struct {
-	f       *shardsFlags
+	f       *cmdutil.RegistryFlags
 	reg     registryapi.ShardRegistration
 	printer *output.Printer
 	c       *registryclient.Client
 }
 
-func newCmdShardsRegister(f *shardsFlags) *cobra.Command {
+func newCmdShardsRegister(f *cmdutil.RegistryFlags) *cobra.Command {
 	o := &ShardsRegisterOptions{f: f}
 	cmd := &cobra.Command{
 		Use:   "register ID --address HOST:PORT",
@@ -372,25 +307,25 @@ does not expect renewals from it. Without --slot the registry assigns the
 lowest free slot; a shard keeps its slot until it is deregistered with
 --release-slot.`,
 		Example:           `  shardctl shards register green-1 --address 10.0.3.7:26500 --pool green --metrics http://10.0.3.7:9600/metrics`,
-		Args:              exactArgs(1, "a shard id"),
+		Args:              cmdutil.ExactArgs(1, "a shard id"),
 		ValidArgsFunction: cobra.NoFileCompletions,
-		RunE:              runOptions(o),
+		RunE:              cmdutil.RunOptions(o),
 	}
 	cmd.Flags().StringVar(&o.reg.Address, "address", "", "the shard's Zeebe gateway, HOST:PORT (required)")
 	cmd.Flags().StringVar(&o.reg.Pool, "pool", "", "pool of the shard (e.g. blue or green)")
 	cmd.Flags().IntVar(&o.reg.Slot, "slot", 0, "key slot 1-31 (0: the registry assigns one)")
 	cmd.Flags().StringVar(&o.reg.Metrics, "metrics", "", "URL of the shard's /metrics")
 	cmd.Flags().StringVar(&o.reg.TLS, "tls", "", "how proxies connect to the shard: true (TLS checked against their --upstream-ca) or insecure (TLS unchecked); plain text when not set")
-	_ = cmd.RegisterFlagCompletionFunc("pool", completions.Pools(f.catalog))
+	_ = cmd.RegisterFlagCompletionFunc("pool", completions.Pools(f.Catalog))
 	return cmd
 }
 
 func (o *ShardsRegisterOptions) Complete(_ *cobra.Command, args []string) (err error) {
-	o.reg.ID, o.reg.App, o.reg.Static = args[0], o.f.app, true
-	if o.printer, err = o.f.g.Printer(); err != nil {
+	o.reg.ID, o.reg.App, o.reg.Static = args[0], o.f.App, true
+	if o.printer, err = o.f.Globals.Printer(); err != nil {
 		return err
 	}
-	o.c, err = o.f.client()
+	o.c, err = o.f.Client()
 	return err
 }
 
@@ -407,7 +342,7 @@ func (o *ShardsRegisterOptions) Run(ctx context.Context) error {
 	if err := o.c.Register(ctx, in); err != nil {
 		return err
 	}
-	s, err := o.c.Shard(ctx, o.f.app, o.reg.ID)
+	s, err := o.c.Shard(ctx, o.f.App, o.reg.ID)
 	if err != nil {
 		return err
 	}
@@ -416,13 +351,13 @@ func (o *ShardsRegisterOptions) Run(ctx context.Context) error {
 
 // ShardsDeregisterOptions removes a shard.
 type ShardsDeregisterOptions struct {
-	f           *shardsFlags
+	f           *cmdutil.RegistryFlags
 	id          string
 	releaseSlot bool
 	c           *registryclient.Client
 }
 
-func newCmdShardsDeregister(f *shardsFlags) *cobra.Command {
+func newCmdShardsDeregister(f *cmdutil.RegistryFlags) *cobra.Command {
 	o := &ShardsDeregisterOptions{f: f}
 	cmd := &cobra.Command{
 		Use:   "deregister ID",
@@ -432,9 +367,9 @@ clients hold still name it) unless --release-slot is given. A shard whose
 sidecar still heartbeats registers itself again: stop the sidecar first, or
 drain the shard instead.`,
 		Example:           `  shardctl shards deregister green-1 --release-slot`,
-		Args:              exactArgs(1, "a shard id"),
-		ValidArgsFunction: completions.ShardIDs(f.catalog),
-		RunE:              runOptions(o),
+		Args:              cmdutil.ExactArgs(1, "a shard id"),
+		ValidArgsFunction: completions.ShardIDs(f.Catalog),
+		RunE:              cmdutil.RunOptions(o),
 	}
 	cmd.Flags().BoolVar(&o.releaseSlot, "release-slot", false, "also free the shard's slot for another shard")
 	return cmd
@@ -442,54 +377,54 @@ drain the shard instead.`,
 
 func (o *ShardsDeregisterOptions) Complete(_ *cobra.Command, args []string) (err error) {
 	o.id = args[0]
-	o.c, err = o.f.client()
+	o.c, err = o.f.Client()
 	return err
 }
 
 func (o *ShardsDeregisterOptions) Validate() error { return nil }
 
 func (o *ShardsDeregisterOptions) Run(ctx context.Context) error {
-	if err := o.c.Deregister(ctx, o.f.app, o.id, o.releaseSlot); err != nil {
+	if err := o.c.Deregister(ctx, o.f.App, o.id, o.releaseSlot); err != nil {
 		return err
 	}
-	fmt.Fprintf(o.f.g.Streams.Out, "shard %s deregistered\n", o.id)
+	fmt.Fprintf(o.f.Globals.Streams.Out, "shard %s deregistered\n", o.id)
 	return nil
 }
 
 // ShardsStateOptions sets a shard's state: drain and undrain.
 type ShardsStateOptions struct {
-	f       *shardsFlags
+	f       *cmdutil.RegistryFlags
 	id      string
 	state   string
 	printer *output.Printer
 	c       *registryclient.Client
 }
 
-func newCmdShardsState(f *shardsFlags, verb, state, short string) *cobra.Command {
+func newCmdShardsState(f *cmdutil.RegistryFlags, verb, state, short string) *cobra.Command {
 	o := &ShardsStateOptions{f: f, state: state}
 	return &cobra.Command{
 		Use:               verb + " ID",
 		Short:             short,
 		Example:           fmt.Sprintf("  shardctl shards %s blue-1", verb),
-		Args:              exactArgs(1, "a shard id"),
-		ValidArgsFunction: completions.ShardIDs(f.catalog),
-		RunE:              runOptions(o),
+		Args:              cmdutil.ExactArgs(1, "a shard id"),
+		ValidArgsFunction: completions.ShardIDs(f.Catalog),
+		RunE:              cmdutil.RunOptions(o),
 	}
 }
 
 func (o *ShardsStateOptions) Complete(_ *cobra.Command, args []string) (err error) {
 	o.id = args[0]
-	if o.printer, err = o.f.g.Printer(); err != nil {
+	if o.printer, err = o.f.Globals.Printer(); err != nil {
 		return err
 	}
-	o.c, err = o.f.client()
+	o.c, err = o.f.Client()
 	return err
 }
 
 func (o *ShardsStateOptions) Validate() error { return nil }
 
 func (o *ShardsStateOptions) Run(ctx context.Context) error {
-	s, err := o.c.SetState(ctx, o.f.app, o.id, o.state)
+	s, err := o.c.SetState(ctx, o.f.App, o.id, o.state)
 	if err != nil {
 		return err
 	}

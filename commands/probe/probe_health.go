@@ -1,4 +1,4 @@
-package commands
+package probe
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/shardctl/shardctl/commands/cmdutil"
 	"github.com/shardctl/shardctl/commands/output"
 	"github.com/shardctl/shardctl/internal/human"
 	"github.com/shardctl/shardctl/internal/registry/registryapi"
@@ -19,7 +20,7 @@ import (
 
 // ProbeHealthOptions checks the parts of a federation.
 type ProbeHealthOptions struct {
-	g        *Globals
+	g        *cmdutil.Globals
 	app      string
 	proxy    string
 	timeout  time.Duration
@@ -31,7 +32,7 @@ type ProbeHealthOptions struct {
 	printer *output.Printer
 }
 
-func newCmdProbeHealth(g *Globals) *cobra.Command {
+func newCmdProbeHealth(g *cmdutil.Globals) *cobra.Command {
 	o := &ProbeHealthOptions{g: g}
 	cmd := &cobra.Command{
 		Use:   "health [TARGET...]",
@@ -64,7 +65,7 @@ with -o json), and exits with the last round's code.`,
   # a live table
   shardctl probe health --watch --interval 5s`,
 		ValidArgsFunction: cobra.NoFileCompletions,
-		RunE:              runOptions(o),
+		RunE:              cmdutil.RunOptions(o),
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.app, "app", registryapi.DefaultShardsApp, "registry application of the shards (with no TARGET)")
@@ -86,7 +87,7 @@ func (o *ProbeHealthOptions) Complete(_ *cobra.Command, args []string) (err erro
 	for _, a := range args {
 		t, err := health.ParseTarget(a)
 		if err != nil {
-			return UsageError(err)
+			return cmdutil.UsageError(err)
 		}
 		o.targets = append(o.targets, t)
 	}
@@ -153,7 +154,7 @@ func healthVerdict(rep health.Report) error {
 		return nil
 	}
 	bad := rep.Unhealthy()
-	return Refused(fmt.Errorf("%d of %d unhealthy: %s", len(bad), len(rep.Results), strings.Join(bad, "; ")))
+	return cmdutil.Refused(fmt.Errorf("%d of %d unhealthy: %s", len(bad), len(rep.Results), strings.Join(bad, "; ")))
 }
 
 // healthView is a health report as a table; its JSON is the report's.

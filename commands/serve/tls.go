@@ -1,4 +1,4 @@
-package commands
+package serve
 
 import (
 	"errors"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/shardctl/shardctl/commands/cmdutil"
 	"github.com/shardctl/shardctl/internal/certs"
 )
 
@@ -20,10 +21,10 @@ func (t *tlsFiles) addFlags(f *pflag.FlagSet, who string) {
 
 func (t *tlsFiles) validate() error {
 	if (t.cert == "") != (t.key == "") {
-		return UsageError(errors.New("--tls-cert and --tls-key go together"))
+		return cmdutil.UsageError(errors.New("--tls-cert and --tls-key go together"))
 	}
 	if t.clientCA != "" && t.cert == "" {
-		return UsageError(errors.New("--tls-client-ca needs --tls-cert and --tls-key"))
+		return cmdutil.UsageError(errors.New("--tls-client-ca needs --tls-cert and --tls-key"))
 	}
 	return nil
 }

@@ -13,11 +13,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/shardctl/shardctl/commands/cutover"
 	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/pgtest"
 	"github.com/shardctl/shardctl/internal/proctest"
 	"github.com/shardctl/shardctl/migrate"
-	"github.com/shardctl/shardctl/commands/cutover"
 )
 
 const migratePassword = "cli-app-pw-4Tx9"

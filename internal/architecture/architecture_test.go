@@ -262,3 +262,24 @@ func TestViolations(t *testing.T) {
 		})
 	}
 }
+
+// The map names every package, so a newcomer finds each from it: by its
+// path, or as "…/name" beside its parent (the tests' helpers, the fuzz
+// seeds).
+func TestMapNamesEveryPackage(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "architecture.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range graph(t) {
+		if p.path == "" {
+			continue // the module root has no package
+		}
+		parent, name := filepath.Split(p.path)
+		named := bytes.Contains(doc, []byte("`"+p.path+"`")) || bytes.Contains(doc, []byte("`"+p.path+"/`")) ||
+			(parent != "" && bytes.Contains(doc, []byte("`…/"+name+"`")) && bytes.Contains(doc, []byte("`"+strings.TrimSuffix(parent, "/"))))
+		if !named {
+			t.Errorf("docs/architecture.md does not name %s: add it to the map", p.path)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 // Package migrate moves clients and work between pools of shards: the
-// drain of a shard until it holds nothing, the Blue-Green cutover, and
-// the database-migration lock preflight. It knows nothing of cobra: it
+// drain of a shard until it holds nothing and the Blue-Green cutover
+// (migrate/kube: the same in Kubernetes; migrate/locks: the
+// database-migration lock preflight). It knows nothing of cobra: it
 // reports what it does through callbacks, as kubectl's drain.Helper does,
 // and commands/ turns the events into lines, progress bars or JSON.
 // It links no runtime: it reads the proxy and the registry through their

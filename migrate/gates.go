@@ -13,6 +13,7 @@ import (
 
 	"github.com/expr-lang/expr"
 	"github.com/expr-lang/expr/vm"
+
 	"github.com/shardctl/shardctl/internal/yamlfile"
 
 	"github.com/shardctl/shardctl/internal/signals"

@@ -17,7 +17,7 @@ import (
 	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/pgtest"
 	"github.com/shardctl/shardctl/internal/proctest"
-	"github.com/shardctl/shardctl/migrate"
+	"github.com/shardctl/shardctl/migrate/locks"
 )
 
 const migratePassword = "cli-app-pw-4Tx9"
@@ -47,7 +47,7 @@ func preflightSessions(t *testing.T, admin *pgx.Conn) []string {
 	rows, err := admin.Query(context.Background(), `SELECT a.pid || ' ' || coalesce(a.state, '') || ' ' ||
 			coalesce((SELECT string_agg(mode || CASE WHEN granted THEN '' ELSE ' (waiting)' END, ',') FROM pg_locks l WHERE l.pid = a.pid AND l.locktype = 'relation'), '')
 		FROM pg_stat_activity a WHERE a.application_name = $1 AND (a.xact_start IS NOT NULL OR a.state IN ('active', 'idle in transaction'))`,
-		migrate.ApplicationName)
+		locks.ApplicationName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestMigrateLocksExitCodes(t *testing.T) {
 	}
 
 	r := runBin(t, bin, env, "", "migrate", "locks", "--dsn", dsn, "--table", "payments", "--lock-timeout", "300ms", "-o", "json")
-	var rep migrate.LockReport
+	var rep locks.Report
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || r.code != 3 {
 		t.Fatalf("-o json: exit %d, %v\n%s", r.code, err, r.stdout)
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/shardctl/shardctl/commands/output"
 	"github.com/shardctl/shardctl/completions"
 	"github.com/shardctl/shardctl/internal/human"
-	"github.com/shardctl/shardctl/migrate"
+	"github.com/shardctl/shardctl/migrate/locks"
 )
 
 // EnvMigrateDSN is the connection string of migrate locks when --dsn is
@@ -45,7 +45,7 @@ type MigrateLocksOptions struct {
 	mode        string
 	lockTimeout time.Duration
 
-	check   migrate.LockCheck
+	check   locks.Check
 	printer *output.Printer
 }
 
@@ -72,7 +72,7 @@ No lock is held longer than --lock-timeout and no transaction is left open,
 Ctrl-C included: a cancelled wait is cancelled on the server, rolled back,
 and the sessions are closed; the attempt's session also has
 idle_in_transaction_session_timeout set, should this process freeze. Both
-sessions are named "` + migrate.ApplicationName + `" in pg_stat_activity and
+sessions are named "` + locks.ApplicationName + `" in pg_stat_activity and
 are left out of the report.
 
 The DSN (a URL or key=value libpq string) is --dsn, else $` + EnvMigrateDSN + `,
@@ -106,9 +106,9 @@ be reached, the login fails, a table does not exist or a privilege is missing;
 	f := cmd.Flags()
 	f.StringVar(&o.dsnFlag, "dsn", "", "PostgreSQL connection string, URL or key=value (env "+EnvMigrateDSN+", else libpq's PG* variables)")
 	f.StringSliceVar(&o.tables, "table", nil, "tables the migration locks, comma-separated or repeated, schema-qualified or as the search_path finds them")
-	f.StringVar(&o.mode, "mode", migrate.AccessExclusive.Flag(), "lock mode the migration takes: "+strings.Join(migrate.LockModeFlags(), ", "))
-	f.DurationVar(&o.lockTimeout, "lock-timeout", migrate.DefaultLockTimeout, "the longest the attempt waits for the lock")
-	_ = cmd.RegisterFlagCompletionFunc("mode", completions.Values(migrate.LockModeFlags()...))
+	f.StringVar(&o.mode, "mode", locks.AccessExclusive.Flag(), "lock mode the migration takes: "+strings.Join(locks.ModeFlags(), ", "))
+	f.DurationVar(&o.lockTimeout, "lock-timeout", locks.DefaultLockTimeout, "the longest the attempt waits for the lock")
+	_ = cmd.RegisterFlagCompletionFunc("mode", completions.Values(locks.ModeFlags()...))
 	_ = cmd.RegisterFlagCompletionFunc("table", cobra.NoFileCompletions)
 	_ = cmd.RegisterFlagCompletionFunc("dsn", cobra.NoFileCompletions)
 	return cmd
@@ -129,7 +129,7 @@ func (o *MigrateLocksOptions) Validate() error {
 	if len(tables) == 0 {
 		return errors.New("--table: name the tables the migration locks, e.g. --table orders,payments")
 	}
-	mode, err := migrate.ParseLockMode(o.mode)
+	mode, err := locks.ParseMode(o.mode)
 	if err != nil {
 		return fmt.Errorf("--mode: %w", err)
 	}
@@ -143,11 +143,11 @@ func (o *MigrateLocksOptions) Validate() error {
 	if dsn == "" {
 		from = "the PG* environment variables"
 	}
-	d, err := migrate.ParseDSN(dsn)
+	d, err := locks.ParseDSN(dsn)
 	if err != nil {
 		return fmt.Errorf("%s: %w", from, err)
 	}
-	o.check = migrate.LockCheck{DSN: d, Tables: tables, Mode: mode, LockTimeout: o.lockTimeout}
+	o.check = locks.Check{DSN: d, Tables: tables, Mode: mode, LockTimeout: o.lockTimeout}
 	return nil
 }
 
@@ -175,7 +175,7 @@ func (o *MigrateLocksOptions) Run(ctx context.Context) error {
 // locksView is the preflight's report as a table of sessions; its JSON is
 // the report's. With no session to list the table is left out: the
 // verdict on stderr says all there is.
-type locksView struct{ migrate.LockReport }
+type locksView struct{ locks.Report }
 
 func (v locksView) Header(wide bool) []string {
 	h := []string{"PID", "USER", "APPLICATION", "STATE", "TABLE", "MODE", "GRANTED", "CONFLICTS", "AUTOVACUUM", "SINCE", "QUERY"}

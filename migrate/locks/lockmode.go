@@ -1,16 +1,16 @@
-package migrate
+package locks
 
 import (
 	"fmt"
 	"strings"
 )
 
-// LockMode is one of PostgreSQL's eight table lock modes, weakest first.
-type LockMode int
+// Mode is one of PostgreSQL's eight table lock modes, weakest first.
+type Mode int
 
 // The table lock modes, in the order of PostgreSQL's documentation.
 const (
-	AccessShare LockMode = iota + 1
+	AccessShare Mode = iota + 1
 	RowShare
 	RowExclusive
 	ShareUpdateExclusive
@@ -22,7 +22,7 @@ const (
 
 // lockModeNames are each mode's spellings: the flag value, the words of
 // LOCK TABLE … IN … MODE, and pg_locks.mode.
-var lockModeNames = map[LockMode]struct{ flag, sql, pgLocks string }{
+var lockModeNames = map[Mode]struct{ flag, sql, pgLocks string }{
 	AccessShare:          {"access-share", "ACCESS SHARE", "AccessShareLock"},
 	RowShare:             {"row-share", "ROW SHARE", "RowShareLock"},
 	RowExclusive:         {"row-exclusive", "ROW EXCLUSIVE", "RowExclusiveLock"},
@@ -37,7 +37,7 @@ var lockModeNames = map[LockMode]struct{ flag, sql, pgLocks string }{
 // documentation (13.3.1, Table-Level Locks), unchanged since 8.x: which
 // modes each mode cannot be granted beside. The lock manager applies it
 // to held and queued requests alike, so a migration waits behind both.
-var lockConflicts = map[LockMode][]LockMode{
+var lockConflicts = map[Mode][]Mode{
 	AccessShare:          {AccessExclusive},
 	RowShare:             {Exclusive, AccessExclusive},
 	RowExclusive:         {Share, ShareRowExclusive, Exclusive, AccessExclusive},
@@ -48,24 +48,24 @@ var lockConflicts = map[LockMode][]LockMode{
 	AccessExclusive:      {AccessShare, RowShare, RowExclusive, ShareUpdateExclusive, Share, ShareRowExclusive, Exclusive, AccessExclusive},
 }
 
-// LockModes are every mode, weakest first.
-func LockModes() []LockMode {
-	return []LockMode{AccessShare, RowShare, RowExclusive, ShareUpdateExclusive, Share, ShareRowExclusive, Exclusive, AccessExclusive}
+// Modes are every mode, weakest first.
+func Modes() []Mode {
+	return []Mode{AccessShare, RowShare, RowExclusive, ShareUpdateExclusive, Share, ShareRowExclusive, Exclusive, AccessExclusive}
 }
 
-// LockModeFlags are the --mode values, weakest first.
-func LockModeFlags() []string {
+// ModeFlags are the --mode values, weakest first.
+func ModeFlags() []string {
 	var out []string
-	for _, m := range LockModes() {
+	for _, m := range Modes() {
 		out = append(out, m.Flag())
 	}
 	return out
 }
 
-// ParseLockMode reads a mode as the flag spells it (access-exclusive),
+// ParseMode reads a mode as the flag spells it (access-exclusive),
 // as SQL does (ACCESS EXCLUSIVE) or as pg_locks does
 // (AccessExclusiveLock).
-func ParseLockMode(s string) (LockMode, error) {
+func ParseMode(s string) (Mode, error) {
 	norm := func(s string) string {
 		s = strings.ToLower(strings.TrimSuffix(strings.TrimSpace(s), "Lock"))
 		return strings.NewReplacer("-", "", "_", "", " ", "").Replace(s)
@@ -75,13 +75,13 @@ func ParseLockMode(s string) (LockMode, error) {
 			return m, nil
 		}
 	}
-	return 0, fmt.Errorf("unknown lock mode %q: use one of %s", s, strings.Join(LockModeFlags(), ", "))
+	return 0, fmt.Errorf("unknown lock mode %q: use one of %s", s, strings.Join(ModeFlags(), ", "))
 }
 
-// lockModeOfPgLocks reads pg_locks.mode; false for the modes that are not
+// modeOfPgLocks reads pg_locks.mode; false for the modes that are not
 // table lock modes (SIReadLock, the predicate locks of serializable
 // transactions, which block no one).
-func lockModeOfPgLocks(s string) (LockMode, bool) {
+func modeOfPgLocks(s string) (Mode, bool) {
 	for m, n := range lockModeNames {
 		if n.pgLocks == s {
 			return m, true
@@ -91,19 +91,19 @@ func lockModeOfPgLocks(s string) (LockMode, bool) {
 }
 
 // String is the mode as SQL writes it: ACCESS EXCLUSIVE.
-func (m LockMode) String() string {
+func (m Mode) String() string {
 	if n, ok := lockModeNames[m]; ok {
 		return n.sql
 	}
-	return fmt.Sprintf("LockMode(%d)", int(m))
+	return fmt.Sprintf("Mode(%d)", int(m))
 }
 
 // Flag is the mode as --mode takes it: access-exclusive.
-func (m LockMode) Flag() string { return lockModeNames[m].flag }
+func (m Mode) Flag() string { return lockModeNames[m].flag }
 
 // ConflictsWith reports whether a request for m must wait for a session
 // that holds, or waits ahead for, o.
-func (m LockMode) ConflictsWith(o LockMode) bool {
+func (m Mode) ConflictsWith(o Mode) bool {
 	for _, c := range lockConflicts[m] {
 		if c == o {
 			return true
@@ -118,7 +118,7 @@ func (m LockMode) ConflictsWith(o LockMode) bool {
 // UPDATE, DELETE or TRUNCATE for the rest; from 16, those three allow
 // every mode, SELECT also allows ACCESS SHARE and INSERT the modes up to
 // ROW EXCLUSIVE; 17 adds MAINTAIN, which allows every mode.
-func (m LockMode) privileges(serverVersion int) []string {
+func (m Mode) privileges(serverVersion int) []string {
 	if serverVersion < 160000 {
 		switch m {
 		case AccessShare:

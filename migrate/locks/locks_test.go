@@ -1,4 +1,4 @@
-package migrate_test
+package locks_test
 
 import (
 	"context"
@@ -15,24 +15,24 @@ import (
 	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/pgtest"
 	"github.com/shardctl/shardctl/internal/proctest"
-	"github.com/shardctl/shardctl/migrate"
+	"github.com/shardctl/shardctl/migrate/locks"
 )
 
 // PostgreSQL's documentation, table "Conflicting Lock Modes", as drawn
 // there: X where the row's mode conflicts with the column's.
 func TestLockModeConflicts(t *testing.T) {
 	// columns: AS RS RE SUE S SRE E AE
-	grid := map[migrate.LockMode]string{
-		migrate.AccessShare:          ".......X",
-		migrate.RowShare:             "......XX",
-		migrate.RowExclusive:         "....XXXX",
-		migrate.ShareUpdateExclusive: "...XXXXX",
-		migrate.Share:                "..XX.XXX",
-		migrate.ShareRowExclusive:    "..XXXXXX",
-		migrate.Exclusive:            ".XXXXXXX",
-		migrate.AccessExclusive:      "XXXXXXXX",
+	grid := map[locks.Mode]string{
+		locks.AccessShare:          ".......X",
+		locks.RowShare:             "......XX",
+		locks.RowExclusive:         "....XXXX",
+		locks.ShareUpdateExclusive: "...XXXXX",
+		locks.Share:                "..XX.XXX",
+		locks.ShareRowExclusive:    "..XXXXXX",
+		locks.Exclusive:            ".XXXXXXX",
+		locks.AccessExclusive:      "XXXXXXXX",
 	}
-	modes := migrate.LockModes()
+	modes := locks.Modes()
 	if len(modes) != 8 || len(grid) != 8 {
 		t.Fatalf("%d modes, %d rows: want 8", len(modes), len(grid))
 	}
@@ -52,26 +52,26 @@ func TestLockModeConflicts(t *testing.T) {
 func TestParseLockMode(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
-		want migrate.LockMode
+		want locks.Mode
 	}{
-		{"access-exclusive", migrate.AccessExclusive},
-		{"ACCESS EXCLUSIVE", migrate.AccessExclusive},
-		{"AccessExclusiveLock", migrate.AccessExclusive},
-		{"share", migrate.Share},
-		{"share-row-exclusive", migrate.ShareRowExclusive},
-		{"share_update_exclusive", migrate.ShareUpdateExclusive},
-		{"row-share", migrate.RowShare},
+		{"access-exclusive", locks.AccessExclusive},
+		{"ACCESS EXCLUSIVE", locks.AccessExclusive},
+		{"AccessExclusiveLock", locks.AccessExclusive},
+		{"share", locks.Share},
+		{"share-row-exclusive", locks.ShareRowExclusive},
+		{"share_update_exclusive", locks.ShareUpdateExclusive},
+		{"row-share", locks.RowShare},
 	} {
-		if got, err := migrate.ParseLockMode(tc.in); err != nil || got != tc.want {
-			t.Errorf("ParseLockMode(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+		if got, err := locks.ParseMode(tc.in); err != nil || got != tc.want {
+			t.Errorf("ParseMode(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
 		}
 	}
-	for _, m := range migrate.LockModes() {
-		if got, err := migrate.ParseLockMode(m.Flag()); err != nil || got != m {
+	for _, m := range locks.Modes() {
+		if got, err := locks.ParseMode(m.Flag()); err != nil || got != m {
 			t.Errorf("%s does not read back from its flag %q: %v, %v", m, m.Flag(), got, err)
 		}
 	}
-	_, err := migrate.ParseLockMode("exclusiv")
+	_, err := locks.ParseMode("exclusiv")
 	if err == nil || !strings.Contains(err.Error(), "access-share, row-share") {
 		t.Errorf("an unknown mode: %v, want the list of modes", err)
 	}
@@ -146,18 +146,18 @@ func (s shop) waiter(t *testing.T, lock string) int {
 	return pid
 }
 
-func (s shop) check(t *testing.T, mode migrate.LockMode, timeout time.Duration, tables ...string) (migrate.LockReport, error) {
+func (s shop) check(t *testing.T, mode locks.Mode, timeout time.Duration, tables ...string) (locks.Report, error) {
 	t.Helper()
 	return s.checkAs(t, s.dsn, mode, timeout, tables...)
 }
 
-func (s shop) checkAs(t *testing.T, dsn string, mode migrate.LockMode, timeout time.Duration, tables ...string) (migrate.LockReport, error) {
+func (s shop) checkAs(t *testing.T, dsn string, mode locks.Mode, timeout time.Duration, tables ...string) (locks.Report, error) {
 	t.Helper()
-	d, err := migrate.ParseDSN(dsn)
+	d, err := locks.ParseDSN(dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &migrate.LockCheck{DSN: d, Tables: tables, Mode: mode, LockTimeout: timeout}
+	c := &locks.Check{DSN: d, Tables: tables, Mode: mode, LockTimeout: timeout}
 	return c.Run(budget.Context(t, 30*time.Second))
 }
 
@@ -170,7 +170,7 @@ func (s shop) assertNothingLeft(t *testing.T) {
 	err := budget.Wait(budget.Of(5*time.Second), func() bool {
 		rows, err := admin.Query(context.Background(), `SELECT pid || ' ' || coalesce(state, '') FROM pg_stat_activity
 			WHERE application_name = $1 AND (state IN ('idle in transaction', 'idle in transaction (aborted)', 'active') OR xact_start IS NOT NULL)`,
-			migrate.ApplicationName)
+			locks.ApplicationName)
 		if err != nil {
 			return false
 		}
@@ -178,7 +178,7 @@ func (s shop) assertNothingLeft(t *testing.T) {
 		return err == nil && len(left) == 0
 	})
 	if err != nil {
-		t.Fatalf("sessions of %q still in a transaction: %q (%v)", migrate.ApplicationName, left, err)
+		t.Fatalf("sessions of %q still in a transaction: %q (%v)", locks.ApplicationName, left, err)
 	}
 }
 
@@ -189,7 +189,7 @@ func TestLockPreflight(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		tables []string
-		mode   migrate.LockMode
+		mode   locks.Mode
 		// setup makes the sessions that lock; it returns the pids the
 		// preflight must name as blockers.
 		setup      func(t *testing.T) []int
@@ -197,34 +197,34 @@ func TestLockPreflight(t *testing.T) {
 		wantListed int // sessions listed at least
 	}{
 		{
-			name: "a free table", tables: []string{"free1"}, mode: migrate.AccessExclusive,
+			name: "a free table", tables: []string{"free1"}, mode: locks.AccessExclusive,
 			setup:    func(*testing.T) []int { return nil },
 			acquired: true,
 		},
 		{
-			name: "a lock that does not conflict", tables: []string{"shared1"}, mode: migrate.ShareUpdateExclusive,
+			name: "a lock that does not conflict", tables: []string{"shared1"}, mode: locks.ShareUpdateExclusive,
 			setup:    func(t *testing.T) []int { s.session(t, "BEGIN", "SELECT * FROM shared1"); return nil },
 			acquired: true, wantListed: 1,
 		},
 		{
-			name: "a table locked by another session", tables: []string{"locked1"}, mode: migrate.AccessShare,
+			name: "a table locked by another session", tables: []string{"locked1"}, mode: locks.AccessShare,
 			setup: func(t *testing.T) []int {
 				return []int{s.session(t, "BEGIN", "LOCK TABLE locked1 IN ACCESS EXCLUSIVE MODE")}
 			},
 			wantListed: 1,
 		},
 		{
-			name: "a long transaction that read the table", tables: []string{"public.read1"}, mode: migrate.AccessExclusive,
+			name: "a long transaction that read the table", tables: []string{"public.read1"}, mode: locks.AccessExclusive,
 			setup:      func(t *testing.T) []int { return []int{s.session(t, "BEGIN", "SELECT * FROM read1")} },
 			wantListed: 1,
 		},
 		{
-			name: "the second of two tables locked", tables: []string{"multi_a", "multi_b"}, mode: migrate.AccessExclusive,
+			name: "the second of two tables locked", tables: []string{"multi_a", "multi_b"}, mode: locks.AccessExclusive,
 			setup:      func(t *testing.T) []int { return []int{s.session(t, "BEGIN", "INSERT INTO multi_b VALUES (1)")} },
 			wantListed: 1,
 		},
 		{
-			name: "a forgotten prepared transaction", tables: []string{"prep1"}, mode: migrate.RowExclusive,
+			name: "a forgotten prepared transaction", tables: []string{"prep1"}, mode: locks.RowExclusive,
 			setup: func(t *testing.T) []int {
 				s.session(t, "BEGIN", "LOCK TABLE prep1 IN SHARE MODE", "PREPARE TRANSACTION 'forgotten'")
 				t.Cleanup(func() { s.Exec(t, "shop", "ROLLBACK PREPARED 'forgotten'") })
@@ -235,7 +235,7 @@ func TestLockPreflight(t *testing.T) {
 		{
 			// LOCK TABLE takes a partitioned table's partitions too: a
 			// reader of one partition blocks it without touching the table.
-			name: "a reader of one partition", tables: []string{"parted"}, mode: migrate.AccessExclusive,
+			name: "a reader of one partition", tables: []string{"parted"}, mode: locks.AccessExclusive,
 			setup: func(t *testing.T) []int {
 				s.Exec(t, "shop", "CREATE TABLE parted (id bigint) PARTITION BY RANGE (id)",
 					"CREATE TABLE parted_1 PARTITION OF parted FOR VALUES FROM (0) TO (100)",
@@ -247,7 +247,7 @@ func TestLockPreflight(t *testing.T) {
 		{
 			// The field lesson: a lock request queued behind a reader makes
 			// every later request queue behind it, even a read.
-			name: "a migration queued ahead", tables: []string{"queue1"}, mode: migrate.AccessShare,
+			name: "a migration queued ahead", tables: []string{"queue1"}, mode: locks.AccessShare,
 			setup: func(t *testing.T) []int {
 				s.session(t, "BEGIN", "SELECT * FROM queue1")
 				return []int{s.waiter(t, "LOCK TABLE queue1 IN ACCESS EXCLUSIVE MODE")}
@@ -277,7 +277,7 @@ func TestLockPreflight(t *testing.T) {
 				if !slices.Contains(rep.Blockers, pid) {
 					t.Errorf("blockers %v, want pid %d among them", rep.Blockers, pid)
 				}
-				i := slices.IndexFunc(rep.Sessions, func(ls migrate.LockSession) bool { return ls.PID == pid })
+				i := slices.IndexFunc(rep.Sessions, func(ls locks.Session) bool { return ls.PID == pid })
 				if i < 0 {
 					t.Errorf("blocker %d is not listed: %+v", pid, rep.Sessions)
 					continue
@@ -308,7 +308,7 @@ func TestLockPreflight(t *testing.T) {
 
 func TestLockPreflightNeverNull(t *testing.T) {
 	s := startShop(t, "orders")
-	rep, err := s.check(t, migrate.AccessExclusive, time.Second, "orders")
+	rep, err := s.check(t, locks.AccessExclusive, time.Second, "orders")
 	if err != nil || !rep.Acquired {
 		t.Fatalf("%+v, %v", rep, err)
 	}
@@ -327,17 +327,17 @@ func TestLockPreflightErrors(t *testing.T) {
 		name   string
 		dsn    string
 		tables []string
-		mode   migrate.LockMode
+		mode   locks.Mode
 		want   []string
 		secret string
 	}{
-		{"unknown table", s.dsn, []string{"orders", "nosuch"}, migrate.AccessExclusive,
+		{"unknown table", s.dsn, []string{"orders", "nosuch"}, locks.AccessExclusive,
 			[]string{`table "nosuch" does not exist`, "database shop"}, appPassword},
-		{"unreachable server", closed, []string{"orders"}, migrate.AccessExclusive,
+		{"unreachable server", closed, []string{"orders"}, locks.AccessExclusive,
 			[]string{"connect to PostgreSQL", "refused"}, appPassword},
-		{"wrong password", s.DSN("app", "Wr0ng-pa55word", "shop"), []string{"orders"}, migrate.AccessExclusive,
+		{"wrong password", s.DSN("app", "Wr0ng-pa55word", "shop"), []string{"orders"}, locks.AccessExclusive,
 			[]string{"connect to PostgreSQL", "password authentication failed", "28P01"}, "Wr0ng-pa55word"},
-		{"no privilege for the mode", s.DSN("reader", readerPassword, "shop"), []string{"orders", "payments"}, migrate.AccessExclusive,
+		{"no privilege for the mode", s.DSN("reader", readerPassword, "shop"), []string{"orders", "payments"}, locks.AccessExclusive,
 			[]string{"user reader may not lock public.orders, public.payments in ACCESS EXCLUSIVE mode", "UPDATE, DELETE or TRUNCATE", "42501"}, readerPassword},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -361,7 +361,7 @@ func TestLockPreflightErrors(t *testing.T) {
 		})
 	}
 	// Reading is allowed: the privilege the mode needs is what counts.
-	if rep, err := s.checkAs(t, s.DSN("reader", readerPassword, "shop"), migrate.AccessShare, time.Second, "orders"); err != nil || !rep.Acquired {
+	if rep, err := s.checkAs(t, s.DSN("reader", readerPassword, "shop"), locks.AccessShare, time.Second, "orders"); err != nil || !rep.Acquired {
 		t.Errorf("reader, ACCESS SHARE: %+v, %v", rep, err)
 	}
 }
@@ -371,7 +371,7 @@ func TestLockPreflightErrors(t *testing.T) {
 func TestLockPreflightCancelled(t *testing.T) {
 	s := startShop(t, "orders")
 	holder := s.session(t, "BEGIN", "LOCK TABLE orders IN ACCESS EXCLUSIVE MODE")
-	d, err := migrate.ParseDSN(s.dsn)
+	d, err := locks.ParseDSN(s.dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -383,14 +383,14 @@ func TestLockPreflightCancelled(t *testing.T) {
 		_ = budget.Wait(budget.Of(10*time.Second), func() bool {
 			var n int
 			err := admin.QueryRow(context.Background(), `SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid)
-				WHERE NOT l.granted AND a.application_name = $1`, migrate.ApplicationName).Scan(&n)
+				WHERE NOT l.granted AND a.application_name = $1`, locks.ApplicationName).Scan(&n)
 			return err == nil && n > 0
 		})
 		time.Sleep(300 * time.Millisecond)
 		cancel()
 	}()
 	start := time.Now()
-	c := &migrate.LockCheck{DSN: d, Tables: []string{"orders"}, Mode: migrate.AccessExclusive, LockTimeout: 10 * time.Second}
+	c := &locks.Check{DSN: d, Tables: []string{"orders"}, Mode: locks.AccessExclusive, LockTimeout: 10 * time.Second}
 	rep, err := c.Run(ctx)
 	took := time.Since(start)
 	t.Logf("%v after %v", err, took.Round(time.Millisecond))
@@ -425,7 +425,7 @@ func TestParseDSNNeverShowsThePassword(t *testing.T) {
 		{"multi-host URL, bad port", "postgres://app:Mult1-Secret@h1:5432,h2:x/shop", "Mult1-Secret"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := migrate.ParseDSN(tc.dsn)
+			_, err := locks.ParseDSN(tc.dsn)
 			if err == nil {
 				t.Fatalf("ParseDSN(%q) took it", tc.dsn)
 			}
@@ -441,7 +441,7 @@ func TestParseDSNNeverShowsThePassword(t *testing.T) {
 // Scrub removes the password from any text, in every form a DSN could
 // spell it, even where pgx would have left it.
 func TestScrub(t *testing.T) {
-	d, err := migrate.ParseDSN("postgres://app:a%20b%2Fc@127.0.0.1:5432/shop")
+	d, err := locks.ParseDSN("postgres://app:a%20b%2Fc@127.0.0.1:5432/shop")
 	if err != nil {
 		t.Fatal(err)
 	}

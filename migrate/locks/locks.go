@@ -1,4 +1,13 @@
-package migrate
+// Package locks is the database-migration lock preflight. It answers one
+// question before a release runs its database migration: could the
+// migration take its lock now, or would it queue, and every write to the
+// table queue behind it? (A retailer's releases broke that way: the
+// migration's lock waited for autovacuum, and all writes waited for the
+// migration.) It lists who holds or awaits locks on the tables, then
+// takes the lock for real, bounded by a lock timeout, and releases it at
+// once. It speaks to PostgreSQL only, and imports no runtime and nothing
+// of commands/ or the rest of migrate/.
+package locks
 
 import (
 	"cmp"
@@ -16,14 +25,6 @@ import (
 
 	"github.com/shardctl/shardctl/internal/human"
 )
-
-// The lock preflight answers one question before a release runs its
-// database migration: could the migration take its lock now, or would it
-// queue, and every write to the table queue behind it? (A retailer's
-// releases broke that way: the migration's lock waited for autovacuum,
-// and all writes waited for the migration.) It lists who holds or awaits
-// locks on the tables, then takes the lock for real, bounded by a lock
-// timeout, and releases it at once.
 
 // Lock preflight defaults.
 const (
@@ -55,26 +56,26 @@ const (
 	sqlstateUndefinedParameter = "42704"
 )
 
-// LockCheck is one lock preflight.
-type LockCheck struct {
+// Check is one lock preflight.
+type Check struct {
 	DSN *DSN
 	// Tables as the migration names them: orders, public.orders.
 	Tables      []string
-	Mode        LockMode
+	Mode        Mode
 	LockTimeout time.Duration
 	// Poll is how often the blockers of the waiting attempt are read
 	// (DefaultLockPoll when 0).
 	Poll time.Duration
 }
 
-// LockReport is what a preflight found; it is the -o json document.
-type LockReport struct {
+// Report is what a preflight found; it is the -o json document.
+type Report struct {
 	// Tables as PostgreSQL resolved them, schema-qualified.
-	Tables      []string      `json:"tables"`
-	Mode        string        `json:"mode"`
-	LockTimeout string        `json:"lockTimeout"`
-	Sessions    []LockSession `json:"sessions"`
-	Acquired    bool          `json:"acquired"`
+	Tables      []string  `json:"tables"`
+	Mode        string    `json:"mode"`
+	LockTimeout string    `json:"lockTimeout"`
+	Sessions    []Session `json:"sessions"`
+	Acquired    bool      `json:"acquired"`
 	// WaitedSeconds is how long the attempt took, granted or not.
 	WaitedSeconds float64 `json:"waitedSeconds"`
 	// Blockers are the sessions PostgreSQL named as blocking the attempt
@@ -84,12 +85,12 @@ type LockReport struct {
 }
 
 // Verdict is the report in one line.
-func (r LockReport) Verdict() string {
+func (r Report) Verdict() string {
 	return fmt.Sprintf("%s on %s: %s", r.Mode, strings.Join(r.Tables, ", "), r.Reason)
 }
 
-// LockSession is one lock, held or awaited, on one of the tables.
-type LockSession struct {
+// Session is one lock, held or awaited, on one of the tables.
+type Session struct {
 	PID         int    `json:"pid"`
 	User        string `json:"user"`
 	Application string `json:"application"`
@@ -114,12 +115,12 @@ type LockSession struct {
 }
 
 // ShortQuery is the query on one line, cut for a table.
-func (s LockSession) ShortQuery() string {
+func (s Session) ShortQuery() string {
 	return cut(strings.Join(strings.Fields(s.Query), " "), queryTableLen)
 }
 
 // Describe says who the session is, in a few words.
-func (s LockSession) Describe() string {
+func (s Session) Describe() string {
 	who := fmt.Sprintf("pid %d", s.PID)
 	if s.PID == 0 {
 		who = "a prepared transaction"
@@ -159,12 +160,12 @@ type relation struct {
 // the server cannot be reached, a table does not exist, a privilege is
 // missing, ctx ended. Neither ever holds the DSN's password, and no
 // lock or transaction outlives Run, even when ctx is cancelled.
-func (c *LockCheck) Run(ctx context.Context) (rep LockReport, err error) {
+func (c *Check) Run(ctx context.Context) (rep Report, err error) {
 	defer func() {
 		err = c.DSN.Scrub(err)
 		rep = c.scrubReport(rep)
 	}()
-	rep = LockReport{Mode: c.Mode.String(), LockTimeout: c.LockTimeout.String(), Sessions: []LockSession{}, Blockers: []int{}}
+	rep = Report{Mode: c.Mode.String(), LockTimeout: c.LockTimeout.String(), Sessions: []Session{}, Blockers: []int{}}
 
 	list, err := c.connect(ctx)
 	if err != nil {
@@ -219,7 +220,7 @@ func (c *LockCheck) Run(ctx context.Context) (rep LockReport, err error) {
 // sends PostgreSQL a cancel request rather than dropping the connection:
 // a backend whose client vanished keeps waiting in the lock queue until
 // its lock timeout, and every writer queues behind it meanwhile.
-func (c *LockCheck) connect(ctx context.Context) (*pgx.Conn, error) {
+func (c *Check) connect(ctx context.Context) (*pgx.Conn, error) {
 	cfg := c.DSN.config.Copy()
 	cfg.BuildContextWatcherHandler = func(pc *pgconn.PgConn) ctxwatch.Handler {
 		return &pgconn.CancelRequestContextWatcherHandler{Conn: pc, DeadlineDelay: cancelGrace}
@@ -243,7 +244,7 @@ func closeConn(conn *pgx.Conn) {
 // process freeze or vanish: the server ends it once idle in a
 // transaction for the lock timeout, and (PostgreSQL 14+) notices a
 // client gone while it still waits.
-func (c *LockCheck) prepareAttempt(ctx context.Context, conn *pgx.Conn) error {
+func (c *Check) prepareAttempt(ctx context.Context, conn *pgx.Conn) error {
 	set := fmt.Sprintf("SET idle_in_transaction_session_timeout = '%dms'", millis(c.LockTimeout))
 	if _, err := conn.Exec(ctx, set); err != nil {
 		return fmt.Errorf("%s: %w", set, err)
@@ -321,7 +322,7 @@ WHERE l.locktype = 'relation'
 // listSessions reads who holds or awaits locks on the tables, leaving out
 // the preflight's own sessions, and marks those that conflict with the
 // requested mode and those PostgreSQL named as blockers.
-func (c *LockCheck) listSessions(ctx context.Context, conn *pgx.Conn, rels []relation, own []int32, blockers []int) ([]LockSession, error) {
+func (c *Check) listSessions(ctx context.Context, conn *pgx.Conn, rels []relation, own []int32, blockers []int) ([]Session, error) {
 	oids := make([]uint32, len(rels))
 	for i, r := range rels {
 		oids[i] = r.oid
@@ -334,9 +335,9 @@ func (c *LockCheck) listSessions(ctx context.Context, conn *pgx.Conn, rels []rel
 	if err != nil {
 		return nil, fmt.Errorf("list the sessions locking %s: %w", names(rels), err)
 	}
-	out := []LockSession{}
+	out := []Session{}
 	for rows.Next() {
-		var s LockSession
+		var s Session
 		if err := rows.Scan(&s.PID, &s.User, &s.Application, &s.BackendType, &s.State, &s.Table, &s.Mode, &s.Granted,
 			&s.XactStart, &s.QueryStart, &s.AgeSeconds, &s.WaitEventType, &s.WaitEvent, &s.Query); err != nil {
 			rows.Close()
@@ -347,7 +348,7 @@ func (c *LockCheck) listSessions(ctx context.Context, conn *pgx.Conn, rels []rel
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list the sessions locking %s: %w", names(rels), err)
 	}
-	slices.SortStableFunc(out, func(a, b LockSession) int {
+	slices.SortStableFunc(out, func(a, b Session) int {
 		if d := rank(b) - rank(a); d != 0 {
 			return d
 		}
@@ -360,7 +361,7 @@ func (c *LockCheck) listSessions(ctx context.Context, conn *pgx.Conn, rels []rel
 }
 
 // rank puts blockers first, then conflicting locks, then held ones.
-func rank(s LockSession) int {
+func rank(s Session) int {
 	r := 0
 	if s.Blocking {
 		r += 4
@@ -374,8 +375,8 @@ func rank(s LockSession) int {
 	return r
 }
 
-func (c *LockCheck) classify(s LockSession, blockers []int) LockSession {
-	if m, ok := lockModeOfPgLocks(s.Mode); ok {
+func (c *Check) classify(s Session, blockers []int) Session {
+	if m, ok := modeOfPgLocks(s.Mode); ok {
 		s.Mode = m.String()
 		s.Conflicts = c.Mode.ConflictsWith(m)
 	}
@@ -404,7 +405,7 @@ type attemptResult struct {
 // leaves the transaction idle before the LOCK. lock_timeout bounds the
 // wait for each table; with several tables those waits add up, so the
 // statement timeout bounds their sum.
-func (c *LockCheck) lockSQL(rels []relation) string {
+func (c *Check) lockSQL(rels []relation) string {
 	ms := millis(c.LockTimeout)
 	var b strings.Builder
 	fmt.Fprintf(&b, "BEGIN; SET LOCAL lock_timeout = '%dms'; ", ms)
@@ -417,7 +418,7 @@ func (c *LockCheck) lockSQL(rels []relation) string {
 
 // try takes the lock on attempt and rolls back at once, while list asks
 // PostgreSQL who blocks the attempt.
-func (c *LockCheck) try(ctx context.Context, list, attempt *pgx.Conn, rels []relation) attemptResult {
+func (c *Check) try(ctx context.Context, list, attempt *pgx.Conn, rels []relation) attemptResult {
 	// The server's timeouts bound the wait; this bounds a server or a
 	// network that stops answering altogether.
 	actx, cancel := context.WithTimeout(ctx, c.LockTimeout+unresponsive)
@@ -452,7 +453,7 @@ func (c *LockCheck) try(ctx context.Context, list, attempt *pgx.Conn, rels []rel
 	}
 }
 
-func (c *LockCheck) poll() time.Duration {
+func (c *Check) poll() time.Duration {
 	if c.Poll > 0 {
 		return c.Poll
 	}
@@ -463,7 +464,7 @@ func (c *LockCheck) poll() time.Duration {
 // be gone already (the cancel request went unanswered), the server may
 // still have the backend waiting in the lock queue: the other session
 // ends it.
-func (c *LockCheck) end(list, attempt *pgx.Conn) {
+func (c *Check) end(list, attempt *pgx.Conn) {
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
 	if !attempt.IsClosed() {
@@ -513,7 +514,7 @@ func notTaken(err error) bool {
 
 // attemptError explains an attempt that failed for another reason than
 // time, naming the tables and the privilege when one is missing.
-func (c *LockCheck) attemptError(ctx context.Context, list *pgx.Conn, rels []relation, err error) error {
+func (c *Check) attemptError(ctx context.Context, list *pgx.Conn, rels []relation, err error) error {
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) || pgErr.Code != sqlstateInsufficientPriv {
 		return fmt.Errorf("LOCK TABLE %s IN %s MODE: %w", names(rels), c.Mode, err)
@@ -550,7 +551,7 @@ func orList(words []string) string {
 }
 
 // refusal says why the lock was not taken and by whom.
-func (c *LockCheck) refusal(rep LockReport, err error) string {
+func (c *Check) refusal(rep Report, err error) string {
 	why := fmt.Sprintf("not taken within %s", c.LockTimeout)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == sqlstateQueryCanceled && !strings.Contains(pgErr.Message, "statement timeout") {
@@ -568,7 +569,7 @@ func (c *LockCheck) refusal(rep LockReport, err error) string {
 		}
 	}
 	for _, pid := range rep.Blockers {
-		if !slices.ContainsFunc(rep.Sessions, func(s LockSession) bool { return s.PID == pid }) {
+		if !slices.ContainsFunc(rep.Sessions, func(s Session) bool { return s.PID == pid }) {
 			blockers = append(blockers, fmt.Sprintf("pid %d (gone by the time it was listed)", pid))
 		}
 	}
@@ -592,7 +593,7 @@ func (c *LockCheck) refusal(rep LockReport, err error) string {
 
 // scrubReport takes the DSN's password out of every text the server
 // sent: another session's query may well be the ALTER ROLE that set it.
-func (c *LockCheck) scrubReport(rep LockReport) LockReport {
+func (c *Check) scrubReport(rep Report) Report {
 	rep.Reason = c.DSN.ScrubString(rep.Reason)
 	for i := range rep.Sessions {
 		rep.Sessions[i].Query = c.DSN.ScrubString(rep.Sessions[i].Query)

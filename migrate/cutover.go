@@ -23,6 +23,7 @@ import (
 	"github.com/shardctl/shardctl/internal/registry/registryapi"
 	"github.com/shardctl/shardctl/internal/registry/registryclient"
 	"github.com/shardctl/shardctl/internal/signals"
+	"github.com/shardctl/shardctl/migrate/drain"
 	"github.com/shardctl/shardctl/migrate/kube"
 )
 
@@ -57,7 +58,7 @@ type Progress struct {
 	Inconclusive string                 `json:"inconclusive,omitempty"`
 	StepStarted  *time.Time             `json:"stepStarted,omitempty"`
 	Gates        map[string]Measurement `json:"gates,omitempty"`
-	Drain        map[string]DrainEvent  `json:"drain,omitempty"`
+	Drain        map[string]drain.Event `json:"drain,omitempty"`
 }
 
 // ProgressOf reads a record's progress.
@@ -121,7 +122,7 @@ type CutoverEvent struct {
 	StepName string         `json:"stepName"`
 	Weights  map[string]int `json:"weights,omitempty"`
 	Gate     *Measurement   `json:"gate,omitempty"`
-	Drain    *DrainEvent    `json:"drain,omitempty"`
+	Drain    *drain.Event   `json:"drain,omitempty"`
 	// Change is a write to Kubernetes (clients events).
 	Change *kube.Change `json:"change,omitempty"`
 	// Until is when a weight step's hold ends (weights and gate events of
@@ -767,12 +768,12 @@ func (s *session) drain(ctx context.Context, k int) error {
 	for _, sh := range s.plan.FromShards {
 		from = append(from, sh.ID)
 	}
-	d := &Drain{Registry: s.r.Registry, App: s.plan.App, Backlog: s.r.Backlog, Poll: s.r.Poll, StuckAfter: s.r.StuckAfter,
-		OnEvent: func(e DrainEvent) {
+	d := &drain.Helper{Registry: s.r.Registry, App: s.plan.App, Backlog: s.r.Backlog, Poll: s.r.Poll, StuckAfter: s.r.StuckAfter,
+		OnEvent: func(e drain.Event) {
 			s.emit(k, CutoverDrain, "", func(ce *CutoverEvent) { ce.Drain = &e })
 			_ = s.save(ctx, func(_ *registryapi.Cutover, p *Progress) {
 				if p.Drain == nil {
-					p.Drain = map[string]DrainEvent{}
+					p.Drain = map[string]drain.Event{}
 				}
 				p.Drain[e.Shard] = e
 			})
@@ -858,8 +859,8 @@ func (r *Runner) Rollback(ctx context.Context, name string, o RollbackOptions) (
 			to = append(to, sh.ID)
 		}
 	}
-	d := &Drain{Registry: r.Registry, App: plan.App, Backlog: r.Backlog, Poll: r.Poll, StuckAfter: r.StuckAfter,
-		OnEvent: func(e DrainEvent) { s.emit(rec.Step, CutoverDrain, "", func(ce *CutoverEvent) { ce.Drain = &e }) }}
+	d := &drain.Helper{Registry: r.Registry, App: plan.App, Backlog: r.Backlog, Poll: r.Poll, StuckAfter: r.StuckAfter,
+		OnEvent: func(e drain.Event) { s.emit(rec.Step, CutoverDrain, "", func(ce *CutoverEvent) { ce.Drain = &e }) }}
 	drained, err := d.Begin(ctx, to)
 	if err != nil {
 		return s.rec, err

@@ -17,6 +17,7 @@ import (
 	"github.com/shardctl/shardctl/internal/registry/registryapi"
 	"github.com/shardctl/shardctl/internal/registry/registryclient"
 	"github.com/shardctl/shardctl/internal/signals"
+	"github.com/shardctl/shardctl/migrate/drain"
 	"github.com/shardctl/shardctl/migrate/kube"
 	"github.com/shardctl/shardctl/probes/proxies"
 )
@@ -24,7 +25,7 @@ import (
 // CutoverRegistry is what a cutover needs of the registry (registry.Client
 // has it).
 type CutoverRegistry interface {
-	Registry
+	drain.Registry
 	Cutovers(ctx context.Context, app string) ([]registryapi.Cutover, error)
 	Cutover(ctx context.Context, name string) (registryapi.Cutover, error)
 	PutCutover(ctx context.Context, c registryapi.Cutover) (registryapi.Cutover, error)

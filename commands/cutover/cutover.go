@@ -26,6 +26,7 @@ import (
 	"github.com/shardctl/shardctl/internal/signals"
 	"github.com/shardctl/shardctl/internal/source"
 	"github.com/shardctl/shardctl/migrate"
+	"github.com/shardctl/shardctl/migrate/drain"
 	"github.com/shardctl/shardctl/migrate/kube"
 )
 
@@ -280,7 +281,7 @@ func cutoverSources(g *cmdutil.Globals) (migrate.Sources, error) {
 
 // cutoverError maps a cutover's end to the exit codes of the contract.
 func cutoverError(err error) error {
-	var ne *migrate.NotEmptyError
+	var ne *drain.NotEmptyError
 	switch {
 	case err == nil:
 		return nil
@@ -514,8 +515,8 @@ type runnerFlags struct {
 func (rf *runnerFlags) add(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringVar(&rf.logFile, "log", "", "append every step as a JSON line to this file too (an audit trail)")
-	f.DurationVar(&rf.poll, "poll", migrate.DefaultPoll, "how often the drain reads each shard")
-	f.IntVar(&rf.stuckAfter, "stuck-after", migrate.DefaultStuckAfter, "polls without progress before the drain says what blocks a shard")
+	f.DurationVar(&rf.poll, "poll", drain.DefaultPoll, "how often the drain reads each shard")
+	f.IntVar(&rf.stuckAfter, "stuck-after", drain.DefaultStuckAfter, "polls without progress before the drain says what blocks a shard")
 	f.DurationVar(&rf.leaseTTL, "lease-ttl", migrate.DefaultLeaseTTL, "how long the cutover's lease outlives a process that stops renewing it")
 }
 
@@ -1146,7 +1147,7 @@ func (o *CutoverRollbackOptions) Run(ctx context.Context) error {
 	if errors.Is(err, kube.ErrRolloutTimeout) {
 		return cmdutil.TimedOut(fmt.Errorf("%v: run cutover rollback again to wait for it", err))
 	}
-	var ne *migrate.NotEmptyError
+	var ne *drain.NotEmptyError
 	if errors.As(err, &ne) && errors.Is(err, context.DeadlineExceeded) {
 		return cmdutil.TimedOut(fmt.Errorf("drain of the new pool %v", err))
 	}

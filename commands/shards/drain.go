@@ -16,7 +16,7 @@ import (
 	"github.com/shardctl/shardctl/internal/backlog"
 	"github.com/shardctl/shardctl/internal/registry/registryapi"
 	"github.com/shardctl/shardctl/internal/registry/registryclient"
-	"github.com/shardctl/shardctl/migrate"
+	"github.com/shardctl/shardctl/migrate/drain"
 )
 
 // DrainOptions drains shards: DRAINING at once, and with --wait until
@@ -68,8 +68,8 @@ be reached. "shardctl undrain SHARD..." reverses a drain at any point.`,
 	f := cmd.Flags()
 	f.BoolVar(&o.wait, "wait", false, "follow the shards until they are empty, then set them OUT_OF_SERVICE")
 	f.DurationVar(&o.timeout, "timeout", 30*time.Minute, "with --wait: give up after this long (exit 4; the shards stay DRAINING)")
-	f.DurationVar(&o.poll, "poll", migrate.DefaultPoll, "with --wait: how often to read each shard")
-	f.IntVar(&o.stuckAfter, "stuck-after", migrate.DefaultStuckAfter, "with --wait: polls without progress before saying what blocks a shard")
+	f.DurationVar(&o.poll, "poll", drain.DefaultPoll, "with --wait: how often to read each shard")
+	f.IntVar(&o.stuckAfter, "stuck-after", drain.DefaultStuckAfter, "with --wait: polls without progress before saying what blocks a shard")
 	o.f.AddFlags(cmd.Flags())
 	return cmd
 }
@@ -97,7 +97,7 @@ func (o *DrainOptions) Validate() error {
 
 func (o *DrainOptions) Run(ctx context.Context) error {
 	events := newDrainPrinter(o.printer, o.f.Globals.Streams.Out)
-	d := &migrate.Drain{Registry: o.c, App: o.f.App, Backlog: o.reader, Poll: o.poll, StuckAfter: o.stuckAfter, OnEvent: events.print}
+	d := &drain.Helper{Registry: o.c, App: o.f.App, Backlog: o.reader, Poll: o.poll, StuckAfter: o.stuckAfter, OnEvent: events.print}
 	shards, err := d.Begin(ctx, o.ids)
 	if err != nil {
 		return err
@@ -108,7 +108,7 @@ func (o *DrainOptions) Run(ctx context.Context) error {
 	wctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	err = d.Wait(wctx, shards)
-	var ne *migrate.NotEmptyError
+	var ne *drain.NotEmptyError
 	switch {
 	case errors.As(err, &ne) && errors.Is(err, context.DeadlineExceeded):
 		return cmdutil.TimedOut(fmt.Errorf("drain %s after %v; undrain with \"shardctl undrain %s\", or wait again with --wait", ne.Error(), o.timeout, strings.Join(o.ids, " ")))
@@ -134,7 +134,7 @@ func newDrainPrinter(p *output.Printer, out io.Writer) *drainPrinter {
 	return &drainPrinter{p: p, stream: p.Stream(), out: out, tty: cmdutil.IsTerminal(out)}
 }
 
-func (dp *drainPrinter) print(e migrate.DrainEvent) {
+func (dp *drainPrinter) print(e drain.Event) {
 	if dp.err != nil {
 		return
 	}
@@ -143,13 +143,13 @@ func (dp *drainPrinter) print(e migrate.DrainEvent) {
 		return
 	}
 	line := e.Line()
-	if dp.tty && e.Event == migrate.EventProgress {
+	if dp.tty && e.Event == drain.EventProgress {
 		line = output.Bar(e.Done, 20) + " " + line
 	}
 	switch e.Event {
-	case migrate.EventStuck:
+	case drain.EventStuck:
 		line = dp.p.Colors.Warn(line)
-	case migrate.EventEmpty:
+	case drain.EventEmpty:
 		line = dp.p.Colors.Good(line)
 	}
 	_, dp.err = fmt.Fprintln(dp.out, line)
@@ -194,7 +194,7 @@ func (o *UndrainOptions) Complete(_ *cobra.Command, args []string) (err error) {
 func (o *UndrainOptions) Validate() error { return nil }
 
 func (o *UndrainOptions) Run(ctx context.Context) error {
-	shards, err := migrate.Undrain(ctx, o.c, o.f.App, o.ids)
+	shards, err := drain.Undrain(ctx, o.c, o.f.App, o.ids)
 	if err != nil {
 		return err
 	}

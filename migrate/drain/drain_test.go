@@ -1,4 +1,4 @@
-package migrate_test
+package drain_test
 
 import (
 	"context"
@@ -23,7 +23,7 @@ import (
 	"github.com/shardctl/shardctl/internal/registry/registryclient"
 	"github.com/shardctl/shardctl/internal/sim"
 	"github.com/shardctl/shardctl/internal/sim/simtest"
-	"github.com/shardctl/shardctl/migrate"
+	"github.com/shardctl/shardctl/migrate/drain"
 )
 
 // startRegistry runs a registry in-process and returns a client of it.
@@ -65,19 +65,19 @@ func shard(t *testing.T, c *registryclient.Client, id, pool string) *sim.Sim {
 // recorder keeps a drain's events.
 type recorder struct {
 	mu     sync.Mutex
-	events []migrate.DrainEvent
+	events []drain.Event
 }
 
-func (r *recorder) on(e migrate.DrainEvent) {
+func (r *recorder) on(e drain.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.events = append(r.events, e)
 }
 
-func (r *recorder) of(kind, shard string) []migrate.DrainEvent {
+func (r *recorder) of(kind, shard string) []drain.Event {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out []migrate.DrainEvent
+	var out []drain.Event
 	for _, e := range r.events {
 		if e.Event == kind && e.Shard == shard {
 			out = append(out, e)
@@ -88,8 +88,8 @@ func (r *recorder) of(kind, shard string) []migrate.DrainEvent {
 
 // until is an OnEvent that records, and calls then once an event of kind
 // has been recorded.
-func (r *recorder) until(kind string, then func()) func(migrate.DrainEvent) {
-	return func(e migrate.DrainEvent) {
+func (r *recorder) until(kind string, then func()) func(drain.Event) {
+	return func(e drain.Event) {
 		r.on(e)
 		if e.Event == kind {
 			then()
@@ -156,7 +156,7 @@ func TestDrainWaitsUntilEmpty(t *testing.T) {
 	deployAndStart(t, zc, 40)
 
 	rec := &recorder{}
-	d := &migrate.Drain{Registry: c, App: registryapi.DefaultShardsApp, Backlog: backlog.Scrape{}, Poll: 100 * time.Millisecond, StuckAfter: 50, OnEvent: rec.on}
+	d := &drain.Helper{Registry: c, App: registryapi.DefaultShardsApp, Backlog: backlog.Scrape{}, Poll: 100 * time.Millisecond, StuckAfter: 50, OnEvent: rec.on}
 	shards, err := d.Begin(budget.Context(t, 5*time.Second), []string{"blue-1"})
 	if err != nil {
 		t.Fatal(err)
@@ -187,7 +187,7 @@ func TestDrainWaitsUntilEmpty(t *testing.T) {
 	if st := state(t, c, "blue-2"); st != registryapi.StateUp {
 		t.Errorf("blue-2 is %s, want UP: it was not drained", st)
 	}
-	progress := rec.of(migrate.EventProgress, "blue-1")
+	progress := rec.of(drain.EventProgress, "blue-1")
 	if len(progress) < 3 || progress[0].Backlog.InFlight == 0 {
 		t.Fatalf("progress events %d, first %+v: want several, starting with instances in flight", len(progress), progress[0].Backlog)
 	}
@@ -203,7 +203,7 @@ func TestDrainWaitsUntilEmpty(t *testing.T) {
 	if withETA == 0 {
 		t.Error("no progress event had an ETA while the shard emptied")
 	}
-	if got := rec.of(migrate.EventEmpty, "blue-1"); len(got) != 1 || got[0].State != registryapi.StateOutOfService {
+	if got := rec.of(drain.EventEmpty, "blue-1"); len(got) != 1 || got[0].State != registryapi.StateOutOfService {
 		t.Errorf("empty events %+v", got)
 	}
 	t.Logf("%d polls; first: %s", len(progress), progress[0].Line())
@@ -241,20 +241,20 @@ func TestDrainNamesAnIncidentAndTimesOut(t *testing.T) {
 
 	rec := &recorder{}
 	wctx, timeout := timeoutOnCue(t, 10*time.Second)
-	d := &migrate.Drain{Registry: c, App: registryapi.DefaultShardsApp, Backlog: backlog.Scrape{}, Poll: 50 * time.Millisecond, StuckAfter: 3, OnEvent: rec.until(migrate.EventStuck, timeout)}
+	d := &drain.Helper{Registry: c, App: registryapi.DefaultShardsApp, Backlog: backlog.Scrape{}, Poll: 50 * time.Millisecond, StuckAfter: 3, OnEvent: rec.until(drain.EventStuck, timeout)}
 	shards, err := d.Begin(ctx, []string{"blue-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	err = d.Wait(wctx, shards)
-	var ne *migrate.NotEmptyError
+	var ne *drain.NotEmptyError
 	if !errors.As(err, &ne) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Wait: %v, want a timed-out NotEmptyError", err)
 	}
 	if len(ne.Left) != 1 || ne.Left[0].Backlog.Incidents != 1 || !strings.Contains(err.Error(), "1 incident") {
 		t.Errorf("what is left: %v", err)
 	}
-	stuck := rec.of(migrate.EventStuck, "blue-1")
+	stuck := rec.of(drain.EventStuck, "blue-1")
 	if len(stuck) == 0 {
 		t.Fatal("no stuck event though nothing moved")
 	}
@@ -278,7 +278,7 @@ func TestDrainWithoutMetricsWaits(t *testing.T) {
 	rec := &recorder{}
 	unreachable := backlog.Scrape{URLs: map[string]string{"blue-1": "http://127.0.0.1:1/metrics"}}
 	wctx, timeout := timeoutOnCue(t, 10*time.Second)
-	d := &migrate.Drain{Registry: c, App: registryapi.DefaultShardsApp, Backlog: unreachable, Poll: 50 * time.Millisecond, StuckAfter: 2, OnEvent: rec.until(migrate.EventStuck, timeout)}
+	d := &drain.Helper{Registry: c, App: registryapi.DefaultShardsApp, Backlog: unreachable, Poll: 50 * time.Millisecond, StuckAfter: 2, OnEvent: rec.until(drain.EventStuck, timeout)}
 	shards, err := d.Begin(budget.Context(t, 5*time.Second), []string{"blue-1"})
 	if err != nil {
 		t.Fatal(err)
@@ -286,7 +286,7 @@ func TestDrainWithoutMetricsWaits(t *testing.T) {
 	if err := d.Wait(wctx, shards); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Wait on a shard without metrics: %v, want it to time out", err)
 	}
-	stuck := rec.of(migrate.EventStuck, "blue-1")
+	stuck := rec.of(drain.EventStuck, "blue-1")
 	if len(stuck) == 0 || !strings.Contains(stuck[0].Blockers[0], "cannot be read") {
 		t.Errorf("stuck events %+v: want the unreadable metrics named", stuck)
 	}
@@ -299,7 +299,7 @@ func TestDrainWithoutMetricsWaits(t *testing.T) {
 func TestDrainUnknownShardChangesNothing(t *testing.T) {
 	c := startRegistry(t)
 	shard(t, c, "blue-1", "blue")
-	d := &migrate.Drain{Registry: c, App: registryapi.DefaultShardsApp, Backlog: backlog.Scrape{}}
+	d := &drain.Helper{Registry: c, App: registryapi.DefaultShardsApp, Backlog: backlog.Scrape{}}
 	_, err := d.Begin(budget.Context(t, 5*time.Second), []string{"blue-1", "bleu-2"})
 	if !errors.Is(err, registryapi.ErrNotFound) || !strings.Contains(err.Error(), "bleu-2") || !strings.Contains(err.Error(), "blue-1") {
 		t.Fatalf("Begin with an unknown shard: %v; want not found, naming it and the known ones", err)
@@ -307,7 +307,7 @@ func TestDrainUnknownShardChangesNothing(t *testing.T) {
 	if st := state(t, c, "blue-1"); st != registryapi.StateUp {
 		t.Errorf("blue-1 is %s after a refused drain, want UP", st)
 	}
-	if _, err := migrate.Undrain(budget.Context(t, 5*time.Second), c, registryapi.DefaultShardsApp, []string{"nope"}); !errors.Is(err, registryapi.ErrNotFound) {
+	if _, err := drain.Undrain(budget.Context(t, 5*time.Second), c, registryapi.DefaultShardsApp, []string{"nope"}); !errors.Is(err, registryapi.ErrNotFound) {
 		t.Errorf("undrain of an unknown shard: %v", err)
 	}
 }

@@ -1,12 +1,11 @@
-// Package migrate moves clients and work between pools of shards: the
-// drain of a shard until it holds nothing and the Blue-Green cutover
-// (migrate/kube: the same in Kubernetes; migrate/locks: the
-// database-migration lock preflight). It knows nothing of cobra: it
-// reports what it does through callbacks, as kubectl's drain.Helper does,
-// and commands/ turns the events into lines, progress bars or JSON.
-// It links no runtime: it reads the proxy and the registry through their
-// api packages (internal/architecture checks).
-package migrate
+// Package drain takes shards out of placement and follows them until
+// they hold nothing: DRAINING in the registry, then each shard's backlog
+// read until it is empty twice in a row, then OUT_OF_SERVICE; a shard
+// that stops moving is reported stuck, with what holds it. Like kubectl's
+// drain.Helper it knows nothing of cobra and reports through a callback.
+// It links no runtime: it reads the registry through an interface its
+// client satisfies and the backlog through internal/backlog.
+package drain
 
 import (
 	"context"
@@ -24,7 +23,7 @@ import (
 	"github.com/shardctl/shardctl/internal/signals"
 )
 
-// Registry is what migrate needs of the registry (registry.Client has it).
+// Registry is what a drain needs of the registry (registryclient.Client has it).
 type Registry interface {
 	Shards(ctx context.Context, app string) ([]registryapi.Shard, error)
 	Shard(ctx context.Context, app, id string) (registryapi.Shard, error)
@@ -42,9 +41,9 @@ const (
 	etaPolls = 5
 )
 
-// Drain takes shards out of placement and follows them until they hold
+// Helper takes shards out of placement and follows them until they hold
 // nothing.
-type Drain struct {
+type Helper struct {
 	Registry Registry
 	App      string
 	Backlog  backlog.Reader
@@ -53,10 +52,10 @@ type Drain struct {
 	Poll       time.Duration
 	StuckAfter int
 	// OnEvent is told everything the drain does, in order.
-	OnEvent func(DrainEvent)
+	OnEvent func(Event)
 }
 
-// DrainEvent kinds.
+// Event kinds.
 const (
 	EventDraining = "draining" // set DRAINING in the registry
 	EventProgress = "progress" // one poll of one shard
@@ -64,8 +63,8 @@ const (
 	EventEmpty    = "empty"    // empty for two polls, set OUT_OF_SERVICE
 )
 
-// DrainEvent is one thing a drain did or saw.
-type DrainEvent struct {
+// Event is one thing a drain did or saw.
+type Event struct {
 	At    time.Time `json:"at"`
 	Event string    `json:"event"`
 	Shard string    `json:"shard"`
@@ -87,7 +86,7 @@ type DrainEvent struct {
 }
 
 // Line is the event as one line for a person.
-func (e DrainEvent) Line() string {
+func (e Event) Line() string {
 	switch e.Event {
 	case EventDraining:
 		return fmt.Sprintf("shard %s DRAINING (was %s): no new instances go there", e.Shard, e.Was)
@@ -110,7 +109,7 @@ func (e DrainEvent) Line() string {
 // every shard was empty. The shards stay DRAINING.
 type NotEmptyError struct {
 	Cause error // context.DeadlineExceeded or context.Canceled
-	Left  []DrainEvent
+	Left  []Event
 }
 
 func (e *NotEmptyError) Error() string {
@@ -127,7 +126,7 @@ func (e *NotEmptyError) Error() string {
 
 func (e *NotEmptyError) Unwrap() error { return e.Cause }
 
-func (d *Drain) emit(e DrainEvent) {
+func (d *Helper) emit(e Event) {
 	if d.OnEvent != nil {
 		d.OnEvent(e)
 	}
@@ -161,7 +160,7 @@ func Lookup(ctx context.Context, r Registry, app string, ids []string) ([]regist
 }
 
 // Begin sets every shard DRAINING, after checking that all exist.
-func (d *Drain) Begin(ctx context.Context, ids []string) ([]registryapi.Shard, error) {
+func (d *Helper) Begin(ctx context.Context, ids []string) ([]registryapi.Shard, error) {
 	shards, err := Lookup(ctx, d.Registry, d.App, ids)
 	if err != nil {
 		return nil, err
@@ -173,7 +172,7 @@ func (d *Drain) Begin(ctx context.Context, ids []string) ([]registryapi.Shard, e
 				return nil, fmt.Errorf("set %s DRAINING: %w", s.ID, err)
 			}
 		}
-		d.emit(DrainEvent{At: time.Now(), Event: EventDraining, Shard: s.ID, State: registryapi.StateDraining, Was: was})
+		d.emit(Event{At: time.Now(), Event: EventDraining, Shard: s.ID, State: registryapi.StateDraining, Was: was})
 	}
 	return shards, nil
 }
@@ -205,7 +204,7 @@ func size(b backlog.Backlog) float64 {
 // Wait follows DRAINING shards until each reads empty for two polls in a
 // row and sets each OUT_OF_SERVICE then. When ctx ends first it returns a
 // *NotEmptyError naming what is left; those shards stay DRAINING.
-func (d *Drain) Wait(ctx context.Context, shards []registryapi.Shard) error {
+func (d *Helper) Wait(ctx context.Context, shards []registryapi.Shard) error {
 	poll, stuckAfter := d.Poll, d.StuckAfter
 	if poll <= 0 {
 		poll = DefaultPoll
@@ -244,7 +243,7 @@ func (d *Drain) Wait(ctx context.Context, shards []registryapi.Shard) error {
 			for _, f := range follows {
 				if !f.done {
 					b := f.last
-					e.Left = append(e.Left, DrainEvent{At: time.Now(), Event: EventProgress, Shard: f.shard.ID, State: registryapi.StateDraining, Backlog: &b})
+					e.Left = append(e.Left, Event{At: time.Now(), Event: EventProgress, Shard: f.shard.ID, State: registryapi.StateDraining, Backlog: &b})
 				}
 			}
 			return e
@@ -255,14 +254,14 @@ func (d *Drain) Wait(ctx context.Context, shards []registryapi.Shard) error {
 
 // pollOnce reads one shard and reports it; an empty one is set
 // OUT_OF_SERVICE on its second empty poll.
-func (d *Drain) pollOnce(ctx context.Context, f *follow, stuckAfter int) error {
+func (d *Helper) pollOnce(ctx context.Context, f *follow, stuckAfter int) error {
 	b := d.Backlog.Read(ctx, backlog.Target{Shard: f.shard.ID, MetricsURL: f.shard.Metadata[registryapi.MetaMetrics]})
 	if ctx.Err() != nil {
 		return nil // a reading cut short by the end of the wait says nothing
 	}
 	f.last = b
 	n := size(b)
-	ev := DrainEvent{At: b.At, Event: EventProgress, Shard: f.shard.ID, State: registryapi.StateDraining, Backlog: &b}
+	ev := Event{At: b.At, Event: EventProgress, Shard: f.shard.ID, State: registryapi.StateDraining, Backlog: &b}
 	if b.Known() {
 		if f.history == nil {
 			f.first = n
@@ -309,13 +308,13 @@ func (d *Drain) pollOnce(ctx context.Context, f *follow, stuckAfter int) error {
 			return fmt.Errorf("%s is empty, and setting it OUT_OF_SERVICE failed: %w", f.shard.ID, err)
 		}
 		f.done = true
-		d.emit(DrainEvent{At: time.Now(), Event: EventEmpty, Shard: f.shard.ID, State: s.State, Backlog: &b, Done: 1})
+		d.emit(Event{At: time.Now(), Event: EventEmpty, Shard: f.shard.ID, State: s.State, Backlog: &b, Done: 1})
 	}
 	return nil
 }
 
 // blockers say what a stuck shard waits for, most likely first.
-func (d *Drain) blockers(ctx context.Context, f *follow) []string {
+func (d *Helper) blockers(ctx context.Context, f *follow) []string {
 	b := f.last
 	var out []string
 	if b.Error != "" {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardctl/shardctl/internal/registry/httpfront"
 	"github.com/shardctl/shardctl/internal/registry/registryapi"
 	"github.com/shardctl/shardctl/internal/registry/store"
 )
@@ -154,7 +155,7 @@ func TestStoreFailureRefusesWrites(t *testing.T) {
 		t.Errorf("read after a failed commit: %v", err)
 	}
 	rec := httptest.NewRecorder()
-	r.Handler(HandlerOptions{}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+	httpfront.Handler(r, httpfront.Options{}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
 	if rec.Code != http.StatusServiceUnavailable {
 		t.Errorf("/readyz after a failed commit: %d %s, want 503", rec.Code, rec.Body)
 	}

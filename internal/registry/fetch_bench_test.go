@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/shardctl/shardctl/internal/registry/httpfront"
 	"github.com/shardctl/shardctl/internal/registry/registryapi"
 )
 
@@ -79,7 +80,7 @@ func BenchmarkFullFetch600(b *testing.B) {
 // handler, without the network: the registry's own cost per register.
 func BenchmarkRegisterHandler(b *testing.B) {
 	r, _ := newTestRegistry(b, Options{})
-	h := r.Handler(HandlerOptions{})
+	h := httpfront.Handler(r, httpfront.Options{})
 	body := string(registryapi.EncodeInstanceJSON(testInstance("ORDERS", "x", 30, 90)))
 	b.ReportAllocs()
 	i := 0

@@ -22,6 +22,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/shardctl/shardctl/internal/ledger"
+	"github.com/shardctl/shardctl/internal/registry/httpfront"
 	"github.com/shardctl/shardctl/internal/registry/registryapi"
 	"github.com/shardctl/shardctl/internal/registry/registryapi/wiretest"
 	"github.com/shardctl/shardctl/internal/registry/store"
@@ -286,13 +287,13 @@ func fzNewHarness(t *testing.T, steps []byte, bolt bool) *fzHarness {
 		t.Fatal(err)
 	}
 	h.r = r
-	var ho HandlerOptions
+	var ho httpfront.Options
 	for i := 0; i+3 <= len(steps) && i/3 < fzMaxStep; i += 3 {
 		if int(steps[i])%len(fzRoutes) == fzMetrics {
-			ho.Metrics = NewMetrics(r) // only when scraped: it costs
+			ho.Metrics = httpfront.NewMetrics(r) // only when scraped: it costs
 		}
 	}
-	h.h = r.Handler(ho)
+	h.h = httpfront.Handler(r, ho)
 	h.preload()
 	h.copy = map[registryapi.InstanceRef]*registryapi.Instance{}
 	full := h.fetchApps(false, false)

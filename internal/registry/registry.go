@@ -4,6 +4,12 @@
 // unchanged, without Eureka's delays: leases end at last renewal +
 // duration, eviction runs every few seconds, reads are served from a
 // snapshot rebuilt on change, and watchers are pushed changes.
+// This package is the core (leases, eviction and self-preservation,
+// shards and slots, the ledger, cutover records, the read snapshot, the
+// group commit to its store) and the process (Server). Its HTTP front is
+// internal/registry/httpfront, its replication internal/registry/replica,
+// its stores internal/registry/store, its wire types and client
+// registryapi and registryclient.
 // It is a runtime's: it never imports probes/, commands/, tui/ or migrate/
 // (internal/architecture checks).
 package registry
@@ -23,6 +29,7 @@ import (
 
 	"github.com/shardctl/shardctl/internal/ledger"
 	"github.com/shardctl/shardctl/internal/logs"
+	"github.com/shardctl/shardctl/internal/registry/httpfront"
 	"github.com/shardctl/shardctl/internal/registry/registryapi"
 	"github.com/shardctl/shardctl/internal/registry/replica"
 	"github.com/shardctl/shardctl/internal/registry/store"
@@ -846,10 +853,6 @@ func (w *rateWindow) count(now time.Time) int64 {
 // failed, or nil.
 func (r *Registry) StoreError() error { return r.commit.err() }
 
-// StaleHeader is on every read a replica cut off from etcd answers: the
-// seconds since its view was last known to be etcd's.
-const StaleHeader = "Shardctl-Stale-Seconds"
-
 // Ready is nil while the registry serves what its store holds: its store
 // has not failed, and a replica over etcd is in touch with it.
 func (r *Registry) Ready() error {
@@ -922,3 +925,48 @@ func (m memory) ExtendLeases(renewed map[string]map[string]int64) {
 	r.mu.RUnlock()
 	r.renewals.addN(r.opts.Now(), int64(n))
 }
+
+// EventsSince returns the events of app after since, as one reset when
+// they are no longer all kept (or since is 0).
+func (r *Registry) EventsSince(app string, since uint64) ([]registryapi.WatchEvent, uint64) {
+	changes, version, ok := r.ChangesSince(since)
+	if !ok || since == 0 {
+		return []registryapi.WatchEvent{{Version: version, Reset: true, Shards: r.Shards(app), Cutovers: r.Cutovers(app)}}, version
+	}
+	var out []registryapi.WatchEvent
+	for _, c := range changes {
+		switch c.Action {
+		case registryapi.ActionLedger:
+			out = append(out, registryapi.WatchEvent{Version: c.Version, Action: c.Action, Ledger: c.Seq})
+			continue
+		case registryapi.ActionCutover:
+			// The record as it is now: a watcher needs the latest, not
+			// every write on the way.
+			if cut, err := r.Cutover(c.Cutover); err == nil && cut.App == app {
+				out = append(out, registryapi.WatchEvent{Version: c.Version, Action: c.Action, Cutover: &cut})
+			}
+			continue
+		}
+		if c.Instance.App != app {
+			continue
+		}
+		s := r.shardOfChange(c.Instance)
+		out = append(out, registryapi.WatchEvent{Version: c.Version, Action: c.Action, Shard: &s})
+	}
+	return out, version
+}
+
+// ShardsApp is the application whose instances are shards.
+func (r *Registry) ShardsApp() string { return r.opts.ShardsApp }
+
+// Replica is this registry's replica over etcd, nil with a local store.
+func (r *Registry) Replica() httpfront.Replica {
+	if r.repl == nil {
+		return nil // not a nil *replica.Replica in a non-nil interface
+	}
+	return r.repl
+}
+
+// WatchesEnd is closed when every watch must end: the server is shutting
+// down, and streams that never go idle would hold it.
+func (r *Registry) WatchesEnd() <-chan struct{} { return r.watchEnd }

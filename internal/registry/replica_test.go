@@ -452,10 +452,10 @@ func TestReplicaCutOffFromEtcd(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || resp.Header.Get(StaleHeader) == "" {
-		t.Fatalf("read from a: %d, %s %q; want 200 with its last view and how stale", resp.StatusCode, StaleHeader, resp.Header.Get(StaleHeader))
+	if resp.StatusCode != http.StatusOK || resp.Header.Get(registryapi.StaleHeader) == "" {
+		t.Fatalf("read from a: %d, %s %q; want 200 with its last view and how stale", resp.StatusCode, registryapi.StaleHeader, resp.Header.Get(registryapi.StaleHeader))
 	}
-	t.Logf("a answers reads with %s: %s", StaleHeader, resp.Header.Get(StaleHeader))
+	t.Logf("a answers reads with %s: %s", registryapi.StaleHeader, resp.Header.Get(registryapi.StaleHeader))
 	if n := servers["a"].Registry().Status().Evicted; n != 0 {
 		t.Fatalf("a evicted %d while cut off", n)
 	}

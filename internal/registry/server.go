@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shardctl/shardctl/internal/registry/httpfront"
 	"github.com/shardctl/shardctl/internal/registry/registryapi"
 	"github.com/shardctl/shardctl/internal/registry/store"
 )
@@ -92,7 +93,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, reg: reg, etcd: member}
 	s.http = &http.Server{
-		Handler:           reg.Handler(HandlerOptions{WriteToken: writeToken, ReadToken: readTok, Logger: cfg.Logger, Metrics: NewMetrics(reg)}),
+		Handler:           httpfront.Handler(reg, httpfront.Options{WriteToken: writeToken, ReadToken: readTok, Logger: cfg.Logger, Metrics: httpfront.NewMetrics(reg)}),
 		ReadHeaderTimeout: 10 * time.Second,
 		MaxHeaderBytes:    64 << 10,
 	}

@@ -2,7 +2,6 @@ package registry
 
 import (
 	"bytes"
-	"compress/gzip"
 	"encoding/xml"
 	"fmt"
 	"hash/fnv"
@@ -171,9 +170,9 @@ func (sg *segment) encoding(gz, first bool) []byte {
 	}
 	if sg.gz[lead] == nil {
 		if first {
-			sg.gz[lead] = gzipped(sg.plain)
+			sg.gz[lead] = registryapi.Gzip(sg.plain)
 		} else {
-			sg.gz[lead] = gzipped(append([]byte{','}, sg.plain...))
+			sg.gz[lead] = registryapi.Gzip(append([]byte{','}, sg.plain...))
 		}
 	}
 	return sg.gz[lead]
@@ -200,14 +199,14 @@ func (c *appChunk) encodingLocked(k bodyKind) []byte {
 	case k.xml && k.gzip:
 		plain := k
 		plain.gzip = false
-		b = gzipped(c.encodingLocked(plain))
+		b = registryapi.Gzip(c.encodingLocked(plain))
 	case k.xml:
 		b = registryapi.AppXML(c.app)
 	default:
 		// As registryapi.EncodeAppJSON writes it, from its runs.
 		head, tail := fmt.Appendf(nil, `{"name":%s,"instance":[`, registryapi.MustJSON(c.app.Name)), []byte("]}")
 		if k.gzip {
-			head, tail = gzipped(head), gzipTail
+			head, tail = registryapi.Gzip(head), gzipTail
 		}
 		b = append(b, head...)
 		for i, sg := range c.segs {
@@ -222,7 +221,7 @@ func (c *appChunk) encodingLocked(k bodyKind) []byte {
 	return b
 }
 
-var gzipTail = gzipped([]byte("]}"))
+var gzipTail = registryapi.Gzip([]byte("]}"))
 
 // pending is what one rebuild takes from the registry: the changed
 // instances as they are now (nil: gone).
@@ -340,6 +339,13 @@ func (r *Registry) fresh(s *snapshot) bool {
 	return since != 0 && time.Since(time.Unix(0, since)) < r.opts.ReadStaleness
 }
 
+// Fetch is the encoded answer of a full fetch (delta false) or a delta
+// fetch, in XML or JSON, gzipped or not, as of a snapshot fresh enough
+// for a read: encoded once per snapshot and kind, whoever asks.
+func (r *Registry) Fetch(delta, xml, gzip bool) []byte {
+	return r.current().body(bodyKind{delta: delta, xml: xml, gzip: gzip})
+}
+
 func (s *snapshot) body(k bodyKind) []byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -353,7 +359,7 @@ func (s *snapshot) body(k bodyKind) []byte {
 	case k.gzip:
 		plain := k
 		plain.gzip = false
-		b = gzipped(s.bodyLocked(plain))
+		b = registryapi.Gzip(s.bodyLocked(plain))
 	default:
 		b = s.bodyLocked(k)
 	}
@@ -380,7 +386,7 @@ func (s *snapshot) fullBody(k bodyKind) []byte {
 		sep, tail = []byte(","), []byte("]}}")
 	}
 	if k.gzip {
-		head, tail = gzipped(head), gzipped(tail)
+		head, tail = registryapi.Gzip(head), registryapi.Gzip(tail)
 		if sep != nil {
 			sep = gzipComma
 		}
@@ -400,7 +406,7 @@ func (s *snapshot) fullBody(k bodyKind) []byte {
 	return append(b, tail...)
 }
 
-var gzipComma = gzipped([]byte(","))
+var gzipComma = registryapi.Gzip([]byte(","))
 
 // bodyLocked is a delta body, plain; full bodies are fullBody's.
 func (s *snapshot) bodyLocked(k bodyKind) []byte {
@@ -438,21 +444,3 @@ func (s *snapshot) delta() *registryapi.Applications {
 	sortInstances(ins)
 	return &registryapi.Applications{VersionsDelta: strconv.FormatUint(s.version, 10), AppsHashcode: registryapi.Hashcode(s.instances), Applications: registryapi.Group(ins)}
 }
-
-// gzipped compresses b as one gzip member. Writers are reused: a new one
-// allocates its compressor's tables (most of a small member's cost).
-func gzipped(b []byte) []byte {
-	var buf bytes.Buffer
-	buf.Grow(len(b)/4 + 64)
-	zw := gzipWriters.Get().(*gzip.Writer)
-	zw.Reset(&buf)
-	_, _ = zw.Write(b)
-	_ = zw.Close()
-	gzipWriters.Put(zw)
-	return buf.Bytes()
-}
-
-var gzipWriters = sync.Pool{New: func() any {
-	zw, _ := gzip.NewWriterLevel(nil, gzip.BestSpeed)
-	return zw
-}}

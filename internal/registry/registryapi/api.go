@@ -26,6 +26,10 @@ type Applications struct {
 	Applications  []Application
 }
 
+// StaleHeader is on every read a replica cut off from etcd answers: the
+// seconds since its view was last known to be etcd's.
+const StaleHeader = "Shardctl-Stale-Seconds"
+
 // Errors the HTTP layer maps to status codes.
 var (
 	ErrNotFound = errors.New("not found")
@@ -33,6 +37,9 @@ var (
 	// ErrUnavailable is a request the registry cannot serve now: etcd does
 	// not answer (HTTP 503).
 	ErrUnavailable = errors.New("unavailable")
+	// ErrNotLoaded answers every request to a replica over etcd before
+	// its first load.
+	ErrNotLoaded = fmt.Errorf("%w: this replica has not loaded the registry from etcd yet", ErrUnavailable)
 	// ErrLeased is a write refused because another holder's lease runs
 	// (HTTP 423 Locked).
 	ErrLeased = errors.New("Leased")

@@ -531,7 +531,7 @@ func (p *Replica) Loaded() bool { return p.loaded.Load() }
 // Ready is nil while the replica serves what etcd holds.
 func (p *Replica) Ready() error {
 	if !p.loaded.Load() {
-		return ErrNotLoaded
+		return registryapi.ErrNotLoaded
 	}
 	if stale := p.Staleness(); stale > p.opts.Cutoff {
 		return fmt.Errorf("%w: cut off from etcd for %s: reads show what it saw then, writes fail, it does not evict", registryapi.ErrUnavailable, stale.Round(time.Millisecond))
@@ -541,9 +541,6 @@ func (p *Replica) Ready() error {
 
 // cutOff says whether the replica has lost etcd.
 func (p *Replica) cutOff() bool { return p.Staleness() > p.opts.Cutoff }
-
-// ErrNotLoaded answers every request before the first load from etcd.
-var ErrNotLoaded = fmt.Errorf("%w: this replica has not loaded the registry from etcd yet", registryapi.ErrUnavailable)
 
 // MayEvict: the coordinator evicts only while its view is fresh, and has
 // been long enough for the other replicas' digests to reach it.

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -254,7 +253,3 @@ func ParseCoordinators(v string) []string {
 	slices.Sort(ids)
 	return ids
 }
-
-// FormatSeconds is how a duration appears in headers: seconds, to the
-// millisecond.
-func FormatSeconds(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', 3, 64) }

@@ -1,4 +1,4 @@
-package registry
+package httpfront
 
 import (
 	"net/http"
@@ -20,7 +20,7 @@ type Metrics struct {
 
 // NewMetrics registers the registry's metrics; the gauges are read from r
 // at scrape time, so they cannot drift from what the registry holds.
-func NewMetrics(r *Registry) *Metrics {
+func NewMetrics(r Registry) *Metrics {
 	m := &Metrics{
 		reg: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -64,7 +64,7 @@ var (
 	descStale     = prometheus.NewDesc("shardctl_registry_staleness_seconds", "How far behind etcd this replica's view may be.", nil, nil)
 )
 
-type registryCollector struct{ r *Registry }
+type registryCollector struct{ r Registry }
 
 func (c registryCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descInstances, descExpected, descThreshold, descRenewals, descPreserve, descEvicted, descVersion, descLedger, descReplica, descCoord, descReplicas, descStale} {
@@ -100,6 +100,6 @@ func (c registryCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descReplica, prometheus.GaugeValue, 1, rs.ID, rs.Coordinator)
 		ch <- prometheus.MustNewConstMetric(descCoord, prometheus.GaugeValue, coord)
 		ch <- prometheus.MustNewConstMetric(descReplicas, prometheus.GaugeValue, float64(len(rs.Members)))
-		ch <- prometheus.MustNewConstMetric(descStale, prometheus.GaugeValue, c.r.repl.Staleness().Seconds())
+		ch <- prometheus.MustNewConstMetric(descStale, prometheus.GaugeValue, c.r.Replica().Staleness().Seconds())
 	}
 }

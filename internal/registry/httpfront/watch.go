@@ -1,4 +1,4 @@
-package registry
+package httpfront
 
 import (
 	"encoding/json"
@@ -16,36 +16,6 @@ import (
 // the whole app when those changes are no longer kept. As server-sent
 // events (ids are versions, so EventSource resumes by Last-Event-ID), or
 // as one long-poll answer with ?poll=1.
-
-// eventsSince returns the events of app after since, as one reset when
-// they are no longer all kept (or since is 0).
-func (r *Registry) eventsSince(app string, since uint64) ([]registryapi.WatchEvent, uint64) {
-	changes, version, ok := r.ChangesSince(since)
-	if !ok || since == 0 {
-		return []registryapi.WatchEvent{{Version: version, Reset: true, Shards: r.Shards(app), Cutovers: r.Cutovers(app)}}, version
-	}
-	var out []registryapi.WatchEvent
-	for _, c := range changes {
-		switch c.Action {
-		case registryapi.ActionLedger:
-			out = append(out, registryapi.WatchEvent{Version: c.Version, Action: c.Action, Ledger: c.Seq})
-			continue
-		case registryapi.ActionCutover:
-			// The record as it is now: a watcher needs the latest, not
-			// every write on the way.
-			if cut, err := r.Cutover(c.Cutover); err == nil && cut.App == app {
-				out = append(out, registryapi.WatchEvent{Version: c.Version, Action: c.Action, Cutover: &cut})
-			}
-			continue
-		}
-		if c.Instance.App != app {
-			continue
-		}
-		s := r.shardOfChange(c.Instance)
-		out = append(out, registryapi.WatchEvent{Version: c.Version, Action: c.Action, Shard: &s})
-	}
-	return out, version
-}
 
 func (a *api) watch(w http.ResponseWriter, req *http.Request) {
 	q := req.URL.Query()
@@ -84,7 +54,7 @@ func (a *api) poll(w http.ResponseWriter, req *http.Request, app string, since u
 	defer deadline.Stop()
 	for {
 		changed := a.r.Changed()
-		events, version := a.r.eventsSince(app, since)
+		events, version := a.r.EventsSince(app, since)
 		if len(events) > 0 {
 			writeJSON(w, http.StatusOK, registryapi.PollAnswer{Version: version, Events: events})
 			return
@@ -98,7 +68,7 @@ func (a *api) poll(w http.ResponseWriter, req *http.Request, app string, since u
 			return
 		case <-req.Context().Done():
 			return
-		case <-a.r.watchEnd:
+		case <-a.r.WatchesEnd():
 			writeJSON(w, http.StatusOK, registryapi.PollAnswer{Version: version, Events: []registryapi.WatchEvent{}})
 			return
 		}
@@ -123,7 +93,7 @@ func (a *api) stream(w http.ResponseWriter, req *http.Request, app string, since
 	defer beat.Stop()
 	for {
 		changed := a.r.Changed()
-		events, version := a.r.eventsSince(app, since)
+		events, version := a.r.EventsSince(app, since)
 		for _, e := range events {
 			b, _ := json.Marshal(e)
 			kind := strings.ToLower(e.Action)
@@ -147,7 +117,7 @@ func (a *api) stream(w http.ResponseWriter, req *http.Request, app string, since
 			flusher.Flush()
 		case <-req.Context().Done():
 			return
-		case <-a.r.watchEnd:
+		case <-a.r.WatchesEnd():
 			return
 		}
 	}

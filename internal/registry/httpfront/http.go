@@ -1,4 +1,11 @@
-package registry
+// Package httpfront is the registry's HTTP front: Eureka's REST API
+// under /eureka/apps and /eureka/v2/apps (XML and JSON, as Eureka's own
+// clients speak it), shardctl's own under /shardctl/v1 (shards, cutovers,
+// the ledger, the watch), the probes and /metrics. It turns requests into
+// calls on the registry core, which it sees through the Registry
+// interface, and errors into status codes. It imports no store, and
+// nothing of probes/, commands/, tui/ or migrate/.
+package httpfront
 
 import (
 	"bytes"
@@ -17,15 +24,68 @@ import (
 
 	"github.com/shardctl/shardctl/internal/ledger"
 	"github.com/shardctl/shardctl/internal/registry/registryapi"
-	"github.com/shardctl/shardctl/internal/registry/replica"
-	"github.com/shardctl/shardctl/internal/registry/store"
 )
 
 // maxInstanceBody bounds a registration: an instance is a few KiB.
 const maxInstanceBody = 1 << 20
 
-// HandlerOptions configure the HTTP API.
-type HandlerOptions struct {
+// Registry is the registry core as its HTTP front sees it
+// (*registry.Registry).
+type Registry interface {
+	Register(app string, in *registryapi.Instance) error
+	Renew(app, id string, lastDirty int64) error
+	Cancel(app, id string) error
+	Instance(app, id string) (*registryapi.Instance, error)
+	InstanceByID(id string) (*registryapi.Instance, error)
+	Instances(app string) []*registryapi.Instance
+	ByVIP(vip string, secure bool) []registryapi.Application
+	Override(app, id string) registryapi.Override
+	SetOverride(app, id string, o registryapi.Override) error
+	SetMetadata(app, id string, kv map[string]string) error
+	// Fetch is the encoded answer of a full or delta fetch.
+	Fetch(delta, xml, gzip bool) []byte
+	Version() uint64
+	Changed() <-chan struct{}
+
+	ShardsApp() string
+	Shards(app string) []registryapi.Shard
+	SetState(app, id, state string) error
+	ReleaseSlot(app, id string) error
+
+	Deployments() []ledger.Deployment
+	AppendDeployment(d ledger.Deployment) (ledger.Deployment, error)
+	SetDeploymentKeys(seq int, shardID string, keys map[string]int64) error
+
+	Cutover(name string) (registryapi.Cutover, error)
+	Cutovers(app string) []registryapi.Cutover
+	PutCutover(c registryapi.Cutover) (registryapi.Cutover, error)
+	LeaseCutover(name, holder string, ttl time.Duration, replace string) (registryapi.Cutover, error)
+	ReleaseCutover(name, holder string) error
+
+	EventsSince(app string, since uint64) ([]registryapi.WatchEvent, uint64)
+	// WatchesEnd is closed when every watch must end.
+	WatchesEnd() <-chan struct{}
+
+	Status() registryapi.Health
+	Ready() error
+	// Replica is the replica over etcd, nil with a local store.
+	Replica() Replica
+}
+
+// Replica is a registry replica over etcd as the front sees it
+// (*replica.Replica).
+type Replica interface {
+	// Loaded says whether it has loaded what etcd holds.
+	Loaded() bool
+	// Staleness is how long ago its view was last known to be etcd's;
+	// past Cutoff it answers reads from what it saw, and says so.
+	Staleness() time.Duration
+	Cutoff() time.Duration
+	Status() *registryapi.ReplicaStatus
+}
+
+// Options configure the HTTP front.
+type Options struct {
 	// WriteToken, when set, is required as a bearer token on writes;
 	// ReadToken on reads.
 	WriteToken, ReadToken string
@@ -38,13 +98,13 @@ type HandlerOptions struct {
 }
 
 type api struct {
-	r    *Registry
-	opts HandlerOptions
+	r    Registry
+	opts Options
 }
 
 // Handler serves Eureka's REST API under /eureka/apps and /eureka/v2/apps,
 // and shardctl's own under /shardctl/v1.
-func (r *Registry) Handler(opts HandlerOptions) http.Handler {
+func Handler(r Registry, opts Options) http.Handler {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -89,7 +149,8 @@ func (r *Registry) Handler(opts HandlerOptions) http.Handler {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		err := r.Ready()
-		if r.repl == nil {
+		p := r.Replica()
+		if p == nil {
 			if err != nil {
 				http.Error(w, err.Error(), http.StatusServiceUnavailable)
 				return
@@ -102,7 +163,7 @@ func (r *Registry) Handler(opts HandlerOptions) http.Handler {
 			Ready  bool   `json:"ready"`
 			Reason string `json:"reason,omitempty"`
 			*registryapi.ReplicaStatus
-		}{Ready: err == nil, ReplicaStatus: r.repl.Status()}
+		}{Ready: err == nil, ReplicaStatus: p.Status()}
 		code := http.StatusOK
 		if err != nil {
 			body.Reason, code = err.Error(), http.StatusServiceUnavailable
@@ -140,15 +201,15 @@ func (a *api) route(mux *http.ServeMux, pattern string, h http.HandlerFunc, writ
 			http.Error(rec, "missing or wrong bearer token", http.StatusUnauthorized)
 			return
 		}
-		if p := a.r.repl; p != nil {
+		if p := a.r.Replica(); p != nil {
 			if !p.Loaded() {
-				fail(rec, replica.ErrNotLoaded)
+				fail(rec, registryapi.ErrNotLoaded)
 				return
 			}
 			// A replica cut off from etcd still answers reads, from what it
 			// last saw, and says how old that is.
 			if stale := p.Staleness(); !write && stale > p.Cutoff() {
-				rec.Header().Set(StaleHeader, store.FormatSeconds(stale))
+				rec.Header().Set(registryapi.StaleHeader, formatSeconds(stale))
 			}
 		}
 		h(rec, req)
@@ -206,7 +267,7 @@ func write(w http.ResponseWriter, req *http.Request, jsonBody, xmlBody func() []
 	}
 	if acceptsGzip(req) && len(b) > 1024 {
 		w.Header().Set("Content-Encoding", "gzip")
-		b = gzipped(b)
+		b = registryapi.Gzip(b)
 	}
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	_, _ = w.Write(b)
@@ -298,17 +359,16 @@ func (a *api) delta(w http.ResponseWriter, req *http.Request) {
 
 // snapshotBody serves the pre-encoded full or delta fetch.
 func (a *api) snapshotBody(w http.ResponseWriter, req *http.Request, delta bool) {
-	s := a.r.current()
-	k := bodyKind{delta: delta, xml: !wantsJSON(req), gzip: acceptsGzip(req)}
-	if k.xml {
+	xml, zipped := !wantsJSON(req), acceptsGzip(req)
+	if xml {
 		w.Header().Set("Content-Type", "application/xml")
 	} else {
 		w.Header().Set("Content-Type", "application/json")
 	}
-	if k.gzip {
+	if zipped {
 		w.Header().Set("Content-Encoding", "gzip")
 	}
-	b := s.body(k)
+	b := a.r.Fetch(delta, xml, zipped)
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	_, _ = w.Write(b)
 }
@@ -450,7 +510,7 @@ func (a *api) appParam(req *http.Request) string {
 	if app := req.URL.Query().Get("app"); app != "" {
 		return strings.ToUpper(app)
 	}
-	return a.r.opts.ShardsApp
+	return a.r.ShardsApp()
 }
 
 func (a *api) shards(w http.ResponseWriter, req *http.Request) {
@@ -623,3 +683,7 @@ func (a *api) releaseCutover(w http.ResponseWriter, req *http.Request) {
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
+
+// formatSeconds is how a duration appears in headers: seconds, to the
+// millisecond.
+func formatSeconds(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', 3, 64) }

@@ -52,9 +52,9 @@ bench-registry: ## registry: full fetch of 600 instances (JSON, gzip, XML), from
 
 FUZZTIME ?= 60s
 fuzz: ## run every fuzz target for FUZZTIME each (new crashers land in testdata/fuzz as regressions)
-	for pkg in ./internal/registry/ ./internal/h2/ ./internal/proxy/; do \
-		for f in $$(go test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
-			go test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 200x $$pkg || exit 1; \
+	for pkg in $$(grep -rl --include='*_test.go' '^func Fuzz' internal probes migrate commands | xargs -n1 dirname | sort -u); do \
+		for f in $$(go test -list '^Fuzz' ./$$pkg | grep '^Fuzz'); do \
+			go test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./$$pkg || exit 1; \
 		done; \
 	done
 

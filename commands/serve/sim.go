@@ -107,6 +107,7 @@ Fault injection on the --metrics port:
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.cfg.Listen, "listen", "127.0.0.1:26500", "gateway (gRPC) address, HOST:PORT")
+	f.StringVar(&o.cfg.RESTListen, "rest-listen", "", "serve the REST API (/v2) on HOST:PORT too, over the same engine (Camunda 8.8's default client protocol; off by default)")
 	f.StringVar(&o.cfg.MetricsListen, "metrics", "127.0.0.1:9600", "address of /metrics, /healthz, /readyz and /fault, HOST:PORT")
 	f.Int32Var(&o.cfg.Partitions, "partitions", sim.DefaultPartitions, "partitions of the simulated cluster (1-127)")
 	f.Float64Var(&o.cfg.Capacity, "capacity", 0, "records per second each partition processes; 0 is as fast as possible")
@@ -142,7 +143,11 @@ func (o *SimServeOptions) Validate() error {
 	if err := o.logs.validate(); err != nil {
 		return err
 	}
-	if err := checkListenFlags(map[string]string{"--listen": o.cfg.Listen, "--metrics": o.cfg.MetricsListen}); err != nil {
+	listen := map[string]string{"--listen": o.cfg.Listen, "--metrics": o.cfg.MetricsListen}
+	if o.cfg.RESTListen != "" {
+		listen["--rest-listen"] = o.cfg.RESTListen
+	}
+	if err := checkListenFlags(listen); err != nil {
 		return err
 	}
 	if o.cfg.Partitions < 1 || o.cfg.Partitions > keyslot.MaxPartitions {
@@ -199,7 +204,11 @@ func (o *SimServeOptions) Run(ctx context.Context) error {
 	if err := s.Start(ctx); err != nil {
 		return err
 	}
-	announce(errOut, held, s.Addr(), fmt.Sprintf("metrics on http://%s/metrics", s.MetricsAddr()))
+	more := []string{fmt.Sprintf("metrics on http://%s/metrics", s.MetricsAddr())}
+	if a := s.RESTAddr(); a != nil {
+		more = append(more, fmt.Sprintf("REST API on http://%s/v2", a))
+	}
+	announce(errOut, held, s.Addr(), more...)
 	stopHeartbeat := func() {}
 	if o.reg.url != "" {
 		if stopHeartbeat, err = o.startHeartbeat(ctx, s.Addr().String(), s.MetricsAddr().String()); err != nil {

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/shardctl/shardctl/internal/budget"
+	"github.com/shardctl/shardctl/internal/npmtest"
 	"github.com/shardctl/shardctl/internal/registry/registryapi"
 )
 
@@ -54,7 +55,7 @@ const (
 // instance, so it must equal the delta's apps__hashcode.
 func TestEurekaJS(t *testing.T) {
 	t.Parallel() // waits on node's timers
-	modules := eurekaJSModules(t)
+	modules := npmtest.Modules(t, eurekaJSPackage, eurekaJSVersion)
 	script, err := filepath.Abs(filepath.Join("testdata", "eurekajs", "client.js"))
 	if err != nil {
 		t.Fatal(err)
@@ -241,81 +242,6 @@ func testEurekaJS(t *testing.T, modules, script, servicePath string, filterUp bo
 			t.Logf("client log: %s: %s", e.Level, e.Msg)
 		}
 	}
-}
-
-// eurekaJSModules returns the node_modules directory holding
-// eureka-js-client, installing it into the user's cache on first use.
-func eurekaJSModules(t *testing.T) string {
-	t.Helper()
-	for _, tool := range []string{"node", "npm"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s is not installed (%v): TestEurekaJS runs eureka-js-client under node; install the Debian packages nodejs and npm (apt-get install nodejs npm)", tool, err)
-		}
-	}
-	cache := os.Getenv("XDG_CACHE_HOME")
-	if cache == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			t.Fatalf("no XDG_CACHE_HOME and no home directory to cache %s in: %v", eurekaJSPackage, err)
-		}
-		cache = filepath.Join(home, ".cache")
-	}
-	dir := filepath.Join(cache, "shardctl", "npm", eurekaJSPackage+"-"+eurekaJSVersion)
-	modules := filepath.Join(dir, "node_modules")
-	installed := func() error {
-		b, err := os.ReadFile(filepath.Join(modules, eurekaJSPackage, "package.json"))
-		if err != nil {
-			return err
-		}
-		var pkg struct{ Version string }
-		if err := json.Unmarshal(b, &pkg); err != nil {
-			return err
-		}
-		if pkg.Version != eurekaJSVersion {
-			return fmt.Errorf("version %s installed, want %s", pkg.Version, eurekaJSVersion)
-		}
-		return nil
-	}
-	if installed() == nil {
-		return modules
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	ctx := budget.Context(t, 3*time.Minute)
-	cmd := exec.CommandContext(ctx, "npm", "install", "--no-audit", "--no-fund", "--prefix", dir, eurekaJSPackage+"@"+eurekaJSVersion)
-	cmd.Env = npmEnv()
-	cmd.WaitDelay = 5 * time.Second
-	start := time.Now()
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("npm install %s@%s into %s: %v\n%s", eurekaJSPackage, eurekaJSVersion, dir, err, out)
-	}
-	if err := installed(); err != nil {
-		t.Fatalf("npm install %s@%s into %s: %v\n%s", eurekaJSPackage, eurekaJSVersion, dir, err, out)
-	}
-	t.Logf("installed %s@%s into %s in %v", eurekaJSPackage, eurekaJSVersion, dir, time.Since(start).Round(time.Millisecond))
-	return modules
-}
-
-// systemCAs is Debian's bundle of the CAs the system trusts.
-const systemCAs = "/etc/ssl/certs/ca-certificates.crt"
-
-// npmEnv is the environment npm runs in. Node trusts only the CA list it
-// was built with, not the system's that apt, curl and Go trust; behind a
-// network whose TLS is signed by a CA only the system's bundle holds, npm
-// fails with SELF_SIGNED_CERT_IN_CHAIN (npm's own cafile setting did not
-// help on Node 20). So the system's bundle is added, unless the caller
-// chose extra CAs of its own.
-func npmEnv() []string {
-	env := os.Environ()
-	if _, set := os.LookupEnv("NODE_EXTRA_CA_CERTS"); set {
-		return env
-	}
-	if _, err := os.Stat(systemCAs); err != nil {
-		return env
-	}
-	return append(env, "NODE_EXTRA_CA_CERTS="+systemCAs)
 }
 
 // ejsEvent is one line client.js prints.

@@ -2,8 +2,10 @@
 // that behaves like a Zeebe 8.5 cluster at the gateway API (keys,
 // backpressure, job activation and push, messages, signals) and in its
 // metric names, with a capacity model that can reproduce the knee of an
-// overloaded cluster. shardctl's proxy, signals, drain and demo run
-// against it because Zeebe itself cannot run everywhere they are tested.
+// overloaded cluster. It also serves the REST API's command endpoints
+// (/v2, internal/sim/restfront) over the same engine. shardctl's proxy,
+// signals, drain and demo run against it because Zeebe itself cannot run
+// everywhere they are tested.
 // It is a runtime's: it never imports probes/, commands/, tui/ or migrate/
 // (internal/architecture checks).
 package sim
@@ -28,12 +30,16 @@ import (
 	"github.com/shardctl/shardctl/internal/certs"
 	"github.com/shardctl/shardctl/internal/keyslot"
 	"github.com/shardctl/shardctl/internal/logs"
+	"github.com/shardctl/shardctl/internal/sim/restfront"
 )
 
 // Config of a simulated cluster. Zero values take the defaults below.
 type Config struct {
 	// Listen is the gateway (gRPC) address; port 0 picks a free one.
 	Listen string
+	// RESTListen serves the REST API (/v2) over the same engine as the
+	// gateway; "" serves none.
+	RESTListen string
 	// MetricsListen serves /metrics, /healthz, /readyz and /fault/*.
 	MetricsListen string
 	// Partitions of the cluster (default 3, at most 127).
@@ -125,6 +131,8 @@ type Sim struct {
 	mu       sync.Mutex
 	grpc     *grpc.Server
 	addr     net.Addr
+	rest     *http.Server
+	restAddr net.Addr
 	refusing bool
 	ready    bool
 
@@ -162,10 +170,17 @@ func (s *Sim) Start(ctx context.Context) error {
 	if err := s.listenGateway(s.cfg.Listen); err != nil {
 		return err
 	}
+	if s.cfg.RESTListen != "" {
+		if err := s.listenREST(s.cfg.RESTListen); err != nil {
+			s.stopGateway()
+			return err
+		}
+	}
 	if s.cfg.MetricsListen != "" {
 		ln, err := net.Listen("tcp", s.cfg.MetricsListen)
 		if err != nil {
 			s.stopGateway()
+			s.stopREST()
 			return fmt.Errorf("listen for metrics on %s: %w", s.cfg.MetricsListen, err)
 		}
 		s.adminAddr = ln.Addr()
@@ -218,6 +233,43 @@ func (s *Sim) listenGateway(addr string) error {
 	return nil
 }
 
+// listenREST serves the REST API over the gateway, as a Zeebe 8.8
+// gateway serves both on one engine.
+func (s *Sim) listenREST(addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen for the REST API on %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: restfront.Handler(s.gw, restfront.Options{Logger: s.cfg.Logger}), ReadHeaderTimeout: 10 * time.Second}
+	s.mu.Lock()
+	s.rest, s.restAddr = srv, ln.Addr()
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		_ = srv.Serve(ln) // ends with Close or Shutdown
+	}()
+	return nil
+}
+
+// stopREST cuts the REST API at once: listener and connections.
+func (s *Sim) stopREST() {
+	s.mu.Lock()
+	srv := s.rest
+	s.rest = nil
+	s.mu.Unlock()
+	if srv != nil {
+		_ = srv.Close()
+	}
+}
+
+// RESTAddr is the REST API's address actually bound, or nil.
+func (s *Sim) RESTAddr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.restAddr
+}
+
 func (s *Sim) stopGateway() {
 	s.mu.Lock()
 	srv := s.grpc
@@ -259,13 +311,24 @@ func (s *Sim) MetricsAddr() net.Addr { return s.adminAddr }
 func (s *Sim) Close(ctx context.Context) error {
 	s.mu.Lock()
 	s.ready = false
-	srv := s.grpc
-	s.grpc = nil
+	srv, rest := s.grpc, s.rest
+	s.grpc, s.rest = nil, nil
 	s.mu.Unlock()
 	select {
 	case <-s.cluster.closing:
 	default:
 		close(s.cluster.closing)
+	}
+	var restDone chan struct{}
+	if rest != nil {
+		// Long polls end with closing; other calls get the context's time.
+		restDone = make(chan struct{})
+		go func() {
+			defer close(restDone)
+			if rest.Shutdown(ctx) != nil {
+				_ = rest.Close()
+			}
+		}()
 	}
 	if srv != nil {
 		done := make(chan struct{})
@@ -277,6 +340,9 @@ func (s *Sim) Close(ctx context.Context) error {
 			srv.Stop()
 			<-done
 		}
+	}
+	if restDone != nil {
+		<-restDone
 	}
 	select {
 	case <-s.cluster.stop:
@@ -325,6 +391,7 @@ func (s *Sim) Refuse() {
 	s.refusing = true
 	s.mu.Unlock()
 	s.stopGateway()
+	s.stopREST()
 	s.cfg.Logger.Info("fault injected: the gateway refuses connections", "fault", "refuse", "address", s.Addr().String())
 }
 
@@ -341,13 +408,19 @@ func (s *Sim) Resume() error {
 		p.mu.Unlock()
 	}
 	s.mu.Lock()
-	refusing, addr := s.refusing, s.addr
+	refusing, addr, restAddr := s.refusing, s.addr, s.restAddr
 	s.refusing = false
 	s.mu.Unlock()
 	if refusing {
 		if err := s.listenGateway(addr.String()); err != nil {
 			s.cfg.Logger.Error("faults ended, but the gateway cannot listen again", "address", addr.String(), "err", err)
 			return err
+		}
+		if restAddr != nil {
+			if err := s.listenREST(restAddr.String()); err != nil {
+				s.cfg.Logger.Error("faults ended, but the REST API cannot listen again", "address", restAddr.String(), "err", err)
+				return err
+			}
 		}
 	}
 	s.cfg.Logger.Info("faults ended", "wasPaused", was.PausedUntil != nil, "wasSlowFactor", was.SlowFactor, "wasRefusing", was.Refusing)

@@ -1,0 +1,277 @@
+// Package restfront serves the command endpoints of Camunda 8.8's
+// Orchestration Cluster REST API (/v2) over a Zeebe gateway
+// (pb.GatewayServer): each request becomes the gateway call a Zeebe
+// gateway makes for it, so both protocols share one engine, one key space
+// and one set of metrics. Keys are JSON strings with the gRPC bit layout;
+// errors are RFC 9457 problem details with the statuses and titles a real
+// 8.8 gateway gives (a gRPC status code maps to one HTTP status and its
+// name is the title). It imports nothing of the simulator, probes/,
+// commands/, tui/ or migrate/.
+package restfront
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+
+	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// DefaultMaxBody is the largest request body, as Camunda's default
+// multipart limit (4 MB).
+const DefaultMaxBody = 4 << 20
+
+// Options configure the front.
+type Options struct {
+	// MaxBody bounds a request body (default DefaultMaxBody).
+	MaxBody int64
+	Logger  *slog.Logger
+}
+
+type front struct {
+	gw   pb.GatewayServer
+	opts Options
+}
+
+// Handler serves /v2 over gw.
+func Handler(gw pb.GatewayServer, opts Options) http.Handler {
+	if opts.MaxBody <= 0 {
+		opts.MaxBody = DefaultMaxBody
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	f := &front{gw: gw, opts: opts}
+	mux := http.NewServeMux()
+	route := func(pattern string, h func(w http.ResponseWriter, req *http.Request) error) {
+		mux.HandleFunc(pattern, func(w http.ResponseWriter, req *http.Request) {
+			defer func() {
+				if v := recover(); v != nil {
+					opts.Logger.Error("REST handler panic", "route", pattern, "panic", v)
+					writeProblem(w, req, http.StatusInternalServerError, "INTERNAL", "An internal error occurred while processing the request.")
+				}
+			}()
+			if err := h(w, req); err != nil {
+				writeError(w, req, err)
+			}
+		})
+	}
+	route("GET /v2/topology", f.topology)
+	route("GET /v2/status", f.status)
+	route("POST /v2/deployments", f.deploy)
+	route("POST /v2/process-instances", f.createInstance)
+	route("POST /v2/process-instances/{processInstanceKey}/cancellation", f.cancelInstance)
+	route("POST /v2/jobs/activation", f.activateJobs)
+	route("POST /v2/jobs/{jobKey}/completion", f.completeJob)
+	route("POST /v2/jobs/{jobKey}/failure", f.failJob)
+	route("POST /v2/jobs/{jobKey}/error", f.throwError)
+	route("PATCH /v2/jobs/{jobKey}", f.updateJob)
+	route("POST /v2/messages/publication", f.publishMessage)
+	route("POST /v2/signals/broadcast", f.broadcastSignal)
+	route("POST /v2/incidents/{incidentKey}/resolution", f.resolveIncident)
+	route("PUT /v2/element-instances/{elementInstanceKey}/variables", f.setVariables)
+	route("POST /v2/resources/{resourceKey}/deletion", f.deleteResource)
+	return mux
+}
+
+// problem is an RFC 9457 problem detail.
+type problem struct {
+	Type     string `json:"type"`
+	Title    string `json:"title"`
+	Status   int    `json:"status"`
+	Detail   string `json:"detail"`
+	Instance string `json:"instance"`
+}
+
+// httpError is an error the front itself answers, with its status and
+// title (the framework's errors: a body that does not parse, a wrong
+// content type, a key that is no number).
+type httpError struct {
+	status        int
+	title, detail string
+}
+
+func (e *httpError) Error() string { return e.detail }
+
+func badRequest(format string, a ...any) error {
+	return &httpError{http.StatusBadRequest, "Bad Request", fmt.Sprintf(format, a...)}
+}
+
+// invalidArgument is a request the gateway's validation refuses.
+func invalidArgument(format string, a ...any) error {
+	return status.Errorf(codes.InvalidArgument, format, a...)
+}
+
+// statusOf maps a gRPC status to the HTTP status a Camunda 8.8 gateway
+// gives for the same service error; the title is Camunda's name of it.
+var statusOf = map[codes.Code]struct {
+	http  int
+	title string
+}{
+	codes.InvalidArgument:    {http.StatusBadRequest, "INVALID_ARGUMENT"},
+	codes.Unauthenticated:    {http.StatusUnauthorized, "UNAUTHORIZED"},
+	codes.PermissionDenied:   {http.StatusForbidden, "FORBIDDEN"},
+	codes.NotFound:           {http.StatusNotFound, "NOT_FOUND"},
+	codes.AlreadyExists:      {http.StatusConflict, "ALREADY_EXISTS"},
+	codes.FailedPrecondition: {http.StatusConflict, "INVALID_STATE"},
+	codes.Aborted:            {http.StatusBadGateway, "ABORTED"},
+	codes.Unavailable:        {http.StatusServiceUnavailable, "UNAVAILABLE"},
+	codes.ResourceExhausted:  {http.StatusServiceUnavailable, "RESOURCE_EXHAUSTED"},
+	codes.DeadlineExceeded:   {http.StatusGatewayTimeout, "DEADLINE_EXCEEDED"},
+	// What this gateway does not do (the simulator's BPMN subset).
+	codes.Unimplemented: {http.StatusNotImplemented, "NOT_IMPLEMENTED"},
+	codes.Canceled:      {499, "CANCELED"},
+}
+
+func writeError(w http.ResponseWriter, req *http.Request, err error) {
+	var he *httpError
+	if errors.As(err, &he) {
+		writeProblem(w, req, he.status, he.title, he.detail)
+		return
+	}
+	st := status.Convert(err)
+	m, ok := statusOf[st.Code()]
+	if !ok {
+		m.http, m.title = http.StatusInternalServerError, "INTERNAL"
+	}
+	writeProblem(w, req, m.http, m.title, st.Message())
+}
+
+func writeProblem(w http.ResponseWriter, req *http.Request, code int, title, detail string) {
+	b, _ := json.Marshal(problem{Type: "about:blank", Title: title, Status: code, Detail: detail, Instance: req.URL.Path})
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(code)
+	_, _ = w.Write(b)
+}
+
+func writeJSON(w http.ResponseWriter, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	_, _ = w.Write(b)
+	return nil
+}
+
+// decode reads a JSON body into v as Camunda's gateway does: strictly
+// (an unknown property or a value of the wrong type is a 400), bounded,
+// and only as application/json. An empty body leaves v as it is when
+// optional.
+func (f *front) decode(req *http.Request, v any, optional bool) error {
+	body, err := io.ReadAll(http.MaxBytesReader(nil, req.Body, f.opts.MaxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return &httpError{http.StatusRequestEntityTooLarge, "Payload Too Large", fmt.Sprintf("Request body is larger than %d bytes", f.opts.MaxBody)}
+		}
+		return badRequest("Failed to read request body: %v", err)
+	}
+	if len(strings.TrimSpace(string(body))) == 0 {
+		if optional {
+			return nil
+		}
+		return badRequest("Required request body is missing")
+	}
+	if ct := req.Header.Get("Content-Type"); !isJSON(ct) {
+		return &httpError{http.StatusUnsupportedMediaType, "Unsupported Media Type", fmt.Sprintf("Content-Type '%s' is not supported.", ct)}
+	}
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return parseError(err)
+	}
+	if dec.More() {
+		return badRequest("Failed to read request: more than one JSON value")
+	}
+	return nil
+}
+
+func isJSON(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
+}
+
+// parseError words a JSON error as Camunda's gateway does: the property
+// that could not be read.
+func parseError(err error) error {
+	var typeErr *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &typeErr):
+		return badRequest("Request property [%s] cannot be parsed", typeErr.Field)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return badRequest("Request property [%s] cannot be parsed: unknown property", strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`))
+	}
+	return badRequest("Failed to read request: %v", err)
+}
+
+// pathKey reads a key from the path, as the gateway's converter does.
+func pathKey(req *http.Request, name string) (int64, error) {
+	v := req.PathValue(name)
+	k, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, badRequest("Failed to convert '%s' with value: '%s'", name, v)
+	}
+	return k, nil
+}
+
+// Key is a key in JSON: a string of decimal digits (LongKey); a number
+// or anything else does not parse.
+type Key int64
+
+// UnmarshalJSON reads a LongKey.
+func (k *Key) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return &json.UnmarshalTypeError{Value: string(b), Type: nil}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return &json.UnmarshalTypeError{Value: s, Type: nil}
+	}
+	*k = Key(n)
+	return nil
+}
+
+// MarshalJSON writes a LongKey.
+func (k Key) MarshalJSON() ([]byte, error) {
+	return []byte(`"` + strconv.FormatInt(int64(k), 10) + `"`), nil
+}
+
+// document turns a JSON object (a variables field) into the gRPC
+// gateway's JSON string; nil is no variables.
+func document(v map[string]any) (string, error) {
+	if v == nil {
+		return "", nil
+	}
+	b, err := json.Marshal(v)
+	return string(b), err
+}
+
+// object turns the gateway's JSON document back into an object; an empty
+// document is {}.
+func object(doc string) map[string]any {
+	m := map[string]any{}
+	if doc != "" {
+		_ = json.Unmarshal([]byte(doc), &m)
+	}
+	return m
+}
+
+// noContent answers a command with nothing to say.
+func noContent(w http.ResponseWriter) error {
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -515,3 +515,30 @@ func (f *front) deleteResource(w http.ResponseWriter, req *http.Request) error {
 	}
 	return noContent(w)
 }
+
+// evaluateDecision is the gateway's to answer; the simulator runs no
+// decisions and says so (501).
+func (f *front) evaluateDecision(w http.ResponseWriter, req *http.Request) error {
+	var in struct {
+		DecisionDefinitionID  string         `json:"decisionDefinitionId"`
+		DecisionDefinitionKey *Key           `json:"decisionDefinitionKey"`
+		Variables             map[string]any `json:"variables"`
+		TenantID              string         `json:"tenantId"`
+	}
+	if err := f.decode(req, &in, false); err != nil {
+		return err
+	}
+	vars, err := document(in.Variables)
+	if err != nil {
+		return err
+	}
+	er := &pb.EvaluateDecisionRequest{DecisionId: in.DecisionDefinitionID, Variables: vars, TenantId: in.TenantID}
+	if in.DecisionDefinitionKey != nil {
+		er.DecisionKey = int64(*in.DecisionDefinitionKey)
+	}
+	resp, err := f.gw.EvaluateDecision(req.Context(), er)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, map[string]any{"decisionDefinitionId": resp.GetDecisionId(), "decisionDefinitionKey": Key(resp.GetDecisionKey())})
+}

@@ -79,6 +79,10 @@ func Handler(gw pb.GatewayServer, opts Options) http.Handler {
 	route("POST /v2/incidents/{incidentKey}/resolution", f.resolveIncident)
 	route("PUT /v2/element-instances/{elementInstanceKey}/variables", f.setVariables)
 	route("POST /v2/resources/{resourceKey}/deletion", f.deleteResource)
+	route("POST /v2/decision-definitions/evaluation", f.evaluateDecision)
+	mux.HandleFunc("/", func(w http.ResponseWriter, req *http.Request) {
+		writeProblem(w, req, http.StatusNotFound, "Not Found", "No endpoint "+req.Method+" "+req.URL.Path+".")
+	})
 	return mux
 }
 

@@ -215,6 +215,8 @@ func TestBadInput(t *testing.T) {
 		{"unknown job", "POST", "/v2/jobs/2251799813685249/completion", "", "", 404, "NOT_FOUND", "Command 'COMPLETE' rejected with code 'NOT_FOUND': Expected to complete job with key '2251799813685249', but no such job was found"},
 		{"unknown instance", "POST", "/v2/process-instances/2251799813685249/cancellation", "", "", 404, "NOT_FOUND", "Command 'CANCEL' rejected with code 'NOT_FOUND'"},
 		{"job update without changes", "PATCH", "/v2/jobs/2251799813685249", "application/json", `{"changeset":{}}`, 400, "INVALID_ARGUMENT", "At least one of [retries, timeout] is required"},
+		{"decisions are not simulated", "POST", "/v2/decision-definitions/evaluation", "application/json", `{"decisionDefinitionId":"d"}`, 501, "NOT_IMPLEMENTED", "EvaluateDecision is not supported"},
+		{"no such endpoint", "GET", "/v2/nothing", "", "", 404, "Not Found", "No endpoint GET /v2/nothing."},
 		{"body too large", "POST", "/v2/messages/publication", "application/json", `{"name":"m","correlationKey":"` + strings.Repeat("k", 5<<20) + `"}`, 413, "Payload Too Large", "Request body is larger than"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

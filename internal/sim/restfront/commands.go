@@ -3,7 +3,6 @@ package restfront
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"mime"
 	"mime/multipart"
@@ -104,7 +103,7 @@ func (f *front) deploy(w http.ResponseWriter, req *http.Request) error {
 	ct := req.Header.Get("Content-Type")
 	mt, params, err := mime.ParseMediaType(ct)
 	if err != nil || mt != "multipart/form-data" || params["boundary"] == "" {
-		return &httpError{http.StatusUnsupportedMediaType, "Unsupported Media Type", fmt.Sprintf("Content-Type '%s' is not supported.", ct)}
+		return unsupported(ct)
 	}
 	mr := multipart.NewReader(http.MaxBytesReader(nil, req.Body, f.opts.MaxBody), params["boundary"])
 	dr := &pb.DeployResourceRequest{}
@@ -143,14 +142,6 @@ func (f *front) deploy(w http.ResponseWriter, req *http.Request) error {
 		}
 	}
 	return writeJSON(w, out)
-}
-
-func tooLargeOr(err error, limit int64, what string) error {
-	var tooBig *http.MaxBytesError
-	if errors.As(err, &tooBig) {
-		return &httpError{http.StatusRequestEntityTooLarge, "Payload Too Large", fmt.Sprintf("Request body is larger than %d bytes", limit)}
-	}
-	return badRequest("%s: %v", what, err)
 }
 
 type startInstruction struct {

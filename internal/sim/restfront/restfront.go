@@ -10,6 +10,7 @@
 package restfront
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -175,22 +176,18 @@ func writeJSON(w http.ResponseWriter, v any) error {
 func (f *front) decode(req *http.Request, v any, optional bool) error {
 	body, err := io.ReadAll(http.MaxBytesReader(nil, req.Body, f.opts.MaxBody))
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return &httpError{http.StatusRequestEntityTooLarge, "Payload Too Large", fmt.Sprintf("Request body is larger than %d bytes", f.opts.MaxBody)}
-		}
-		return badRequest("Failed to read request body: %v", err)
+		return tooLargeOr(err, f.opts.MaxBody, "Failed to read request body")
 	}
-	if len(strings.TrimSpace(string(body))) == 0 {
+	if len(bytes.TrimSpace(body)) == 0 {
 		if optional {
 			return nil
 		}
 		return badRequest("Required request body is missing")
 	}
 	if ct := req.Header.Get("Content-Type"); !isJSON(ct) {
-		return &httpError{http.StatusUnsupportedMediaType, "Unsupported Media Type", fmt.Sprintf("Content-Type '%s' is not supported.", ct)}
+		return unsupported(ct)
 	}
-	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return parseError(err)
@@ -199,6 +196,19 @@ func (f *front) decode(req *http.Request, v any, optional bool) error {
 		return badRequest("Failed to read request: more than one JSON value")
 	}
 	return nil
+}
+
+func unsupported(contentType string) error {
+	return &httpError{http.StatusUnsupportedMediaType, "Unsupported Media Type", fmt.Sprintf("Content-Type '%s' is not supported.", contentType)}
+}
+
+// tooLargeOr is a body over the limit (413), else what failed reading it.
+func tooLargeOr(err error, limit int64, what string) error {
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return &httpError{http.StatusRequestEntityTooLarge, "Payload Too Large", fmt.Sprintf("Request body is larger than %d bytes", limit)}
+	}
+	return badRequest("%s: %v", what, err)
 }
 
 func isJSON(ct string) bool {

@@ -258,3 +258,19 @@ func TestBackpressureIs503(t *testing.T) {
 		t.Fatalf("create on a full partition: title %q, want RESOURCE_EXHAUSTED", title)
 	}
 }
+
+// The refuse fault takes the REST API down with the gateway, and resume
+// brings it back on the same address.
+func TestRefuseAndResume(t *testing.T) {
+	s, base := startREST(t, sim.Config{Partitions: 1})
+	s.Refuse()
+	if _, err := http.Get(base + "/v2/status"); err == nil {
+		t.Fatal("a refusing simulator still answered over REST")
+	}
+	if err := s.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	if r := call(t, http.MethodGet, base+"/v2/status", "", ""); r.status != http.StatusNoContent {
+		t.Fatalf("after resume: status %d %q, want 204", r.status, r.body)
+	}
+}

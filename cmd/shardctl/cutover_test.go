@@ -774,6 +774,13 @@ func TestCutoverRollbackPreemptsApply(t *testing.T) {
 	}()
 	budget.Eventually(t, time.Minute, "the 50% step", func() bool {
 		b, _ := os.ReadFile(logFile)
+		select {
+		case r := <-applied:
+			// An apply that ended before its first step is the failure to
+			// report, not the wait.
+			t.Fatalf("the apply ended before the 50%% step: exit %d\n%s%s\nits log:\n%s", r.code, r.stdout, r.stderr, b)
+		default:
+		}
 		return strings.Contains(string(b), `"event":"weights"`)
 	})
 	if v := f.view(t); v.Weights["green"] != 50 {

@@ -107,7 +107,13 @@ func TestADeadShardIsNeverShownHealthy(t *testing.T) {
 		}
 		return found
 	}
-	screen := top.WaitFor(t, 30*time.Second, "blue-1", "blue-2")
+	// The pools line names blue-2 before its first scrape draws its row.
+	top.WaitFor(t, 30*time.Second, "blue-1", "blue-2")
+	var screen string
+	budget.Eventually(t, 30*time.Second, "blue-2's row on top's screen", func() bool {
+		screen = top.Screen()
+		return row(screen, "blue-2") != ""
+	})
 	if r := row(screen, "blue-2"); !strings.Contains(r, "UP") || !strings.Contains(r, "✔ ok") {
 		t.Fatalf("blue-2 before the kill: %q\n%s", r, screen)
 	}

@@ -1,6 +1,7 @@
 package restfront
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -187,10 +188,7 @@ func (f *front) createInstance(w http.ResponseWriter, req *http.Request) error {
 	if err := checkOperationReference(in.OperationReference); err != nil {
 		return err
 	}
-	vars, err := document(in.Variables)
-	if err != nil {
-		return err
-	}
+	vars := document(in.Variables)
 	cr := &pb.CreateProcessInstanceRequest{Variables: vars, TenantId: in.TenantID, Version: -1}
 	if in.ProcessDefinitionID != nil {
 		cr.BpmnProcessId = *in.ProcessDefinitionID
@@ -243,26 +241,42 @@ type operation struct {
 	OperationReference *int64 `json:"operationReference"`
 }
 
-func (f *front) operation(req *http.Request) error {
-	var op operation
-	if err := f.decode(req, &op, true); err != nil {
-		return err
+// onKey serves a command on the key in the path whose body holds at most
+// an operationReference, answered with 204: cancellation, incident
+// resolution, resource deletion.
+func (f *front) onKey(param string, command func(ctx context.Context, key int64) error) func(http.ResponseWriter, *http.Request) error {
+	return func(w http.ResponseWriter, req *http.Request) error {
+		key, err := pathKey(req, param)
+		if err != nil {
+			return err
+		}
+		var op operation
+		if err := f.decode(req, &op, true); err != nil {
+			return err
+		}
+		if err := checkOperationReference(op.OperationReference); err != nil {
+			return err
+		}
+		if err := command(req.Context(), key); err != nil {
+			return err
+		}
+		return noContent(w)
 	}
-	return checkOperationReference(op.OperationReference)
 }
 
-func (f *front) cancelInstance(w http.ResponseWriter, req *http.Request) error {
-	key, err := pathKey(req, "processInstanceKey")
-	if err != nil {
-		return err
-	}
-	if err := f.operation(req); err != nil {
-		return err
-	}
-	if _, err := f.gw.CancelProcessInstance(req.Context(), &pb.CancelProcessInstanceRequest{ProcessInstanceKey: key}); err != nil {
-		return err
-	}
-	return noContent(w)
+func (f *front) cancelInstance(ctx context.Context, key int64) error {
+	_, err := f.gw.CancelProcessInstance(ctx, &pb.CancelProcessInstanceRequest{ProcessInstanceKey: key})
+	return err
+}
+
+func (f *front) resolveIncident(ctx context.Context, key int64) error {
+	_, err := f.gw.ResolveIncident(ctx, &pb.ResolveIncidentRequest{IncidentKey: key})
+	return err
+}
+
+func (f *front) deleteResource(ctx context.Context, key int64) error {
+	_, err := f.gw.DeleteResource(ctx, &pb.DeleteResourceRequest{ResourceKey: key})
+	return err
 }
 
 type completeJob struct {
@@ -279,10 +293,7 @@ func (f *front) completeJob(w http.ResponseWriter, req *http.Request) error {
 	if err := f.decode(req, &in, true); err != nil {
 		return err
 	}
-	vars, err := document(in.Variables)
-	if err != nil {
-		return err
-	}
+	vars := document(in.Variables)
 	if _, err := f.gw.CompleteJob(req.Context(), &pb.CompleteJobRequest{JobKey: key, Variables: vars}); err != nil {
 		return err
 	}
@@ -305,10 +316,7 @@ func (f *front) failJob(w http.ResponseWriter, req *http.Request) error {
 	if err := f.decode(req, &in, true); err != nil {
 		return err
 	}
-	vars, err := document(in.Variables)
-	if err != nil {
-		return err
-	}
+	vars := document(in.Variables)
 	if _, err := f.gw.FailJob(req.Context(), &pb.FailJobRequest{JobKey: key, Retries: in.Retries, ErrorMessage: in.ErrorMessage,
 		RetryBackOff: in.RetryBackOff, Variables: vars}); err != nil {
 		return err
@@ -331,13 +339,10 @@ func (f *front) throwError(w http.ResponseWriter, req *http.Request) error {
 	if err := f.decode(req, &in, false); err != nil {
 		return err
 	}
-	if in.ErrorCode == nil || strings.TrimSpace(*in.ErrorCode) == "" {
+	if blank(in.ErrorCode) {
 		return invalidArgument("No errorCode provided.")
 	}
-	vars, err := document(in.Variables)
-	if err != nil {
-		return err
-	}
+	vars := document(in.Variables)
 	te := &pb.ThrowErrorRequest{JobKey: key, ErrorCode: *in.ErrorCode, Variables: vars}
 	if in.ErrorMessage != nil {
 		te.ErrorMessage = *in.ErrorMessage
@@ -403,13 +408,10 @@ func (f *front) publishMessage(w http.ResponseWriter, req *http.Request) error {
 	if err := f.decode(req, &in, false); err != nil {
 		return err
 	}
-	if in.Name == nil || strings.TrimSpace(*in.Name) == "" {
+	if blank(in.Name) {
 		return invalidArgument("No name provided.")
 	}
-	vars, err := document(in.Variables)
-	if err != nil {
-		return err
-	}
+	vars := document(in.Variables)
 	resp, err := f.gw.PublishMessage(req.Context(), &pb.PublishMessageRequest{Name: *in.Name, CorrelationKey: in.CorrelationKey,
 		TimeToLive: in.TimeToLive, MessageId: in.MessageID, Variables: vars, TenantId: in.TenantID})
 	if err != nil {
@@ -434,32 +436,15 @@ func (f *front) broadcastSignal(w http.ResponseWriter, req *http.Request) error 
 	if err := f.decode(req, &in, false); err != nil {
 		return err
 	}
-	if in.SignalName == nil || strings.TrimSpace(*in.SignalName) == "" {
+	if blank(in.SignalName) {
 		return invalidArgument("No signalName provided.")
 	}
-	vars, err := document(in.Variables)
-	if err != nil {
-		return err
-	}
+	vars := document(in.Variables)
 	resp, err := f.gw.BroadcastSignal(req.Context(), &pb.BroadcastSignalRequest{SignalName: *in.SignalName, Variables: vars, TenantId: in.TenantID})
 	if err != nil {
 		return err
 	}
 	return writeJSON(w, broadcastResult{TenantID: resp.GetTenantId(), SignalKey: Key(resp.GetKey())})
-}
-
-func (f *front) resolveIncident(w http.ResponseWriter, req *http.Request) error {
-	key, err := pathKey(req, "incidentKey")
-	if err != nil {
-		return err
-	}
-	if err := f.operation(req); err != nil {
-		return err
-	}
-	if _, err := f.gw.ResolveIncident(req.Context(), &pb.ResolveIncidentRequest{IncidentKey: key}); err != nil {
-		return err
-	}
-	return noContent(w)
 }
 
 type setVariables struct {
@@ -483,25 +468,8 @@ func (f *front) setVariables(w http.ResponseWriter, req *http.Request) error {
 	if err := checkOperationReference(in.OperationReference); err != nil {
 		return err
 	}
-	vars, err := document(in.Variables)
-	if err != nil {
-		return err
-	}
+	vars := document(in.Variables)
 	if _, err := f.gw.SetVariables(req.Context(), &pb.SetVariablesRequest{ElementInstanceKey: key, Variables: vars, Local: in.Local}); err != nil {
-		return err
-	}
-	return noContent(w)
-}
-
-func (f *front) deleteResource(w http.ResponseWriter, req *http.Request) error {
-	key, err := pathKey(req, "resourceKey")
-	if err != nil {
-		return err
-	}
-	if err := f.operation(req); err != nil {
-		return err
-	}
-	if _, err := f.gw.DeleteResource(req.Context(), &pb.DeleteResourceRequest{ResourceKey: key}); err != nil {
 		return err
 	}
 	return noContent(w)
@@ -519,10 +487,7 @@ func (f *front) evaluateDecision(w http.ResponseWriter, req *http.Request) error
 	if err := f.decode(req, &in, false); err != nil {
 		return err
 	}
-	vars, err := document(in.Variables)
-	if err != nil {
-		return err
-	}
+	vars := document(in.Variables)
 	er := &pb.EvaluateDecisionRequest{DecisionId: in.DecisionDefinitionID, Variables: vars, TenantId: in.TenantID}
 	if in.DecisionDefinitionKey != nil {
 		er.DecisionKey = int64(*in.DecisionDefinitionKey)

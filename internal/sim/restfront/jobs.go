@@ -69,7 +69,7 @@ func (f *front) activateJobs(w http.ResponseWriter, req *http.Request) error {
 		return err
 	}
 	var missing []string
-	if in.Type == nil || strings.TrimSpace(*in.Type) == "" {
+	if blank(in.Type) {
 		missing = append(missing, "No type provided")
 	}
 	if in.Timeout == nil {

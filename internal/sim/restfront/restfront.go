@@ -69,7 +69,7 @@ func Handler(gw pb.GatewayServer, opts Options) http.Handler {
 	route("GET /v2/status", f.status)
 	route("POST /v2/deployments", f.deploy)
 	route("POST /v2/process-instances", f.createInstance)
-	route("POST /v2/process-instances/{processInstanceKey}/cancellation", f.cancelInstance)
+	route("POST /v2/process-instances/{processInstanceKey}/cancellation", f.onKey("processInstanceKey", f.cancelInstance))
 	route("POST /v2/jobs/activation", f.activateJobs)
 	route("POST /v2/jobs/{jobKey}/completion", f.completeJob)
 	route("POST /v2/jobs/{jobKey}/failure", f.failJob)
@@ -77,9 +77,9 @@ func Handler(gw pb.GatewayServer, opts Options) http.Handler {
 	route("PATCH /v2/jobs/{jobKey}", f.updateJob)
 	route("POST /v2/messages/publication", f.publishMessage)
 	route("POST /v2/signals/broadcast", f.broadcastSignal)
-	route("POST /v2/incidents/{incidentKey}/resolution", f.resolveIncident)
+	route("POST /v2/incidents/{incidentKey}/resolution", f.onKey("incidentKey", f.resolveIncident))
 	route("PUT /v2/element-instances/{elementInstanceKey}/variables", f.setVariables)
-	route("POST /v2/resources/{resourceKey}/deletion", f.deleteResource)
+	route("POST /v2/resources/{resourceKey}/deletion", f.onKey("resourceKey", f.deleteResource))
 	route("POST /v2/decision-definitions/evaluation", f.evaluateDecision)
 	mux.HandleFunc("/", func(w http.ResponseWriter, req *http.Request) {
 		writeProblem(w, req, http.StatusNotFound, "Not Found", "No endpoint "+req.Method+" "+req.URL.Path+".")
@@ -263,14 +263,18 @@ func (k Key) MarshalJSON() ([]byte, error) {
 }
 
 // document turns a JSON object (a variables field) into the gRPC
-// gateway's JSON string; nil is no variables.
-func document(v map[string]any) (string, error) {
+// gateway's JSON string; nil is no variables. The object was decoded from
+// JSON, so it always encodes.
+func document(v map[string]any) string {
 	if v == nil {
-		return "", nil
+		return ""
 	}
-	b, err := json.Marshal(v)
-	return string(b), err
+	b, _ := json.Marshal(v)
+	return string(b)
 }
+
+// blank is a required string the request left out or empty.
+func blank(s *string) bool { return s == nil || strings.TrimSpace(*s) == "" }
 
 // object turns the gateway's JSON document back into an object; an empty
 // document is {}.

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -146,8 +147,19 @@ func pathTo(pkgs []pkg, from, to string) []string {
 
 // graph lists the module's packages with go list. Test files are left
 // out: a runtime's tests may start the tools that operate it.
+//
+// Both tests read one graph: go list and the reads of every source run
+// once per test binary.
 func graph(t *testing.T) []pkg {
 	t.Helper()
+	pkgs, err := loadGraph()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pkgs
+}
+
+var loadGraph = sync.OnceValues(func() ([]pkg, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), budget.Of(2*time.Minute))
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "go", "list", "-f", "{{.ImportPath}}\t{{join .Imports \" \"}}\t{{join .Deps \" \"}}\t{{.Dir}}\t{{join .GoFiles \" \"}}", module+"...")
@@ -155,7 +167,7 @@ func graph(t *testing.T) []pkg {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("go list: %v\n%s", err, stderr.String())
+		return nil, fmt.Errorf("go list: %v\n%s", err, stderr.String())
 	}
 	own := func(list string) []string {
 		var paths []string
@@ -171,29 +183,31 @@ func graph(t *testing.T) []pkg {
 	for sc.Scan() {
 		fields := strings.Split(sc.Text(), "\t")
 		if len(fields) != 5 {
-			t.Fatalf("go list printed %q: want path, imports, deps, folder and files", sc.Text())
+			return nil, fmt.Errorf("go list printed %q: want path, imports, deps, folder and files", sc.Text())
 		}
-		readSources(t, fields[3], strings.Fields(fields[4]))
+		if err := readSources(fields[3], strings.Fields(fields[4])); err != nil {
+			return nil, err
+		}
 		path, _ := strings.CutPrefix(fields[0], module)
 		pkgs = append(pkgs, pkg{path: path, imports: own(fields[1]), deps: own(fields[2])})
 	}
-	return pkgs
-}
+	return pkgs, nil
+})
 
 // readSources reads a package's folder and files in the test's own
 // process: go test caches a result by what the test read, and go list's
 // reads are not the test's. Without this a wrong import passes from the
 // cache.
-func readSources(t *testing.T, dir string, files []string) {
-	t.Helper()
+func readSources(dir string, files []string) error {
 	if _, err := os.ReadDir(dir); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	for _, f := range files {
 		if _, err := os.ReadFile(filepath.Join(dir, f)); err != nil {
-			t.Fatal(err)
+			return err
 		}
 	}
+	return nil
 }
 
 func TestImportGraph(t *testing.T) {

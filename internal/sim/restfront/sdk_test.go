@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,13 +22,23 @@ import (
 const (
 	sdkPackage = "@camunda8/orchestration-cluster-api"
 	sdkVersion = "9.1.5"
+	minNode    = 20
 )
+
+func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
 
 // TestCamundaSDK runs the SDK unchanged against the simulator, with its
 // strict response validation on: every answer must match the schemas the
 // SDK was generated from, or it throws.
 func TestCamundaSDK(t *testing.T) {
 	modules := npmtest.Modules(t, sdkPackage, sdkVersion)
+	// The SDK declares Node 22 and runs on 20, the node of the machines
+	// this suite runs on; older (Debian bookworm's 18) is untried. Say so
+	// plainly rather than fail somewhere inside node.
+	ver, err := exec.Command("node", "--version").Output()
+	if major, _, _ := strings.Cut(strings.TrimPrefix(strings.TrimSpace(string(ver)), "v"), "."); err != nil || atoi(major) < minNode {
+		t.Fatalf("node %s (%v): %s@%s needs Node.js %d or later; install NodeSource's nodejs", strings.TrimSpace(string(ver)), err, sdkPackage, sdkVersion, minNode)
+	}
 	s, base := startREST(t, sim.Config{Partitions: 3})
 
 	// An ES module finds its imports in a node_modules beside it.

@@ -147,7 +147,7 @@ var notRunnable = map[string]string{
 	"shardctl cutover plan --from blue --to green --steps 10,50,100": "its step pauses are real ones (three of 5 minutes, then the drain) and gates.yaml is the reader's; " +
 		"TestCutoverEndToEnd runs plan, apply and status with 12-second steps against a federation under load",
 	"shardctl sim serve --listen 127.0.0.1:26500 --metrics 127.0.0.1:9600 --rest-listen 127.0.0.1:8080": "app.mjs is the reader's application; " +
-		"internal/sim/restfront's TestCamundaSDK runs Camunda's SDK against a simulator serving --rest-listen, and TestCommandsOverREST every endpoint",
+		"internal/restgateway's TestCamundaSDK runs Camunda's SDK against a simulator serving --rest-listen, and TestCommandsOverREST every endpoint",
 	"make build": "each target takes minutes: make test already builds shardctl, runs make lint's three checks " +
 		"and goreleaser check; the bench targets print their own figures and snapshot cross-compiles eight platforms",
 }

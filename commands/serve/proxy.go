@@ -46,14 +46,20 @@ func newCmdProxyServe(g *cmdutil.Globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the Zeebe gateway API in front of several shards",
-		Long: `Serve the Zeebe 8.5 gateway API on --listen in front of the shards, and
-/metrics, /healthz, /readyz and GET /shards on --admin. The first line on
-stderr is "listening on HOST:PORT", the second "admin on
-http://HOST:PORT/shards"; then come log lines, one per state change (a
+		Long: `Serve the Zeebe gateway API (gRPC) on --listen in front of the shards,
+with --rest-listen the REST API (/v2, Camunda 8.8's command endpoints)
+too, and /metrics, /healthz, /readyz and GET /shards on --admin. The first
+line on stderr is "listening on HOST:PORT", the second "admin on
+http://HOST:PORT/shards", with --rest-listen the third "REST API on
+http://HOST:PORT/v2"; then come log lines, one per state change (a
 shard added, DOWN or back, ejected, replayed, drained; weights changed;
 admission refusing a shard), as --log-format says.
 
-Routing (the federation contract):
+Routing (the federation contract), the same for both protocols: a REST
+call becomes the gRPC call a Zeebe gateway makes for it (its keys are the
+same keys, as strings; a shard's refusal is 503 RESOURCE_EXHAUSTED; the
+Authorization header and 8.10's /physical-tenants/{id}/v2 prefix reach
+the shard as gRPC metadata):
   - every key the proxy returns carries the shard's slot (1-31) in bits 58-62;
     a key without one belongs to --legacy-shard (NOT_FOUND without one);
   - deployments go to every shard in slot order and into the deployment
@@ -116,7 +122,7 @@ the load needs: one while the proxy uses little CPU, all of GOMAXPROCS
 proxy, idle threads waking each other cost more CPU than they serve.
 
 --config FILE is YAML; a flag given beside it wins. Every field, with its
-flag: listen (--listen), admin (--admin), front, legacyShard,
+flag: listen (--listen), restListen (--rest-listen), admin (--admin), front, legacyShard,
 maxInflightPerShard, overloadLimit, overloadExcess, maxBacklog,
 instanceLimit, backlogInterval, coolingOff, health (interval, timeout,
 unhealthyAfter, healthyAfter, outlierFailures, ejectionTime,
@@ -145,6 +151,7 @@ list of {id, address, slot, state, pool, metrics, tls}:
 	f := cmd.Flags()
 	f.StringVar(&o.configFile, "config", "", "YAML configuration file (its fields: see above); a flag given beside it wins")
 	f.StringVar(&o.cfg.Listen, "listen", "127.0.0.1:26500", "gateway address for clients, HOST:PORT")
+	f.StringVar(&o.cfg.RESTListen, "rest-listen", "", "serve the REST API (/v2, Camunda 8.8's default client protocol) on HOST:PORT too, over the same routing (off by default)")
 	f.StringVar(&o.cfg.AdminListen, "admin", "127.0.0.1:9700", "address of /metrics, /healthz, /readyz and /shards, HOST:PORT")
 	f.StringVar(&o.cfg.Front, "front", route.DefaultFront, "how clients are served: "+route.FrontFrames+" (HTTP/2 of its own, calls forwarded as frames) or "+route.FrontGRPC+" (grpc-go, the fallback)")
 	f.StringArrayVar(&o.shardFlags, "shard", nil, "a shard as ID=HOST:PORT[,slot=N][,state=S][,pool=P][,metrics=URL][,tls=true|insecure] (repeatable; slots default to the order given)")
@@ -200,6 +207,7 @@ func (o *ProxyServeOptions) Complete(cmd *cobra.Command, _ []string) error {
 			}
 		}
 		str("listen", fc.Listen, &o.cfg.Listen)
+		str("rest-listen", fc.RESTListen, &o.cfg.RESTListen)
 		str("admin", fc.Admin, &o.cfg.AdminListen)
 		str("front", fc.Front, &o.cfg.Front)
 		str("legacy-shard", fc.LegacyShard, &o.cfg.LegacyShard)
@@ -253,7 +261,11 @@ func fromFile[T any](flags *pflag.FlagSet, flag string, v *T, dst *T) {
 }
 
 func (o *ProxyServeOptions) Validate() error {
-	if err := checkListenFlags(map[string]string{"--listen": o.cfg.Listen, "--admin": o.cfg.AdminListen}); err != nil {
+	listen := map[string]string{"--listen": o.cfg.Listen, "--admin": o.cfg.AdminListen}
+	if o.cfg.RESTListen != "" {
+		listen["--rest-listen"] = o.cfg.RESTListen
+	}
+	if err := checkListenFlags(listen); err != nil {
 		return err
 	}
 	if len(o.cfg.Shards) == 0 && o.registry == nil {
@@ -308,6 +320,10 @@ func (o *ProxyServeOptions) Run(ctx context.Context) error {
 		return err
 	}
 	// Where the shards come from and each one added are log lines.
-	announce(errOut, held, p.Addr(), fmt.Sprintf("admin on http://%s/shards", p.AdminAddr()))
+	more := []string{fmt.Sprintf("admin on http://%s/shards", p.AdminAddr())}
+	if a := p.RESTAddr(); a != nil {
+		more = append(more, restLine(a, o.cfg.TLS != nil))
+	}
+	announce(errOut, held, p.Addr(), more...)
 	return serveUntilDone(ctx, errOut, "proxy", o.shutdownTimeout, p.Failed(), p.Close)
 }

@@ -72,6 +72,15 @@ func announce(errOut io.Writer, held *logs.Held, addr net.Addr, more ...string) 
 	_ = held.Open()
 }
 
+// restLine is the announce line of a REST API's address.
+func restLine(addr net.Addr, tls bool) string {
+	scheme := "http"
+	if tls {
+		scheme = "https"
+	}
+	return fmt.Sprintf("REST API on %s://%s/v2", scheme, addr)
+}
+
 // serveUntilDone keeps a started runtime up until ctx ends (SIGTERM or
 // SIGINT) or it reports a failure on failed (nil: it cannot), then stops
 // it gracefully within timeout: the shape every `serve` command shares.

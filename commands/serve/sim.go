@@ -206,7 +206,7 @@ func (o *SimServeOptions) Run(ctx context.Context) error {
 	}
 	more := []string{fmt.Sprintf("metrics on http://%s/metrics", s.MetricsAddr())}
 	if a := s.RESTAddr(); a != nil {
-		more = append(more, fmt.Sprintf("REST API on http://%s/v2", a))
+		more = append(more, restLine(a, o.cfg.TLS != nil))
 	}
 	announce(errOut, held, s.Addr(), more...)
 	stopHeartbeat := func() {}

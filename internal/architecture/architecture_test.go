@@ -53,6 +53,8 @@ var rules = []rule{
 	{why: "the tools read a runtime through its api packages and link none", from: []string{"probes/...", "migrate/...", "tui/..."},
 		never: runtimes, allow: api},
 	{why: "an api package has no runtime behind it", from: api, never: runtimes, allow: api},
+	{why: "the REST gateway serves any gateway server and knows none of them",
+		from: []string{"internal/restgateway"}, never: append([]string{"internal/proxy/...", "internal/sim/..."}, tools...)},
 	{why: "the routing core is the same under every front", from: []string{"internal/proxy/route/..."},
 		never: []string{"internal/proxy", "internal/proxy/framefront/...", "internal/proxy/grpcfront/..."}},
 	{why: "the frame front falls back on the gRPC front, not the other way", from: []string{"internal/proxy/grpcfront/..."},

@@ -1,8 +1,10 @@
 // Package proxy is the federation proxy as a process runs it: the routing
 // core (internal/proxy/route) behind a front — the frame front
 // (internal/proxy/framefront) or grpc-go's server (internal/proxy/grpcfront)
-// — and the admin listener (/metrics, /healthz, /readyz, /shards), started
-// and stopped in order. It serves the Zeebe 8.5 gateway API and spreads one
+// — the REST API (/v2, internal/restgateway over the gRPC front's
+// handlers) when asked for, and the admin listener (/metrics, /healthz,
+// /readyz, /shards), started and stopped in order. It serves the Zeebe
+// gateway API, in gRPC and in REST, and spreads one
 // workload over several Zeebe clusters (shards), so that clients keep
 // using one gateway address and change nothing; the contract is "The
 // federation contract" in docs/architecture.md. Runtimes' rule: it never
@@ -29,6 +31,7 @@ import (
 	"github.com/shardctl/shardctl/internal/proxy/grpcfront"
 	"github.com/shardctl/shardctl/internal/proxy/grpcwire"
 	"github.com/shardctl/shardctl/internal/proxy/route"
+	"github.com/shardctl/shardctl/internal/restgateway"
 )
 
 // Config of a proxy: the routing core's and its fronts' (route.Config).
@@ -49,6 +52,8 @@ type Proxy struct {
 	gateway   *grpcfront.Server // the handlers, which the frame front calls itself
 	frames    *framefront.Front // with route.FrontFrames: it serves clients, grpc-go what it hands on
 	addr      net.Addr
+	rest      *http.Server
+	restAddr  net.Addr
 	admin     *http.Server
 	adminAddr net.Addr
 	ready     atomic.Bool
@@ -63,7 +68,7 @@ func New(cfg Config) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Proxy{Core: core, failed: make(chan error, 2)}, nil
+	return &Proxy{Core: core, failed: make(chan error, 3)}, nil
 }
 
 // Start connects to every shard (refusing one with too many partitions),
@@ -109,10 +114,20 @@ func (p *Proxy) Start(ctx context.Context) error {
 			}
 		})
 	}
+	if cfg.RESTListen != "" {
+		if err := p.serveREST(cfg); err != nil {
+			p.grpc.Stop()
+			p.CloseShards()
+			return err
+		}
+	}
 	if cfg.AdminListen != "" {
 		aln, err := net.Listen("tcp", cfg.AdminListen)
 		if err != nil {
 			p.grpc.Stop()
+			if p.rest != nil {
+				_ = p.rest.Close()
+			}
 			p.CloseShards()
 			return fmt.Errorf("listen for admin on %s: %w", cfg.AdminListen, err)
 		}
@@ -128,6 +143,40 @@ func (p *Proxy) Start(ctx context.Context) error {
 	p.ready.Store(true)
 	return nil
 }
+
+// serveREST serves the REST API over the gRPC front's handlers, so that
+// both protocols share every routing decision; with TLS, over the
+// clients' certificate, in HTTP/1.1 or HTTP/2.
+func (p *Proxy) serveREST(cfg Config) error {
+	ln, err := net.Listen("tcp", cfg.RESTListen)
+	if err != nil {
+		return fmt.Errorf("listen for the REST API on %s: %w", cfg.RESTListen, err)
+	}
+	p.restAddr = ln.Addr()
+	p.rest = &http.Server{
+		Handler:           restgateway.Handler(p.gateway, restgateway.Options{Logger: cfg.Logger}),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       restIdleTimeout,
+	}
+	serve := func() error { return p.rest.Serve(ln) }
+	if cfg.TLS != nil {
+		p.rest.TLSConfig = cfg.TLS.HTTPConfig()
+		serve = func() error { return p.rest.ServeTLS(ln, "", "") }
+	}
+	p.Go(func() {
+		if err := serve(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			p.failed <- fmt.Errorf("serve the REST API on %s: %w", p.restAddr, err)
+		}
+	})
+	return nil
+}
+
+// restIdleTimeout closes a REST client's idle keep-alive connection, as
+// Camunda's gateway (Spring Boot's default) does after a minute.
+const restIdleTimeout = 60 * time.Second
+
+// RESTAddr is the REST API's address actually bound, or nil.
+func (p *Proxy) RESTAddr() net.Addr { return p.restAddr }
 
 // Addr is the client address actually bound.
 func (p *Proxy) Addr() net.Addr { return p.addr }
@@ -172,6 +221,16 @@ func (p *Proxy) close(ctx context.Context) error {
 	default:
 		close(stopped)
 	}
+	// REST calls in flight finish; its long polls end with the others.
+	restStopped := make(chan struct{})
+	go func() {
+		if p.rest != nil {
+			if p.rest.Shutdown(ctx) != nil {
+				_ = p.rest.Close()
+			}
+		}
+		close(restStopped)
+	}()
 	p.EndLongCalls(ctx)
 	select {
 	case <-stopped:
@@ -181,6 +240,7 @@ func (p *Proxy) close(ctx context.Context) error {
 		}
 		<-stopped
 	}
+	<-restStopped
 	var err error
 	if p.admin != nil {
 		err = p.admin.Shutdown(ctx)

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"net"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -30,12 +31,14 @@ type fakeGateway struct {
 	partitions int32
 	mu         sync.Mutex
 	auth       []string
+	tenants    []string // camunda-physical-tenant, 8.10's
 }
 
 func (f *fakeGateway) Topology(ctx context.Context, _ *pb.TopologyRequest) (*pb.TopologyResponse, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	f.mu.Lock()
 	f.auth = append(f.auth, md.Get("authorization")...)
+	f.tenants = append(f.tenants, md.Get("camunda-physical-tenant")...)
 	f.mu.Unlock()
 	return &pb.TopologyResponse{PartitionsCount: f.partitions, ClusterSize: 1, GatewayVersion: "8.5.20",
 		Brokers: []*pb.BrokerInfo{{NodeId: 0, Host: "fake", Port: 26501}}}, nil
@@ -92,6 +95,32 @@ func TestForwardsAuthorization(t *testing.T) {
 	defer f.mu.Unlock()
 	if len(f.auth) == 0 || f.auth[len(f.auth)-1] != "Bearer s3cret" {
 		t.Errorf("shard saw authorization %q", f.auth)
+	}
+}
+
+// TestRESTForwardsAuthorizationAndTenant: a REST client's credentials
+// and 8.10's physical-tenant path prefix reach the shard as the metadata
+// a gRPC client sends.
+func TestRESTForwardsAuthorizationAndTenant(t *testing.T) {
+	f, addr := startFake(t, 3)
+	p := startProxy(t, Config{Shards: []proxyapi.ShardConfig{{ID: "a", Addr: addr, Slot: 1}}, RESTListen: "127.0.0.1:0"})
+	req, err := http.NewRequest("GET", "http://"+p.RESTAddr().String()+"/physical-tenants/blue/v2/topology", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer s3cret")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("topology: %s", resp.Status)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.auth) == 0 || f.auth[len(f.auth)-1] != "Bearer s3cret" || len(f.tenants) == 0 || f.tenants[len(f.tenants)-1] != "blue" {
+		t.Errorf("shard saw authorization %q, physical tenants %q", f.auth, f.tenants)
 	}
 }
 

@@ -3,7 +3,7 @@
 // backpressure, job activation and push, messages, signals) and in its
 // metric names, with a capacity model that can reproduce the knee of an
 // overloaded cluster. It also serves the REST API's command endpoints
-// (/v2, internal/sim/restfront) over the same engine. shardctl's proxy,
+// (/v2, internal/restgateway) over the same engine. shardctl's proxy,
 // signals, drain and demo run against it because Zeebe itself cannot run
 // everywhere they are tested.
 // It is a runtime's: it never imports probes/, commands/, tui/ or migrate/
@@ -30,7 +30,7 @@ import (
 	"github.com/shardctl/shardctl/internal/certs"
 	"github.com/shardctl/shardctl/internal/keyslot"
 	"github.com/shardctl/shardctl/internal/logs"
-	"github.com/shardctl/shardctl/internal/sim/restfront"
+	"github.com/shardctl/shardctl/internal/restgateway"
 )
 
 // Config of a simulated cluster. Zero values take the defaults below.
@@ -240,7 +240,7 @@ func (s *Sim) listenREST(addr string) error {
 	if err != nil {
 		return fmt.Errorf("listen for the REST API on %s: %w", addr, err)
 	}
-	srv := &http.Server{Handler: restfront.Handler(s.gw, restfront.Options{Logger: s.cfg.Logger}), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: restgateway.Handler(s.gw, restgateway.Options{Logger: s.cfg.Logger}), ReadHeaderTimeout: 10 * time.Second}
 	s.mu.Lock()
 	s.rest, s.restAddr = srv, ln.Addr()
 	s.mu.Unlock()

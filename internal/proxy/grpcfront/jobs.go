@@ -49,6 +49,23 @@ func (p *Server) HandBack(s *route.Shard, jobs []*pb.ActivatedJob, reason string
 	})
 }
 
+// ReturnJobs hands back jobs a front collected for a client that went
+// away before it could deliver them (the REST front's long poll): each to
+// the shard its key names, with the slot taken out again.
+func (p *Server) ReturnJobs(jobs []*pb.ActivatedJob, reason string) {
+	byShard := map[*route.Shard][]*pb.ActivatedJob{}
+	for _, j := range jobs {
+		s, _, err := p.ShardForKey(j.GetKey())
+		if err != nil {
+			continue // its shard left: it times out there, as any job of a gone shard
+		}
+		byShard[s] = append(byShard[s], j)
+	}
+	for s, js := range byShard {
+		p.HandBack(s, unstamp(js), reason)
+	}
+}
+
 // detached carries ctx's values (the client's authorization) but not its
 // cancellation: it ends after d, or when until does (p.Background(): when Close
 // cuts the proxy's work short; p.Stopping(): as soon as the proxy stops).

@@ -21,6 +21,7 @@ import (
 	"github.com/shardctl/shardctl/internal/proxy/pbkeys"
 	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
 	"github.com/shardctl/shardctl/internal/proxy/route"
+	"github.com/shardctl/shardctl/internal/restgateway"
 )
 
 // Server is the gateway API over the routing core: each RPC's
@@ -508,11 +509,18 @@ func (sv *Server) Topology(ctx context.Context, _ *pb.TopologyRequest) (*pb.Topo
 	return out, nil
 }
 
-// outgoing forwards the client's authorization to a shard.
+// forwarded is the metadata a shard must see as the client sent it: its
+// credentials, and the physical tenant an 8.10 gateway routes by.
+// (The REST front hands both over under these names too.)
+var forwarded = []string{restgateway.AuthorizationMD, restgateway.PhysicalTenantMD}
+
+// outgoing forwards the client's metadata that a shard must see.
 func outgoing(ctx context.Context) context.Context {
-	// ValueFromIncomingContext does not copy the whole header map.
-	if auth := metadata.ValueFromIncomingContext(ctx, "authorization"); len(auth) > 0 {
-		return metadata.AppendToOutgoingContext(ctx, "authorization", auth[0])
+	for _, k := range forwarded {
+		// ValueFromIncomingContext does not copy the whole header map.
+		if v := metadata.ValueFromIncomingContext(ctx, k); len(v) > 0 {
+			ctx = metadata.AppendToOutgoingContext(ctx, k, v[0])
+		}
 	}
 	return ctx
 }

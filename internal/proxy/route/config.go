@@ -13,6 +13,7 @@ import (
 // FileConfig is the proxy's YAML configuration file:
 //
 //	listen: 127.0.0.1:26500
+//	restListen: 127.0.0.1:8080
 //	admin: 127.0.0.1:9700
 //	front: frames
 //	legacyShard: blue-0
@@ -32,6 +33,7 @@ import (
 //	- {id: green-1, address: 10.0.1.5:26500, slot: 2, state: DRAINING, tls: "true"}
 type FileConfig struct {
 	Listen              string                 `json:"listen"`
+	RESTListen          string                 `json:"restListen"`
 	Admin               string                 `json:"admin"`
 	Front               string                 `json:"front"`
 	LegacyShard         string                 `json:"legacyShard"`

@@ -31,7 +31,10 @@ import (
 
 // Config of a proxy. Zero values take the defaults below.
 type Config struct {
-	Listen      string // gateway address for clients
+	Listen string // gateway address for clients
+	// RESTListen serves the REST API (/v2) for clients too, over the same
+	// routing core ("": none).
+	RESTListen  string
 	AdminListen string // /metrics, /healthz, /readyz, /shards
 	Shards      []proxyapi.ShardConfig
 	// LegacyShard is the shard keys without a slot (issued before the

@@ -1,13 +1,17 @@
-// Package restfront serves the command endpoints of Camunda 8.8's
+// Package restgateway serves the command endpoints of Camunda 8.8's
 // Orchestration Cluster REST API (/v2) over a Zeebe gateway
 // (pb.GatewayServer): each request becomes the gateway call a Zeebe
-// gateway makes for it, so both protocols share one engine, one key space
-// and one set of metrics. Keys are JSON strings with the gRPC bit layout;
-// errors are RFC 9457 problem details with the statuses and titles a real
-// 8.8 gateway gives (a gRPC status code maps to one HTTP status and its
-// name is the title). It imports nothing of the simulator, probes/,
-// commands/, tui/ or migrate/.
-package restfront
+// gateway makes for it. Under the simulator both protocols so share one
+// engine, one key space and one set of metrics; under the proxy they
+// share one routing core (placement, the ledger, job activation and its
+// hand-backs), so a REST call and a gRPC call for the same work end up in
+// the same place. Keys are JSON strings with the gRPC bit layout; errors
+// are RFC 9457 problem details with the statuses and titles a real 8.8
+// gateway gives (a gRPC status code maps to one HTTP status and its name
+// is the title). The Authorization header and 8.10's physical-tenant path
+// prefix reach the gateway as the gRPC metadata a gRPC client would send.
+// It imports nothing of the simulator or the proxy.
+package restgateway
 
 import (
 	"bytes"
@@ -23,6 +27,7 @@ import (
 
 	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
 
@@ -84,7 +89,49 @@ func Handler(gw pb.GatewayServer, opts Options) http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, req *http.Request) {
 		writeProblem(w, req, http.StatusNotFound, "Not Found", "No endpoint "+req.Method+" "+req.URL.Path+".")
 	})
-	return mux
+	return withCallMetadata(mux)
+}
+
+// The gRPC metadata a REST request carries to the gateway, under the
+// names a gRPC client sends: its credentials, and the physical tenant
+// that 8.10 names in the path (/physical-tenants/{id}/v2/…) and in a
+// header over gRPC.
+const (
+	AuthorizationMD  = "authorization"
+	PhysicalTenantMD = "camunda-physical-tenant"
+)
+
+const tenantPrefix = "/physical-tenants/"
+
+// withCallMetadata hands the gateway what the request says about its
+// caller as incoming gRPC metadata, and serves a physical tenant's
+// prefixed paths as the plain ones.
+func withCallMetadata(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		var md metadata.MD
+		if rest, ok := strings.CutPrefix(req.URL.Path, tenantPrefix); ok {
+			tenant, path, _ := strings.Cut(rest, "/")
+			if tenant == "" || !strings.HasPrefix(path, "v2/") {
+				writeProblem(w, req, http.StatusNotFound, "Not Found", "No endpoint "+req.Method+" "+req.URL.Path+".")
+				return
+			}
+			md = metadata.Pairs(PhysicalTenantMD, tenant)
+			u := *req.URL
+			u.Path, u.RawPath = "/"+path, ""
+			req = req.WithContext(req.Context())
+			req.URL = &u
+		}
+		if auth := req.Header.Get("Authorization"); auth != "" {
+			if md == nil {
+				md = metadata.MD{}
+			}
+			md.Set(AuthorizationMD, auth)
+		}
+		if md != nil {
+			req = req.WithContext(metadata.NewIncomingContext(req.Context(), md))
+		}
+		next.ServeHTTP(w, req)
+	})
 }
 
 // problem is an RFC 9457 problem detail.
@@ -151,11 +198,20 @@ func writeError(w http.ResponseWriter, req *http.Request, err error) {
 }
 
 func writeProblem(w http.ResponseWriter, req *http.Request, code int, title, detail string) {
-	b, _ := json.Marshal(problem{Type: "about:blank", Title: title, Status: code, Detail: detail, Instance: req.URL.Path})
+	b, _ := json.Marshal(problem{Type: "about:blank", Title: title, Status: code, Detail: detail, Instance: instance(req)})
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(code)
 	_, _ = w.Write(b)
+}
+
+// instance is the path the client asked for, a physical tenant's prefix
+// included.
+func instance(req *http.Request) string {
+	if p, _, _ := strings.Cut(req.RequestURI, "?"); strings.HasPrefix(p, "/") {
+		return p
+	}
+	return req.URL.Path
 }
 
 func writeJSON(w http.ResponseWriter, v any) error {

@@ -1,4 +1,4 @@
-package restfront_test
+package restgateway_test
 
 import (
 	"os"

@@ -1,4 +1,4 @@
-package restfront
+package restgateway
 
 import (
 	"context"

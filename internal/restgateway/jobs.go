@@ -1,12 +1,14 @@
-package restfront
+package restgateway
 
 import (
 	"context"
 	"net/http"
 	"strings"
+	"time"
 
 	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
 )
 
 type activateJobs struct {
@@ -56,9 +58,41 @@ type collected struct {
 
 func (c *collected) Context() context.Context { return c.ctx }
 
+// Send refuses a batch once the client has gone: the gateway then hands
+// it back itself, as it does for a gRPC worker whose stream broke.
 func (c *collected) Send(r *pb.ActivateJobsResponse) error {
+	if err := c.ctx.Err(); err != nil {
+		return status.FromContextError(err).Err()
+	}
 	c.jobs = append(c.jobs, r.GetJobs()...)
 	return nil
+}
+
+// JobReturner is a gateway that gives activated jobs back itself (the
+// proxy: to the shard each came from, counted). Any other gateway gets
+// them back as a failure that keeps their retries and has no backoff,
+// which makes a job activatable again at once without using a retry.
+type JobReturner interface {
+	ReturnJobs(jobs []*pb.ActivatedJob, reason string)
+}
+
+// handBackTimeout bounds giving back one job to a gateway that is not a
+// JobReturner.
+const handBackTimeout = 10 * time.Second
+
+func (f *front) handBack(ctx context.Context, jobs []*pb.ActivatedJob, reason string) {
+	if r, ok := f.gw.(JobReturner); ok {
+		r.ReturnJobs(jobs, reason)
+		return
+	}
+	for _, j := range jobs {
+		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), handBackTimeout)
+		_, err := f.gw.FailJob(c, &pb.FailJobRequest{JobKey: j.GetKey(), Retries: j.GetRetries(), ErrorMessage: "handed back: " + reason})
+		cancel()
+		if err != nil {
+			f.opts.Logger.Warn("could not hand back an activated job", "job", j.GetKey(), "reason", reason, "err", err)
+		}
+	}
 }
 
 // activateJobs long-polls as the gateway's ActivateJobs does:
@@ -90,6 +124,12 @@ func (f *front) activateJobs(w http.ResponseWriter, req *http.Request) error {
 		MaxJobsToActivate: *in.MaxJobsToActivate, FetchVariable: in.FetchVariable, RequestTimeout: in.RequestTimeout, TenantIds: in.TenantIDs}, stream)
 	if err != nil && len(stream.jobs) == 0 {
 		return err
+	}
+	// A client gone while the poll ran cannot receive its jobs: left
+	// alone they would stay locked until their timeout.
+	if err := req.Context().Err(); err != nil {
+		f.handBack(req.Context(), stream.jobs, "worker gone")
+		return status.FromContextError(err).Err()
 	}
 	// Jobs already activated are answered even if the poll then failed:
 	// dropping them would leave them locked until their timeout.

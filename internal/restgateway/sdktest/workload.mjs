@@ -1,0 +1,106 @@
+// Camunda's TypeScript SDK against a REST gateway, as an application uses
+// it. Configured by the environment (CAMUNDA_REST_ADDRESS, ...); run from
+// a directory holding the BPMN files of sdktest.Files. Each phase prints
+// one JSON line on stdout.
+//
+//   node workload.mjs run N        deploy every file in one deployment;
+//                                  start N instances of "three" and one
+//                                  awaited, complete every job with the
+//                                  SDK's job worker; a message to a
+//                                  waiting instance; a signal to another;
+//                                  cancel one; fail one job to an incident
+//   node workload.mjs resolve JOB INCIDENT
+//                                  give the failed job a retry, resolve
+//                                  its incident, complete it
+//   node workload.mjs create N     start N instances of "three"
+//   node workload.mjs work N       complete jobs of "three" until N are done
+import { createCamundaClient } from '@camunda8/orchestration-cluster-api';
+
+const [phase, ...args] = process.argv.slice(2);
+const c = createCamundaClient();
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const types = ['sdk-a', 'sdk-b', 'sdk-c'];
+
+// work completes jobs of the given types until want are done (or 60 s
+// pass), each job once; a job seen twice is counted.
+async function work(jobTypes, want, handle = (job) => job.complete({ handled: true })) {
+  const seen = new Set();
+  let twice = 0;
+  const workers = jobTypes.map((jobType) => c.createJobWorker({
+    jobType, workerName: 'sdk-test', maxParallelJobs: 8,
+    jobTimeoutMs: 30000, pollTimeoutMs: 2000, pollIntervalMs: 50,
+    jobHandler: (job) => {
+      if (seen.has(job.jobKey)) twice++;
+      seen.add(job.jobKey);
+      return handle(job);
+    },
+  }));
+  const deadline = Date.now() + 60000;
+  while (seen.size < want && Date.now() < deadline) await sleep(50);
+  await Promise.all(workers.map((w) => w.stopGracefully({ waitUpToMs: 5000 })));
+  return { jobs: [...seen], twice };
+}
+
+const create = (processDefinitionId, variables = {}) =>
+  c.createProcessInstance({ processDefinitionId, variables }).then((r) => r.processInstanceKey);
+
+const out = {};
+switch (phase) {
+  case 'run': {
+    const n = Number(args[0]);
+    out.gatewayVersion = (await c.getTopology()).gatewayVersion;
+    const dep = await c.deployResourcesFromFiles(['three.bpmn', 'wait.bpmn', 'signal.bpmn', 'fail.bpmn']);
+    out.deploymentKey = dep.deploymentKey;
+    out.processes = dep.processes.map((p) => p.processDefinitionId).sort();
+
+    const worked = work(types, 3 * (n + 1));
+    out.instances = [];
+    for (let i = 0; i < n; i++) out.instances.push(await create('three', { i }));
+    const awaited = await c.createProcessInstance({
+      processDefinitionId: 'three', variables: { i: -1 }, awaitCompletion: true, requestTimeout: 30000,
+    });
+    out.awaited = awaited.processInstanceKey;
+    out.awaitedVariables = awaited.variables;
+    const w = await worked;
+    out.jobs = w.jobs.length;
+    out.twice = w.twice;
+
+    // Started after the workers stopped, so its first job waits: cancelled.
+    out.cancelled = await create('three');
+    await c.cancelProcessInstance({ processInstanceKey: out.cancelled });
+
+    out.waiting = await create('wait', { orderId: 'o-1' });
+    out.messageKey = (await c.publishMessage({ name: 'sdk-paid', correlationKey: 'o-1', timeToLive: 60000 })).messageKey;
+    out.signalled = await create('signal');
+    out.signalKey = (await c.broadcastSignal({ signalName: 'sdk-go' })).signalKey;
+
+    // Fails without retries: an incident the test resolves with "resolve".
+    out.failing = await create('fail');
+    const f = await work(['sdk-fail'], 1, (job) => job.fail({ errorMessage: 'sdk test', retries: 0 }));
+    out.failedJob = f.jobs[0];
+    break;
+  }
+  case 'resolve': {
+    const [jobKey, incidentKey] = args;
+    await c.updateJob({ jobKey, changeset: { retries: 1 } });
+    await c.resolveIncident({ incidentKey });
+    const w = await work(['sdk-fail'], 1);
+    out.jobs = w.jobs;
+    out.twice = w.twice;
+    break;
+  }
+  case 'create': {
+    out.instances = [];
+    for (let i = 0; i < Number(args[0]); i++) out.instances.push(await create('three', { i }));
+    break;
+  }
+  case 'work': {
+    const w = await work(types, Number(args[0]));
+    out.jobs = w.jobs;
+    out.twice = w.twice;
+    break;
+  }
+  default:
+    throw new Error(`unknown phase ${phase}`);
+}
+console.log(JSON.stringify(out));

@@ -59,12 +59,12 @@ func (s *Server) Config() *tls.Config {
 	}}
 }
 
-// HTTPConfig is Config for an HTTP server whose clients speak HTTP/1.1
-// or HTTP/2 (a REST API), where Config offers gRPC's h2 alone.
-func (s *Server) HTTPConfig() *tls.Config {
+// ConfigALPN is Config offering the application protocols given (a REST
+// API's "http/1.1") where Config offers gRPC's h2.
+func (s *Server) ConfigALPN(protos ...string) *tls.Config {
 	return &tls.Config{MinVersion: tls.VersionTLS12, GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
 		c := s.config(time.Now()).Clone()
-		c.NextProtos = []string{"h2", "http/1.1"}
+		c.NextProtos = protos
 		return c, nil
 	}}
 }

@@ -1,6 +1,7 @@
 package h2
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 )
@@ -40,6 +41,20 @@ func (c *Conn) flush() {
 	if batches.Load() == 0 {
 		flushDeferred()
 	}
+}
+
+// flushShared is flush for a write many goroutines make at once outside
+// any reader's batch (calls the proxy makes itself, such as the REST
+// front's, one goroutine per client connection): with no batch under
+// way, it first lets the goroutines that are ready run, so that those
+// about to write queue their frames and this one write carries them all
+// (on loopback a write costs as much as the rest of a call). When nobody
+// else is ready, the yield returns at once.
+func (c *Conn) flushShared() {
+	if batches.Load() == 0 {
+		runtime.Gosched()
+	}
+	c.flush()
 }
 
 func flushDeferred() {

@@ -69,6 +69,24 @@ func (c *Conn) Open(fields []hpack.HeaderField, end bool, value any) (*Stream, e
 // Consumed says; a reader that falls behind stops the peer at one
 // window rather than make the handler keep all it sends.
 func (c *Conn) Request(fields []hpack.HeaderField, body []byte, value any, paced bool) (*Stream, error) {
+	s, err := c.request(fields, body, value, paced)
+	if err == nil {
+		c.flush()
+	}
+	return s, err
+}
+
+// RequestShared is Request for calls that many goroutines start at once
+// outside any reader's batch: their writes are shared (flushShared).
+func (c *Conn) RequestShared(fields []hpack.HeaderField, body []byte, value any, paced bool) (*Stream, error) {
+	s, err := c.request(fields, body, value, paced)
+	if err == nil {
+		c.flushShared()
+	}
+	return s, err
+}
+
+func (c *Conn) request(fields []hpack.HeaderField, body []byte, value any, paced bool) (*Stream, error) {
 	c.mu.Lock()
 	s, err := c.openLocked(fields, len(body) == 0, value)
 	if err != nil {
@@ -81,7 +99,6 @@ func (c *Conn) Request(fields []hpack.HeaderField, body []byte, value any, paced
 		c.sendPendingLocked(s)
 	}
 	c.mu.Unlock()
-	c.flush()
 	return s, nil
 }
 

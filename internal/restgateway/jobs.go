@@ -68,6 +68,14 @@ func (c *collected) Send(r *pb.ActivateJobsResponse) error {
 	return nil
 }
 
+// clientGone asks a server that can tell at once (internal/http1) whether
+// the client closed its connection; net/http's says so through the
+// request's context instead.
+func clientGone(w http.ResponseWriter) bool {
+	g, ok := w.(interface{ ClientGone() bool })
+	return ok && g.ClientGone()
+}
+
 // JobReturner is a gateway that gives activated jobs back itself (the
 // proxy: to the shard each came from, counted). Any other gateway gets
 // them back as a failure that keeps their retries and has no backoff,
@@ -127,8 +135,11 @@ func (f *front) activateJobs(w http.ResponseWriter, req *http.Request) error {
 	}
 	// A client gone while the poll ran cannot receive its jobs: left
 	// alone they would stay locked until their timeout.
-	if err := req.Context().Err(); err != nil {
+	if err := req.Context().Err(); err != nil || len(stream.jobs) > 0 && clientGone(w) {
 		f.handBack(req.Context(), stream.jobs, "worker gone")
+		if err == nil {
+			err = context.Canceled
+		}
 		return status.FromContextError(err).Err()
 	}
 	// Jobs already activated are answered even if the poll then failed:

@@ -111,7 +111,7 @@ func (u *Pool) OpenOwn(ctx context.Context, fields []hpack.HeaderField, body []b
 		freed := u.whenFreed()
 		c, err := u.OwnConn()
 		if err == nil {
-			s, err := c.Request(fields, body, value, true)
+			s, err := c.RequestShared(fields, body, value, true)
 			if !errors.Is(err, h2.ErrClosed) && !errors.Is(err, h2.ErrFull) {
 				return s, err
 			}

@@ -405,11 +405,13 @@ func (c *conn) startWatch() {
 	c.watch.running = true
 	c.watch.done = make(chan struct{})
 	cancel, done := c.watch.cancel, c.watch.done
-	// Bytes already buffered are the next request: the client is there.
+	// Cleared here, under the lock, not in the goroutine: stopWatch sets
+	// a deadline in the past to end the read, and the goroutine must not
+	// clear that one if it starts late.
+	_ = c.nc.SetReadDeadline(time.Time{})
 	go func() {
 		defer close(done)
 		var b [512]byte
-		_ = c.nc.SetReadDeadline(time.Time{})
 		n, err := c.nc.Read(b[:])
 		c.watch.got = append(c.watch.got[:0], b[:n]...)
 		var ne net.Error

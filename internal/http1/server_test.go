@@ -280,3 +280,35 @@ func TestPanicIs500(t *testing.T) {
 		t.Errorf("%v %v, want 500", resp, err)
 	}
 }
+
+// TestWatchedRequestsAnswer: requests long enough to be watched for the
+// client leaving, many at once, all get their answer and their
+// connection back (a watcher that outlived its request once held its
+// connection forever).
+func TestWatchedRequestsAnswer(t *testing.T) {
+	addr := start(t, &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(watchAfter + time.Duration(len(r.URL.Path))*100*time.Microsecond)
+		_, _ = io.WriteString(w, "ok")
+	})})
+	tr := &http.Transport{MaxConnsPerHost: 16}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr, Timeout: 20 * time.Second}
+	errs := make(chan error, 160)
+	for g := range 16 {
+		go func() {
+			for i := range 10 {
+				resp, err := c.Get(fmt.Sprintf("http://%s/%s", addr, strings.Repeat("x", (g+i)%7)))
+				if err == nil {
+					_, err = io.ReadAll(resp.Body)
+					_ = resp.Body.Close()
+				}
+				errs <- err
+			}
+		}()
+	}
+	for range 160 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -95,7 +95,7 @@ func stateDrift(b *testing.B, bin string, env []string, name string, process []b
 	for _, p := range shards {
 		addrs = append(addrs, p.Addr)
 	}
-	clients := dialAll(b, addrs, benchShards*peerConns)
+	clients := creates(dialAll(b, addrs, benchShards*peerConns))
 	closedLoop(clients, time.Second)
 	sat := closedLoop(clients, peerRunTime)
 	settle()

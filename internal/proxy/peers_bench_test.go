@@ -149,16 +149,35 @@ func waitListening(t testing.TB, addr string) {
 	t.Fatalf("nothing listens on %s", addr)
 }
 
+// cpuTime is the CPU time of process pid and of its children (nginx's
+// workers are its master's).
 func cpuTime(pid int) time.Duration {
+	total, _ := procCPU(pid)
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil || child == pid {
+			continue
+		}
+		if cpu, parent := procCPU(child); parent == pid {
+			total += cpu
+		}
+	}
+	return total
+}
+
+// procCPU is one process's CPU time and its parent's pid.
+func procCPU(pid int) (time.Duration, int) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0
+		return 0, 0
 	}
 	s := string(b)
 	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	ppid, _ := strconv.Atoi(f[1])
 	ut, _ := strconv.ParseInt(f[11], 10, 64)
 	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * time.Second / 100 // clock ticks (USER_HZ 100)
+	return time.Duration(ut+st) * time.Second / 100, ppid // clock ticks (USER_HZ 100)
 }
 
 func dialAll(t testing.TB, addrs []string, n int) []pb.GatewayClient {
@@ -199,8 +218,20 @@ func deployBench(t testing.TB, addr string, process []byte) {
 	}
 }
 
+// caller makes one call as load goroutine g (of peerConcurrency, or any
+// number in an open loop).
+type caller func(g int) error
+
+// creates is CreateProcessInstance of the bench process over clients.
+func creates(clients []pb.GatewayClient) caller {
+	return func(g int) error {
+		_, err := clients[g%len(clients)].CreateProcessInstance(context.Background(), benchCreate)
+		return err
+	}
+}
+
 // closedLoop keeps peerConcurrency calls in flight for d.
-func closedLoop(clients []pb.GatewayClient, d time.Duration) peerResult {
+func closedLoop(call caller, d time.Duration) peerResult {
 	var wg sync.WaitGroup
 	var errs atomic.Int64
 	lat := make([][]time.Duration, peerConcurrency)
@@ -210,11 +241,10 @@ func closedLoop(clients []pb.GatewayClient, d time.Duration) peerResult {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c := clients[g%len(clients)]
 			mine := make([]time.Duration, 0, 1<<16)
 			for time.Now().Before(stop) {
 				t0 := time.Now()
-				if _, err := c.CreateProcessInstance(context.Background(), benchCreate); err != nil {
+				if err := call(g); err != nil {
 					errs.Add(1)
 					continue
 				}
@@ -228,7 +258,7 @@ func closedLoop(clients []pb.GatewayClient, d time.Duration) peerResult {
 }
 
 // openLoop sends at a fixed rate for d, whatever the answers take.
-func openLoop(clients []pb.GatewayClient, rate float64, d time.Duration) peerResult {
+func openLoop(call caller, rate float64, d time.Duration) peerResult {
 	var wg sync.WaitGroup
 	var errs atomic.Int64
 	var mu sync.Mutex
@@ -244,7 +274,6 @@ func openLoop(clients []pb.GatewayClient, rate float64, d time.Duration) peerRes
 			time.Sleep(w)
 		}
 		next = next.Add(interval)
-		c := clients[i%len(clients)]
 		select {
 		case slots <- struct{}{}:
 		default:
@@ -256,7 +285,7 @@ func openLoop(clients []pb.GatewayClient, rate float64, d time.Duration) peerRes
 			defer wg.Done()
 			defer func() { <-slots }()
 			t0 := time.Now()
-			_, err := c.CreateProcessInstance(context.Background(), benchCreate)
+			err := call(i)
 			took := time.Since(t0)
 			if err != nil {
 				errs.Add(1)
@@ -387,35 +416,50 @@ http {
 	nginxAddr := fmt.Sprintf("127.0.0.1:%d", nginxPort)
 	waitListening(b, nginxAddr)
 
-	type target struct {
-		name    string
-		clients []pb.GatewayClient
-		pid     int
-	}
-	targets := []target{
-		{"direct", dialAll(b, shardAddrs, 3*peerConns), 0},
-		{"shardctl", dialAll(b, []string{proxyAddr}, peerConns), proxyCmd.Process.Pid},
-		{"nginx", dialAll(b, []string{nginxAddr}, peerConns), nginxCmd.Process.Pid},
-		{"haproxy", dialAll(b, []string{haproxyAddr}, peerConns), haproxyCmd.Process.Pid},
-		{"grpc-front", dialAll(b, []string{grpcFront.Addr}, peerConns), grpcFront.Cmd.Process.Pid},
+	targets := []peerTarget{
+		{"direct", creates(dialAll(b, shardAddrs, 3*peerConns)), 0},
+		{"shardctl", creates(dialAll(b, []string{proxyAddr}, peerConns)), proxyCmd.Process.Pid},
+		{"nginx", creates(dialAll(b, []string{nginxAddr}, peerConns)), nginxCmd.Process.Pid},
+		{"haproxy", creates(dialAll(b, []string{haproxyAddr}, peerConns)), haproxyCmd.Process.Pid},
+		{"grpc-front", creates(dialAll(b, []string{grpcFront.Addr}, peerConns)), grpcFront.Cmd.Process.Pid},
 	}
 	if base != nil {
-		targets = append(targets, target{"baseline", dialAll(b, []string{base.Addr}, peerConns), base.Cmd.Process.Pid})
+		targets = append(targets, peerTarget{"baseline", creates(dialAll(b, []string{base.Addr}, peerConns)), base.Cmd.Process.Pid})
 	}
-	for _, tg := range targets {
-		closedLoop(tg.clients, time.Second) // warm up connections and pools
-	}
+	comparePeers(fmt.Sprintf("CreateProcessInstance, %d in flight, %d simulated shards (--capacity 0), %v per run (targets: throughput >= 1.2x the better peer, CPU per call <= haproxy's)",
+		peerConcurrency, benchShards, peerRunTime), targets)
+	// Where the proxy's CPU goes under the closed-loop load.
+	printProfile(b, bin, adminPort, "under load", func() { closedLoop(targets[1].call, 5*time.Second) })
+}
 
+// peerTarget is one way to the shards: "direct" (first), "shardctl"
+// (second), "nginx", "haproxy", and any other build or front of
+// shardctl; pid is the proxy process whose CPU is counted (0: none).
+type peerTarget struct {
+	name string
+	call caller
+	pid  int
+}
+
+// comparePeers measures every target in turn, peerRounds rounds of a
+// closed loop and then of an open loop at half of direct's saturation,
+// and prints each round, the medians, and shardctl's ratios to the peers
+// (nginx, haproxy and the better of them): throughput, CPU per call, and
+// the p99 it adds over direct.
+func comparePeers(title string, targets []peerTarget) {
+	for _, tg := range targets {
+		closedLoop(tg.call, time.Second) // warm up connections and pools
+	}
 	results := map[string][]peerResult{}
-	fmt.Printf("\nCreateProcessInstance, %d in flight, %d simulated shards (--capacity 0), %v per run\n", peerConcurrency, benchShards, peerRunTime)
-	fmt.Printf("%-6s %-9s %10s %10s %10s %8s %12s\n", "ROUND", "TARGET", "REQ/S", "P50", "P99", "ERRORS", "CPU/REQ")
+	fmt.Printf("\n%s\n", title)
+	fmt.Printf("%-6s %-10s %10s %10s %10s %8s %12s\n", "ROUND", "TARGET", "REQ/S", "P50", "P99", "ERRORS", "CPU/REQ")
 	for round := 1; round <= peerRounds; round++ {
 		for _, tg := range append(targets[:1:1], inTurn(targets[1:], round)...) {
 			cpu0 := cpuTime(tg.pid)
 			if tg.pid == 0 {
 				cpu0 = 0
 			}
-			r := closedLoop(tg.clients, peerRunTime)
+			r := closedLoop(tg.call, peerRunTime)
 			if tg.pid != 0 && r.rps > 0 {
 				r.cpuPerOp = (cpuTime(tg.pid) - cpu0) / time.Duration(r.rps*peerRunTime.Seconds())
 			}
@@ -424,7 +468,7 @@ http {
 			if r.cpuPerOp > 0 {
 				cpu = r.cpuPerOp.String()
 			}
-			fmt.Printf("%-6d %-9s %10.0f %10v %10v %8d %12s\n", round, tg.name, r.rps, r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), r.errors, cpu)
+			fmt.Printf("%-6d %-10s %10.0f %10v %10v %8d %12s\n", round, tg.name, r.rps, r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), r.errors, cpu)
 		}
 	}
 	med := func(name string, f func(peerResult) float64) float64 {
@@ -435,27 +479,30 @@ http {
 		return median(xs)
 	}
 	rps := func(r peerResult) float64 { return r.rps }
+	cpu := func(r peerResult) float64 { return float64(r.cpuPerOp) }
 	fmt.Printf("\nmedians of %d rounds:\n", peerRounds)
 	for _, tg := range targets {
-		fmt.Printf("  %-9s %8.0f req/s  p50 %8v  p99 %8v\n", tg.name, med(tg.name, rps),
+		fmt.Printf("  %-10s %8.0f req/s  p50 %8v  p99 %8v", tg.name, med(tg.name, rps),
 			time.Duration(med(tg.name, func(r peerResult) float64 { return float64(r.p50) })).Round(time.Microsecond),
 			time.Duration(med(tg.name, func(r peerResult) float64 { return float64(r.p99) })).Round(time.Microsecond))
+		if tg.pid != 0 {
+			fmt.Printf("  CPU per call %v", time.Duration(med(tg.name, cpu)).Round(100*time.Nanosecond))
+		}
+		fmt.Println()
 	}
 	better := math.Max(med("nginx", rps), med("haproxy", rps))
-	fmt.Printf("ratios (throughput, medians): shardctl/nginx %.2f  shardctl/haproxy %.2f  shardctl/better-peer %.2f (target >= 1.2)  shardctl/direct %.2f\n",
+	fmt.Printf("throughput (medians): shardctl/nginx %.2f  shardctl/haproxy %.2f  shardctl/better-peer %.2f  shardctl/direct %.2f\n",
 		med("shardctl", rps)/med("nginx", rps), med("shardctl", rps)/med("haproxy", rps), med("shardctl", rps)/better, med("shardctl", rps)/med("direct", rps))
-	fmt.Print("per-round ratios shardctl/better-peer:")
+	fmt.Print("  per round, shardctl/better-peer:")
 	for i := range peerRounds {
 		fmt.Printf(" %.2f", results["shardctl"][i].rps/math.Max(results["nginx"][i].rps, results["haproxy"][i].rps))
 	}
 	fmt.Println()
-	cpu := func(r peerResult) float64 { return float64(r.cpuPerOp) }
-	fmt.Printf("proxy CPU per call (medians): shardctl %v, haproxy %v: shardctl/haproxy %.2f (target <= 1.0); grpc front %v\n",
-		time.Duration(med("shardctl", cpu)).Round(100*time.Nanosecond), time.Duration(med("haproxy", cpu)).Round(100*time.Nanosecond),
-		med("shardctl", cpu)/med("haproxy", cpu), time.Duration(med("grpc-front", cpu)).Round(100*time.Nanosecond))
+	cheaper := math.Min(med("nginx", cpu), med("haproxy", cpu))
+	fmt.Printf("CPU per call (medians): shardctl/nginx %.2f  shardctl/haproxy %.2f  shardctl/better-peer %.2f\n",
+		med("shardctl", cpu)/med("nginx", cpu), med("shardctl", cpu)/med("haproxy", cpu), med("shardctl", cpu)/cheaper)
 	if len(results["baseline"]) > 0 {
-		fmt.Printf("baseline ($%s): %.0f req/s, CPU per call %v: shardctl/baseline throughput %.2f, CPU %.2f\n", envBaseline,
-			med("baseline", rps), time.Duration(med("baseline", cpu)).Round(100*time.Nanosecond),
+		fmt.Printf("baseline ($%s): shardctl/baseline throughput %.2f, CPU per call %.2f\n", envBaseline,
 			med("shardctl", rps)/med("baseline", rps), med("shardctl", cpu)/med("baseline", cpu))
 	}
 
@@ -466,12 +513,12 @@ http {
 	fmt.Printf("\nopen loop at %.0f req/s (half of direct saturation), p50/p99 and calls not sent (no free slot of 4096):\n", half)
 	proxies := targets[1:]
 	for round := 1; round <= peerRounds; round++ {
-		d := openLoop(targets[0].clients, half, peerRunTime)
+		d := openLoop(targets[0].call, half, peerRunTime)
 		settle()
 		p99s["direct"] = append(p99s["direct"], float64(d.p99))
 		fmt.Printf("  round %d: direct %v/%v (%d)", round, d.p50.Round(time.Microsecond), d.p99.Round(time.Microsecond), d.errors)
 		for _, tg := range inTurn(proxies, round) {
-			r := openLoop(tg.clients, half, peerRunTime)
+			r := openLoop(tg.call, half, peerRunTime)
 			settle()
 			p99s[tg.name] = append(p99s[tg.name], float64(r.p99))
 			fmt.Printf(" | %s %v/%v (%d)", tg.name, r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), r.errors)
@@ -486,8 +533,10 @@ http {
 		}
 		fmt.Printf(" %s %v", tg.name, time.Duration(median(added[tg.name])).Round(time.Microsecond))
 	}
-	fmt.Println(" (target: shardctl <= haproxy)")
-	fmt.Print("  rounds where haproxy added <= 1ms (target there: shardctl <= 1ms):")
+	fmt.Println()
+	fmt.Printf("  shardctl's added p99 minus the better peer's: %v\n",
+		time.Duration(median(added["shardctl"])-math.Min(median(added["nginx"]), median(added["haproxy"]))).Round(time.Microsecond))
+	fmt.Print("  rounds where haproxy added <= 1ms (shardctl's there):")
 	none := true
 	for i, h := range added["haproxy"] {
 		if h <= float64(time.Millisecond) {
@@ -513,9 +562,6 @@ http {
 		fmt.Printf(" | %s %v (%s%v)", tg.name, time.Duration(m).Round(time.Microsecond), sign, time.Duration(m-directP99).Round(time.Microsecond))
 	}
 	fmt.Println()
-
-	// Where the proxy's CPU goes under the closed-loop load.
-	printProfile(b, bin, adminPort, "under load", func() { closedLoop(targets[1].clients, 5*time.Second) })
 }
 
 // benchProxyArgs is `shardctl proxy serve` on a free listen port with

@@ -95,7 +95,12 @@ func New(t *testing.T, base string) *SDK {
 // Run runs one phase of the workload and returns what it printed.
 func (s *SDK) Run(t *testing.T, phase string, args ...string) []byte {
 	t.Helper()
-	ctx := budget.Context(t, 2*time.Minute)
+	return s.run(t, 2*time.Minute, phase, args...)
+}
+
+func (s *SDK) run(t *testing.T, limit time.Duration, phase string, args ...string) []byte {
+	t.Helper()
+	ctx := budget.Context(t, limit)
 	cmd := exec.CommandContext(ctx, "node", append([]string{"workload.mjs", phase}, args...)...)
 	cmd.Dir = s.dir
 	cmd.Env = append(npmtest.Env(), "CAMUNDA_REST_ADDRESS="+s.base, "CAMUNDA_AUTH_STRATEGY=NONE",
@@ -189,6 +194,31 @@ func (s *SDK) Work(t *testing.T, n int) []string {
 		t.Errorf("the SDK's workers completed %d jobs (%d twice), want %d once", len(out.Jobs), out.Twice, n)
 	}
 	return out.Jobs
+}
+
+// Steady is what the steady phase did: the instances it created (their
+// keys), how many of them the SDK's workers completed, and the creations
+// that failed (the first few errors).
+type Steady struct {
+	Created       []string
+	Completed     int
+	Failed, Twice int
+	Errors        []string
+}
+
+// Steady starts rate instances of "three" a second for d while the SDK's
+// workers complete them, and then waits for every one (60 s at most).
+func (s *SDK) Steady(t *testing.T, rate int, d time.Duration) Steady {
+	t.Helper()
+	var out Steady
+	decode(t, s.run(t, d+3*time.Minute, "steady", strconv.Itoa(rate), strconv.Itoa(int(d.Seconds()))), &out)
+	return out
+}
+
+// Deploy deploys "three".
+func (s *SDK) Deploy(t *testing.T) {
+	t.Helper()
+	s.Run(t, "deploy")
 }
 
 func decode(t *testing.T, b []byte, v any) {

@@ -14,6 +14,11 @@
 //                                  its incident, complete it
 //   node workload.mjs create N     start N instances of "three"
 //   node workload.mjs work N       complete jobs of "three" until N are done
+//   node workload.mjs deploy       deploy "three"
+//   node workload.mjs steady RATE SECONDS
+//                                  start RATE instances of "three" a second
+//                                  for SECONDS while workers complete them,
+//                                  then wait for every one to complete
 import { createCamundaClient } from '@camunda8/orchestration-cluster-api';
 
 const [phase, ...args] = process.argv.slice(2);
@@ -21,24 +26,33 @@ const c = createCamundaClient();
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const types = ['sdk-a', 'sdk-b', 'sdk-c'];
 
-// work completes jobs of the given types until want are done (or 60 s
-// pass), each job once; a job seen twice is counted.
-async function work(jobTypes, want, handle = (job) => job.complete({ handled: true })) {
-  const seen = new Set();
-  let twice = 0;
+// startWorkers runs the SDK's job workers for jobTypes; each job is
+// counted once (a job seen twice is counted apart), with its instance.
+function startWorkers(jobTypes, handle = (job) => job.complete({ handled: true })) {
+  const ws = { seen: new Set(), instances: new Map(), twice: 0 };
   const workers = jobTypes.map((jobType) => c.createJobWorker({
     jobType, workerName: 'sdk-test', maxParallelJobs: 8,
     jobTimeoutMs: 30000, pollTimeoutMs: 2000, pollIntervalMs: 50,
-    jobHandler: (job) => {
-      if (seen.has(job.jobKey)) twice++;
-      seen.add(job.jobKey);
-      return handle(job);
+    jobHandler: async (job) => {
+      if (ws.seen.has(job.jobKey)) ws.twice++;
+      ws.seen.add(job.jobKey);
+      const r = await handle(job);
+      ws.instances.set(job.processInstanceKey, (ws.instances.get(job.processInstanceKey) ?? 0) + 1);
+      return r;
     },
   }));
+  ws.stop = () => Promise.all(workers.map((w) => w.stopGracefully({ waitUpToMs: 5000 })));
+  return ws;
+}
+
+// work completes jobs of the given types until want are done (or 60 s
+// pass).
+async function work(jobTypes, want, handle) {
+  const ws = startWorkers(jobTypes, handle);
   const deadline = Date.now() + 60000;
-  while (seen.size < want && Date.now() < deadline) await sleep(50);
-  await Promise.all(workers.map((w) => w.stopGracefully({ waitUpToMs: 5000 })));
-  return { jobs: [...seen], twice };
+  while (ws.seen.size < want && Date.now() < deadline) await sleep(50);
+  await ws.stop();
+  return { jobs: [...ws.seen], twice: ws.twice };
 }
 
 const create = (processDefinitionId, variables = {}) =>
@@ -98,6 +112,33 @@ switch (phase) {
     const w = await work(types, Number(args[0]));
     out.jobs = w.jobs;
     out.twice = w.twice;
+    break;
+  }
+  case 'deploy': {
+    out.deploymentKey = (await c.deployResourcesFromFiles(['three.bpmn'])).deploymentKey;
+    break;
+  }
+  case 'steady': {
+    const [rate, seconds] = args.map(Number);
+    const ws = startWorkers(types);
+    const created = [];
+    const errors = [];
+    const pending = [];
+    const end = Date.now() + seconds * 1000;
+    for (let next = Date.now(); next < end; next += 1000 / rate) {
+      await sleep(Math.max(0, next - Date.now()));
+      pending.push(create('three').then((k) => created.push(k), (e) => errors.push(String(e))));
+    }
+    await Promise.all(pending);
+    const deadline = Date.now() + 60000;
+    const complete = () => created.filter((k) => ws.instances.get(k) === types.length).length;
+    while (complete() < created.length && Date.now() < deadline) await sleep(50);
+    await ws.stop();
+    out.created = created;
+    out.completed = complete();
+    out.errors = errors.slice(0, 5);
+    out.failed = errors.length;
+    out.twice = ws.twice;
     break;
   }
   default:

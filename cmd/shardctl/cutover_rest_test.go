@@ -1,6 +1,10 @@
 package main
 
 import (
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -39,24 +43,34 @@ func TestCutoverOverREST(t *testing.T) {
   failureCondition: result[0] >= 2
   interval: 2s
 `)
+	// The workload runs before, through and after the cutover: it stops
+	// a few seconds after apply returns.
+	stop := filepath.Join(t.TempDir(), "stop")
 	applied := make(chan result, 1)
 	go func() {
-		// Under way before the cutover begins.
-		time.Sleep(budget.Of(5 * time.Second))
-		applied <- runBinFor(t, budget.Of(3*time.Minute), bin, f.env, "", "cutover", "apply", "--from", "blue", "--to", "green", "--steps", "50,100",
+		defer func() { _ = os.WriteFile(stop, nil, 0o644) }()
+		_ = budget.Wait(budget.Of(time.Minute), func() bool { return createdThrough(f.admin) >= 30 })
+		r := runBinFor(t, budget.Of(3*time.Minute), bin, f.env, "", "cutover", "apply", "--from", "blue", "--to", "green", "--steps", "50,100",
 			"--step-pause", "5s", "--gate-window", "20s", "--gates", gates, "--poll", "500ms", "--yes", "-o", "json")
+		time.Sleep(3 * time.Second)
+		applied <- r
 	}()
 	const rate = 10
-	s := sdk.Steady(t, rate, 40*time.Second)
+	s := sdk.Steady(t, rate, 4*time.Minute, stop)
 	r := <-applied
 	if r.code != 0 {
 		t.Fatalf("cutover apply: exit %d\nstderr: %s\nstdout: %s", r.code, r.stderr, r.stdout)
 	}
+	var timeline []string
+	for _, e := range cutoverEvents(t, r.stdout) {
+		timeline = append(timeline, e.At.Format("15:04:05.0")+" "+e.Event)
+	}
+	t.Logf("apply: %s", strings.Join(timeline, ", "))
 	if s.Failed > 0 || s.Twice > 0 {
 		t.Errorf("%d creations failed (%v), %d jobs came twice", s.Failed, s.Errors, s.Twice)
 	}
-	if s.Completed != len(s.Created) || len(s.Created) < 20*rate {
-		t.Errorf("%d of %d instances completed, want all of at least %d", s.Completed, len(s.Created), 20*rate)
+	if s.Completed != len(s.Created) || len(s.Created) < 30 {
+		t.Errorf("%d of %d instances completed, want all of at least 30", s.Completed, len(s.Created))
 	}
 	onGreen := 0
 	for _, k := range s.Created {
@@ -82,4 +96,23 @@ func TestCutoverOverREST(t *testing.T) {
 		t.Errorf("apply did not end with done (blue drained): %s", r.stdout)
 	}
 	t.Logf("%d instances over REST, %d on green, all completed", len(s.Created), onGreen)
+}
+
+// createdThrough is how many instances the proxy whose admin URL is
+// admin has created, from its /metrics (0 when it cannot tell); safe off
+// the test's goroutine.
+func createdThrough(admin string) float64 {
+	resp, err := http.Get(admin + "/metrics")
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "shardctl_proxy_requests_total{") && strings.Contains(line, `rpc="CreateProcessInstance"`) && strings.Contains(line, `code="OK"`) {
+			n, _ := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+			return n
+		}
+	}
+	return 0
 }

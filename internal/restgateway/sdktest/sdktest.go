@@ -206,12 +206,17 @@ type Steady struct {
 	Errors        []string
 }
 
-// Steady starts rate instances of "three" a second for d while the SDK's
-// workers complete them, and then waits for every one (60 s at most).
-func (s *SDK) Steady(t *testing.T, rate int, d time.Duration) Steady {
+// Steady starts rate instances of "three" a second for d, or until a file
+// stopFile exists ("": for d), while the SDK's workers complete them, and
+// then waits for every one (60 s at most).
+func (s *SDK) Steady(t *testing.T, rate int, d time.Duration, stopFile string) Steady {
 	t.Helper()
 	var out Steady
-	decode(t, s.run(t, d+3*time.Minute, "steady", strconv.Itoa(rate), strconv.Itoa(int(d.Seconds()))), &out)
+	args := []string{strconv.Itoa(rate), strconv.Itoa(int(d.Seconds()))}
+	if stopFile != "" {
+		args = append(args, stopFile)
+	}
+	decode(t, s.run(t, d+3*time.Minute, "steady", args...), &out)
 	return out
 }
 

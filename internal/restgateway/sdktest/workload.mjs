@@ -15,10 +15,12 @@
 //   node workload.mjs create N     start N instances of "three"
 //   node workload.mjs work N       complete jobs of "three" until N are done
 //   node workload.mjs deploy       deploy "three"
-//   node workload.mjs steady RATE SECONDS
+//   node workload.mjs steady RATE SECONDS [STOPFILE]
 //                                  start RATE instances of "three" a second
-//                                  for SECONDS while workers complete them,
-//                                  then wait for every one to complete
+//                                  for SECONDS (or until STOPFILE exists)
+//                                  while workers complete them, then wait
+//                                  for every one to complete
+import { existsSync } from 'node:fs';
 import { createCamundaClient } from '@camunda8/orchestration-cluster-api';
 
 const [phase, ...args] = process.argv.slice(2);
@@ -119,13 +121,14 @@ switch (phase) {
     break;
   }
   case 'steady': {
-    const [rate, seconds] = args.map(Number);
+    const [rate, seconds] = args.slice(0, 2).map(Number);
+    const stopFile = args[2];
     const ws = startWorkers(types);
     const created = [];
     const errors = [];
     const pending = [];
     const end = Date.now() + seconds * 1000;
-    for (let next = Date.now(); next < end; next += 1000 / rate) {
+    for (let next = Date.now(); next < end && !(stopFile && existsSync(stopFile)); next += 1000 / rate) {
       await sleep(Math.max(0, next - Date.now()));
       pending.push(create('three').then((k) => created.push(k), (e) => errors.push(String(e))));
     }

@@ -123,6 +123,43 @@ func TestProbeCapacity(t *testing.T) {
 	}
 }
 
+// probe capacity over the REST API (--protocol rest) of a simulated
+// monolith: the same stages, started and completed over REST, stopping on
+// collapsing completions; a REST probe has no job stream.
+func TestProbeCapacityOverREST(t *testing.T) {
+	t.Parallel()
+	s := proctest.Start(t, bin, nil, "sim", "serve", "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--rest-listen", "127.0.0.1:0",
+		"--partitions", "1", "--capacity", "400", "--degrade", "--backlog-limit", "-1")
+	rest := strings.TrimSuffix(strings.TrimPrefix(s.Line(t, "REST API on "), "http://"), "/v2")
+	r := runBinFor(t, 2*time.Minute, bin, baseEnv(), "", "probe", "capacity", "--protocol", "rest", "--target", rest,
+		"--warmup", "2s", "--start", "20", "--step", "90%", "--stage", "3s", "-o", "json")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	var rep capacity.Report
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, r.stdout)
+	}
+	// Below the knee the workers complete what was started, over REST;
+	// past it completions collapse and the run stops.
+	if !strings.HasPrefix(rep.StopReason, "completed ") || len(rep.Stages) < 3 || rep.Knee == 0 || rep.Stages[1].Completed == 0 {
+		t.Errorf("report %+v", rep)
+	}
+	t.Logf("over REST: knee %.0f/s (stage %d), stopped: %s", rep.Knee, rep.KneeStage, rep.StopReason)
+	for _, tt := range []struct {
+		args []string
+		err  string
+	}{
+		{[]string{"--target", rest, "--protocol", "soap"}, "--protocol"},
+		{[]string{"--target", rest, "--protocol", "rest", "--stream"}, "no job stream"},
+	} {
+		r := runBin(t, bin, baseEnv(), "", append([]string{"probe", "capacity"}, tt.args...)...)
+		if r.code != 2 || !strings.Contains(r.stderr, tt.err) {
+			t.Errorf("%q: exit %d, want 2 with %q: %s", tt.args, r.code, tt.err, r.stderr)
+		}
+	}
+}
+
 // Ctrl-C mid-run: the load stops, and what was measured is printed, the
 // stage cut short included.
 func TestProbeCapacityInterrupted(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -19,14 +20,22 @@ import (
 	"github.com/shardctl/shardctl/commands/cmdutil"
 	"github.com/shardctl/shardctl/commands/output"
 	"github.com/shardctl/shardctl/internal/human"
+	"github.com/shardctl/shardctl/internal/load"
 	"github.com/shardctl/shardctl/probes/capacity"
 	"github.com/shardctl/shardctl/tui"
+)
+
+// The protocols a capacity probe speaks.
+const (
+	protocolGRPC = "grpc"
+	protocolREST = "rest"
 )
 
 // ProbeCapacityOptions finds a cluster's knee.
 type ProbeCapacityOptions struct {
 	g        *cmdutil.Globals
 	target   string
+	protocol string
 	process  string
 	tls      bool
 	step     string
@@ -58,7 +67,11 @@ Each stage reports offered, started and completed per second, the share of
 its starts completed within it (COMPLETED) and by the end of the run
 (EVENTUALLY: after the last stage the workers go on for up to --stage, at
 least 30s and at most a minute, until none is left or none completes for
-3s), errors and the start call's p50/p99. The knee is the last stage that
+3s), errors and the start call's p50/p99. --protocol rest drives the same
+load over Camunda 8.8's REST API (/v2 at --target): instances started with
+POST /v2/process-instances, jobs activated by long poll and completed as
+Camunda's REST job workers do, a 503 RESOURCE_EXHAUSTED counted as a
+refusal. The knee is the last stage that
 completed at least 95% of what it started and refused at most 1% of its
 offers. On a terminal a progress line runs and the scissors of started vs
 completed per stage are redrawn after every stage. Ctrl-C stops the load and
@@ -76,6 +89,9 @@ ZEEBE_AUTHORIZATION_SERVER_URL) applies as for zbctl.`,
   # the same through the proxy in front of four clusters
   shardctl probe capacity --target proxy:26500
 
+  # the same over the REST API, as Camunda 8.8's clients speak it
+  shardctl probe capacity --protocol rest --target proxy:8080
+
   # a quick look at a simulator, as JSON
   shardctl probe capacity --target 127.0.0.1:26500 --warmup 10s --stage 15s --start 20 -o json`,
 		Args:              cobra.NoArgs,
@@ -85,6 +101,7 @@ ZEEBE_AUTHORIZATION_SERVER_URL) applies as for zbctl.`,
 	f := cmd.Flags()
 	f.StringVar(&o.target, "target", "", "the Zeebe gateway to load, HOST:PORT (a shard or the proxy)")
 	f.StringVar(&o.process, "process", "", "a BPMN file to run instead of the built-in three-task process")
+	f.StringVar(&o.protocol, "protocol", protocolGRPC, "what the load speaks: "+protocolGRPC+" (the Zeebe gateway API) or "+protocolREST+" (Camunda 8.8's REST API, /v2)")
 	f.BoolVar(&o.tls, "tls", false, "connect with TLS (plaintext without)")
 	f.DurationVar(&o.cfg.Warmup, "warmup", capacity.DefaultWarmup, "warm-up at --start before the first stage (0: none)")
 	f.Float64Var(&o.cfg.Start, "start", capacity.DefaultStart, "instances a second of the warm-up and the first stage")
@@ -143,6 +160,12 @@ func (o *ProbeCapacityOptions) Validate() error {
 	if _, _, err := net.SplitHostPort(o.target); err != nil {
 		return fmt.Errorf("--target %q: want HOST:PORT: %v", o.target, err)
 	}
+	if o.protocol != protocolGRPC && o.protocol != protocolREST {
+		return fmt.Errorf("--protocol %q: want %s or %s", o.protocol, protocolGRPC, protocolREST)
+	}
+	if o.protocol == protocolREST && o.cfg.Stream {
+		return fmt.Errorf("--stream: the REST API has no job stream; its workers poll")
+	}
 	if o.cfg.Start <= 0 || o.cfg.Stage <= 0 || o.cfg.Warmup < 0 || o.cfg.Workers <= 0 || o.cfg.StopP99 <= 0 {
 		return errors.New("--start, --stage, --workers and --stop-p99: want them above 0; --warmup: 0 or more")
 	}
@@ -150,15 +173,25 @@ func (o *ProbeCapacityOptions) Validate() error {
 }
 
 func (o *ProbeCapacityOptions) Run(ctx context.Context) error {
-	c, err := zbc.NewClient(&zbc.ClientConfig{GatewayAddress: o.target, UsePlaintextConnection: !o.tls})
-	if err != nil {
-		return fmt.Errorf("--target %s: %w", o.target, err)
+	if o.protocol == protocolREST {
+		scheme := "http"
+		if o.tls {
+			scheme = "https"
+		}
+		hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024}}
+		defer hc.CloseIdleConnections()
+		o.cfg.Client = load.REST(scheme+"://"+o.target, hc)
+	} else {
+		c, err := zbc.NewClient(&zbc.ClientConfig{GatewayAddress: o.target, UsePlaintextConnection: !o.tls})
+		if err != nil {
+			return fmt.Errorf("--target %s: %w", o.target, err)
+		}
+		defer c.Close()
+		// The client's job workers log every failed poll to the standard
+		// logger, which past a knee is many a second: the stages say it.
+		log.SetOutput(io.Discard)
+		o.cfg.Client = load.GRPC(c)
 	}
-	defer c.Close()
-	// The client's job workers log every failed poll to the standard
-	// logger, which past a knee is many a second: the stages say it.
-	log.SetOutput(io.Discard)
-	o.cfg.Client = c
 	cmdutil.CollectLessOften()
 	if cmdutil.IsTerminal(o.g.Streams.ErrOut) {
 		live := &capacityLive{w: o.g.Streams.ErrOut, stage: o.cfg.Stage, warmup: o.cfg.Warmup}

@@ -195,7 +195,7 @@ func Start(ctx context.Context, cfg Config) (_ *Demo, err error) {
 	if err != nil {
 		return nil, err
 	}
-	d.load = load.New(d.client, load.Config{ProcessID: "demo-order", JobType: "demo-work", Rate: cfg.Rate})
+	d.load = load.New(load.GRPC(d.client), load.Config{ProcessID: "demo-order", JobType: "demo-work", Rate: cfg.Rate})
 	dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
 	defer dcancel()
 	if err := d.load.Deploy(dctx); err != nil {

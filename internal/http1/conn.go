@@ -117,13 +117,12 @@ func (c *conn) serve() {
 		if closing := c.setActive(true); closing {
 			return
 		}
+		// A Shutdown under way marked the connection closing: it ends
+		// here, and Serve's goroutine tells Shutdown (forget).
 		keep := c.handle(head)
 		if closing := c.setActive(false); closing || !keep {
 			return
 		}
-		c.srv.mu.Lock()
-		c.srv.notifyIdleLocked()
-		c.srv.mu.Unlock()
 	}
 }
 

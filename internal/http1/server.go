@@ -43,7 +43,7 @@ type Server struct {
 	conns     map[*conn]struct{}
 	shutdown  bool
 	wg        sync.WaitGroup // the connections' goroutines
-	idle      chan struct{}  // closed and renewed when a connection turns idle or ends, for Shutdown
+	idle      chan struct{}  // closed and renewed when a connection ends, for Shutdown
 }
 
 // ErrServerClosed is what Serve returns after Shutdown or Close.

@@ -10,6 +10,7 @@ package load
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -17,11 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/camunda/zeebe/clients/go/v8/pkg/entities"
 	"github.com/camunda/zeebe/clients/go/v8/pkg/worker"
-	"github.com/camunda/zeebe/clients/go/v8/pkg/zbc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 // DefinitionsHead opens a BPMN document with the bpmn and zeebe
@@ -91,15 +88,15 @@ type Stats struct {
 
 // Generator offers instances and completes their jobs.
 type Generator struct {
-	c    zbc.Client
+	c    Client
 	cfg  Config
 	rate atomic.Uint64 // math.Float64bits of the rate
 
 	offered, created, refused, failed, skipped, completed atomic.Int64
 }
 
-// New prepares a load on a client; Run starts it.
-func New(c zbc.Client, cfg Config) *Generator {
+// New prepares a load on a client (GRPC or REST); Run starts it.
+func New(c Client, cfg Config) *Generator {
 	if cfg.MaxInFlight <= 0 {
 		cfg.MaxInFlight = 1024
 	}
@@ -131,8 +128,7 @@ func (g *Generator) Deploy(ctx context.Context) error {
 	if bpmn == nil {
 		bpmn = Process(g.cfg.ProcessID, g.cfg.JobTypes...)
 	}
-	_, err := g.c.NewDeployResourceCommand().AddResource(bpmn, g.cfg.ProcessID+".bpmn").Send(ctx)
-	return err
+	return g.c.Deploy(ctx, g.cfg.ProcessID+".bpmn", bpmn)
 }
 
 // Run offers instances at the rate and completes jobs until ctx ends;
@@ -140,21 +136,18 @@ func (g *Generator) Deploy(ctx context.Context) error {
 func (g *Generator) Run(ctx context.Context) {
 	// Calls in flight end with the load: a stopped load must not wait out
 	// an overloaded cluster's answers.
+	var workers []Worker
 	for _, typ := range g.cfg.JobTypes {
-		final := slices.Contains(g.cfg.Final, typ)
-		w := g.c.NewJobWorker().JobType(typ).Handler(func(jc worker.JobClient, job entities.Job) {
-			cctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
-			defer cancel()
-			if _, err := jc.NewCompleteJobCommand().JobKey(job.Key).Send(cctx); err == nil && final {
-				g.completed.Add(1)
-				if g.cfg.OnComplete != nil {
-					g.cfg.OnComplete(job.ProcessInstanceKey)
-				}
-			}
-		}).MaxJobsActive(512).Concurrency(g.cfg.Workers).PollInterval(20 * time.Millisecond).RequestTimeout(2 * time.Second).BackoffSupplier(Backoff()).
-			StreamEnabled(g.cfg.Stream).Open()
-		defer w.Close()
+		workers = append(workers, Worker{JobType: typ, Concurrency: g.cfg.Workers, Stream: g.cfg.Stream, Timeout: g.cfg.Timeout})
 	}
+	defer workAll(ctx, g.c, workers, func(w Worker, instanceKey int64) {
+		if slices.Contains(g.cfg.Final, w.JobType) {
+			g.completed.Add(1)
+			if g.cfg.OnComplete != nil {
+				g.cfg.OnComplete(instanceKey)
+			}
+		}
+	})()
 
 	slots := make(chan struct{}, g.cfg.MaxInFlight)
 	var wg sync.WaitGroup
@@ -195,16 +188,16 @@ func (g *Generator) Run(ctx context.Context) {
 			cctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
 			defer cancel()
 			start := time.Now()
-			resp, err := g.c.NewCreateInstanceCommand().BPMNProcessId(g.cfg.ProcessID).LatestVersion().Send(cctx)
+			key, err := g.c.Create(cctx, g.cfg.ProcessID)
 			if g.cfg.OnCreate != nil && ctx.Err() == nil {
-				g.cfg.OnCreate(resp.GetProcessInstanceKey(), time.Since(start), err)
+				g.cfg.OnCreate(key, time.Since(start), err)
 			}
 			switch {
 			case ctx.Err() != nil:
 				// stopped: neither created nor refused as far as we know
 			case err == nil:
 				g.created.Add(1)
-			case status.Code(err) == codes.ResourceExhausted:
+			case errors.Is(err, ErrRefused):
 				g.refused.Add(1)
 			default:
 				g.failed.Add(1)

@@ -25,7 +25,7 @@ import (
 func TestDegradedRecovery(t *testing.T) {
 	// This process's knee at 300 records/s is near 80 instances/s.
 	s := startSim(t, Config{Partitions: 1, Capacity: 300, Degrade: true, BacklogLimit: -1})
-	g := load.New(newClient(t, s), load.Config{ProcessID: "order", JobType: "work"})
+	g := load.New(load.GRPC(newClient(t, s)), load.Config{ProcessID: "order", JobType: "work"})
 	ctx, cancel := context.WithTimeout(context.Background(), budget.Of(4*time.Minute))
 	defer cancel()
 	if err := g.Deploy(ctx); err != nil {

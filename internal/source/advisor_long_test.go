@@ -29,7 +29,7 @@ func TestAdvisorQuietAtSeventyPercent(t *testing.T) {
 		window = 5 * time.Minute
 	)
 	s := simtest.Start(t, sim.Config{Partitions: 1, Capacity: 300, Degrade: true, DegradeThreshold: 50, BacklogLimit: -1})
-	g := load.New(simtest.Client(t, s.Addr().String()), load.Config{ProcessID: "order", JobType: "work", Rate: 42}) // knee ~60/s
+	g := load.New(load.GRPC(simtest.Client(t, s.Addr().String())), load.Config{ProcessID: "order", JobType: "work", Rate: 42}) // knee ~60/s
 	ctx := budget.Context(t, runFor+time.Minute)
 	if err := g.Deploy(ctx); err != nil {
 		t.Fatal(err)

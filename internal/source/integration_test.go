@@ -98,7 +98,7 @@ func TestSignalsOnSimulatedShards(t *testing.T) {
 	}{{knee, 120}, {half, 30}} {
 		c := simtest.Client(t, l.s.Addr().String())
 		clients = append(clients, c)
-		g := load.New(c, load.Config{ProcessID: "order", JobType: "work", Rate: l.rate})
+		g := load.New(load.GRPC(c), load.Config{ProcessID: "order", JobType: "work", Rate: l.rate})
 		if err := g.Deploy(ctx); err != nil {
 			t.Fatal(err)
 		}

@@ -102,7 +102,7 @@ func TestAdvisorAfterABurst(t *testing.T) {
 		burstFor  = 30 * time.Second
 	)
 	r := startSimRun(t, 5*time.Minute)
-	probe := capacity.Config{Client: r.client}
+	probe := capacity.Config{Client: load.GRPC(r.client)}
 	if err := probe.Check(); err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +178,7 @@ func startSimRun(t *testing.T, limit time.Duration) *simRun {
 // offer deploys lc's process and runs its load, at its rate, until the
 // run ends.
 func (r *simRun) offer(lc load.Config) {
-	r.load = load.New(r.client, lc)
+	r.load = load.New(load.GRPC(r.client), lc)
 	if err := r.load.Deploy(r.ctx); err != nil {
 		r.t.Fatal(err)
 	}

@@ -20,7 +20,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/camunda/zeebe/clients/go/v8/pkg/zbc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -58,8 +57,9 @@ var BuiltinJobTypes = []string{"shardctl-capacity-1", "shardctl-capacity-2", "sh
 
 // Config is what to probe and how.
 type Config struct {
-	// Client speaks to the target (a shard's gateway or the proxy).
-	Client zbc.Client
+	// Client speaks to the target (a shard's gateway or the proxy), over
+	// gRPC or REST.
+	Client load.Client
 	// Process is a BPMN document to deploy instead of the built-in
 	// process; its job types are read from it.
 	Process     []byte
@@ -401,7 +401,7 @@ func (r *recorder) note(key int64, took time.Duration, err error) {
 	} else if key != 0 {
 		r.stageOf[key] = r.stage
 	}
-	if status.Code(err) == codes.ResourceExhausted {
+	if errors.Is(err, load.ErrRefused) {
 		// A refusal is counted, not timed: it is answered at once and
 		// would pull the start call's quantiles down.
 		return

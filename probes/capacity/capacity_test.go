@@ -40,7 +40,7 @@ func (k kneeScenario) check(t *testing.T, tolerance float64) {
 	processed := map[int]float64{} // records a second, by stage
 	last, lastAt := simtest.SimMetric(t, s, processedMetric), time.Now()
 	cfg := k.probe
-	cfg.Client = simtest.Client(t, s.Addr().String())
+	cfg.Client = load.GRPC(simtest.Client(t, s.Addr().String()))
 	cfg.Done = func(st Stage) {
 		now, at := simtest.SimMetric(t, s, processedMetric), time.Now()
 		processed[st.Stage] = (now - last) / at.Sub(lastAt).Seconds()
@@ -179,7 +179,7 @@ func fitLine(x, y []float64) (a, b float64) {
 func TestInterrupted(t *testing.T) {
 	t.Parallel()
 	s := simtest.Start(t, sim.Config{Partitions: 1})
-	c := simtest.Client(t, s.Addr().String())
+	c := load.GRPC(simtest.Client(t, s.Addr().String()))
 	ctx, cancel := context.WithCancel(budget.Context(t, time.Minute))
 	var stages int
 	go func() {
@@ -203,7 +203,7 @@ func TestInterrupted(t *testing.T) {
 }
 
 func TestConfigAndProcess(t *testing.T) {
-	c := simtest.Client(t, "127.0.0.1:1")
+	c := load.GRPC(simtest.Client(t, "127.0.0.1:1"))
 	for _, tt := range []struct {
 		name string
 		cfg  Config

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/shardctl/shardctl/internal/budget"
+	"github.com/shardctl/shardctl/internal/load"
 	"github.com/shardctl/shardctl/internal/proctest"
 	"github.com/shardctl/shardctl/internal/sim/simtest"
 )
@@ -55,7 +56,7 @@ func BenchmarkFederationHeadline(b *testing.B) {
 		for i, target := range []string{one.Addr, proxy.Addr} {
 			c := simtest.Client(b, target)
 			run := cfg
-			run.Client = c
+			run.Client = load.GRPC(c)
 			rep, err := Run(budget.Context(b, time.Hour), target, run)
 			if err != nil {
 				b.Fatal(err)

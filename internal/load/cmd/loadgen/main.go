@@ -29,7 +29,7 @@ func main() {
 	defer c.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	g := load.New(c, load.Config{ProcessID: "loadgen", JobType: "loadgen-work", Rate: *rate})
+	g := load.New(load.GRPC(c), load.Config{ProcessID: "loadgen", JobType: "loadgen-work", Rate: *rate})
 	if err := g.Deploy(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "loadgen: deploy:", err)
 		os.Exit(1)

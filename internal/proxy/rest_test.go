@@ -267,6 +267,8 @@ func TestRESTBadInput(t *testing.T) {
 			status: 400, title: "Bad Request", detail: "Failed to read request"},
 		{name: "a key as a number", method: "POST", path: "/v2/process-instances", contentType: "application/json", body: `{"processDefinitionKey":123}`,
 			status: 400, title: "Bad Request", detail: "Request property [processDefinitionKey] cannot be parsed"},
+		{name: "variables not an object", method: "POST", path: "/v2/process-instances", contentType: "application/json", body: `{"processDefinitionId":"p","variables":[1]}`,
+			status: 400, title: "Bad Request", detail: "Request property [variables] cannot be parsed"},
 		{name: "unknown property", method: "POST", path: "/v2/process-instances", contentType: "application/json", body: `{"processDefinitionId":"p","colour":"red"}`,
 			status: 400, title: "Bad Request", detail: "Request property [colour] cannot be parsed"},
 		{name: "wrong content type", method: "POST", path: "/v2/process-instances", contentType: "text/plain", body: `{"processDefinitionId":"p"}`,

@@ -22,25 +22,25 @@ type activateJobs struct {
 }
 
 type activatedJob struct {
-	Type                     string         `json:"type"`
-	ProcessDefinitionID      string         `json:"processDefinitionId"`
-	ProcessDefinitionVersion int32          `json:"processDefinitionVersion"`
-	ElementID                string         `json:"elementId"`
-	CustomHeaders            map[string]any `json:"customHeaders"`
-	Worker                   string         `json:"worker"`
-	Retries                  int32          `json:"retries"`
-	Deadline                 int64          `json:"deadline"`
-	Variables                map[string]any `json:"variables"`
-	TenantID                 string         `json:"tenantId"`
-	JobKey                   Key            `json:"jobKey"`
-	ProcessInstanceKey       Key            `json:"processInstanceKey"`
-	ProcessDefinitionKey     Key            `json:"processDefinitionKey"`
-	ElementInstanceKey       Key            `json:"elementInstanceKey"`
-	Kind                     string         `json:"kind"`
-	ListenerEventType        string         `json:"listenerEventType"`
-	UserTask                 *struct{}      `json:"userTask"`
-	Tags                     []string       `json:"tags"`
-	RootProcessInstanceKey   *Key           `json:"rootProcessInstanceKey"`
+	Type                     string    `json:"type"`
+	ProcessDefinitionID      string    `json:"processDefinitionId"`
+	ProcessDefinitionVersion int32     `json:"processDefinitionVersion"`
+	ElementID                string    `json:"elementId"`
+	CustomHeaders            Object    `json:"customHeaders"`
+	Worker                   string    `json:"worker"`
+	Retries                  int32     `json:"retries"`
+	Deadline                 int64     `json:"deadline"`
+	Variables                Object    `json:"variables"`
+	TenantID                 string    `json:"tenantId"`
+	JobKey                   Key       `json:"jobKey"`
+	ProcessInstanceKey       Key       `json:"processInstanceKey"`
+	ProcessDefinitionKey     Key       `json:"processDefinitionKey"`
+	ElementInstanceKey       Key       `json:"elementInstanceKey"`
+	Kind                     string    `json:"kind"`
+	ListenerEventType        string    `json:"listenerEventType"`
+	UserTask                 *struct{} `json:"userTask"`
+	Tags                     []string  `json:"tags"`
+	RootProcessInstanceKey   *Key      `json:"rootProcessInstanceKey"`
 }
 
 type activationResult struct {

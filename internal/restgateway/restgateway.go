@@ -214,15 +214,47 @@ func instance(req *http.Request) string {
 	return req.URL.Path
 }
 
-func writeJSON(w http.ResponseWriter, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
+// appendString writes s as a JSON string: printable ASCII as it is,
+// anything else as encoding/json writes it (HTML characters unescaped).
+func appendString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			j, _ := marshal(s) // a string always encodes
+			return append(b, j...)
+		}
 	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
+// writeBody answers with a JSON body already written.
+func writeBody(w http.ResponseWriter, b []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	_, _ = w.Write(b)
+}
+
+// writeJSON answers v as JSON, with <, > and & as they are (Camunda's
+// gateway does not escape them; encoding/json's Marshal would).
+func writeJSON(w http.ResponseWriter, v any) error {
+	b, err := marshal(v)
+	if err != nil {
+		return err
+	}
+	writeBody(w, b)
 	return nil
+}
+
+// marshal is json.Marshal with <, > and & as they are.
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // decode reads a JSON body into v as Camunda's gateway does: strictly
@@ -318,28 +350,51 @@ func (k Key) MarshalJSON() ([]byte, error) {
 	return []byte(`"` + strconv.FormatInt(int64(k), 10) + `"`), nil
 }
 
-// document turns a JSON object (a variables field) into the gRPC
-// gateway's JSON string; nil is no variables. The object was decoded from
-// JSON, so it always encodes.
-func document(v map[string]any) string {
-	if v == nil {
-		return ""
+// Object is a JSON object passed on as it came: the variables of a
+// request, handed to the gateway as its JSON document, and the gateway's
+// documents in an answer. It is never decoded into a map and encoded
+// again (on the REST front's hot path that cost more than the call's
+// routing). Anything but an object or null does not parse, as in
+// Camunda's gateway; an empty Object encodes as {}.
+type Object json.RawMessage
+
+// UnmarshalJSON takes an object (encoding/json has checked it is valid
+// JSON) or null.
+func (o *Object) UnmarshalJSON(b []byte) error {
+	switch {
+	case string(b) == "null":
+		*o = nil
+	case len(b) > 0 && b[0] == '{':
+		*o = append((*o)[:0], b...)
+	default:
+		return &json.UnmarshalTypeError{Value: string(b), Type: nil}
 	}
-	b, _ := json.Marshal(v)
-	return string(b)
+	return nil
 }
+
+// MarshalJSON writes the object, {} when there is none.
+func (o Object) MarshalJSON() ([]byte, error) {
+	if len(o) == 0 {
+		return []byte("{}"), nil
+	}
+	return o, nil
+}
+
+// document is a request's object as the gRPC gateway's JSON string; none
+// is "".
+func document(o Object) string { return string(o) }
 
 // blank is a required string the request left out or empty.
 func blank(s *string) bool { return s == nil || strings.TrimSpace(*s) == "" }
 
-// object turns the gateway's JSON document back into an object; an empty
-// document is {}.
-func object(doc string) map[string]any {
-	m := map[string]any{}
-	if doc != "" {
-		_ = json.Unmarshal([]byte(doc), &m)
+// object is the gateway's JSON document as an object of an answer: {}
+// when it is empty, or not an object (a gateway's fault, which must not
+// make the answer invalid JSON).
+func object(doc string) Object {
+	if doc == "" || doc[0] != '{' || !json.Valid([]byte(doc)) {
+		return nil
 	}
-	return m
+	return Object(doc)
 }
 
 // noContent answers a command with nothing to say.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"mime/multipart"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/load"
+	"github.com/shardctl/shardctl/internal/restgateway"
 	"github.com/shardctl/shardctl/internal/sim"
 	"github.com/shardctl/shardctl/internal/sim/simtest"
 )
@@ -272,5 +274,33 @@ func TestRefuseAndResume(t *testing.T) {
 	}
 	if r := call(t, http.MethodGet, base+"/v2/status", "", ""); r.status != http.StatusNoContent {
 		t.Fatalf("after resume: status %d %q, want 204", r.status, r.body)
+	}
+}
+
+// TestCreatedInstanceJSON: the hand-written answer of a creation is what
+// encoding/json writes (HTML characters unescaped), whatever its strings
+// hold.
+func TestCreatedInstanceJSON(t *testing.T) {
+	business := "b-1"
+	for _, c := range []restgateway.CreatedInstanceForTest{
+		{ProcessDefinitionID: "order", ProcessDefinitionKey: 1 << 58, ProcessDefinitionVersion: 3, TenantID: "<default>", ProcessInstanceKey: 42, Tags: []string{}},
+		{ProcessDefinitionID: `quo"te\back`, TenantID: "tenant\n\t\x01", Tags: []string{"a", "ünï", "x&y"}, Variables: restgateway.Object(`{"a": [1, {"b":null}]}`)},
+		{ProcessDefinitionID: "\u2028 sep", ProcessInstanceKey: -1, BusinessID: &business, Variables: restgateway.Object(`{}`), Tags: []string{}},
+	} {
+		var want bytes.Buffer
+		enc := json.NewEncoder(&want)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(c); err != nil {
+			t.Fatal(err)
+		}
+		var got, exp any
+		b := restgateway.AppendCreatedForTest(c)
+		if err := json.Unmarshal(b, &got); err != nil {
+			t.Fatalf("%s: %v", b, err)
+		}
+		_ = json.Unmarshal(want.Bytes(), &exp)
+		if g, e := fmt.Sprint(got), fmt.Sprint(exp); g != e || !json.Valid(b) {
+			t.Errorf("hand-written %s\nencoding/json %s", b, want.Bytes())
+		}
 	}
 }

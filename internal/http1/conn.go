@@ -351,20 +351,15 @@ func canonical(name []byte) string {
 var commonHeaders = []string{"Host", "Content-Type", "Content-Length", "Accept", "Accept-Encoding", "Accept-Language",
 	"Authorization", "Connection", "User-Agent", "Transfer-Encoding", "Expect", "Sec-Fetch-Mode"}
 
+// methods are the request methods interned: a request's method is then
+// no allocation.
+var methods = []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodHead}
+
 func internMethod(m []byte) string {
-	switch string(m) {
-	case http.MethodGet:
-		return http.MethodGet
-	case http.MethodPost:
-		return http.MethodPost
-	case http.MethodPut:
-		return http.MethodPut
-	case http.MethodPatch:
-		return http.MethodPatch
-	case http.MethodDelete:
-		return http.MethodDelete
-	case http.MethodHead:
-		return http.MethodHead
+	for _, known := range methods {
+		if string(m) == known {
+			return known
+		}
 	}
 	return string(m)
 }

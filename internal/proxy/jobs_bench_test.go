@@ -97,7 +97,7 @@ func BenchmarkJobPath(b *testing.B) {
 	sim := proctest.Start(b, bin, gomaxprocs, "sim", "serve", "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--partitions", "2", "--backlog-limit", "-1")
 	adminPort := proctest.FreePort(b)
 	px := proctest.Start(b, bin, gomaxprocs, benchProxyArgs(adminPort, []string{sim.Addr}, "--profiling")...)
-	haproxyCmd, haproxyAddr := startHAProxy(b, dir, haproxy, []string{sim.Addr})
+	haproxyCmd, haproxyAddr := startHAProxy(b, dir, haproxy, []string{sim.Addr}, "h2")
 	type target struct {
 		name, addr string
 		pid        int

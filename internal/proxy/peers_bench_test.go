@@ -104,13 +104,18 @@ func startProcess(t testing.TB, dir, name string, args ...string) *exec.Cmd {
 }
 
 // startHAProxy runs HAProxy in front of the shards as BENCH-PEERS.md
-// says is fair (h2 both sides, leastconn, connections reused), and
-// returns it with its address once it listens.
-func startHAProxy(t testing.TB, dir, haproxy string, shardAddrs []string) (*exec.Cmd, string) {
+// says is fair (leastconn, connections reused; h2 both sides for gRPC,
+// HTTP/1.1 for REST when proto is ""), and returns it with its address
+// once it listens.
+func startHAProxy(t testing.TB, dir, haproxy string, shardAddrs []string, proto string) (*exec.Cmd, string) {
 	port := proctest.FreePort(t)
+	with := ""
+	if proto != "" {
+		with = " proto " + proto
+	}
 	var servers strings.Builder
 	for i, a := range shardAddrs {
-		fmt.Fprintf(&servers, "  server s%d %s proto h2\n", i+1, a)
+		fmt.Fprintf(&servers, "  server s%d %s%s\n", i+1, a, with)
 	}
 	conf := fmt.Sprintf(`global
   nbthread 2
@@ -121,13 +126,13 @@ defaults
   timeout client 60s
   timeout server 60s
 frontend gw
-  bind 127.0.0.1:%d proto h2
+  bind 127.0.0.1:%d%s
   default_backend shards
 backend shards
   balance leastconn
   http-reuse always
-%s`, port, servers.String())
-	file := filepath.Join(dir, "haproxy.cfg")
+%s`, port, with, servers.String())
+	file := filepath.Join(dir, "haproxy-"+strconv.Itoa(port)+".cfg")
 	if err := os.WriteFile(file, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -411,7 +416,7 @@ http {
 	}
 	nginxCmd := startProcess(b, dir, nginx, "-p", dir, "-c", filepath.Join(dir, "nginx.conf"), "-e", filepath.Join(dir, "nginx-error.log"))
 
-	haproxyCmd, haproxyAddr := startHAProxy(b, dir, haproxy, shardAddrs)
+	haproxyCmd, haproxyAddr := startHAProxy(b, dir, haproxy, shardAddrs, "h2")
 
 	nginxAddr := fmt.Sprintf("127.0.0.1:%d", nginxPort)
 	waitListening(b, nginxAddr)

@@ -115,32 +115,7 @@ http {
 	nginxAddr := fmt.Sprintf("127.0.0.1:%d", nginxPort)
 	waitListening(b, nginxAddr)
 
-	haproxyPort := proctest.FreePort(b)
-	var servers strings.Builder
-	for i, a := range restAddrs {
-		fmt.Fprintf(&servers, "  server s%d %s\n", i+1, a)
-	}
-	haproxyConf := fmt.Sprintf(`global
-  nbthread 2
-  maxconn 8000
-defaults
-  mode http
-  timeout connect 5s
-  timeout client 60s
-  timeout server 60s
-frontend gw
-  bind 127.0.0.1:%d
-  default_backend shards
-backend shards
-  balance leastconn
-  http-reuse always
-%s`, haproxyPort, servers.String())
-	if err := os.WriteFile(filepath.Join(dir, "haproxy-rest.cfg"), []byte(haproxyConf), 0o644); err != nil {
-		b.Fatal(err)
-	}
-	haproxyCmd := startProcess(b, dir, haproxy, "-f", filepath.Join(dir, "haproxy-rest.cfg"), "-db")
-	haproxyAddr := fmt.Sprintf("127.0.0.1:%d", haproxyPort)
-	waitListening(b, haproxyAddr)
+	haproxyCmd, haproxyAddr := startHAProxy(b, dir, haproxy, restAddrs, "")
 
 	targets := []peerTarget{
 		{"direct", restCreates(restAddrs), 0},

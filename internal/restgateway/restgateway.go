@@ -86,10 +86,13 @@ func Handler(gw pb.GatewayServer, opts Options) http.Handler {
 	route("PUT /v2/element-instances/{elementInstanceKey}/variables", f.setVariables)
 	route("POST /v2/resources/{resourceKey}/deletion", f.onKey("resourceKey", f.deleteResource))
 	route("POST /v2/decision-definitions/evaluation", f.evaluateDecision)
-	mux.HandleFunc("/", func(w http.ResponseWriter, req *http.Request) {
-		writeProblem(w, req, http.StatusNotFound, "Not Found", "No endpoint "+req.Method+" "+req.URL.Path+".")
-	})
+	mux.HandleFunc("/", noEndpoint)
 	return withCallMetadata(mux)
+}
+
+// noEndpoint answers a path the API does not have, as a problem detail.
+func noEndpoint(w http.ResponseWriter, req *http.Request) {
+	writeProblem(w, req, http.StatusNotFound, "Not Found", "No endpoint "+req.Method+" "+req.URL.Path+".")
 }
 
 // The gRPC metadata a REST request carries to the gateway, under the
@@ -112,7 +115,7 @@ func withCallMetadata(next http.Handler) http.Handler {
 		if rest, ok := strings.CutPrefix(req.URL.Path, tenantPrefix); ok {
 			tenant, path, _ := strings.Cut(rest, "/")
 			if tenant == "" || !strings.HasPrefix(path, "v2/") {
-				writeProblem(w, req, http.StatusNotFound, "Not Found", "No endpoint "+req.Method+" "+req.URL.Path+".")
+				noEndpoint(w, req)
 				return
 			}
 			md = metadata.Pairs(PhysicalTenantMD, tenant)

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,6 +10,7 @@ import (
 
 	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/restgateway/sdktest"
+	"github.com/shardctl/shardctl/internal/sim/simtest"
 )
 
 // A cutover under Camunda's TypeScript SDK, speaking REST to the proxy:
@@ -49,7 +48,10 @@ func TestCutoverOverREST(t *testing.T) {
 	applied := make(chan result, 1)
 	go func() {
 		defer func() { _ = os.WriteFile(stop, nil, 0o644) }()
-		_ = budget.Wait(budget.Of(time.Minute), func() bool { return createdThrough(f.admin) >= 30 })
+		_ = budget.Wait(budget.Of(time.Minute), func() bool {
+			n, _ := simtest.ReadMetric(f.admin+"/metrics", "shardctl_proxy_requests_total", `rpc="CreateProcessInstance"`, `code="OK"`)
+			return n >= 30
+		})
 		r := runBinFor(t, budget.Of(3*time.Minute), bin, f.env, "", "cutover", "apply", "--from", "blue", "--to", "green", "--steps", "50,100",
 			"--step-pause", "5s", "--gate-window", "20s", "--gates", gates, "--poll", "500ms", "--yes", "-o", "json")
 		time.Sleep(3 * time.Second)
@@ -96,23 +98,4 @@ func TestCutoverOverREST(t *testing.T) {
 		t.Errorf("apply did not end with done (blue drained): %s", r.stdout)
 	}
 	t.Logf("%d instances over REST, %d on green, all completed", len(s.Created), onGreen)
-}
-
-// createdThrough is how many instances the proxy whose admin URL is
-// admin has created, from its /metrics (0 when it cannot tell); safe off
-// the test's goroutine.
-func createdThrough(admin string) float64 {
-	resp, err := http.Get(admin + "/metrics")
-	if err != nil {
-		return 0
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "shardctl_proxy_requests_total{") && strings.Contains(line, `rpc="CreateProcessInstance"`) && strings.Contains(line, `code="OK"`) {
-			n, _ := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-			return n
-		}
-	}
-	return 0
 }

@@ -15,7 +15,7 @@
 // the reader holds the socket, and may neither wait nor close a
 // connection (fail shuts the socket down instead; the reader closes it
 // when it leaves).
-// It imports nothing of this module.
+// It imports nothing of this module but internal/netpeek.
 package h2
 
 import (

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/shardctl/shardctl/internal/netpeek"
 )
 
 // rawSocket reads and writes a plain TCP connection with raw system
@@ -185,13 +187,9 @@ func (r *rawSocket) lookAtWait() {
 // (RST) and nothing else: data would have woken it already. Shutting
 // the reading side down wakes it, and it reads what the peer left.
 func (r *rawSocket) peek() {
-	_ = r.rc.Control(func(fd uintptr) {
-		var b [1]byte
-		n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		if err == nil && n == 0 || err != nil && err != syscall.EAGAIN && err != syscall.EINTR {
-			_ = syscall.Shutdown(int(fd), syscall.SHUT_RD)
-		}
-	})
+	if netpeek.Ended(r.rc) {
+		_ = r.rc.Control(func(fd uintptr) { _ = syscall.Shutdown(int(fd), syscall.SHUT_RD) })
+	}
 }
 
 // stop ends the timer, once the connection has.

@@ -9,7 +9,7 @@
 // Content-Length request bodies, Expect: 100-continue, header and idle
 // timeouts, a bound on the request head, a request context that ends
 // when the client goes away during a long request, and a graceful stop.
-// It imports nothing of the module.
+// It imports nothing of the module but internal/netpeek.
 package http1
 
 import (
@@ -26,7 +26,9 @@ import (
 const (
 	DefaultMaxHeaderBytes    = 64 << 10
 	DefaultReadHeaderTimeout = 10 * time.Second
-	DefaultIdleTimeout       = 60 * time.Second
+	// DefaultIdleTimeout closes an idle keep-alive connection after a
+	// minute, as Camunda's gateway (Spring Boot's default) does.
+	DefaultIdleTimeout = 60 * time.Second
 )
 
 // Server serves HTTP/1.1 connections to Handler. Zero values take the

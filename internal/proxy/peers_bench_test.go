@@ -142,6 +142,57 @@ backend shards
 	return cmd, addr
 }
 
+// startNginx runs nginx in front of the shards as BENCH-PEERS.md says is
+// fair (least connections, kept-alive upstream connections, as many as
+// the calls in flight), passing gRPC (HTTP/2 both sides) or HTTP/1.1 to
+// a REST API, and returns it with its address once it listens.
+func startNginx(t testing.TB, dir, nginx string, shardAddrs []string, grpc bool) (*exec.Cmd, string) {
+	port := proctest.FreePort(t)
+	var upstream strings.Builder
+	for _, a := range shardAddrs {
+		fmt.Fprintf(&upstream, "    server %s;\n", a)
+	}
+	server := fmt.Sprintf(`    listen 127.0.0.1:%d;
+    location / {
+      proxy_pass http://shards;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+    }`, port)
+	if grpc {
+		server = fmt.Sprintf(`    listen 127.0.0.1:%d http2;
+    http2_max_concurrent_streams 1024;
+    location / { grpc_pass grpc://shards; }`, port)
+	}
+	conf := fmt.Sprintf(`daemon off;
+worker_processes 2;
+pid %[1]s/nginx-%[4]d.pid;
+error_log %[1]s/nginx-error.log;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path %[1]s/body;
+  proxy_temp_path %[1]s/proxy;
+  upstream shards {
+    least_conn;
+%[2]s    keepalive 256;
+    keepalive_requests 1000000;
+  }
+  server {
+    keepalive_requests 1000000;
+%[3]s
+  }
+}
+`, dir, upstream.String(), server, port)
+	file := filepath.Join(dir, fmt.Sprintf("nginx-%d.conf", port))
+	if err := os.WriteFile(file, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := startProcess(t, dir, nginx, "-p", dir, "-c", file, "-e", filepath.Join(dir, "nginx-error.log"))
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	waitListening(t, addr)
+	return cmd, addr
+}
+
 func waitListening(t testing.TB, addr string) {
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
@@ -386,40 +437,8 @@ func BenchmarkPeers(b *testing.B) {
 		deployBench(b, addr, process)
 	}
 
-	nginxPort := proctest.FreePort(b)
-	var upstream strings.Builder
-	for _, a := range shardAddrs {
-		fmt.Fprintf(&upstream, "    server %s;\n", a)
-	}
-	nginxConf := fmt.Sprintf(`daemon off;
-worker_processes 2;
-pid %[1]s/nginx.pid;
-error_log %[1]s/nginx-error.log;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  upstream shards {
-    least_conn;
-%[2]s    keepalive 256;
-    keepalive_requests 1000000;
-  }
-  server {
-    listen 127.0.0.1:%[3]d http2;
-    keepalive_requests 1000000;
-    http2_max_concurrent_streams 1024;
-    location / { grpc_pass grpc://shards; }
-  }
-}
-`, dir, upstream.String(), nginxPort)
-	if err := os.WriteFile(filepath.Join(dir, "nginx.conf"), []byte(nginxConf), 0o644); err != nil {
-		b.Fatal(err)
-	}
-	nginxCmd := startProcess(b, dir, nginx, "-p", dir, "-c", filepath.Join(dir, "nginx.conf"), "-e", filepath.Join(dir, "nginx-error.log"))
-
+	nginxCmd, nginxAddr := startNginx(b, dir, nginx, shardAddrs, true)
 	haproxyCmd, haproxyAddr := startHAProxy(b, dir, haproxy, shardAddrs, "h2")
-
-	nginxAddr := fmt.Sprintf("127.0.0.1:%d", nginxPort)
-	waitListening(b, nginxAddr)
 
 	targets := []peerTarget{
 		{"direct", creates(dialAll(b, shardAddrs, 3*peerConns)), 0},

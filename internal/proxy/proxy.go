@@ -160,9 +160,8 @@ func (p *Proxy) serveREST(cfg Config) error {
 		ln = tls.NewListener(ln, cfg.TLS.ConfigALPN("http/1.1"))
 	}
 	p.rest = &http1.Server{
-		Handler:     restgateway.Handler(p.gateway, restgateway.Options{Logger: cfg.Logger}),
-		IdleTimeout: restIdleTimeout,
-		Logger:      cfg.Logger,
+		Handler: restgateway.Handler(p.gateway, restgateway.Options{Logger: cfg.Logger}),
+		Logger:  cfg.Logger,
 	}
 	p.Go(func() {
 		if err := p.rest.Serve(ln); err != nil && !errors.Is(err, http1.ErrServerClosed) {
@@ -171,10 +170,6 @@ func (p *Proxy) serveREST(cfg Config) error {
 	})
 	return nil
 }
-
-// restIdleTimeout closes a REST client's idle keep-alive connection, as
-// Camunda's gateway (Spring Boot's default) does after a minute.
-const restIdleTimeout = 60 * time.Second
 
 // RESTAddr is the REST API's address actually bound, or nil.
 func (p *Proxy) RESTAddr() net.Addr { return p.restAddr }

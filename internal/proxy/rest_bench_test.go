@@ -15,7 +15,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -78,43 +77,7 @@ func BenchmarkRESTPeers(b *testing.B) {
 	deployBench(b, px.Addr, process) // into the proxy's ledger
 	proxyREST := restAddr(b, px)
 
-	nginxPort := proctest.FreePort(b)
-	var upstream strings.Builder
-	for _, a := range restAddrs {
-		fmt.Fprintf(&upstream, "    server %s;\n", a)
-	}
-	nginxConf := fmt.Sprintf(`daemon off;
-worker_processes 2;
-pid %[1]s/nginx.pid;
-error_log %[1]s/nginx-error.log;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path %[1]s/body;
-  proxy_temp_path %[1]s/proxy;
-  upstream shards {
-    least_conn;
-%[2]s    keepalive 256;
-    keepalive_requests 1000000;
-  }
-  server {
-    listen 127.0.0.1:%[3]d;
-    keepalive_requests 1000000;
-    location / {
-      proxy_pass http://shards;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-    }
-  }
-}
-`, dir, upstream.String(), nginxPort)
-	if err := os.WriteFile(filepath.Join(dir, "nginx.conf"), []byte(nginxConf), 0o644); err != nil {
-		b.Fatal(err)
-	}
-	nginxCmd := startProcess(b, dir, nginx, "-p", dir, "-c", filepath.Join(dir, "nginx.conf"), "-e", filepath.Join(dir, "nginx-error.log"))
-	nginxAddr := fmt.Sprintf("127.0.0.1:%d", nginxPort)
-	waitListening(b, nginxAddr)
-
+	nginxCmd, nginxAddr := startNginx(b, dir, nginx, restAddrs, false)
 	haproxyCmd, haproxyAddr := startHAProxy(b, dir, haproxy, restAddrs, "")
 
 	targets := []peerTarget{

@@ -52,14 +52,24 @@ func Start(t testing.TB, cfg sim.Config) *sim.Sim {
 // contain every given label pair (e.g. `action="completed"`).
 func Metric(t testing.TB, url, name string, labels ...string) float64 {
 	t.Helper()
-	resp, err := http.Get(url)
+	v, err := ReadMetric(url, name, labels...)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return v
+}
+
+// ReadMetric is Metric for a goroutine of a test's own, where a failure
+// cannot end the test: it returns the error.
+func ReadMetric(url, name string, labels ...string) (float64, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
 	var sum float64
 	for _, line := range strings.Split(string(body), "\n") {
@@ -79,7 +89,7 @@ func Metric(t testing.TB, url, name string, labels ...string) float64 {
 			sum += v
 		}
 	}
-	return sum
+	return sum, nil
 }
 
 // SimMetric is Metric on a simulator's /metrics.

@@ -159,8 +159,14 @@ func (p *Proxy) serveREST(cfg Config) error {
 	if cfg.TLS != nil {
 		ln = tls.NewListener(ln, cfg.TLS.ConfigALPN("http/1.1"))
 	}
+	opts := restgateway.Options{Logger: cfg.Logger}
+	if p.frames != nil {
+		opts.Unary = func(ctx context.Context, rpc string, msg []byte, auth, tenant string) ([]byte, error) {
+			return framefront.Unary(ctx, p.gateway, rpc, msg, auth, tenant)
+		}
+	}
 	p.rest = &http1.Server{
-		Handler: restgateway.Handler(p.gateway, restgateway.Options{Logger: cfg.Logger}),
+		Handler: restgateway.Handler(p.gateway, opts),
 		Logger:  cfg.Logger,
 	}
 	p.Go(func() {

@@ -34,12 +34,40 @@ type fakeGateway struct {
 	tenants    []string // camunda-physical-tenant, 8.10's
 }
 
-func (f *fakeGateway) Topology(ctx context.Context, _ *pb.TopologyRequest) (*pb.TopologyResponse, error) {
+func (f *fakeGateway) record(ctx context.Context) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	f.mu.Lock()
 	f.auth = append(f.auth, md.Get("authorization")...)
 	f.tenants = append(f.tenants, md.Get("camunda-physical-tenant")...)
 	f.mu.Unlock()
+}
+
+func (f *fakeGateway) forget() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.auth, f.tenants = nil, nil
+}
+
+// seen is the authorization and physical tenant of the last call.
+func (f *fakeGateway) seen() (auth, tenant string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.auth) > 0 {
+		auth = f.auth[len(f.auth)-1]
+	}
+	if len(f.tenants) > 0 {
+		tenant = f.tenants[len(f.tenants)-1]
+	}
+	return auth, tenant
+}
+
+func (f *fakeGateway) CreateProcessInstance(ctx context.Context, req *pb.CreateProcessInstanceRequest) (*pb.CreateProcessInstanceResponse, error) {
+	f.record(ctx)
+	return &pb.CreateProcessInstanceResponse{BpmnProcessId: req.GetBpmnProcessId(), Version: 1, ProcessDefinitionKey: 1, ProcessInstanceKey: 2, TenantId: "<default>"}, nil
+}
+
+func (f *fakeGateway) Topology(ctx context.Context, _ *pb.TopologyRequest) (*pb.TopologyResponse, error) {
+	f.record(ctx)
 	return &pb.TopologyResponse{PartitionsCount: f.partitions, ClusterSize: 1, GatewayVersion: "8.5.20",
 		Brokers: []*pb.BrokerInfo{{NodeId: 0, Host: "fake", Port: 26501}}}, nil
 }
@@ -91,10 +119,17 @@ func TestForwardsAuthorization(t *testing.T) {
 	if _, err := pb.NewGatewayClient(conn).Topology(ctx, &pb.TopologyRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if len(f.auth) == 0 || f.auth[len(f.auth)-1] != "Bearer s3cret" {
-		t.Errorf("shard saw authorization %q", f.auth)
+	if auth, _ := f.seen(); auth != "Bearer s3cret" {
+		t.Errorf("Topology: shard saw authorization %q", auth)
+	}
+	// A creation, forwarded as frames, carries the physical tenant too.
+	f.forget()
+	ctx = metadata.AppendToOutgoingContext(ctx, "camunda-physical-tenant", "green")
+	if _, err := pb.NewGatewayClient(conn).CreateProcessInstance(ctx, &pb.CreateProcessInstanceRequest{BpmnProcessId: "p", Version: -1}); err != nil {
+		t.Fatal(err)
+	}
+	if auth, tenant := f.seen(); auth != "Bearer s3cret" || tenant != "green" {
+		t.Errorf("CreateProcessInstance: shard saw authorization %q, physical tenant %q", auth, tenant)
 	}
 }
 
@@ -104,23 +139,28 @@ func TestForwardsAuthorization(t *testing.T) {
 func TestRESTForwardsAuthorizationAndTenant(t *testing.T) {
 	f, addr := startFake(t, 3)
 	p := startProxy(t, Config{Shards: []proxyapi.ShardConfig{{ID: "a", Addr: addr, Slot: 1}}, RESTListen: "127.0.0.1:0"})
-	req, err := http.NewRequest("GET", "http://"+p.RESTAddr().String()+"/physical-tenants/blue/v2/topology", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer s3cret")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("topology: %s", resp.Status)
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if len(f.auth) == 0 || f.auth[len(f.auth)-1] != "Bearer s3cret" || len(f.tenants) == 0 || f.tenants[len(f.tenants)-1] != "blue" {
-		t.Errorf("shard saw authorization %q, physical tenants %q", f.auth, f.tenants)
+	for _, tc := range []struct{ method, path, body string }{
+		{"GET", "/physical-tenants/blue/v2/topology", ""},
+		{"POST", "/physical-tenants/blue/v2/process-instances", `{"processDefinitionId":"p"}`}, // the proxy's fast path
+	} {
+		f.forget()
+		req, err := http.NewRequest(tc.method, "http://"+p.RESTAddr().String()+tc.path, strings.NewReader(tc.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer s3cret")
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s %s: %s", tc.method, tc.path, resp.Status)
+		}
+		if auth, tenant := f.seen(); auth != "Bearer s3cret" || tenant != "blue" {
+			t.Errorf("%s %s: shard saw authorization %q, physical tenant %q", tc.method, tc.path, auth, tenant)
+		}
 	}
 }
 

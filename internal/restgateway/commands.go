@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 type brokerInfo struct {
@@ -176,9 +178,16 @@ type createdInstance struct {
 }
 
 func (f *front) createInstance(w http.ResponseWriter, req *http.Request) error {
-	var in createInstance
-	if err := f.decode(req, &in, false); err != nil {
+	body, err := f.body(req, false)
+	if err != nil {
 		return err
+	}
+	var in createInstance
+	if !decodeCreate(body, &in) {
+		in = createInstance{}
+		if err := unmarshal(body, &in); err != nil {
+			return err
+		}
 	}
 	switch {
 	case in.ProcessDefinitionID == nil && in.ProcessDefinitionKey == nil:
@@ -203,12 +212,11 @@ func (f *front) createInstance(w http.ResponseWriter, req *http.Request) error {
 		cr.StartInstructions = append(cr.StartInstructions, &pb.ProcessInstanceCreationStartInstruction{ElementId: s.ElementID})
 	}
 	if !in.AwaitCompletion {
-		resp, err := f.gw.CreateProcessInstance(req.Context(), cr)
+		c, err := f.create(req.Context(), cr)
 		if err != nil {
 			return err
 		}
-		c := createdInstance{ProcessDefinitionID: resp.GetBpmnProcessId(), ProcessDefinitionKey: Key(resp.GetProcessDefinitionKey()),
-			ProcessDefinitionVersion: resp.GetVersion(), TenantID: resp.GetTenantId(), ProcessInstanceKey: Key(resp.GetProcessInstanceKey()), Tags: tags(in.Tags)}
+		c.Tags = tags(in.Tags)
 		writeBody(w, c.appendJSON(make([]byte, 0, 320)))
 		return nil
 	}
@@ -220,6 +228,28 @@ func (f *front) createInstance(w http.ResponseWriter, req *http.Request) error {
 	return writeJSON(w, createdInstance{ProcessDefinitionID: resp.GetBpmnProcessId(), ProcessDefinitionKey: Key(resp.GetProcessDefinitionKey()),
 		ProcessDefinitionVersion: resp.GetVersion(), TenantID: resp.GetTenantId(), ProcessInstanceKey: Key(resp.GetProcessInstanceKey()),
 		Variables: object(resp.GetVariables()), Tags: tags(in.Tags)})
+}
+
+// create starts an instance, through Options.Unary when set.
+func (f *front) create(ctx context.Context, cr *pb.CreateProcessInstanceRequest) (createdInstance, error) {
+	if f.opts.Unary == nil {
+		resp, err := f.gw.CreateProcessInstance(ctx, cr)
+		if err != nil {
+			return createdInstance{}, err
+		}
+		return createdInstance{ProcessDefinitionID: resp.GetBpmnProcessId(), ProcessDefinitionKey: Key(resp.GetProcessDefinitionKey()),
+			ProcessDefinitionVersion: resp.GetVersion(), TenantID: resp.GetTenantId(), ProcessInstanceKey: Key(resp.GetProcessInstanceKey())}, nil
+	}
+	auth, tenant := callMetadata(ctx)
+	out, err := f.opts.Unary(ctx, "CreateProcessInstance", appendCreateRequest(make([]byte, 0, 64+len(cr.Variables)), cr), auth, tenant)
+	if err != nil {
+		return createdInstance{}, err
+	}
+	c, err := readCreated(out)
+	if err != nil {
+		return c, status.Errorf(codes.Internal, "the gateway's answer does not parse: %v", err)
+	}
+	return c, nil
 }
 
 // appendJSON writes the answer as encoding/json would (HTML characters

@@ -15,6 +15,7 @@ package restgateway
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -39,7 +40,16 @@ const DefaultMaxBody = 4 << 20
 type Options struct {
 	// MaxBody bounds a request body (default DefaultMaxBody).
 	MaxBody int64
-	Logger  *slog.Logger
+	// Unary, when set, carries a process instance's creation (most of a
+	// workload's calls) as protobuf messages rather than through the
+	// gateway's Go API: the proxy forwards it as it forwards a gRPC
+	// client's call, without a message in Go and a gRPC client between.
+	// rpc is the gateway method's name, msg the request message and the
+	// answer the response message; auth and tenant are the request's
+	// credentials and physical tenant ("" for none), the metadata a
+	// gRPC client would send.
+	Unary  func(ctx context.Context, rpc string, msg []byte, auth, tenant string) ([]byte, error)
+	Logger *slog.Logger
 }
 
 type front struct {
@@ -57,8 +67,8 @@ func Handler(gw pb.GatewayServer, opts Options) http.Handler {
 	}
 	f := &front{gw: gw, opts: opts}
 	mux := http.NewServeMux()
-	route := func(pattern string, h func(w http.ResponseWriter, req *http.Request) error) {
-		mux.HandleFunc(pattern, func(w http.ResponseWriter, req *http.Request) {
+	route := func(pattern string, h func(w http.ResponseWriter, req *http.Request) error) http.HandlerFunc {
+		serve := func(w http.ResponseWriter, req *http.Request) {
 			defer func() {
 				if v := recover(); v != nil {
 					opts.Logger.Error("REST handler panic", "route", pattern, "panic", v)
@@ -68,12 +78,14 @@ func Handler(gw pb.GatewayServer, opts Options) http.Handler {
 			if err := h(w, req); err != nil {
 				writeError(w, req, err)
 			}
-		})
+		}
+		mux.HandleFunc(pattern, serve)
+		return serve
 	}
 	route("GET /v2/topology", f.topology)
 	route("GET /v2/status", f.status)
 	route("POST /v2/deployments", f.deploy)
-	route("POST /v2/process-instances", f.createInstance)
+	create := route("POST /v2/process-instances", f.createInstance)
 	route("POST /v2/process-instances/{processInstanceKey}/cancellation", f.onKey("processInstanceKey", f.cancelInstance))
 	route("POST /v2/jobs/activation", f.activateJobs)
 	route("POST /v2/jobs/{jobKey}/completion", f.completeJob)
@@ -87,7 +99,14 @@ func Handler(gw pb.GatewayServer, opts Options) http.Handler {
 	route("POST /v2/resources/{resourceKey}/deletion", f.onKey("resourceKey", f.deleteResource))
 	route("POST /v2/decision-definitions/evaluation", f.evaluateDecision)
 	mux.HandleFunc("/", noEndpoint)
-	return withCallMetadata(mux)
+	// Creations, most of a workload's calls, skip the mux's matching.
+	return withCallMetadata(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Method == http.MethodPost && req.URL.Path == "/v2/process-instances" {
+			create(w, req)
+			return
+		}
+		mux.ServeHTTP(w, req)
+	}))
 }
 
 // noEndpoint answers a path the API does not have, as a problem detail.
@@ -135,6 +154,22 @@ func withCallMetadata(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, req)
 	})
+}
+
+// callMetadata is the caller's credentials and physical tenant that
+// withCallMetadata put in ctx ("" for none).
+func callMetadata(ctx context.Context) (auth, tenant string) {
+	md, ok := metadata.FromIncomingContext(ctx)
+	if !ok {
+		return "", ""
+	}
+	if v := md.Get(AuthorizationMD); len(v) > 0 {
+		auth = v[0]
+	}
+	if v := md.Get(PhysicalTenantMD); len(v) > 0 {
+		tenant = v[0]
+	}
+	return auth, tenant
 }
 
 // problem is an RFC 9457 problem detail.
@@ -233,10 +268,15 @@ func appendString(b []byte, s string) []byte {
 
 // writeBody answers with a JSON body already written.
 func writeBody(w http.ResponseWriter, b []byte) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	h := w.Header()
+	h["Content-Type"] = jsonType
+	h.Set("Content-Length", strconv.Itoa(len(b)))
 	_, _ = w.Write(b)
 }
+
+// jsonType is the Content-Type of every JSON answer, shared (a
+// header's value is never changed in place).
+var jsonType = []string{"application/json"}
 
 // writeJSON answers v as JSON, with <, > and & as they are (Camunda's
 // gateway does not escape them; encoding/json's Marshal would).
@@ -265,19 +305,48 @@ func marshal(v any) ([]byte, error) {
 // and only as application/json. An empty body leaves v as it is when
 // optional.
 func (f *front) decode(req *http.Request, v any, optional bool) error {
-	body, err := io.ReadAll(http.MaxBytesReader(nil, req.Body, f.opts.MaxBody))
+	body, err := f.body(req, optional)
+	if err != nil || body == nil {
+		return err
+	}
+	return unmarshal(body, v)
+}
+
+// body is a request's JSON body, bounded; nil when it is empty and
+// optional.
+func (f *front) body(req *http.Request, optional bool) ([]byte, error) {
+	body, err := f.readBody(req)
 	if err != nil {
-		return tooLargeOr(err, f.opts.MaxBody, "Failed to read request body")
+		return nil, tooLargeOr(err, f.opts.MaxBody, "Failed to read request body")
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		if optional {
-			return nil
+			return nil, nil
 		}
-		return badRequest("Required request body is missing")
+		return nil, badRequest("Required request body is missing")
 	}
 	if ct := req.Header.Get("Content-Type"); !isJSON(ct) {
-		return unsupported(ct)
+		return nil, unsupported(ct)
 	}
+	return body, nil
+}
+
+// readBody reads a body of at most MaxBody bytes: one of a length known
+// and allowed into a buffer of that size, any other as it comes, up to
+// the limit (so that the client, still sending, reads the 413).
+func (f *front) readBody(req *http.Request) ([]byte, error) {
+	if n := req.ContentLength; n >= 0 && n <= f.opts.MaxBody {
+		body := make([]byte, n)
+		if _, err := io.ReadFull(req.Body, body); err != nil {
+			return nil, err
+		}
+		return body, nil
+	}
+	return io.ReadAll(http.MaxBytesReader(nil, req.Body, f.opts.MaxBody))
+}
+
+// unmarshal reads body into v strictly.
+func unmarshal(body []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -303,6 +372,9 @@ func tooLargeOr(err error, limit int64, what string) error {
 }
 
 func isJSON(ct string) bool {
+	if ct == "application/json" {
+		return true
+	}
 	mt, _, err := mime.ParseMediaType(ct)
 	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
 }

@@ -31,13 +31,16 @@ const maxRecv = grpcwire.MaxRecvMsgSize + 5
 // (byKey, or placed by power of two choices), sends it as frames and
 // answers with the shard's response, its keys stamped with the slot.
 type fastCall struct {
-	p     *grpcfront.Server
-	fc    *frontConn
-	s     *h2.Stream // the client's
-	m     *fastMethod
-	path  string
-	auth  string
-	start time.Time
+	p *grpcfront.Server
+	// s is the client's stream; without one (a call of Unary's) the
+	// answer goes to answered.
+	s        *h2.Stream
+	answered chan unaryAnswer
+	m        *fastMethod
+	path     string
+	auth     string
+	tenant   string
+	start    time.Time
 	// deadline of the client's grpc-timeout (zero: none); timer ends
 	// the call there.
 	deadline time.Time
@@ -67,8 +70,8 @@ const (
 	done
 )
 
-func newFastCall(p *grpcfront.Server, fc *frontConn, s *h2.Stream, m *fastMethod, req *requestHead) *fastCall {
-	c := &fastCall{p: p, fc: fc, s: s, m: m, path: req.path, auth: req.auth, start: time.Now()}
+func newFastCall(p *grpcfront.Server, s *h2.Stream, m *fastMethod, req *requestHead) *fastCall {
+	c := &fastCall{p: p, s: s, m: m, path: req.path, auth: req.auth, tenant: req.tenant, start: time.Now()}
 	c.tried = c.triedOn[:0]
 	if req.hasTimeout {
 		c.deadline = c.start.Add(req.timeout)
@@ -250,8 +253,14 @@ func (c *fastCall) send(s *route.Shard, body []byte, placing bool) error {
 	}
 	a := c.newAttempt(s, placing)
 	var head [upstream.HeadLen]hpack.HeaderField
-	fields := upstream.RequestHead(head[:0], s.Conn.Frames, s.Addr, c.path, c.deadline, c.auth)
-	up, err := s.Conn.Frames.Open(fields, body, a)
+	fields := upstream.RequestHead(head[:0], s.Conn.Frames, s.Addr, c.path, c.deadline, c.auth, c.tenant)
+	var up *h2.Stream
+	var err error
+	if c.s != nil {
+		up, err = s.Conn.Frames.Open(fields, body, a)
+	} else {
+		up, err = s.Conn.Frames.OpenShared(fields, body, a)
+	}
 	if err != nil {
 		err = upstream.OpenError(s.ID, err)
 		p.Leave(s, c.m.rpc, err, false)
@@ -429,6 +438,11 @@ var (
 func (c *fastCall) reply(resp []byte, err error) {
 	if c.timer != nil {
 		c.timer.Stop()
+	}
+	if c.s == nil {
+		c.answered <- unaryAnswer{resp, err}
+		c.p.Metrics().Observe(c.m.rpc, status.Code(err), time.Since(c.start))
+		return
 	}
 	if err == nil {
 		_ = c.s.Respond(okHead, resp, okTrailers)

@@ -178,7 +178,7 @@ func (jc *jobCall) requestEnded() {
 		return
 	}
 	var head [upstream.HeadLen]hpack.HeaderField
-	fields := upstream.RequestHead(head[:0], s.Conn.Frames, s.Addr, activateJobsPath, time.Now().Add(budget), jc.rh.auth)
+	fields := upstream.RequestHead(head[:0], s.Conn.Frames, s.Addr, activateJobsPath, time.Now().Add(budget), jc.rh.auth, jc.rh.tenant)
 	jc.mu.Lock()
 	jc.s, jc.act, jc.remaining = s, req, int(req.GetMaxJobsToActivate())
 	jc.mu.Unlock()

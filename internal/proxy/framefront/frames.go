@@ -19,6 +19,7 @@ import (
 	"github.com/shardctl/shardctl/internal/h2"
 	"github.com/shardctl/shardctl/internal/proxy/grpcfront"
 	"github.com/shardctl/shardctl/internal/proxy/grpcwire"
+	"github.com/shardctl/shardctl/internal/restgateway"
 )
 
 // fastMethod is a gateway RPC the frame front forwards itself.
@@ -239,7 +240,7 @@ func (fc *frontConn) open(s *h2.Stream, fields []hpack.HeaderField, end, truncat
 		return
 	}
 	if m := fastMethods[req.path]; m != nil && req.fast() {
-		call := newFastCall(fc.f.p, fc, s, m, &req)
+		call := newFastCall(fc.f.p, s, m, &req)
 		s.Value = call
 		if end {
 			call.requestEnded()
@@ -265,6 +266,7 @@ func (fc *frontConn) open(s *h2.Stream, fields []hpack.HeaderField, end, truncat
 type requestHead struct {
 	method, path, authority, scheme string
 	contentType, encoding, auth     string
+	tenant                          string // 8.10's physical tenant
 	timeout                         time.Duration
 	hasTimeout                      bool
 }
@@ -286,6 +288,8 @@ func (r *requestHead) parse(fields []hpack.HeaderField) error {
 			r.encoding = f.Value
 		case "authorization":
 			r.auth = f.Value
+		case restgateway.PhysicalTenantMD:
+			r.tenant = f.Value
 		case "grpc-timeout":
 			d, err := grpcwire.ParseTimeout(f.Value)
 			if err != nil {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/shardctl/shardctl/internal/h2"
 	"github.com/shardctl/shardctl/internal/proxy/grpcwire"
+	"github.com/shardctl/shardctl/internal/restgateway"
 )
 
 // grpcConn is the frame front's gRPC client of one shard: the proxy's
@@ -74,11 +75,12 @@ func (sc *grpcConn) stream(ctx context.Context, method string) *rpcStream {
 // HeadLen is how many fields RequestHead writes at most: a
 // caller's buffer of this many takes a forwarded call's head without an
 // allocation.
-const HeadLen = 8
+const HeadLen = 9
 
 // RequestHead appends the request head of a call to a shard to dst,
-// with the client's authorization when it sent one (auth; "" for none).
-func RequestHead(dst []hpack.HeaderField, u *Pool, authority, path string, deadline time.Time, auth string) []hpack.HeaderField {
+// with the client's authorization and physical tenant when it sent them
+// ("" for none).
+func RequestHead(dst []hpack.HeaderField, u *Pool, authority, path string, deadline time.Time, auth, tenant string) []hpack.HeaderField {
 	fields := append(dst,
 		hpack.HeaderField{Name: ":method", Value: "POST"},
 		hpack.HeaderField{Name: ":scheme", Value: u.scheme},
@@ -92,7 +94,10 @@ func RequestHead(dst []hpack.HeaderField, u *Pool, authority, path string, deadl
 		fields = append(fields, hpack.HeaderField{Name: "grpc-timeout", Value: grpcwire.FormatTimeout(time.Until(deadline)), Sensitive: true})
 	}
 	if auth != "" {
-		fields = append(fields, hpack.HeaderField{Name: "authorization", Value: auth, Sensitive: true})
+		fields = append(fields, hpack.HeaderField{Name: restgateway.AuthorizationMD, Value: auth, Sensitive: true})
+	}
+	if tenant != "" {
+		fields = append(fields, hpack.HeaderField{Name: restgateway.PhysicalTenantMD, Value: tenant})
 	}
 	return fields
 }
@@ -165,7 +170,7 @@ func (r *rpcStream) SendMsg(m any) error {
 	}
 	deadline, _ := r.ctx.Deadline()
 	md, _ := metadata.FromOutgoingContext(r.ctx)
-	fields := RequestHead(make([]hpack.HeaderField, 0, HeadLen+len(md)), r.sc.u, r.sc.authority, r.method, deadline, "") // authorization, if any, is in md
+	fields := RequestHead(make([]hpack.HeaderField, 0, HeadLen+len(md)), r.sc.u, r.sc.authority, r.method, deadline, "", "") // authorization and tenant, if any, are in md
 	for k, vs := range md {
 		if strings.HasPrefix(k, ":") || grpcwire.ReservedHeader(k) {
 			continue

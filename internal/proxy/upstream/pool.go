@@ -89,12 +89,23 @@ func (e *errDial) Unwrap() error { return e.err }
 // END_STREAM. It does not wait for a free stream: a placement tries
 // another shard instead.
 func (u *Pool) Open(fields []hpack.HeaderField, body []byte, value any) (*h2.Stream, error) {
+	return u.open(fields, body, value, (*h2.Conn).Request)
+}
+
+// OpenShared is Open for a call no reader's batch carries (the REST
+// front's): its frames go out in one write with those of the calls
+// started beside it (h2's RequestShared).
+func (u *Pool) OpenShared(fields []hpack.HeaderField, body []byte, value any) (*h2.Stream, error) {
+	return u.open(fields, body, value, (*h2.Conn).RequestShared)
+}
+
+func (u *Pool) open(fields []hpack.HeaderField, body []byte, value any, request func(*h2.Conn, []hpack.HeaderField, []byte, any, bool) (*h2.Stream, error)) (*h2.Stream, error) {
 	for attempt := 0; ; attempt++ {
 		c, err := u.conn()
 		if err != nil {
 			return nil, err
 		}
-		s, err := c.Request(fields, body, value, false)
+		s, err := request(c, fields, body, value, false)
 		if errors.Is(err, h2.ErrClosed) && attempt < 2 {
 			continue // it ended since: another
 		}

@@ -5,11 +5,14 @@
 package npmtest
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -20,6 +23,41 @@ import (
 // installing it on first use. A test that needs node or npm and finds
 // neither fails, naming the Debian packages to install.
 func Modules(t *testing.T, pkg, version string) string {
+	t.Helper()
+	dir := cacheDir(t, pkg, filepath.Base(pkg)+"-"+version)
+	return install(t, dir, pkg, version, []string{pkg + "@" + version})
+}
+
+// Project returns the node_modules directory of a package.json of the
+// test's (dependencies pinned, and overrides where a dependency must be
+// replaced) with files beside it (a local package it points to, say),
+// installed on first use into a directory named after name and the
+// files' contents. pkg at version is the package the test runs: its
+// presence says the install is done.
+func Project(t *testing.T, name, pkg, version string, files map[string][]byte) string {
+	t.Helper()
+	h := sha256.New()
+	for _, f := range slices.Sorted(maps.Keys(files)) {
+		fmt.Fprintf(h, "%s\x00%d\x00", f, len(files[f]))
+		h.Write(files[f])
+	}
+	dir := cacheDir(t, pkg, fmt.Sprintf("%s-%x", name, h.Sum(nil)[:6]))
+	for f, b := range files {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// --install-links copies a local package rather than link it, so
+	// that its own dependencies are installed too.
+	return install(t, dir, pkg, version, []string{"--install-links"})
+}
+
+// cacheDir is the directory for an install in the user's cache, once
+// node and npm are found.
+func cacheDir(t *testing.T, pkg, name string) string {
 	t.Helper()
 	for _, tool := range []string{"node", "npm"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -34,7 +72,17 @@ func Modules(t *testing.T, pkg, version string) string {
 		}
 		cache = filepath.Join(home, ".cache")
 	}
-	dir := filepath.Join(cache, "shardctl", "npm", filepath.Base(pkg)+"-"+version)
+	dir := filepath.Join(cache, "shardctl", "npm", name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// install runs npm install with args in dir unless pkg is there at
+// version already, and returns dir's node_modules.
+func install(t *testing.T, dir, pkg, version string, args []string) string {
+	t.Helper()
 	modules := filepath.Join(dir, "node_modules")
 	installed := func() error {
 		b, err := os.ReadFile(filepath.Join(modules, pkg, "package.json"))
@@ -53,11 +101,8 @@ func Modules(t *testing.T, pkg, version string) string {
 	if installed() == nil {
 		return modules
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	ctx := budget.Context(t, 3*time.Minute)
-	cmd := exec.CommandContext(ctx, "npm", "install", "--no-audit", "--no-fund", "--prefix", dir, pkg+"@"+version)
+	cmd := exec.CommandContext(ctx, "npm", append([]string{"install", "--no-audit", "--no-fund", "--prefix", dir}, args...)...)
 	cmd.Env = Env()
 	cmd.WaitDelay = 5 * time.Second
 	start := time.Now()

@@ -72,11 +72,7 @@ type SDK struct {
 func New(t *testing.T, base string) *SDK {
 	t.Helper()
 	modules := npmtest.Modules(t, Package, Version)
-	ver, err := exec.Command("node", "--version").Output()
-	major, _, _ := strings.Cut(strings.TrimPrefix(strings.TrimSpace(string(ver)), "v"), ".")
-	if n, _ := strconv.Atoi(major); err != nil || n < minNode {
-		t.Fatalf("node %s (%v): %s@%s needs Node.js %d or later; install NodeSource's nodejs", strings.TrimSpace(string(ver)), err, Package, Version, minNode)
-	}
+	checkNode(t, Package, Version)
 	dir := t.TempDir()
 	// An ES module finds its imports in a node_modules beside it.
 	if err := os.Symlink(modules, filepath.Join(dir, "node_modules")); err != nil {
@@ -90,6 +86,16 @@ func New(t *testing.T, base string) *SDK {
 		}
 	}
 	return &SDK{dir: dir, base: base}
+}
+
+// checkNode fails the test when node is older than minNode.
+func checkNode(t *testing.T, pkg, version string) {
+	t.Helper()
+	ver, err := exec.Command("node", "--version").Output()
+	major, _, _ := strings.Cut(strings.TrimPrefix(strings.TrimSpace(string(ver)), "v"), ".")
+	if n, _ := strconv.Atoi(major); err != nil || n < minNode {
+		t.Fatalf("node %s (%v): %s@%s needs Node.js %d or later; install NodeSource's nodejs", strings.TrimSpace(string(ver)), err, pkg, version, minNode)
+	}
 }
 
 // Run runs one phase of the workload and returns what it printed.

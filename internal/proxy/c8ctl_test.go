@@ -45,16 +45,7 @@ func TestC8ctlThroughTheProxy(t *testing.T) {
 	if len(want) < 2 {
 		t.Errorf("instances on slots %v: want them spread over the shards", want)
 	}
-	if got := completedOn(t, shards); !equalCounts(got, want) {
-		t.Errorf("instances completed per slot %v, want %v (where the placement put them)", got, want)
-	}
-	cancelledOn := slotOf(t, o.Cancelled)
-	for i, s := range shards {
-		got := simMetric(t, s, "zeebe_element_instance_events_total", `action="terminated"`, `type="PROCESS"`)
-		if w := map[bool]float64{true: 1}[i+1 == cancelledOn]; got != w {
-			t.Errorf("shard-%d terminated %v instances, want %v", i+1, got, w)
-		}
-	}
+	assertEndedWhereKeysSay(t, shards, want, o.Cancelled)
 	if got := proxyMetric(t, p, "shardctl_proxy_requests_total", `rpc="CreateProcessInstance"`, `code="OK"`); got != n+3 {
 		t.Errorf("CreateProcessInstance through the proxy: %v, want %d", got, n+3)
 	}

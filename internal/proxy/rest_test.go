@@ -92,19 +92,27 @@ func TestCamundaSDKThroughTheProxy(t *testing.T) {
 	}
 	sdk.Resolve(t, o.FailedJob, strconv.FormatInt(keyslot.With(incidents[0].Key, slot), 10))
 
+	assertEndedWhereKeysSay(t, shards, want, o.Cancelled)
+	// The proxy counted the REST calls as the gRPC ones they became.
+	if got := proxyMetric(t, p, "shardctl_proxy_requests_total", `rpc="CreateProcessInstance"`, `code="OK"`); got != n+4 {
+		t.Errorf("CreateProcessInstance through the proxy: %v, want %d", got, n+4)
+	}
+}
+
+// assertEndedWhereKeysSay: the shards completed the instances want
+// counts per slot, and the one cancelled was terminated on its slot's
+// shard, nowhere else.
+func assertEndedWhereKeysSay(t *testing.T, shards []*sim.Sim, want map[int]float64, cancelled string) {
+	t.Helper()
 	if got := completedOn(t, shards); !equalCounts(got, want) {
 		t.Errorf("instances completed per slot %v, want %v (where the placement put them)", got, want)
 	}
-	cancelledOn := slotOf(t, o.Cancelled)
+	cancelledOn := slotOf(t, cancelled)
 	for i, s := range shards {
 		got := simMetric(t, s, "zeebe_element_instance_events_total", `action="terminated"`, `type="PROCESS"`)
 		if w := map[bool]float64{true: 1}[i+1 == cancelledOn]; got != w {
 			t.Errorf("shard-%d terminated %v instances, want %v", i+1, got, w)
 		}
-	}
-	// The proxy counted the REST calls as the gRPC ones they became.
-	if got := proxyMetric(t, p, "shardctl_proxy_requests_total", `rpc="CreateProcessInstance"`, `code="OK"`); got != n+4 {
-		t.Errorf("CreateProcessInstance through the proxy: %v, want %d", got, n+4)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -97,6 +98,19 @@ func install(t *testing.T, dir, pkg, version string, args []string) string {
 			return fmt.Errorf("version %s installed, want %s", p.Version, version)
 		}
 		return nil
+	}
+	if installed() == nil {
+		return modules
+	}
+	// Tests of several packages run at once and may want the same
+	// install: the first installs, the others wait for it and find it.
+	lock, err := os.OpenFile(filepath.Join(dir, ".install.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = lock.Close() }() // closing releases the lock
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatalf("lock %s: %v", lock.Name(), err)
 	}
 	if installed() == nil {
 		return modules

@@ -26,7 +26,7 @@ import (
 func Modules(t *testing.T, pkg, version string) string {
 	t.Helper()
 	dir := cacheDir(t, pkg, filepath.Base(pkg)+"-"+version)
-	return install(t, dir, pkg, version, []string{pkg + "@" + version})
+	return install(t, dir, pkg, version, nil, []string{pkg + "@" + version})
 }
 
 // Project returns the node_modules directory of a package.json of the
@@ -43,17 +43,20 @@ func Project(t *testing.T, name, pkg, version string, files map[string][]byte) s
 		h.Write(files[f])
 	}
 	dir := cacheDir(t, pkg, fmt.Sprintf("%s-%x", name, h.Sum(nil)[:6]))
-	for f, b := range files {
-		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, f)), 0o755); err != nil {
-			t.Fatal(err)
+	write := func() error {
+		for f, b := range files {
+			if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, f)), 0o755); err != nil {
+				return err
+			}
+			if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
+				return err
+			}
 		}
-		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		return nil
 	}
 	// --install-links copies a local package rather than link it, so
 	// that its own dependencies are installed too.
-	return install(t, dir, pkg, version, []string{"--install-links"})
+	return install(t, dir, pkg, version, write, []string{"--install-links"})
 }
 
 // cacheDir is the directory for an install in the user's cache, once
@@ -81,8 +84,9 @@ func cacheDir(t *testing.T, pkg, name string) string {
 }
 
 // install runs npm install with args in dir unless pkg is there at
-// version already, and returns dir's node_modules.
-func install(t *testing.T, dir, pkg, version string, args []string) string {
+// version already, and returns dir's node_modules; prepare, when set,
+// writes what the install needs first.
+func install(t *testing.T, dir, pkg, version string, prepare func() error, args []string) string {
 	t.Helper()
 	modules := filepath.Join(dir, "node_modules")
 	installed := func() error {
@@ -114,6 +118,11 @@ func install(t *testing.T, dir, pkg, version string, args []string) string {
 	}
 	if installed() == nil {
 		return modules
+	}
+	if prepare != nil {
+		if err := prepare(); err != nil {
+			t.Fatalf("prepare the install of %s@%s in %s: %v", pkg, version, dir, err)
+		}
 	}
 	ctx := budget.Context(t, 3*time.Minute)
 	cmd := exec.CommandContext(ctx, "npm", append([]string{"install", "--no-audit", "--no-fund", "--prefix", dir}, args...)...)

@@ -25,6 +25,7 @@ import (
 // fastMethod is a gateway RPC the frame front forwards itself.
 type fastMethod struct {
 	rpc     string
+	path    string // its :path
 	in, out protoreflect.MessageDescriptor
 	// key is the field whose key routes the call; with place, a call
 	// without it is placed as something new.
@@ -44,11 +45,11 @@ var fastMethods = func() map[string]*fastMethod {
 	out := map[string]*fastMethod{}
 	add := func(rpc, key string, place bool) {
 		md := svc.Methods().ByName(protoreflect.Name(rpc))
-		m := &fastMethod{rpc: rpc, in: md.Input(), out: md.Output(), place: place}
+		m := &fastMethod{rpc: rpc, path: "/" + gatewayService + "/" + rpc, in: md.Input(), out: md.Output(), place: place}
 		if key != "" {
 			m.key = md.Input().Fields().ByName(protoreflect.Name(key)).Number()
 		}
-		out["/"+gatewayService+"/"+rpc] = m
+		out[m.path] = m
 	}
 	add("CreateProcessInstance", "processDefinitionKey", true)
 	out["/"+gatewayService+"/CreateProcessInstance"].create = true

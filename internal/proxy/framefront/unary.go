@@ -11,6 +11,15 @@ import (
 	"github.com/shardctl/shardctl/internal/proxy/grpcwire"
 )
 
+// fastByRPC are fastMethods by their method's name, for Unary.
+var fastByRPC = func() map[string]*fastMethod {
+	out := make(map[string]*fastMethod, len(fastMethods))
+	for _, m := range fastMethods {
+		out[m.rpc] = m
+	}
+	return out
+}()
+
 // unaryAnswer is the answer of a call of Unary's.
 type unaryAnswer struct {
 	resp []byte // framed
@@ -30,12 +39,11 @@ type unaryAnswer struct {
 // When ctx ends first, the call is abandoned (its stream to the shard
 // reset) and the answer is ctx's status.
 func Unary(ctx context.Context, p *grpcfront.Server, rpc string, msg []byte, auth, tenant string) ([]byte, error) {
-	path := "/" + gatewayService + "/" + rpc
-	m := fastMethods[path]
+	m := fastByRPC[rpc]
 	if m == nil {
 		return nil, status.Errorf(codes.Unimplemented, "the proxy forwards no method %s", rpc)
 	}
-	req := requestHead{path: path, auth: auth, tenant: tenant}
+	req := requestHead{path: m.path, auth: auth, tenant: tenant}
 	if d, ok := ctx.Deadline(); ok {
 		req.timeout, req.hasTimeout = time.Until(d), true
 	}

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -129,17 +128,9 @@ type C8ctlOutcome struct {
 // it.
 func (c *C8ctl) Workload(t *testing.T, n int, incident func(instance, job string) string) C8ctlOutcome {
 	t.Helper()
-	dir := t.TempDir()
 	files := Files()
 	files["now.bpmn"] = load.Process("now")
-	var paths []string
-	for name, b := range files {
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		paths = append(paths, path)
-	}
+	paths := writeFiles(t, t.TempDir(), files)
 	out, _ := c.MustRun(t, append([]string{"deploy", "--yes"}, paths...)...)
 	var deployed []struct{ ID string }
 	if err := json.Unmarshal(out, &deployed); err != nil {

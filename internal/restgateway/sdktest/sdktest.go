@@ -80,12 +80,22 @@ func New(t *testing.T, base string) *SDK {
 	}
 	files := Files()
 	files["workload.mjs"] = workload
+	writeFiles(t, dir, files)
+	return &SDK{dir: dir, base: base}
+}
+
+// writeFiles writes files into dir and returns their paths.
+func writeFiles(t *testing.T, dir string, files map[string][]byte) []string {
+	t.Helper()
+	var paths []string
 	for name, b := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
+		paths = append(paths, path)
 	}
-	return &SDK{dir: dir, base: base}
+	return paths
 }
 
 // checkNode fails the test when node is older than minNode.

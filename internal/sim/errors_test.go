@@ -255,3 +255,21 @@ func TestBackpressureExemptions(t *testing.T) {
 		t.Errorf("cancel after completion: %v (the instance should have completed)", err)
 	}
 }
+
+// A command's slot in the backlog is free once it is processed, before its
+// answer reaches the client: a client that waits for each answer never
+// meets backpressure, however small the limit (CI once saw a job
+// activation after a creation rejected, the creation's slot still held).
+func TestAnsweredCommandsHoldNoSlot(t *testing.T) {
+	s := startSim(t, Config{Partitions: 1, BacklogLimit: 1})
+	c := newClient(t, s)
+	deploy(t, c, "p.bpmn", linearProcess("p", 1, "a"))
+	for i := range 300 {
+		if _, err := c.NewCreateInstanceCommand().BPMNProcessId("p").LatestVersion().Send(context.Background()); err != nil {
+			t.Fatalf("creation %d, one at a time: %v", i, err)
+		}
+		if _, err := c.NewActivateJobsCommand().JobType("a").MaxJobsToActivate(1).Timeout(time.Minute).Send(context.Background()); err != nil {
+			t.Fatalf("activation %d, one at a time: %v", i, err)
+		}
+	}
+}

@@ -159,6 +159,16 @@ func (p *partition) run(stop <-chan struct{}) {
 		if !p.throttle(c, backlog, stop) {
 			return
 		}
+		// The command's backlog slot is freed before it runs, because
+		// running it answers the client: a client that sends its next
+		// command on the answer must find the slot free.
+		if c.class == classCreate || c.class == classClient {
+			p.mu.Lock()
+			p.inflight--
+			n := p.inflight
+			p.mu.Unlock()
+			p.m.inflight.Set(float64(n))
+		}
 		start := time.Now()
 		p.m.latency.Observe(start.Sub(c.written).Seconds())
 		c.run()
@@ -167,13 +177,6 @@ func (p *partition) run(stop <-chan struct{}) {
 		p.m.processed.Set(float64(p.processedPos))
 		if p.m.exported != nil {
 			p.m.exported.Set(float64(p.processedPos))
-		}
-		if c.class == classCreate || c.class == classClient {
-			p.mu.Lock()
-			p.inflight--
-			n := p.inflight
-			p.mu.Unlock()
-			p.m.inflight.Set(float64(n))
 		}
 	}
 }

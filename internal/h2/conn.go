@@ -15,7 +15,7 @@
 // the reader holds the socket, and may neither wait nor close a
 // connection (fail shuts the socket down instead; the reader closes it
 // when it leaves).
-// It imports nothing of this module but internal/netpeek.
+// It imports nothing of this module but internal/rawsock.
 package h2
 
 import (
@@ -29,6 +29,8 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/shardctl/shardctl/internal/rawsock"
 )
 
 // Handler hears what a connection's peer sends, from the reader
@@ -113,7 +115,7 @@ var (
 // Conn is one HTTP/2 connection.
 type Conn struct {
 	nc     net.Conn
-	sock   *rawSocket // nc's descriptor, when it is a plain TCP connection on Linux
+	sock   *rawsock.Socket // nc's descriptor, when it is a plain TCP connection on Linux
 	server bool
 	cfg    Config
 	h      Handler
@@ -244,12 +246,12 @@ func newConn(nc net.Conn, server bool, cfg Config, h Handler) *Conn {
 		peerMaxFrameSize: defaultFrameSize, sendWindow: defaultWindow, recvWindow: defaultWindow,
 		wake: make(chan struct{}, 1), outSpace: make(chan struct{}, 1), done: make(chan struct{}), writerEnd: make(chan struct{}), flushed: make(chan struct{})}
 	var src io.Reader = nc
-	if c.sock = newRawSocket(nc); c.sock != nil {
+	if c.sock = rawsock.New(nc); c.sock != nil {
 		src = c.sock
 	}
 	c.in = newInput(src)
 	if c.sock != nil {
-		c.sock.readInto(c.in.space, c.gotInput)
+		c.sock.ReadInto(c.in.space, c.gotInput)
 	}
 	c.fr = http2.NewFramer(nil, c.in)
 	c.fr.SetReuseFrames() // a DATA frame is the handler's only during its call
@@ -296,7 +298,7 @@ func (c *Conn) start(preface func() error) {
 		c.fail(err)
 		c.closeSocket()
 		if c.sock != nil {
-			c.sock.stop()
+			c.sock.Stop()
 		}
 		if c.keepAlive != nil {
 			c.keepAlive.Stop()
@@ -456,7 +458,7 @@ func (c *Conn) fail(err error) {
 	if c.sock != nil {
 		// The reader may hold the socket in a raw read, and may be the
 		// caller: it closes the socket once it has left the read.
-		c.sock.shutdown()
+		c.sock.Shutdown()
 	} else {
 		c.closeSocket()
 	}
@@ -534,7 +536,7 @@ func (c *Conn) flushNow() {
 	if testHookInlineFlush != nil {
 		testHookInlineFlush(c)
 	}
-	n, err := c.sock.tryWrite(carry, ctrl, out)
+	n, err := c.sock.TryWrite(carry, ctrl, out)
 	if err != nil {
 		c.mu.Lock()
 		c.busy = false
@@ -597,7 +599,7 @@ func (c *Conn) writeLoop() {
 		var err error
 		switch {
 		case c.sock != nil:
-			err = c.sock.write(ctrl, seg)
+			err = c.sock.Write(ctrl, seg)
 		case len(ctrl) > 0 && len(seg) > 0:
 			bufs := net.Buffers{ctrl, seg}
 			_, err = bufs.WriteTo(c.nc)

@@ -58,7 +58,7 @@ func (c *Conn) readFrames() error {
 		case c.sock != nil:
 			c.in.inRaw = true
 			c.readErr = nil
-			err = c.sock.readEach()
+			err = c.sock.ReadEach()
 			c.in.inRaw = false
 			if c.readErr != nil {
 				err = c.readErr

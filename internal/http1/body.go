@@ -113,7 +113,7 @@ func (b *body) read(p []byte) (int, error) {
 	c := b.c
 	if b.cont {
 		b.cont = false
-		if _, err := c.nc.Write([]byte("HTTP/1.1 100 Continue\r\n\r\n")); err != nil {
+		if err := c.write([]byte("HTTP/1.1 100 Continue\r\n\r\n")); err != nil {
 			return 0, err
 		}
 	}
@@ -145,7 +145,7 @@ func (c *conn) readInto(p []byte) (int, error) {
 		c.r += n
 		return n, nil
 	}
-	return c.nc.Read(p)
+	return c.read(p)
 }
 
 // readChunked decodes a chunked body (RFC 9112 7.1): size lines,

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/shardctl/shardctl/internal/rawsock"
 )
 
 // watchAfter is how long a handler runs before the connection is watched
@@ -32,6 +34,7 @@ var aLongTimeAgo = time.Unix(1, 0)
 type conn struct {
 	srv    *Server
 	nc     net.Conn
+	sock   *rawsock.Socket // nc's descriptor, when it is a plain TCP connection on Linux
 	remote string
 	tls    *tls.ConnectionState
 	ctx    context.Context
@@ -62,6 +65,7 @@ type conn struct {
 func newConn(s *Server, nc net.Conn) *conn {
 	c := &conn{srv: s, nc: nc, remote: nc.RemoteAddr().String(), buf: make([]byte, 4096), header: http.Header{}}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.sock = rawsock.New(nc)
 	c.resp.c = c
 	c.body.c = c
 	c.watch.timer = time.AfterFunc(time.Hour, c.startWatch)
@@ -95,7 +99,12 @@ func (c *conn) setActive(a bool) bool {
 func (c *conn) serve() {
 	defer c.cancel()
 	defer c.watch.timer.Stop()
-	defer func() { _ = c.nc.Close() }()
+	defer func() {
+		_ = c.nc.Close()
+		if c.sock != nil {
+			c.sock.Stop()
+		}
+	}()
 	if tc, ok := c.nc.(*tls.Conn); ok {
 		_ = tc.SetDeadline(time.Now().Add(c.srv.ReadHeaderTimeout))
 		if err := tc.HandshakeContext(c.ctx); err != nil {
@@ -180,6 +189,25 @@ func (c *conn) readHead() ([]byte, error) {
 
 var crlfcrlf = []byte("\r\n\r\n")
 
+// read and write go through the raw socket when there is one: a read
+// or write through net.Conn costs the scheduler more than the proxy's
+// own work on a small call (see rawsock). Deadlines set on nc hold for
+// both.
+func (c *conn) read(p []byte) (int, error) {
+	if c.sock != nil {
+		return c.sock.Read(p)
+	}
+	return c.nc.Read(p)
+}
+
+func (c *conn) write(p []byte) error {
+	if c.sock != nil {
+		return c.sock.Write(p, nil)
+	}
+	_, err := c.nc.Write(p)
+	return err
+}
+
 // fill reads more into the buffer, moving what is unread to its start
 // and growing it when full.
 func (c *conn) fill() error {
@@ -196,7 +224,7 @@ func (c *conn) fill() error {
 			c.buf = grown
 		}
 	}
-	n, err := c.nc.Read(c.buf[c.w:])
+	n, err := c.read(c.buf[c.w:])
 	c.w += n
 	if n > 0 {
 		return nil
@@ -244,7 +272,7 @@ func (c *conn) handle(head []byte) (keep bool) {
 		keep = false
 	}
 	c.out = c.resp.appendTo(c.out[:0], req.ProtoMinor, keep)
-	if _, err := c.nc.Write(c.out); err != nil {
+	if err := c.write(c.out); err != nil {
 		return false
 	}
 	if cap(c.out) > 64<<10 {

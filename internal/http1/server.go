@@ -9,7 +9,7 @@
 // Content-Length request bodies, Expect: 100-continue, header and idle
 // timeouts, a bound on the request head, a request context that ends
 // when the client goes away during a long request, and a graceful stop.
-// It imports nothing of the module but internal/netpeek.
+// It imports nothing of the module but internal/netpeek and internal/rawsock.
 package http1
 
 import (

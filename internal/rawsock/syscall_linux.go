@@ -1,6 +1,6 @@
 //go:build linux && !race
 
-package h2
+package rawsock
 
 import (
 	"syscall"

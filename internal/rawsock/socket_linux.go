@@ -1,6 +1,6 @@
 //go:build linux
 
-package h2
+package rawsock
 
 import (
 	"io"
@@ -13,7 +13,7 @@ import (
 	"github.com/shardctl/shardctl/internal/netpeek"
 )
 
-// rawSocket reads and writes a plain TCP connection with raw system
+// Socket reads and writes a plain TCP connection with raw system
 // calls on its non-blocking descriptor, and waits in Go's poller only
 // when the socket is not ready. A read or write through net.Conn enters
 // the scheduler's syscall state, which wakes the runtime's monitor
@@ -27,7 +27,7 @@ import (
 // writes (the one that is busy); the callbacks the poller calls are
 // made once, with their arguments and results in the socket, so that a
 // call allocates nothing.
-type rawSocket struct {
+type Socket struct {
 	rc syscall.RawConn
 
 	rbuf   []byte
@@ -35,7 +35,7 @@ type rawSocket struct {
 	rerrno syscall.Errno
 	readFn func(fd uintptr) bool
 
-	// readEach's: where the bytes go and who hears of them, and whether
+	// ReadEach's: where the bytes go and who hears of them, and whether
 	// the last read emptied the socket.
 	space      func() []byte
 	got        func(n int) bool
@@ -43,7 +43,7 @@ type rawSocket struct {
 	eof        bool
 	readEachFn func(fd uintptr) bool
 	// empty counts reads that found nothing: each is a system call
-	// spent to learn that the poller must wait, which readEach avoids
+	// spent to learn that the poller must wait, which ReadEach avoids
 	// where it can (a test watches it).
 	empty atomic.Int64
 
@@ -64,12 +64,12 @@ type rawSocket struct {
 	iov     [3]syscall.Iovec
 	wbufs   [3][]byte
 	wn      int
-	wwait   bool // write waits for room; tryWrite does not
+	wwait   bool // write waits for room; TryWrite does not
 	werrno  syscall.Errno
 	writeFn func(fd uintptr) bool
 }
 
-func newRawSocket(nc net.Conn) *rawSocket {
+func New(nc net.Conn) *Socket {
 	tc, ok := nc.(*net.TCPConn)
 	if !ok {
 		return nil
@@ -78,7 +78,7 @@ func newRawSocket(nc net.Conn) *rawSocket {
 	if err != nil {
 		return nil
 	}
-	r := &rawSocket{rc: rc}
+	r := &Socket{rc: rc}
 	r.readFn = r.read
 	r.readEachFn = r.readMany
 	r.writeFn = r.write1
@@ -87,14 +87,14 @@ func newRawSocket(nc net.Conn) *rawSocket {
 	return r
 }
 
-// readInto sets where readEach reads to (space) and who hears of each
+// ReadInto sets where ReadEach reads to (space) and who hears of each
 // read's count (got), once: a method value made per call would be an
 // allocation per call.
-func (r *rawSocket) readInto(space func() []byte, got func(n int) bool) {
+func (r *Socket) ReadInto(space func() []byte, got func(n int) bool) {
 	r.space, r.got = space, got
 }
 
-// readEach reads into the buffers space gives and hands each read's
+// ReadEach reads into the buffers space gives and hands each read's
 // count to got, until got returns false, all in one wait in the poller.
 // A read that leaves the socket empty (fewer bytes than asked) is
 // followed by a wait for more, not by a read that would find nothing:
@@ -102,7 +102,7 @@ func (r *rawSocket) readInto(space func() []byte, got func(n int) bool) {
 // inside one such read may the next system call be skipped. got must
 // not wait, and must not close the connection (closing waits for the
 // read to end): it runs while the read holds the socket.
-func (r *rawSocket) readEach() error {
+func (r *Socket) ReadEach() error {
 	r.drained, r.eof, r.rerrno = false, false, 0
 	err := r.rc.Read(r.readEachFn)
 	r.waiting.Store(0) // a wait a deadline or a close ended
@@ -117,7 +117,7 @@ func (r *rawSocket) readEach() error {
 	return nil
 }
 
-func (r *rawSocket) readMany(fd uintptr) bool {
+func (r *Socket) readMany(fd uintptr) bool {
 	if r.waiting.Load() != 0 {
 		r.waiting.Store(0)
 	}
@@ -165,7 +165,7 @@ const waitCheckPeriod = 200 * time.Millisecond
 
 // lookAtWait is the timer's: it peeks at the socket of a skipped wait
 // it saw a period ago too, and sets itself again while waits go on.
-func (r *rawSocket) lookAtWait() {
+func (r *Socket) lookAtWait() {
 	w := r.waiting.Load()
 	switch {
 	case w != 0 && w == r.seen.Load():
@@ -186,25 +186,28 @@ func (r *rawSocket) lookAtWait() {
 // peek wakes the reader when the socket holds an end (FIN) or an error
 // (RST) and nothing else: data would have woken it already. Shutting
 // the reading side down wakes it, and it reads what the peer left.
-func (r *rawSocket) peek() {
+func (r *Socket) peek() {
 	if netpeek.Ended(r.rc) {
 		_ = r.rc.Control(func(fd uintptr) { _ = syscall.Shutdown(int(fd), syscall.SHUT_RD) })
 	}
 }
 
-// stop ends the timer, once the connection has.
-func (r *rawSocket) stop() { r.check.Stop() }
+// EmptyReads is how many reads found the socket empty.
+func (r *Socket) EmptyReads() int64 { return r.empty.Load() }
 
-// shutdown ends both directions of the socket without closing it: a
+// Stop ends the timer, once the connection has.
+func (r *Socket) Stop() { r.check.Stop() }
+
+// Shutdown ends both directions of the socket without closing it: a
 // read or write under way returns at once, where a close would wait
-// for a read that holds the socket (readEach) to end.
-func (r *rawSocket) shutdown() {
+// for a read that holds the socket (ReadEach) to end.
+func (r *Socket) Shutdown() {
 	_ = r.rc.Control(func(fd uintptr) { _ = syscall.Shutdown(int(fd), syscall.SHUT_RDWR) })
 }
 
 // Read is io.Reader's: it waits in the poller for data, and for a
 // deadline set on the connection.
-func (r *rawSocket) Read(p []byte) (int, error) {
+func (r *Socket) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
@@ -223,7 +226,7 @@ func (r *rawSocket) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-func (r *rawSocket) read(fd uintptr) bool {
+func (r *Socket) read(fd uintptr) bool {
 	for {
 		r.rn, r.rerrno = sysRead(fd, r.rbuf)
 		switch r.rerrno {
@@ -237,20 +240,20 @@ func (r *rawSocket) read(fd uintptr) bool {
 	}
 }
 
-// tryWrite sends what the socket takes now of bufs (at most three), in
+// TryWrite sends what the socket takes now of bufs (at most three), in
 // order, in one system call, and reports how much that was.
-func (r *rawSocket) tryWrite(bufs ...[]byte) (int, error) {
+func (r *Socket) TryWrite(bufs ...[]byte) (int, error) {
 	return r.send(false, bufs...)
 }
 
-// write sends a and then b (either may be empty), waiting in the poller
+// Write sends a and then b (either may be empty), waiting in the poller
 // while the socket's buffer is full.
-func (r *rawSocket) write(a, b []byte) error {
+func (r *Socket) Write(a, b []byte) error {
 	_, err := r.send(true, a, b)
 	return err
 }
 
-func (r *rawSocket) send(wait bool, bufs ...[]byte) (int, error) {
+func (r *Socket) send(wait bool, bufs ...[]byte) (int, error) {
 	r.wbufs = [3][]byte{}
 	copy(r.wbufs[:], bufs)
 	r.wn, r.wwait, r.werrno = 0, wait, 0
@@ -270,7 +273,7 @@ func (r *rawSocket) send(wait bool, bufs ...[]byte) (int, error) {
 
 // write1 writes what is left of wbufs: once, or (wwait) until all is
 // out, asking the poller to wait when the socket is full.
-func (r *rawSocket) write1(fd uintptr) bool {
+func (r *Socket) write1(fd uintptr) bool {
 	for {
 		left := 0
 		for _, b := range r.wbufs {
@@ -306,7 +309,7 @@ func (r *rawSocket) write1(fd uintptr) bool {
 	}
 }
 
-func (r *rawSocket) writev(fd uintptr) (int, syscall.Errno) {
+func (r *Socket) writev(fd uintptr) (int, syscall.Errno) {
 	iov := r.iov[:0]
 	for _, p := range r.wbufs {
 		if len(p) > 0 {

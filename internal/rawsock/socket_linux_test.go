@@ -1,0 +1,177 @@
+package rawsock
+
+import (
+	"bytes"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shardctl/shardctl/internal/budget"
+)
+
+// tcpPair is a connected pair of TCP connections on 127.0.0.1, closed
+// when the test ends.
+func tcpPair(t *testing.T) (a, b *net.TCPConn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		nc, _ := ln.Accept()
+		accepted <- nc
+	}()
+	nc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := <-accepted
+	if other == nil {
+		t.Fatal("accept failed")
+	}
+	t.Cleanup(func() { nc.Close(); other.Close() })
+	return nc.(*net.TCPConn), other.(*net.TCPConn)
+}
+
+func TestNewTakesPlainTCPOnly(t *testing.T) {
+	a, _ := tcpPair(t)
+	p1, p2 := net.Pipe()
+	defer p1.Close()
+	defer p2.Close()
+	for _, c := range []struct {
+		name string
+		nc   net.Conn
+		want bool
+	}{
+		{"tcp", a, true},
+		{"pipe", p1, false},
+		{"tls over tcp", tls.Client(a, &tls.Config{}), false},
+	} {
+		if got := New(c.nc) != nil; got != c.want {
+			t.Errorf("New(%s) != nil is %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+func TestRead(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		peer     func(peer *net.TCPConn, local *net.TCPConn)
+		want     string
+		wantErr  func(error) bool
+		describe string
+	}{
+		{"data", func(p, _ *net.TCPConn) { _, _ = p.Write([]byte("hello")) }, "hello", nil, ""},
+		{"end", func(p, _ *net.TCPConn) { _ = p.CloseWrite() }, "", func(err error) bool { return err == io.EOF }, "io.EOF"},
+		{"reset", func(p, _ *net.TCPConn) { _ = p.SetLinger(0); _ = p.Close() }, "", func(err error) bool {
+			return err != nil && err != io.EOF
+		}, "an error other than io.EOF"},
+		{"deadline", func(_, l *net.TCPConn) { _ = l.SetReadDeadline(time.Now().Add(20 * time.Millisecond)) }, "", func(err error) bool {
+			var ne net.Error
+			return errors.Is(err, os.ErrDeadlineExceeded) && errors.As(err, &ne) && ne.Timeout()
+		}, "a timeout"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			local, peer := tcpPair(t)
+			s := New(local)
+			defer s.Stop()
+			c.peer(peer, local)
+			var b [64]byte
+			n, err := s.Read(b[:])
+			if c.wantErr == nil {
+				if err != nil || string(b[:n]) != c.want {
+					t.Fatalf("Read = %q, %v; want %q", b[:n], err, c.want)
+				}
+				return
+			}
+			if !c.wantErr(err) {
+				t.Fatalf("Read = %d, %v; want %s", n, err, c.describe)
+			}
+		})
+	}
+}
+
+// A write larger than the socket's buffers waits in the poller for room
+// and delivers everything in order; TryWrite takes what fits and returns.
+func TestWriteWaitsTryWriteDoesNot(t *testing.T) {
+	local, peer := tcpPair(t)
+	s := New(local)
+	defer s.Stop()
+	a, b := bytes.Repeat([]byte("a"), 4<<20), bytes.Repeat([]byte("b"), 4<<20)
+
+	// Nobody reads yet: TryWrite returns with part of it, without error.
+	n, err := s.TryWrite(a, b)
+	if err != nil || n <= 0 || n >= len(a)+len(b) {
+		t.Fatalf("TryWrite of 8 MiB nobody reads = %d, %v; want part of it and no error", n, err)
+	}
+	var got bytes.Buffer
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_ = peer.SetReadDeadline(time.Now().Add(budget.Of(20 * time.Second)))
+		_, _ = io.CopyN(&got, peer, int64(n+len(a)+len(b)))
+	}()
+	if err := s.Write(a, b); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	want := append(append(append([]byte{}, a...), b...)[:n], append(append([]byte{}, a...), b...)...)
+	if !bytes.Equal(got.Bytes(), want) {
+		t.Fatalf("peer got %d bytes, want %d in order", got.Len(), len(want))
+	}
+}
+
+// A reader that has emptied the socket in ReadEach waits for the poller
+// instead of reading again only to hear EAGAIN: one message at a time,
+// each answered before the next, costs (almost) no empty reads.
+func TestReadEachSkipsTheEmptyRead(t *testing.T) {
+	local, peer := tcpPair(t)
+	s := New(local)
+	defer s.Stop()
+	const messages = 200
+	buf := make([]byte, 4096)
+	var got int
+	s.ReadInto(func() []byte { return buf }, func(n int) bool {
+		got += n
+		_, _ = local.Write([]byte{'!'}) // the answer, on which the peer sends the next
+		return got < messages
+	})
+	done := make(chan error, 1)
+	go func() { done <- s.ReadEach() }()
+	var ack [1]byte
+	_ = peer.SetDeadline(time.Now().Add(budget.Of(20 * time.Second)))
+	for i := range messages {
+		if _, err := peer.Write([]byte{'m'}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(peer, ack[:]); err != nil {
+			t.Fatalf("message %d not answered: %v", i, err)
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	empty := s.EmptyReads()
+	if empty > messages/10 {
+		t.Errorf("%d reads found the socket empty for %d messages (the poller is not trusted)", empty, messages)
+	}
+	// Read, which always asks the socket first, is the comparison: each
+	// wait costs it one empty read.
+	for range 20 {
+		go func() { time.Sleep(time.Millisecond); _, _ = peer.Write([]byte{'m'}) }()
+		if _, err := s.Read(buf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if more := s.EmptyReads() - empty; more < 10 {
+		t.Errorf("Read found the socket empty %d times waiting 20 times for a late message: the count does not count", more)
+	}
+}

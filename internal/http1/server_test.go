@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -198,6 +199,56 @@ func TestSlowHead(t *testing.T) {
 		t.Errorf("idle connection: %v, want it closed", err)
 	}
 	_ = idle
+}
+
+// TestHeadersOfOneRequestEach: a connection's requests reuse one header
+// map and its strings; each handler sees its own request's headers, no
+// more, no fewer.
+func TestHeadersOfOneRequestEach(t *testing.T) {
+	addr := start(t, &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var names []string
+		for k, v := range r.Header {
+			names = append(names, k+"="+strings.Join(v, ","))
+		}
+		slices.Sort(names)
+		fmt.Fprint(w, strings.Join(names, " "))
+	})})
+	c, br := dialRaw(t, addr)
+	for _, tc := range []struct{ head, want string }{
+		{"Host: h\r\nX-A: 1\r\nAccept: a\r\n", "Accept=a Host=h X-A=1"},
+		{"Host: h\r\nAccept: b\r\n", "Accept=b Host=h"},
+		{"Host: h\r\nAccept: b\r\nAccept: c\r\n", "Accept=b,c Host=h"},
+		{"Host: h\r\nAccept: c\r\nAccept: b\r\nX-A: 1\r\n", "Accept=c,b Host=h X-A=1"},
+		{"Host: h2\r\n", "Host=h2"},
+	} {
+		_, _ = io.WriteString(c, "GET / HTTP/1.1\r\n"+tc.head+"\r\n")
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		if string(b) != tc.want {
+			t.Errorf("after %q: handler saw %q, want %q", tc.head, b, tc.want)
+		}
+	}
+}
+
+// TestSlowBody: a body that stalls fails the handler's read after
+// ReadHeaderTimeout, though its head came whole and the connection's
+// idle timeout is far longer.
+func TestSlowBody(t *testing.T) {
+	addr := start(t, &Server{Handler: http.HandlerFunc(echo), ReadHeaderTimeout: 100 * time.Millisecond, IdleTimeout: time.Minute})
+	c, br := dialRaw(t, addr)
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	_, _ = io.WriteString(c, "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 10\r\n\r\nabc")
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("stalled body: no answer within 5 s: %v", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "timeout") {
+		t.Fatalf("stalled body: %d %q, want the handler's 400 for a read that timed out", resp.StatusCode, b)
+	}
 }
 
 // TestClientGone: a handler still running when its client leaves sees

@@ -32,7 +32,7 @@ bench-rest: ## the REST API (/v2): shardctl's REST front vs nginx vs HAProxy (HT
 bench-drift: ## why bench-proxy's process ends as it starts: direct open loop at half load, repeated, for a process whose task nobody works and for one that ends as it starts; the simulators' memory and direct's p99 spread, with ratios
 	go test -run '^$$' -bench BenchmarkStateDrift -benchtime 1x -timeout 30m ./internal/proxy/
 
-bench-jobs: ## the job path: proxy CPU per completed job beside HAProxy's, real Zeebe client workers on one simulator (3 rounds), and the proxy's profile
+bench-jobs: ## the job path: proxy CPU per completed job beside HAProxy's, real Zeebe client workers on one simulator (5 rounds), and the proxy's profile
 	scripts/install-debs.sh haproxy
 	go test -run '^$$' -bench BenchmarkJobPath -benchtime 1x -timeout 30m ./internal/proxy/
 

@@ -46,14 +46,23 @@ func (c *Conn) flush() {
 // flushShared is flush for a write many goroutines make at once outside
 // any reader's batch (calls the proxy makes itself, such as the REST
 // front's, one goroutine per client connection): with no batch under
-// way, it first lets the goroutines that are ready run, so that those
-// about to write queue their frames and this one write carries them all
-// (on loopback a write costs as much as the rest of a call). When nobody
-// else is ready, the yield returns at once.
+// way, the first of them lets the goroutines that are ready run, so that
+// those about to write queue their frames and its one write carries them
+// all (on loopback a write costs as much as the rest of a call). The
+// others queue and go on without yielding: the first flushes what they
+// queued before it ends its yield, and whoever queues after that yields
+// and flushes in turn. When nobody else is ready, the yield returns at
+// once.
 func (c *Conn) flushShared() {
-	if batches.Load() == 0 {
-		runtime.Gosched()
+	if batches.Load() != 0 {
+		c.flush()
+		return
 	}
+	if !c.yielding.CompareAndSwap(false, true) {
+		return // the yielding goroutine flushes after it has seen this one's frames queued
+	}
+	runtime.Gosched()
+	c.yielding.Store(false)
 	c.flush()
 }
 

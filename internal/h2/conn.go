@@ -174,6 +174,10 @@ type Conn struct {
 	// deferred: c waits in the list of flushes for the end of the
 	// batches under way.
 	deferred atomic.Bool
+	// yielding: a shared write's goroutine yields before it flushes
+	// (flushShared); the others that queue meanwhile leave the flush to
+	// it.
+	yielding atomic.Bool
 
 	// lastRead is when the reader last began a batch of frames (unix nanos);
 	// keepAlive checks it; pingedAt: when its PING went out, zero once

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/net/http2/hpack"
 
 	"github.com/shardctl/shardctl/internal/budget"
+	"github.com/shardctl/shardctl/internal/proctest"
 )
 
 // recorder is a Handler that keeps what it hears and can answer.
@@ -98,28 +99,7 @@ func (r *recorder) until(t *testing.T, what string, ok func() bool) {
 // pair is a client and a server connection on loopback TCP.
 func pair(t *testing.T, ccfg, scfg Config, ch, sh Handler) (*Conn, *Conn) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		nc, err := ln.Accept()
-		if err != nil {
-			close(accepted)
-			return
-		}
-		accepted <- nc
-	}()
-	nc, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	snc, ok := <-accepted
-	if !ok {
-		t.Fatal("accept failed")
-	}
+	nc, snc := proctest.TCPPair(t)
 	server := Server(snc, scfg, sh)
 	client := Client(nc, ccfg, ch)
 	t.Cleanup(func() { client.Close(); server.Close() })

@@ -140,6 +140,38 @@ func FreePort(t testing.TB) int {
 	}
 }
 
+// TCPPair is a connected pair of TCP connections on 127.0.0.1: the one
+// that dialled and the one that was accepted. Both close when the test
+// ends.
+func TCPPair(t testing.TB) (dialed, accepted *net.TCPConn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	got := make(chan net.Conn, 1)
+	go func() {
+		nc, err := ln.Accept()
+		if err != nil {
+			close(got)
+			return
+		}
+		got <- nc
+	}()
+	nc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, ok := <-got
+	if !ok {
+		nc.Close()
+		t.Fatal("accept failed")
+	}
+	t.Cleanup(func() { nc.Close(); other.Close() })
+	return nc.(*net.TCPConn), other.(*net.TCPConn)
+}
+
 // Process is a running shardctl runtime.
 type Process struct {
 	Cmd *exec.Cmd

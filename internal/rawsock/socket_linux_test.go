@@ -12,36 +12,11 @@ import (
 	"time"
 
 	"github.com/shardctl/shardctl/internal/budget"
+	"github.com/shardctl/shardctl/internal/proctest"
 )
 
-// tcpPair is a connected pair of TCP connections on 127.0.0.1, closed
-// when the test ends.
-func tcpPair(t *testing.T) (a, b *net.TCPConn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		nc, _ := ln.Accept()
-		accepted <- nc
-	}()
-	nc, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	other := <-accepted
-	if other == nil {
-		t.Fatal("accept failed")
-	}
-	t.Cleanup(func() { nc.Close(); other.Close() })
-	return nc.(*net.TCPConn), other.(*net.TCPConn)
-}
-
 func TestNewTakesPlainTCPOnly(t *testing.T) {
-	a, _ := tcpPair(t)
+	a, _ := proctest.TCPPair(t)
 	p1, p2 := net.Pipe()
 	defer p1.Close()
 	defer p2.Close()
@@ -79,7 +54,7 @@ func TestRead(t *testing.T) {
 		}, "a timeout"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			local, peer := tcpPair(t)
+			local, peer := proctest.TCPPair(t)
 			s := New(local)
 			defer s.Stop()
 			c.peer(peer, local)
@@ -101,7 +76,7 @@ func TestRead(t *testing.T) {
 // A write larger than the socket's buffers waits in the poller for room
 // and delivers everything in order; TryWrite takes what fits and returns.
 func TestWriteWaitsTryWriteDoesNot(t *testing.T) {
-	local, peer := tcpPair(t)
+	local, peer := proctest.TCPPair(t)
 	s := New(local)
 	defer s.Stop()
 	a, b := bytes.Repeat([]byte("a"), 4<<20), bytes.Repeat([]byte("b"), 4<<20)
@@ -133,7 +108,7 @@ func TestWriteWaitsTryWriteDoesNot(t *testing.T) {
 // instead of reading again only to hear EAGAIN: one message at a time,
 // each answered before the next, costs (almost) no empty reads.
 func TestReadEachSkipsTheEmptyRead(t *testing.T) {
-	local, peer := tcpPair(t)
+	local, peer := proctest.TCPPair(t)
 	s := New(local)
 	defer s.Stop()
 	const messages = 200

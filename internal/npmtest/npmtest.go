@@ -44,19 +44,29 @@ func Project(t *testing.T, name, pkg, version string, files map[string][]byte) s
 	}
 	dir := cacheDir(t, pkg, fmt.Sprintf("%s-%x", name, h.Sum(nil)[:6]))
 	write := func() error {
-		for f, b := range files {
-			if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, f)), 0o755); err != nil {
-				return err
-			}
-			if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
-				return err
-			}
-		}
-		return nil
+		_, err := WriteFiles(dir, files)
+		return err
 	}
 	// --install-links copies a local package rather than link it, so
 	// that its own dependencies are installed too.
 	return install(t, dir, pkg, version, write, []string{"--install-links"})
+}
+
+// WriteFiles writes files (paths relative to dir, directories made as
+// needed) and returns their paths.
+func WriteFiles(dir string, files map[string][]byte) ([]string, error) {
+	var paths []string
+	for name, b := range files {
+		path := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			return nil, err
+		}
+		paths = append(paths, path)
+	}
+	return paths, nil
 }
 
 // cacheDir is the directory for an install in the user's cache, once

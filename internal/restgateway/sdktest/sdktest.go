@@ -87,13 +87,9 @@ func New(t *testing.T, base string) *SDK {
 // writeFiles writes files into dir and returns their paths.
 func writeFiles(t *testing.T, dir string, files map[string][]byte) []string {
 	t.Helper()
-	var paths []string
-	for name, b := range files {
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		paths = append(paths, path)
+	paths, err := npmtest.WriteFiles(dir, files)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return paths
 }

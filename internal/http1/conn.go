@@ -99,12 +99,7 @@ func (c *conn) setActive(a bool) bool {
 func (c *conn) serve() {
 	defer c.cancel()
 	defer c.watch.timer.Stop()
-	defer func() {
-		_ = c.nc.Close()
-		if c.sock != nil {
-			c.sock.Stop()
-		}
-	}()
+	defer func() { _ = c.nc.Close() }()
 	if tc, ok := c.nc.(*tls.Conn); ok {
 		_ = tc.SetDeadline(time.Now().Add(c.srv.ReadHeaderTimeout))
 		if err := tc.HandshakeContext(c.ctx); err != nil {

@@ -540,9 +540,7 @@ func comparePeers(title string, targets []peerTarget) {
 	cheaper := math.Min(med("nginx", cpu), med("haproxy", cpu))
 	fmt.Printf("CPU per call (medians): shardctl/nginx %.2f  shardctl/haproxy %.2f  shardctl/better-peer %.2f\n",
 		med("shardctl", cpu)/med("nginx", cpu), med("shardctl", cpu)/med("haproxy", cpu), med("shardctl", cpu)/cheaper)
-	if len(results["shardctl"]) > 0 && results["shardctl"][0].cpuPerOp > 0 {
-		printRounds("CPU per call", perRound(cpu, math.Min))
-	}
+	printRounds("CPU per call", perRound(cpu, math.Min))
 	if len(results["baseline"]) > 0 {
 		fmt.Printf("baseline ($%s): shardctl/baseline throughput %.2f, CPU per call %.2f\n", envBaseline,
 			med("shardctl", rps)/med("baseline", rps), med("shardctl", cpu)/med("baseline", cpu))

@@ -82,16 +82,19 @@ func New(nc net.Conn) *Socket {
 	r.readFn = r.read
 	r.readEachFn = r.readMany
 	r.writeFn = r.write1
-	r.check = time.AfterFunc(time.Hour, r.lookAtWait)
-	r.check.Stop()
 	return r
 }
 
 // ReadInto sets where ReadEach reads to (space) and who hears of each
 // read's count (got), once: a method value made per call would be an
-// allocation per call.
+// allocation per call. It also makes the timer that looks at ReadEach's
+// skipped waits, which a socket read only with Read does not need.
 func (r *Socket) ReadInto(space func() []byte, got func(n int) bool) {
 	r.space, r.got = space, got
+	if r.check == nil {
+		r.check = time.AfterFunc(time.Hour, r.lookAtWait)
+		r.check.Stop()
+	}
 }
 
 // ReadEach reads into the buffers space gives and hands each read's
@@ -195,8 +198,12 @@ func (r *Socket) peek() {
 // EmptyReads is how many reads found the socket empty.
 func (r *Socket) EmptyReads() int64 { return r.empty.Load() }
 
-// Stop ends the timer, once the connection has.
-func (r *Socket) Stop() { r.check.Stop() }
+// Stop ends ReadEach's timer (made by ReadInto), once the connection has.
+func (r *Socket) Stop() {
+	if r.check != nil {
+		r.check.Stop()
+	}
+}
 
 // Shutdown ends both directions of the socket without closing it: a
 // read or write under way returns at once, where a close would wait

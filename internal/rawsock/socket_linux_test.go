@@ -79,12 +79,14 @@ func TestWriteWaitsTryWriteDoesNot(t *testing.T) {
 	local, peer := proctest.TCPPair(t)
 	s := New(local)
 	defer s.Stop()
-	a, b := bytes.Repeat([]byte("a"), 4<<20), bytes.Repeat([]byte("b"), 4<<20)
+	// Larger than the most a loopback socket buffers on both ends with
+	// Linux's default limits (tcp_wmem 4 MiB, tcp_rmem 6 MiB).
+	a, b := bytes.Repeat([]byte("a"), 8<<20), bytes.Repeat([]byte("b"), 8<<20)
 
 	// Nobody reads yet: TryWrite returns with part of it, without error.
 	n, err := s.TryWrite(a, b)
 	if err != nil || n <= 0 || n >= len(a)+len(b) {
-		t.Fatalf("TryWrite of 8 MiB nobody reads = %d, %v; want part of it and no error", n, err)
+		t.Fatalf("TryWrite of 16 MiB nobody reads = %d, %v; want part of it and no error", n, err)
 	}
 	var got bytes.Buffer
 	var wg sync.WaitGroup
@@ -141,7 +143,7 @@ func TestReadEachSkipsTheEmptyRead(t *testing.T) {
 	// Read, which always asks the socket first, is the comparison: each
 	// wait costs it one empty read.
 	for range 20 {
-		go func() { time.Sleep(time.Millisecond); _, _ = peer.Write([]byte{'m'}) }()
+		go func() { time.Sleep(10 * time.Millisecond); _, _ = peer.Write([]byte{'m'}) }() // late enough that Read asks first, on a busy machine too
 		if _, err := s.Read(buf); err != nil {
 			t.Fatal(err)
 		}

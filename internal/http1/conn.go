@@ -43,14 +43,22 @@ type conn struct {
 	buf  []byte // buf[r:w] is read and not consumed
 	r, w int
 
-	mu      sync.Mutex
-	active  bool // inside a request (false: waiting for one)
-	closing bool // the server stops: close after this answer
+	mu        sync.Mutex
+	active    bool // inside a request or its answer not sent (false: waiting for one)
+	answering bool // in rawsock.Answer: sending an answer, then waiting for the next request
+	closing   bool // the server stops: close after this answer
 
 	header http.Header // reused: handlers do not keep a request's
 	resp   response
 	body   body
 	out    []byte // the answer as it goes on the wire
+	// The answer of a kept connection is sent by the read of the next
+	// request (rawsock.Answer): pending says it is not sent yet.
+	pending bool
+	// drained: the last read took fewer bytes than it had room for, so
+	// the socket was empty after it.
+	drained  bool
+	deadline time.Time // the read deadline readHead set
 
 	watch struct {
 		timer   *time.Timer
@@ -79,7 +87,11 @@ func (c *conn) closeIfIdle() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.closing = true
-	if !c.active {
+	switch {
+	case c.answering:
+		// Answer sends the answer even past its deadline, and then ends.
+		_ = c.nc.SetReadDeadline(aLongTimeAgo)
+	case !c.active:
 		_ = c.nc.Close()
 	}
 }
@@ -99,7 +111,10 @@ func (c *conn) setActive(a bool) bool {
 func (c *conn) serve() {
 	defer c.cancel()
 	defer c.watch.timer.Stop()
-	defer func() { _ = c.nc.Close() }()
+	defer func() {
+		_ = c.flush()
+		_ = c.nc.Close()
+	}()
 	if tc, ok := c.nc.(*tls.Conn); ok {
 		_ = tc.SetDeadline(time.Now().Add(c.srv.ReadHeaderTimeout))
 		if err := tc.HandshakeContext(c.ctx); err != nil {
@@ -124,6 +139,9 @@ func (c *conn) serve() {
 		// A Shutdown under way marked the connection closing: it ends
 		// here, and Serve's goroutine tells Shutdown (forget).
 		keep := c.handle(head)
+		if c.pending {
+			continue // the read of the next request sends the answer, and the connection is idle from there
+		}
 		if closing := c.setActive(false); closing || !keep {
 			return
 		}
@@ -143,9 +161,13 @@ func (e *headError) Error() string { return e.msg }
 func (c *conn) readHead() ([]byte, error) {
 	waiting := c.r == c.w // nothing of the next request yet: idle
 	if waiting {
-		_ = c.nc.SetReadDeadline(time.Now().Add(c.srv.IdleTimeout))
+		c.setReadDeadline(time.Now().Add(c.srv.IdleTimeout))
 	} else {
-		_ = c.nc.SetReadDeadline(time.Now().Add(c.srv.ReadHeaderTimeout))
+		c.setReadDeadline(time.Now().Add(c.srv.ReadHeaderTimeout))
+		// The next request is here already: the answer goes first.
+		if err := c.flush(); err != nil {
+			return nil, err
+		}
 	}
 	searched := 0
 	for {
@@ -177,7 +199,7 @@ func (c *conn) readHead() ([]byte, error) {
 		}
 		if waiting {
 			waiting = false
-			_ = c.nc.SetReadDeadline(time.Now().Add(c.srv.ReadHeaderTimeout))
+			c.setReadDeadline(time.Now().Add(c.srv.ReadHeaderTimeout))
 		}
 	}
 }
@@ -189,10 +211,61 @@ var crlfcrlf = []byte("\r\n\r\n")
 // own work on a small call (see rawsock). Deadlines set on nc hold for
 // both.
 func (c *conn) read(p []byte) (int, error) {
-	if c.sock != nil {
-		return c.sock.Read(p)
+	if c.sock == nil {
+		return c.nc.Read(p)
 	}
-	return c.nc.Read(p)
+	var n int
+	var err error
+	if c.pending {
+		c.mu.Lock()
+		closing := c.closing
+		c.active, c.answering = false, !closing
+		c.mu.Unlock()
+		if closing {
+			if err := c.flush(); err != nil {
+				return 0, err
+			}
+			return 0, io.EOF
+		}
+		c.pending = false
+		var kicked bool
+		n, kicked, err = c.sock.Answer(c.out, p, c.drained)
+		c.mu.Lock()
+		c.answering = false
+		if kicked && !c.closing {
+			_ = c.nc.SetReadDeadline(c.deadline)
+		}
+		c.mu.Unlock()
+		c.keepOut()
+	} else {
+		n, err = c.sock.Read(p)
+	}
+	c.drained = n > 0 && n < len(p)
+	return n, err
+}
+
+func (c *conn) setReadDeadline(t time.Time) {
+	c.deadline = t
+	_ = c.nc.SetReadDeadline(t)
+}
+
+// flush sends the answer still pending.
+func (c *conn) flush() error {
+	if !c.pending {
+		return nil
+	}
+	c.pending = false
+	err := c.write(c.out)
+	c.keepOut()
+	return err
+}
+
+// keepOut keeps the answer's buffer for the next, unless it grew large:
+// a large answer's buffer is not kept for the next small one.
+func (c *conn) keepOut() {
+	if cap(c.out) > 64<<10 {
+		c.out = nil
+	}
 }
 
 func (c *conn) write(p []byte) error {
@@ -267,13 +340,13 @@ func (c *conn) handle(head []byte) (keep bool) {
 		keep = false
 	}
 	c.out = c.resp.appendTo(c.out[:0], req.ProtoMinor, keep)
-	if err := c.write(c.out); err != nil {
-		return false
+	if keep && c.sock != nil {
+		c.pending = true // sent by the next request's read
+		return true
 	}
-	if cap(c.out) > 64<<10 {
-		c.out = nil // a large answer's buffer is not kept for the next small one
-	}
-	return keep
+	err = c.write(c.out)
+	c.keepOut()
+	return err == nil && keep
 }
 
 func (c *conn) run(req *http.Request) (panicked bool) {

@@ -363,3 +363,50 @@ func TestWatchedRequestsAnswer(t *testing.T) {
 		}
 	}
 }
+
+// A request sent while the one before it is being handled (after the
+// server read it, before its answer) is answered too, and so is a
+// client's end sent then: the answer goes out inside the next read,
+// which must not wait for what is already there.
+func TestRequestDuringTheAnswer(t *testing.T) {
+	for _, then := range []string{"a second request", "the client's end"} {
+		t.Run(then, func(t *testing.T) {
+			sent := make(chan struct{})
+			addr := start(t, &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/first" {
+					<-sent
+				}
+				_, _ = io.WriteString(w, r.URL.Path)
+			})})
+			c, br := dialRaw(t, addr)
+			_, _ = io.WriteString(c, "GET /first HTTP/1.1\r\nHost: h\r\n\r\n")
+			time.Sleep(20 * time.Millisecond) // read by the server
+			if then == "a second request" {
+				_, _ = io.WriteString(c, "GET /second HTTP/1.1\r\nHost: h\r\n\r\n")
+			} else {
+				_ = c.(*net.TCPConn).CloseWrite()
+			}
+			time.Sleep(20 * time.Millisecond) // in the server's socket
+			close(sent)
+			want := []string{"/first", "/second"}
+			if then != "a second request" {
+				want = want[:1]
+			}
+			for _, path := range want {
+				resp, err := http.ReadResponse(br, nil)
+				if err != nil {
+					t.Fatalf("the answer to %s: %v", path, err)
+				}
+				b, _ := io.ReadAll(resp.Body)
+				if string(b) != path {
+					t.Fatalf("answer %q, want %q", b, path)
+				}
+			}
+			if then != "a second request" {
+				if _, err := br.ReadByte(); !errors.Is(err, io.EOF) {
+					t.Errorf("after the client's end: %v, want the connection closed", err)
+				}
+			}
+		})
+	}
+}

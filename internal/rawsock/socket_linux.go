@@ -3,9 +3,11 @@
 package rawsock
 
 import (
+	"errors"
 	"io"
 	"net"
 	"os"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -61,6 +63,16 @@ type Socket struct {
 	checking atomic.Bool   // check is set
 	seen     atomic.Uint64 // the wait the timer saw last (the timer's)
 
+	// Answer's: the reply a peer cannot send before it has the answer
+	// is waited for from before the answer is written (see Answer).
+	answering  bool // the answer is not out yet
+	answerWait bool // after it, wait before reading
+	answerFn   func(fd uintptr) bool
+	kickMu     sync.Mutex
+	answerWt   atomic.Bool // the skipped wait under way is Answer's
+	kicked     bool        // the timer ended Answer's wait with the read deadline
+	nc         net.Conn
+
 	iov     [3]syscall.Iovec
 	wbufs   [3][]byte
 	wn      int
@@ -78,8 +90,9 @@ func New(nc net.Conn) *Socket {
 	if err != nil {
 		return nil
 	}
-	r := &Socket{rc: rc}
+	r := &Socket{rc: rc, nc: nc}
 	r.readFn = r.read
+	r.answerFn = r.answer
 	r.readEachFn = r.readMany
 	r.writeFn = r.write1
 	return r
@@ -91,6 +104,10 @@ func New(nc net.Conn) *Socket {
 // skipped waits, which a socket read only with Read does not need.
 func (r *Socket) ReadInto(space func() []byte, got func(n int) bool) {
 	r.space, r.got = space, got
+	r.makeCheck()
+}
+
+func (r *Socket) makeCheck() {
 	if r.check == nil {
 		r.check = time.AfterFunc(time.Hour, r.lookAtWait)
 		r.check.Stop()
@@ -127,11 +144,7 @@ func (r *Socket) readMany(fd uintptr) bool {
 	for {
 		if r.drained {
 			r.drained = false
-			r.waits++
-			r.waiting.Store(r.waits)
-			if r.checking.CompareAndSwap(false, true) {
-				r.check.Reset(waitCheckPeriod)
-			}
+			r.skipRead()
 			return false // wait for more
 		}
 		p := r.space()
@@ -161,6 +174,16 @@ func (r *Socket) readMany(fd uintptr) bool {
 	}
 }
 
+// skipRead marks a wait entered without the read that would only have
+// found the socket empty, for the timer to look at.
+func (r *Socket) skipRead() {
+	r.waits++
+	r.waiting.Store(r.waits)
+	if r.checking.CompareAndSwap(false, true) {
+		r.check.Reset(waitCheckPeriod)
+	}
+}
+
 // waitCheckPeriod: how long a skipped wait lasts before its socket is
 // looked at; a peer that left right behind its last frames is noticed
 // within two.
@@ -171,6 +194,8 @@ const waitCheckPeriod = 200 * time.Millisecond
 func (r *Socket) lookAtWait() {
 	w := r.waiting.Load()
 	switch {
+	case w != 0 && w == r.seen.Load() && r.answerWt.Load():
+		r.kickAnswer(w)
 	case w != 0 && w == r.seen.Load():
 		r.peek() // this wait is looked at: only a later one needs the timer
 	case w != 0:
@@ -194,6 +219,131 @@ func (r *Socket) peek() {
 		_ = r.rc.Control(func(fd uintptr) { _ = syscall.Shutdown(int(fd), syscall.SHUT_RD) })
 	}
 }
+
+// Answer writes answer and then reads the peer's next message into p,
+// both within one read of the socket, so that the read is waiting in the
+// poller before the answer leaves: a peer that speaks only when answered
+// (an HTTP/1.1 client that does not pipeline) is then heard without the
+// read that would find the socket empty first, a system call per
+// exchange (see ReadEach for why that read is needed elsewhere). With
+// drained false (bytes may be left from the last read) the read is made
+// at once, as Read's. An answer the socket does not take whole is
+// finished by Write before the read.
+//
+// What the peer sent after the last read and before Answer began
+// (pipelined requests, a FIN) wakes no one: the timer looks at a wait
+// that lasts a whole period, and when the socket holds anything it ends
+// the wait through the connection's read deadline, after which Answer
+// reads at once. kicked then says the deadline was moved: the caller
+// sets its own again.
+func (r *Socket) Answer(answer, p []byte, drained bool) (n int, kicked bool, err error) {
+	if len(p) == 0 {
+		return 0, false, io.ErrShortBuffer
+	}
+	r.makeCheck()
+	r.wbufs = [3][]byte{answer}
+	r.wn, r.wwait, r.werrno = 0, false, 0
+	r.rbuf, r.rn, r.rerrno = p, 0, 0
+	r.answering, r.answerWait = true, drained
+	err = r.rc.Read(r.answerFn)
+	r.kickMu.Lock()
+	r.waiting.Store(0)
+	r.answerWt.Store(false)
+	kicked, r.kicked = r.kicked, false
+	r.kickMu.Unlock()
+	left := r.wbufs[0]
+	n, rerrno, werrno := r.rn, r.rerrno, r.werrno
+	r.wbufs, r.iov, r.rbuf = [3][]byte{}, [3]syscall.Iovec{}, nil
+	switch {
+	case werrno != 0 && werrno != syscall.EAGAIN:
+		return 0, kicked, os.NewSyscallError("writev", werrno)
+	case r.answering && err == nil: // the socket took part of the answer
+		if err := r.Write(left, nil); err != nil {
+			return 0, kicked, err
+		}
+		return r.readKicked(p, kicked)
+	case r.answering && isTimeout(err):
+		// The deadline had passed before the answer left: it leaves now
+		// (a closing server moves the deadline to end the wait after it).
+		if err := r.Write(left, nil); err != nil {
+			return 0, kicked, err
+		}
+		return 0, kicked, err
+	case r.answering:
+		return 0, kicked, err
+	case err != nil && kicked && isTimeout(err):
+		return r.readKicked(p, kicked)
+	case err != nil:
+		return 0, kicked, err
+	case rerrno != 0:
+		return 0, kicked, os.NewSyscallError("read", rerrno)
+	case n == 0:
+		return 0, kicked, io.EOF
+	}
+	return n, kicked, nil
+}
+
+// readKicked reads once the answer is out; a read after the timer moved
+// the deadline would only time out, so the deadline is cleared for it
+// and the caller sets its own again (kicked).
+func (r *Socket) readKicked(p []byte, kicked bool) (int, bool, error) {
+	if kicked {
+		_ = r.nc.SetReadDeadline(time.Time{})
+	}
+	n, err := r.Read(p)
+	return n, kicked, err
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+func (r *Socket) answer(fd uintptr) bool {
+	if r.answering {
+		for len(r.wbufs[0]) > 0 {
+			n, e := r.writev(fd)
+			if e == syscall.EINTR {
+				continue
+			}
+			if e != 0 {
+				r.werrno = e
+				return true
+			}
+			r.wbufs[0] = r.wbufs[0][n:]
+		}
+		r.answering = false
+		if r.answerWait {
+			r.answerWait = false
+			r.kickMu.Lock()
+			r.skipRead()
+			r.answerWt.Store(true)
+			r.kickMu.Unlock()
+			return false
+		}
+	}
+	if r.waiting.Load() != 0 {
+		r.waiting.Store(0)
+		r.answerWt.Store(false)
+	}
+	return r.read(fd)
+}
+
+// kickAnswer ends Answer's wait w, which lasted a period, when the
+// socket holds something the poller will not report (see Answer).
+func (r *Socket) kickAnswer(w uint64) {
+	if !netpeek.Pending(r.rc) {
+		return
+	}
+	r.kickMu.Lock()
+	defer r.kickMu.Unlock()
+	if r.waiting.Load() == w && r.answerWt.Load() {
+		r.kicked = true
+		_ = r.nc.SetReadDeadline(aLongTimeAgo)
+	}
+}
+
+var aLongTimeAgo = time.Unix(1, 0)
 
 // EmptyReads is how many reads found the socket empty.
 func (r *Socket) EmptyReads() int64 { return r.empty.Load() }

@@ -152,3 +152,86 @@ func TestReadEachSkipsTheEmptyRead(t *testing.T) {
 		t.Errorf("Read found the socket empty %d times waiting 20 times for a late message: the count does not count", more)
 	}
 }
+
+// Answer sends the answer from inside the read of the reply, so a peer
+// that speaks only when answered is heard with no empty read; what the
+// peer sent before Answer began is found by the timer, not lost.
+func TestAnswer(t *testing.T) {
+	local, peer := proctest.TCPPair(t)
+	s := New(local)
+	defer s.Stop()
+	_ = peer.SetDeadline(time.Now().Add(budget.Of(20 * time.Second)))
+	buf := make([]byte, 4096)
+	if _, err := peer.Write([]byte("q0")); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.Read(buf); err != nil || string(buf[:n]) != "q0" {
+		t.Fatalf("first read: %q %v", buf[:n], err)
+	}
+	const exchanges = 200
+	go func() { // the peer: reads each answer, then asks the next
+		var a [2]byte
+		for i := 1; i <= exchanges; i++ {
+			if _, err := io.ReadFull(peer, a[:]); err != nil {
+				return
+			}
+			_, _ = peer.Write([]byte("q" + string(rune('0'+i%10))))
+		}
+	}()
+	empty := s.EmptyReads()
+	for i := 1; i <= exchanges; i++ {
+		n, kicked, err := s.Answer([]byte("a!"), buf, true)
+		if err != nil || kicked || n != 2 || buf[1] != byte('0'+i%10) {
+			t.Fatalf("exchange %d: %q kicked=%v %v", i, buf[:n], kicked, err)
+		}
+	}
+	if more := s.EmptyReads() - empty; more > exchanges/10 {
+		t.Errorf("%d empty reads in %d exchanges", more, exchanges)
+	}
+	var a [2]byte
+
+	// The peer's next message is in the socket before Answer begins: the
+	// poller will not report it, the timer ends the wait.
+	for _, next := range []struct {
+		name string
+		send func()
+		want string
+		err  error
+	}{
+		{"pipelined data", func() { _, _ = peer.Write([]byte("p1")) }, "p1", nil},
+		{"a FIN", func() { _ = peer.CloseWrite() }, "", io.EOF},
+	} {
+		next.send()
+		time.Sleep(20 * time.Millisecond)
+		_ = local.SetReadDeadline(time.Now().Add(budget.Of(10 * time.Second)))
+		start := time.Now()
+		n, kicked, err := s.Answer([]byte("a!"), buf, true)
+		if string(buf[:n]) != next.want || !errors.Is(err, next.err) {
+			t.Fatalf("%s: %q %v, want %q %v", next.name, buf[:n], err, next.want, next.err)
+		}
+		if !kicked {
+			t.Errorf("%s: read after %v without the timer (kicked false)", next.name, time.Since(start))
+		}
+		if _, err := io.ReadFull(peer, a[:]); err != nil || string(a[:]) != "a!" {
+			t.Fatalf("%s: the answer: %q %v", next.name, a, err)
+		}
+	}
+}
+
+// An answer sent past the read deadline still leaves; the read then
+// reports the deadline.
+func TestAnswerPastItsDeadline(t *testing.T) {
+	local, peer := proctest.TCPPair(t)
+	s := New(local)
+	defer s.Stop()
+	_ = local.SetReadDeadline(time.Unix(1, 0))
+	n, _, err := s.Answer([]byte("late"), make([]byte, 16), true)
+	if !errors.Is(err, os.ErrDeadlineExceeded) || n != 0 {
+		t.Fatalf("Answer: %d %v, want a deadline error", n, err)
+	}
+	_ = peer.SetReadDeadline(time.Now().Add(budget.Of(10 * time.Second)))
+	b := make([]byte, 4)
+	if _, err := io.ReadFull(peer, b); err != nil || string(b) != "late" {
+		t.Fatalf("peer got %q %v", b, err)
+	}
+}

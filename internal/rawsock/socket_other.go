@@ -26,3 +26,7 @@ func (*Socket) Shutdown() { panic("rawsock: no raw socket on this platform") }
 func (*Socket) EmptyReads() int64 { return 0 }
 
 func (*Socket) Stop() {}
+
+func (*Socket) Answer(_, _ []byte, _ bool) (int, bool, error) {
+	panic("rawsock: no raw socket on this platform")
+}

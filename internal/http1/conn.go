@@ -114,6 +114,9 @@ func (c *conn) serve() {
 	defer func() {
 		_ = c.flush()
 		_ = c.nc.Close()
+		if c.sock != nil {
+			c.sock.Stop()
+		}
 	}()
 	if tc, ok := c.nc.(*tls.Conn); ok {
 		_ = tc.SetDeadline(time.Now().Add(c.srv.ReadHeaderTimeout))

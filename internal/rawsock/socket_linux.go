@@ -348,7 +348,8 @@ var aLongTimeAgo = time.Unix(1, 0)
 // EmptyReads is how many reads found the socket empty.
 func (r *Socket) EmptyReads() int64 { return r.empty.Load() }
 
-// Stop ends ReadEach's timer (made by ReadInto), once the connection has.
+// Stop ends the timer of skipped waits (made by ReadInto or Answer), once
+// the connection has.
 func (r *Socket) Stop() {
 	if r.check != nil {
 		r.check.Stop()

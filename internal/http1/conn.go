@@ -28,9 +28,6 @@ const watchAfter = 50 * time.Millisecond
 // read and dropped to keep the connection; past it the connection closes.
 const drainLimit = 256 << 10
 
-// aLongTimeAgo is a deadline that ends a blocked read at once.
-var aLongTimeAgo = time.Unix(1, 0)
-
 type conn struct {
 	srv    *Server
 	nc     net.Conn
@@ -90,7 +87,7 @@ func (c *conn) closeIfIdle() {
 	switch {
 	case c.answering:
 		// Answer sends the answer even past its deadline, and then ends.
-		_ = c.nc.SetReadDeadline(aLongTimeAgo)
+		_ = c.nc.SetReadDeadline(rawsock.Expired)
 	case !c.active:
 		_ = c.nc.Close()
 	}
@@ -526,7 +523,7 @@ func (c *conn) stopWatch() {
 	if !running {
 		return
 	}
-	_ = c.nc.SetReadDeadline(aLongTimeAgo)
+	_ = c.nc.SetReadDeadline(rawsock.Expired)
 	<-done
 	_ = c.nc.SetReadDeadline(time.Time{})
 	if len(c.watch.got) > 0 {

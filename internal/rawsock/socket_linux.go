@@ -68,10 +68,13 @@ type Socket struct {
 	answering  bool // the answer is not out yet
 	answerWait bool // after it, wait before reading
 	answerFn   func(fd uintptr) bool
-	kickMu     sync.Mutex
-	answerWt   atomic.Bool // the skipped wait under way is Answer's
-	kicked     bool        // the timer ended Answer's wait with the read deadline
-	nc         net.Conn
+	// answers: the skipped waits are Answer's (a socket's reader uses
+	// Answer or ReadEach, not both), which the timer ends through the
+	// read deadline rather than by shutting the socket.
+	answers atomic.Bool
+	kickMu  sync.Mutex
+	kicked  bool // the timer ended Answer's wait with the read deadline
+	nc      net.Conn
 
 	iov     [3]syscall.Iovec
 	wbufs   [3][]byte
@@ -194,7 +197,7 @@ const waitCheckPeriod = 200 * time.Millisecond
 func (r *Socket) lookAtWait() {
 	w := r.waiting.Load()
 	switch {
-	case w != 0 && w == r.seen.Load() && r.answerWt.Load():
+	case w != 0 && w == r.seen.Load() && r.answers.Load():
 		r.kickAnswer(w)
 	case w != 0 && w == r.seen.Load():
 		r.peek() // this wait is looked at: only a later one needs the timer
@@ -240,7 +243,10 @@ func (r *Socket) Answer(answer, p []byte, drained bool) (n int, kicked bool, err
 	if len(p) == 0 {
 		return 0, false, io.ErrShortBuffer
 	}
-	r.makeCheck()
+	if r.check == nil {
+		r.answers.Store(true)
+		r.makeCheck()
+	}
 	r.wbufs = [3][]byte{answer}
 	r.wn, r.wwait, r.werrno = 0, false, 0
 	r.rbuf, r.rn, r.rerrno = p, 0, 0
@@ -248,7 +254,6 @@ func (r *Socket) Answer(answer, p []byte, drained bool) (n int, kicked bool, err
 	err = r.rc.Read(r.answerFn)
 	r.kickMu.Lock()
 	r.waiting.Store(0)
-	r.answerWt.Store(false)
 	kicked, r.kicked = r.kicked, false
 	r.kickMu.Unlock()
 	left := r.wbufs[0]
@@ -257,21 +262,20 @@ func (r *Socket) Answer(answer, p []byte, drained bool) (n int, kicked bool, err
 	switch {
 	case werrno != 0 && werrno != syscall.EAGAIN:
 		return 0, kicked, os.NewSyscallError("writev", werrno)
-	case r.answering && err == nil: // the socket took part of the answer
-		if err := r.Write(left, nil); err != nil {
+	case r.answering && err != nil && !errors.Is(err, os.ErrDeadlineExceeded):
+		return 0, kicked, err
+	case r.answering:
+		// The socket took part of the answer, or the deadline had passed
+		// before the answer left (a closing server moves it to end the
+		// wait after the answer): the rest leaves now.
+		if werr := r.Write(left, nil); werr != nil {
+			return 0, kicked, werr
+		}
+		if err != nil {
 			return 0, kicked, err
 		}
 		return r.readKicked(p, kicked)
-	case r.answering && isTimeout(err):
-		// The deadline had passed before the answer left: it leaves now
-		// (a closing server moves the deadline to end the wait after it).
-		if err := r.Write(left, nil); err != nil {
-			return 0, kicked, err
-		}
-		return 0, kicked, err
-	case r.answering:
-		return 0, kicked, err
-	case err != nil && kicked && isTimeout(err):
+	case err != nil && kicked && errors.Is(err, os.ErrDeadlineExceeded):
 		return r.readKicked(p, kicked)
 	case err != nil:
 		return 0, kicked, err
@@ -294,11 +298,6 @@ func (r *Socket) readKicked(p []byte, kicked bool) (int, bool, error) {
 	return n, kicked, err
 }
 
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
-}
-
 func (r *Socket) answer(fd uintptr) bool {
 	if r.answering {
 		for len(r.wbufs[0]) > 0 {
@@ -315,16 +314,12 @@ func (r *Socket) answer(fd uintptr) bool {
 		r.answering = false
 		if r.answerWait {
 			r.answerWait = false
-			r.kickMu.Lock()
 			r.skipRead()
-			r.answerWt.Store(true)
-			r.kickMu.Unlock()
 			return false
 		}
 	}
 	if r.waiting.Load() != 0 {
 		r.waiting.Store(0)
-		r.answerWt.Store(false)
 	}
 	return r.read(fd)
 }
@@ -337,13 +332,11 @@ func (r *Socket) kickAnswer(w uint64) {
 	}
 	r.kickMu.Lock()
 	defer r.kickMu.Unlock()
-	if r.waiting.Load() == w && r.answerWt.Load() {
+	if r.waiting.Load() == w {
 		r.kicked = true
-		_ = r.nc.SetReadDeadline(aLongTimeAgo)
+		_ = r.nc.SetReadDeadline(Expired)
 	}
 }
-
-var aLongTimeAgo = time.Unix(1, 0)
 
 // EmptyReads is how many reads found the socket empty.
 func (r *Socket) EmptyReads() int64 { return r.empty.Load() }

@@ -240,7 +240,7 @@ func (f *front) create(ctx context.Context, cr *pb.CreateProcessInstanceRequest)
 		return createdInstance{ProcessDefinitionID: resp.GetBpmnProcessId(), ProcessDefinitionKey: Key(resp.GetProcessDefinitionKey()),
 			ProcessDefinitionVersion: resp.GetVersion(), TenantID: resp.GetTenantId(), ProcessInstanceKey: Key(resp.GetProcessInstanceKey())}, nil
 	}
-	auth, tenant := callMetadata(ctx)
+	auth, tenant := CallMetadata(ctx)
 	out, err := f.opts.Unary(ctx, "CreateProcessInstance", appendCreateRequest(make([]byte, 0, 64+len(cr.Variables)), cr), auth, tenant)
 	if err != nil {
 		return createdInstance{}, err

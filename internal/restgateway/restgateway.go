@@ -30,6 +30,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/shardctl/shardctl/internal/search"
 )
 
 // DefaultMaxBody is the largest request body, as Camunda's default
@@ -48,8 +50,10 @@ type Options struct {
 	// answer the response message; auth and tenant are the request's
 	// credentials and physical tenant ("" for none), the metadata a
 	// gRPC client would send.
-	Unary  func(ctx context.Context, rpc string, msg []byte, auth, tenant string) ([]byte, error)
-	Logger *slog.Logger
+	Unary func(ctx context.Context, rpc string, msg []byte, auth, tenant string) ([]byte, error)
+	// Queries, when set, serves the searches and gets by key.
+	Queries Queries
+	Logger  *slog.Logger
 }
 
 type front struct {
@@ -98,6 +102,7 @@ func Handler(gw pb.GatewayServer, opts Options) http.Handler {
 	route("PUT /v2/element-instances/{elementInstanceKey}/variables", f.setVariables)
 	route("POST /v2/resources/{resourceKey}/deletion", f.onKey("resourceKey", f.deleteResource))
 	route("POST /v2/decision-definitions/evaluation", f.evaluateDecision)
+	f.routeQueries(route)
 	mux.HandleFunc("/", noEndpoint)
 	// Creations, most of a workload's calls, skip the mux's matching.
 	return withCallMetadata(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
@@ -156,9 +161,9 @@ func withCallMetadata(next http.Handler) http.Handler {
 	})
 }
 
-// callMetadata is the caller's credentials and physical tenant that
+// CallMetadata is the caller's credentials and physical tenant that
 // withCallMetadata put in ctx ("" for none).
-func callMetadata(ctx context.Context) (auth, tenant string) {
+func CallMetadata(ctx context.Context) (auth, tenant string) {
 	md, ok := metadata.FromIncomingContext(ctx)
 	if !ok {
 		return "", ""
@@ -225,6 +230,11 @@ func writeError(w http.ResponseWriter, req *http.Request, err error) {
 	var he *httpError
 	if errors.As(err, &he) {
 		writeProblem(w, req, he.status, he.title, he.detail)
+		return
+	}
+	var se *search.Error
+	if errors.As(err, &se) {
+		writeProblem(w, req, se.Status, se.Title, se.Detail)
 		return
 	}
 	st := status.Convert(err)

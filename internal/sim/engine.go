@@ -191,6 +191,7 @@ func (p *partition) completeIfDone(inst *instance) {
 		return
 	}
 	inst.ended = true
+	p.exportInstance(inst, "COMPLETED", now())
 	p.m.element("completed", "PROCESS")
 	p.endInstance(inst, instanceResult{vars: inst.vars})
 }
@@ -210,7 +211,7 @@ func (p *partition) endInstance(inst *instance, res instanceResult) {
 // createInstance activates a new process instance at its start: the none
 // start event, a given start element, or a message/signal start event.
 func (p *partition) createInstance(proc *process, vars map[string]any, starts []*bpmn.Element, waiter chan<- instanceResult) *instance {
-	inst := &instance{key: p.keys.next(), proc: proc, vars: vars, active: map[int64]*elementInstance{}}
+	inst := &instance{key: p.keys.next(), proc: proc, vars: vars, active: map[int64]*elementInstance{}, started: now()}
 	if waiter != nil {
 		inst.waiters = append(inst.waiters, waiter)
 	}
@@ -218,6 +219,8 @@ func (p *partition) createInstance(proc *process, vars map[string]any, starts []
 		inst.vars = map[string]any{}
 	}
 	p.state.instances[inst.key] = inst
+	p.exportInstance(inst, "ACTIVE", time.Time{})
+	p.exportVariables(inst, inst.vars)
 	p.m.element("activated", "PROCESS")
 	steps := make([]step, 0, len(starts))
 	for _, el := range starts {
@@ -243,6 +246,7 @@ func (p *partition) terminate(inst *instance) {
 	}
 	inst.ended = true
 	inst.joins, inst.joinWaiting = nil, 0
+	p.exportInstance(inst, "TERMINATED", now())
 	p.m.element("terminated", "PROCESS")
 	p.endInstance(inst, instanceResult{err: status.Errorf(codes.NotFound, "Expected to receive the result of process instance '%d', but it was terminated", inst.key)})
 }
@@ -251,6 +255,7 @@ func (p *partition) terminateElement(ei *elementInstance) {
 	p.unwait(ei)
 	if j := ei.job; j != nil {
 		p.removeJob(j)
+		p.exportJob(j, jobCanceledState, true)
 		p.m.job(jobCanceled, j.typ)
 	}
 	if ei.subName != "" {
@@ -265,8 +270,9 @@ func (p *partition) terminateElement(ei *elementInstance) {
 	p.m.element("terminated", ei.el.Kind.BpmnElementType())
 }
 
-func mergeVars(inst *instance, vars map[string]any) {
+func (p *partition) mergeVars(inst *instance, vars map[string]any) {
 	maps.Copy(inst.vars, vars)
+	p.exportVariables(inst, vars)
 }
 
 // correlationValue reads a catch event's correlation key from the

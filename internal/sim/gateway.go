@@ -418,7 +418,7 @@ func (g *gateway) SetVariables(ctx context.Context, req *pb.SetVariablesRequest)
 		if inst == nil {
 			return 0, rejection(codes.NotFound, "UPDATE", "Expected to update variables for element with key '%d', but no such element was found", k)
 		}
-		mergeVars(inst, vars)
+		p.mergeVars(inst, vars)
 		return p.keys.next(), nil
 	})
 	if err != nil {

@@ -1,15 +1,20 @@
 package sim
 
 import (
+	"time"
+
 	"google.golang.org/grpc/codes"
 
 	"github.com/shardctl/shardctl/internal/bpmn"
 )
 
 func (p *partition) raiseIncident(kind incidentKind, ei *elementInstance, j *job) {
-	inc := &incident{key: p.keys.next(), kind: kind, elem: ei, job: j}
+	inc := &incident{key: p.keys.next(), kind: kind, elem: ei, job: j, created: now()}
 	p.state.incidents[inc.key] = inc
 	ei.incident = inc
+	ei.inst.incidents++
+	p.exportIncident(inc, false)
+	p.exportInstance(ei.inst, "ACTIVE", time.Time{})
 	p.m.incident("created")
 	p.m.pendingIncidents.Set(float64(len(p.state.incidents)))
 }
@@ -18,6 +23,11 @@ func (p *partition) deleteIncident(inc *incident) {
 	delete(p.state.incidents, inc.key)
 	if inc.elem.incident == inc {
 		inc.elem.incident = nil
+	}
+	inc.elem.inst.incidents--
+	p.exportIncident(inc, true)
+	if !inc.elem.inst.ended {
+		p.exportInstance(inc.elem.inst, "ACTIVE", time.Time{})
 	}
 	p.m.incident("resolved")
 	p.m.pendingIncidents.Set(float64(len(p.state.incidents)))

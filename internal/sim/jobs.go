@@ -12,10 +12,11 @@ import (
 const defaultTenant = "<default>"
 
 func (p *partition) createJob(ei *elementInstance) {
-	j := &job{key: p.keys.next(), typ: ei.el.JobType, retries: ei.el.Retries, elem: ei}
+	j := &job{key: p.keys.next(), typ: ei.el.JobType, retries: ei.el.Retries, elem: ei, created: now()}
 	if j.retries <= 0 {
 		j.retries = 3
 	}
+	p.exportJob(j, jobCreatedState, false)
 	ei.job = j
 	p.state.jobs[j.key] = j
 	p.m.job(jobCreated, j.typ)
@@ -53,6 +54,7 @@ func (p *partition) markActivated(j *job, worker string, deadline time.Time) {
 	j.deadline = deadline
 	j.seq++ // any queue entry is stale now
 	p.state.activated[j.key] = j
+	p.exportJob(j, jobCreatedState, false)
 	p.m.job(jobActivated, j.typ)
 }
 
@@ -134,8 +136,9 @@ func (p *partition) completeJob(key int64, vars map[string]any) error {
 		return err
 	}
 	ei := j.elem
-	mergeVars(ei.inst, vars)
+	p.mergeVars(ei.inst, vars)
 	p.removeJob(j)
+	p.exportJob(j, jobCompletedState, true)
 	p.m.job(jobCompleted, j.typ)
 	p.leave(ei)
 	return nil
@@ -146,7 +149,7 @@ func (p *partition) failJob(key int64, retries int32, msg string, backoff time.D
 	if err != nil {
 		return err
 	}
-	mergeVars(j.elem.inst, vars)
+	p.mergeVars(j.elem.inst, vars)
 	j.retries, j.errorMessage = retries, msg
 	delete(p.state.activated, j.key)
 	p.m.job(jobFailed, j.typ)
@@ -163,6 +166,7 @@ func (p *partition) failJob(key int64, retries int32, msg string, backoff time.D
 	default:
 		p.makeActivatable(j)
 	}
+	p.exportJob(j, jobFailedState, false)
 	return nil
 }
 
@@ -172,17 +176,19 @@ func (p *partition) throwError(key int64, code, msg string, vars map[string]any)
 		return err
 	}
 	ei := j.elem
-	mergeVars(ei.inst, vars)
+	p.mergeVars(ei.inst, vars)
 	p.m.job(jobErrored, j.typ)
 	catcher := catchingBoundary(ei.el, code)
 	if catcher == nil {
 		j.state, j.errorMessage = jobStateErrorThrown, msg
 		j.seq++
 		delete(p.state.activated, j.key)
+		p.exportJob(j, jobErrorState, false)
 		p.raiseIncident(incidentUnhandledError, ei, j)
 		return nil
 	}
 	p.removeJob(j) // thrown, not canceled
+	p.exportJob(j, jobErrorState, true)
 	p.terminateElement(ei)
 	ei.inst.tokens++
 	p.drive([]step{{inst: ei.inst, el: catcher}})
@@ -211,6 +217,7 @@ func (p *partition) updateRetries(key int64, retries int32) error {
 		return err
 	}
 	j.retries = retries
+	p.exportJob(j, jobRetriesState, false)
 	return nil
 }
 
@@ -223,6 +230,7 @@ func (p *partition) updateTimeout(key int64, timeout time.Duration) error {
 		return rejection(codes.FailedPrecondition, "UPDATE_TIMEOUT", "Expected to update the deadline of job with key '%d', but it is in state '%s'", key, j.state)
 	}
 	j.deadline = now().Add(timeout)
+	p.exportJob(j, j.searchState, false)
 	return nil
 }
 
@@ -236,6 +244,7 @@ func (p *partition) giveBack(key int64) {
 	}
 	p.m.job(jobFailed, j.typ)
 	p.makeActivatable(j)
+	p.exportJob(j, jobFailedState, false)
 }
 
 // tick is the partition's timer: job deadlines, retry backoffs and message
@@ -246,6 +255,7 @@ func (p *partition) tick() {
 		if t.After(j.deadline) {
 			p.m.job(jobTimedOut, j.typ)
 			p.makeActivatable(j)
+			p.exportJob(j, jobTimedOutState, false)
 		}
 	}
 	for _, j := range p.state.backoff {

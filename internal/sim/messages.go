@@ -68,7 +68,7 @@ func (p *partition) correlate(sub *subscription, m *message) {
 			return // cancelled meanwhile
 		}
 		ei.subName = ""
-		mergeVars(ei.inst, vars)
+		p.mergeVars(ei.inst, vars)
 		target.leave(ei)
 	})
 }
@@ -220,7 +220,7 @@ func (p *partition) triggerSignal(name string, vars map[string]any) {
 		if p.state.elements[ei.key] == nil {
 			continue
 		}
-		mergeVars(ei.inst, vars)
+		p.mergeVars(ei.inst, vars)
 		p.leave(ei)
 	}
 }

@@ -59,6 +59,7 @@ type partition struct {
 	keys    keyGenerator
 	m       *partitionMetrics
 	state   *state
+	exp     *exported // what searches read
 
 	mu       sync.Mutex
 	front    queue // creations, ahead of work in --degrade mode

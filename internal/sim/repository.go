@@ -17,6 +17,15 @@ type process struct {
 	model        *bpmn.Process
 }
 
+// name is the process's name, or its id when it has none (as Operate
+// shows it).
+func (p *process) name() string {
+	if p.model.Name != "" {
+		return p.model.Name
+	}
+	return p.id
+}
+
 // repository holds the deployed processes of the whole simulated cluster.
 // Deployments are processed on partition 1 (Zeebe's deployment partition)
 // and read from every partition.

@@ -64,6 +64,10 @@ type Config struct {
 	// is processed (zeebe_exporter_last_exported_position); "" exports
 	// nothing, as a cluster without exporters.
 	Exporter string
+	// QueryHistory is how many ended instances, jobs and incidents each
+	// partition keeps for the REST API's searches (default
+	// DefaultQueryHistory); active ones are always kept.
+	QueryHistory int
 	// MaxConcurrentStreams is the SETTINGS_MAX_CONCURRENT_STREAMS the
 	// gateway advertises: calls per HTTP/2 connection (0: no limit).
 	MaxConcurrentStreams uint32
@@ -93,6 +97,12 @@ func (c *Config) setDefaults() error {
 	}
 	if c.Partitions == 0 {
 		c.Partitions = DefaultPartitions
+	}
+	if c.QueryHistory < 0 {
+		return fmt.Errorf("query history must be 0 (the default, %d) or more, got %d", DefaultQueryHistory, c.QueryHistory)
+	}
+	if c.QueryHistory == 0 {
+		c.QueryHistory = DefaultQueryHistory
 	}
 	if c.Partitions < 1 || c.Partitions > keyslot.MaxPartitions {
 		return fmt.Errorf("partitions must be between 1 and %d, got %d", keyslot.MaxPartitions, c.Partitions)
@@ -154,7 +164,7 @@ func New(cfg Config) (*Sim, error) {
 	for id := int32(1); id <= cfg.Partitions; id++ {
 		p := &partition{
 			id: id, cluster: c, keys: keyGenerator{partition: id},
-			m: m.forPartition(id, cfg.BacklogLimit, cfg.Exporter), state: newState(),
+			m: m.forPartition(id, cfg.BacklogLimit, cfg.Exporter), state: newState(), exp: newExported(cfg.QueryHistory),
 			wake: make(chan struct{}, 1), resumed: make(chan struct{}),
 		}
 		p.slowFactor.Store(math.Float64bits(1))
@@ -240,7 +250,7 @@ func (s *Sim) listenREST(addr string) error {
 	if err != nil {
 		return fmt.Errorf("listen for the REST API on %s: %w", addr, err)
 	}
-	srv := &http.Server{Handler: restgateway.Handler(s.gw, restgateway.Options{Logger: s.cfg.Logger}), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: restgateway.Handler(s.gw, restgateway.Options{Logger: s.cfg.Logger, Queries: queries{s.cluster}}), ReadHeaderTimeout: 10 * time.Second}
 	s.mu.Lock()
 	s.rest, s.restAddr = srv, ln.Addr()
 	s.mu.Unlock()

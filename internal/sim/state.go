@@ -63,6 +63,9 @@ type instance struct {
 	// started.
 	startedBy *startKey
 	ended     bool
+	started   time.Time
+	incidents int              // open incidents, for the search's hasIncident
+	varKeys   map[string]int64 // variable keys by name, given as variables are exported
 	// tokens moving between elements in the current record, and tokens
 	// waiting at parallel joins: the instance is done when both are zero
 	// and no element waits.
@@ -124,6 +127,8 @@ type job struct {
 	backoffUntil time.Time
 	errorMessage string
 	elem         *elementInstance
+	created      time.Time
+	searchState  string // the state the search last reported
 }
 
 type jobRef struct {
@@ -156,10 +161,27 @@ func (k incidentKind) String() string {
 }
 
 type incident struct {
-	key  int64
-	kind incidentKind
-	elem *elementInstance
-	job  *job
+	key     int64
+	kind    incidentKind
+	elem    *elementInstance
+	job     *job
+	created time.Time
+}
+
+// message is the incident's error message as Operate shows it.
+func (inc *incident) message() string {
+	if inc.job != nil && inc.job.errorMessage != "" {
+		return inc.job.errorMessage
+	}
+	switch inc.kind {
+	case incidentJobNoRetries:
+		return "No more retries left."
+	case incidentCondition:
+		return "Expected at least one condition to evaluate to true, or to have a default flow"
+	case incidentExtractValue:
+		return "Failed to extract the correlation key: the variable it names is missing or not a string or number"
+	}
+	return "An error was thrown and not caught"
 }
 
 type msgKey struct{ name, correlationKey string }
@@ -214,6 +236,12 @@ func filterVariables(vars map[string]any, names []string) map[string]any {
 		}
 	}
 	return out
+}
+
+// marshalJSON is a value as JSON text.
+func marshalJSON(v any) (string, error) {
+	b, err := json.Marshal(v)
+	return string(b), err
 }
 
 func encodeVariables(vars map[string]any) string {

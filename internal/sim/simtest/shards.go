@@ -23,7 +23,11 @@ func StartN(t testing.TB, n int, cfg sim.Config) []*sim.Sim {
 func ShardConfigs(shards []*sim.Sim) []proxyapi.ShardConfig {
 	var out []proxyapi.ShardConfig
 	for i, s := range shards {
-		out = append(out, proxyapi.ShardConfig{ID: fmt.Sprintf("shard-%d", i+1), Addr: s.Addr().String(), Slot: i + 1})
+		sc := proxyapi.ShardConfig{ID: fmt.Sprintf("shard-%d", i+1), Addr: s.Addr().String(), Slot: i + 1}
+		if a := s.RESTAddr(); a != nil {
+			sc.REST = "http://" + a.String()
+		}
+		out = append(out, sc)
 	}
 	return out
 }

@@ -11,9 +11,11 @@ import (
 	"github.com/shardctl/shardctl/commands/cmdutil"
 	"github.com/shardctl/shardctl/internal/procs"
 	"github.com/shardctl/shardctl/internal/proxy"
+	"github.com/shardctl/shardctl/internal/proxy/queries"
 	"github.com/shardctl/shardctl/internal/proxy/route"
 	"github.com/shardctl/shardctl/internal/registry/registryapi"
 	"github.com/shardctl/shardctl/internal/registry/registryclient"
+	"github.com/shardctl/shardctl/internal/restgateway"
 )
 
 // NewCmdProxy builds `shardctl proxy`.
@@ -122,12 +124,12 @@ the load needs: one while the proxy uses little CPU, all of GOMAXPROCS
 proxy, idle threads waking each other cost more CPU than they serve.
 
 --config FILE is YAML; a flag given beside it wins. Every field, with its
-flag: listen (--listen), restListen (--rest-listen), admin (--admin), front, legacyShard,
+flag: listen (--listen), restListen (--rest-listen), searchTimeout, searchPartial, admin (--admin), front, legacyShard,
 maxInflightPerShard, overloadLimit, overloadExcess, maxBacklog,
 instanceLimit, backlogInterval, coolingOff, health (interval, timeout,
 unhealthyAfter, healthyAfter, outlierFailures, ejectionTime,
 maxEjectionPercent), tls (cert, key, clientCA), upstreamCA, and shards, a
-list of {id, address, slot, state, pool, metrics, tls}:
+list of {id, address, slot, state, pool, metrics, rest, tls}:
 
   listen: 127.0.0.1:26500
   admin: 127.0.0.1:9700
@@ -152,9 +154,11 @@ list of {id, address, slot, state, pool, metrics, tls}:
 	f.StringVar(&o.configFile, "config", "", "YAML configuration file (its fields: see above); a flag given beside it wins")
 	f.StringVar(&o.cfg.Listen, "listen", "127.0.0.1:26500", "gateway address for clients, HOST:PORT")
 	f.StringVar(&o.cfg.RESTListen, "rest-listen", "", "serve the REST API (/v2, Camunda 8.8's default client protocol) on HOST:PORT too, over the same routing (off by default)")
+	f.DurationVar(&o.cfg.SearchTimeout, "search-timeout", queries.DefaultTimeout, "how long a REST search or get may wait for the shards (with --rest-listen)")
+	f.BoolVar(&o.cfg.SearchPartial, "search-partial", false, "answer a REST search from the shards that answered when some did not, marked in the "+restgateway.PartialHeader+" header (default: 503 naming them)")
 	f.StringVar(&o.cfg.AdminListen, "admin", "127.0.0.1:9700", "address of /metrics, /healthz, /readyz and /shards, HOST:PORT")
 	f.StringVar(&o.cfg.Front, "front", route.DefaultFront, "how clients are served: "+route.FrontFrames+" (HTTP/2 of its own, calls forwarded as frames) or "+route.FrontGRPC+" (grpc-go, the fallback)")
-	f.StringArrayVar(&o.shardFlags, "shard", nil, "a shard as ID=HOST:PORT[,slot=N][,state=S][,pool=P][,metrics=URL][,tls=true|insecure] (repeatable; slots default to the order given)")
+	f.StringArrayVar(&o.shardFlags, "shard", nil, "a shard as ID=HOST:PORT[,slot=N][,state=S][,pool=P][,metrics=URL][,rest=URL][,tls=true|insecure] (repeatable; slots default to the order given; rest= is the shard's REST API, which searches need)")
 	f.StringVar(&o.cfg.LegacyShard, "legacy-shard", "", "shard that keys without a slot (from before the cutover) belong to")
 	f.Int64Var(&o.cfg.MaxInflightPerShard, "max-inflight-per-shard", route.DefaultMaxInflightPerShard, "the most requests in flight to one shard: past it a call gets RESOURCE_EXHAUSTED at once, never queued (0: no limit)")
 	f.Int64Var(&o.cfg.OverloadLimit, "overload-limit", route.DefaultOverloadLimit, "requests in flight under which an overloaded shard takes new instances again (negative: never overloaded)")
@@ -208,6 +212,8 @@ func (o *ProxyServeOptions) Complete(cmd *cobra.Command, _ []string) error {
 		}
 		str("listen", fc.Listen, &o.cfg.Listen)
 		str("rest-listen", fc.RESTListen, &o.cfg.RESTListen)
+		dur("search-timeout", fc.SearchTimeout, &o.cfg.SearchTimeout)
+		fromFile(flags, "search-partial", fc.SearchPartial, &o.cfg.SearchPartial)
 		str("admin", fc.Admin, &o.cfg.AdminListen)
 		str("front", fc.Front, &o.cfg.Front)
 		str("legacy-shard", fc.LegacyShard, &o.cfg.LegacyShard)

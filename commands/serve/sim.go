@@ -112,6 +112,7 @@ Fault injection on the --metrics port:
 	f.Int32Var(&o.cfg.Partitions, "partitions", sim.DefaultPartitions, "partitions of the simulated cluster (1-127)")
 	f.Float64Var(&o.cfg.Capacity, "capacity", 0, "records per second each partition processes; 0 is as fast as possible")
 	f.IntVar(&o.cfg.BacklogLimit, "backlog-limit", sim.DefaultBacklogLimit, "queued client commands per partition before RESOURCE_EXHAUSTED; -1 never rejects")
+	f.IntVar(&o.cfg.QueryHistory, "query-history", sim.DefaultQueryHistory, "ended instances, jobs and incidents each partition keeps for the REST API's searches (active ones are always kept)")
 	f.BoolVar(&o.cfg.Degrade, "degrade", false, "reproduce an overloaded monolith's knee (see above)")
 	f.IntVar(&o.cfg.DegradeThreshold, "degrade-threshold", sim.DefaultDegradeThreshold, "queued records past which --degrade slows the work behind new instances")
 	f.Float64Var(&o.cfg.DegradeMax, "degrade-max", sim.DefaultDegradeMax, "with --degrade: the most a record behind new instances costs, in records (at least 1)")
@@ -158,6 +159,9 @@ func (o *SimServeOptions) Validate() error {
 	}
 	if o.cfg.BacklogLimit == 0 || o.cfg.BacklogLimit < -1 {
 		return fmt.Errorf("--backlog-limit %d: want a positive count, or -1 for no limit", o.cfg.BacklogLimit)
+	}
+	if o.cfg.QueryHistory < 1 {
+		return fmt.Errorf("--query-history %d: want a positive count", o.cfg.QueryHistory)
 	}
 	if o.cfg.DegradeThreshold < 1 {
 		return fmt.Errorf("--degrade-threshold %d: want a positive count", o.cfg.DegradeThreshold)
@@ -211,7 +215,11 @@ func (o *SimServeOptions) Run(ctx context.Context) error {
 	announce(errOut, held, s.Addr(), more...)
 	stopHeartbeat := func() {}
 	if o.reg.url != "" {
-		if stopHeartbeat, err = o.startHeartbeat(ctx, s.Addr().String(), s.MetricsAddr().String()); err != nil {
+		rest := ""
+		if a := s.RESTAddr(); a != nil {
+			rest = o.restURL(a.String())
+		}
+		if stopHeartbeat, err = o.startHeartbeat(ctx, s.Addr().String(), s.MetricsAddr().String(), rest); err != nil {
 			_ = s.Close(context.Background())
 			return err
 		}
@@ -224,7 +232,7 @@ func (o *SimServeOptions) Run(ctx context.Context) error {
 
 // startHeartbeat registers the simulator and renews it until stopped;
 // stopping deregisters it.
-func (o *SimServeOptions) startHeartbeat(ctx context.Context, gateway, metrics string) (func(), error) {
+func (o *SimServeOptions) startHeartbeat(ctx context.Context, gateway, metrics, rest string) (func(), error) {
 	c, err := o.g.RegistryClient(o.reg.url, o.reg.tokenFile)
 	if err != nil {
 		return nil, err
@@ -240,7 +248,7 @@ func (o *SimServeOptions) startHeartbeat(ctx context.Context, gateway, metrics s
 	}
 	in, err := registryapi.NewShardInstance(registryapi.ShardRegistration{
 		App: o.reg.app, ID: id, Address: addr, Pool: o.reg.pool, Slot: o.reg.slot,
-		Metrics: "http://" + metrics + "/metrics", RenewalInterval: o.reg.renewal, LeaseDuration: o.reg.leaseLength,
+		Metrics: "http://" + metrics + "/metrics", REST: rest, RenewalInterval: o.reg.renewal, LeaseDuration: o.reg.leaseLength,
 		Status: registryapi.Status(o.reg.status), TLS: o.registeredTLS(),
 	})
 	if err != nil {
@@ -269,4 +277,16 @@ func (o *SimServeOptions) registeredTLS() string {
 		return ""
 	}
 	return "true"
+}
+
+// restURL is the REST API's base URL as the registry should publish it:
+// the advertised host, when there is one, with the port the API bound.
+func (o *SimServeOptions) restURL(bound string) string {
+	host, port, _ := net.SplitHostPort(bound)
+	if o.reg.advertise != "" {
+		if h, _, err := net.SplitHostPort(o.reg.advertise); err == nil {
+			host = h
+		}
+	}
+	return "http://" + net.JoinHostPort(host, port)
 }

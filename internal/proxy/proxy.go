@@ -31,6 +31,7 @@ import (
 	"github.com/shardctl/shardctl/internal/proxy/framefront"
 	"github.com/shardctl/shardctl/internal/proxy/grpcfront"
 	"github.com/shardctl/shardctl/internal/proxy/grpcwire"
+	"github.com/shardctl/shardctl/internal/proxy/queries"
 	"github.com/shardctl/shardctl/internal/proxy/route"
 	"github.com/shardctl/shardctl/internal/restgateway"
 )
@@ -54,6 +55,7 @@ type Proxy struct {
 	frames    *framefront.Front // with route.FrontFrames: it serves clients, grpc-go what it hands on
 	addr      net.Addr
 	rest      *http1.Server
+	queries   *queries.Federation // the REST API's searches
 	restAddr  net.Addr
 	admin     *http.Server
 	adminAddr net.Addr
@@ -159,7 +161,8 @@ func (p *Proxy) serveREST(cfg Config) error {
 	if cfg.TLS != nil {
 		ln = tls.NewListener(ln, cfg.TLS.ConfigALPN("http/1.1"))
 	}
-	opts := restgateway.Options{Logger: cfg.Logger}
+	p.queries = queries.New(p.Core, queries.Options{Timeout: cfg.SearchTimeout, Partial: cfg.SearchPartial, Logger: cfg.Logger})
+	opts := restgateway.Options{Logger: cfg.Logger, Queries: p.queries}
 	if p.frames != nil {
 		opts.Unary = func(ctx context.Context, rpc string, msg []byte, auth, tenant string) ([]byte, error) {
 			return framefront.Unary(ctx, p.gateway, rpc, msg, auth, tenant)
@@ -230,6 +233,7 @@ func (p *Proxy) close(ctx context.Context) error {
 			if p.rest.Shutdown(ctx) != nil {
 				_ = p.rest.Close()
 			}
+			p.queries.Close()
 		}
 		close(restStopped)
 	}()

@@ -121,6 +121,10 @@ type ShardConfig struct {
 	// Metrics is the URL of the shard's /metrics, where the proxy reads
 	// its backlog for admission ("" : no admission by backlog).
 	Metrics string `json:"metrics,omitempty"`
+	// REST is the base URL of the shard's REST API (/v2 below it), where
+	// the proxy sends the searches it federates ("": the shard cannot be
+	// searched, and a search that needs it fails).
+	REST string `json:"rest,omitempty"`
 	// TLS is how the proxy connects: "" or "false" in plain text, "true"
 	// over TLS checked against the upstream CA, "insecure" over TLS
 	// without checking the shard's certificate (tests, self-signed labs).

@@ -34,6 +34,8 @@ import (
 type FileConfig struct {
 	Listen              string                 `json:"listen"`
 	RESTListen          string                 `json:"restListen"`
+	SearchTimeout       string                 `json:"searchTimeout"`
+	SearchPartial       *bool                  `json:"searchPartial"`
 	Admin               string                 `json:"admin"`
 	Front               string                 `json:"front"`
 	LegacyShard         string                 `json:"legacyShard"`
@@ -77,7 +79,7 @@ func LoadFile(path string) (FileConfig, error) {
 		return fc, fmt.Errorf("proxy config: %w", err)
 	}
 	for field, v := range map[string]string{"coolingOff": fc.CoolingOff, "health.interval": fc.Health.Interval,
-		"health.timeout": fc.Health.Timeout, "health.ejectionTime": fc.Health.EjectionTime, "backlogInterval": fc.BacklogInterval} {
+		"health.timeout": fc.Health.Timeout, "health.ejectionTime": fc.Health.EjectionTime, "backlogInterval": fc.BacklogInterval, "searchTimeout": fc.SearchTimeout} {
 		if v == "" {
 			continue
 		}
@@ -88,12 +90,12 @@ func LoadFile(path string) (FileConfig, error) {
 	return fc, nil
 }
 
-// ParseShardFlag reads --shard ID=HOST:PORT[,slot=N][,state=S][,pool=P][,metrics=URL][,tls=T];
+// ParseShardFlag reads --shard ID=HOST:PORT[,slot=N][,state=S][,pool=P][,metrics=URL][,rest=URL][,tls=T];
 // without a slot the shard gets position (1-based) as its slot.
 func ParseShardFlag(v string, position int) (proxyapi.ShardConfig, error) {
 	id, rest, ok := strings.Cut(v, "=")
 	if !ok || id == "" || rest == "" {
-		return proxyapi.ShardConfig{}, fmt.Errorf("--shard %q: want ID=HOST:PORT[,slot=N][,state=UP|DRAINING|OUT_OF_SERVICE][,pool=NAME][,metrics=URL][,tls=true|insecure]", v)
+		return proxyapi.ShardConfig{}, fmt.Errorf("--shard %q: want ID=HOST:PORT[,slot=N][,state=UP|DRAINING|OUT_OF_SERVICE][,pool=NAME][,metrics=URL][,rest=URL][,tls=true|insecure]", v)
 	}
 	parts := strings.Split(rest, ",")
 	sc := proxyapi.ShardConfig{ID: id, Addr: parts[0], Slot: position}
@@ -116,10 +118,12 @@ func ParseShardFlag(v string, position int) (proxyapi.ShardConfig, error) {
 			sc.Pool = val
 		case "metrics":
 			sc.Metrics = val
+		case "rest":
+			sc.REST = val
 		case "tls":
 			sc.TLS = val
 		default:
-			return sc, fmt.Errorf("--shard %q: unknown option %q (slot=N, state=S, pool=P, metrics=URL or tls=true|insecure)", v, k)
+			return sc, fmt.Errorf("--shard %q: unknown option %q (slot=N, state=S, pool=P, metrics=URL, rest=URL or tls=true|insecure)", v, k)
 		}
 	}
 	return sc, validateShard(sc)

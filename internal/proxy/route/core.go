@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"net"
+	"net/url"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -34,9 +35,15 @@ type Config struct {
 	Listen string // gateway address for clients
 	// RESTListen serves the REST API (/v2) for clients too, over the same
 	// routing core ("": none).
-	RESTListen  string
-	AdminListen string // /metrics, /healthz, /readyz, /shards
-	Shards      []proxyapi.ShardConfig
+	RESTListen string
+	// SearchTimeout bounds a REST search or get across the shards (0:
+	// the queries package's default); SearchPartial answers a search from
+	// the shards that answered when some did not, marked, rather than
+	// failing it with 503.
+	SearchTimeout time.Duration
+	SearchPartial bool
+	AdminListen   string // /metrics, /healthz, /readyz, /shards
+	Shards        []proxyapi.ShardConfig
 	// LegacyShard is the shard keys without a slot (issued before the
 	// cutover) belong to; "" answers NOT_FOUND for them.
 	LegacyShard string
@@ -222,6 +229,11 @@ func validateShard(s proxyapi.ShardConfig) error {
 	}
 	if _, err := upstream.ParseTLS(s.TLS); err != nil {
 		return fmt.Errorf("shard %q: %w", s.ID, err)
+	}
+	if s.REST != "" {
+		if u, err := url.Parse(s.REST); err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+			return fmt.Errorf("shard %q: REST API %q: want http://HOST:PORT or https://HOST:PORT", s.ID, s.REST)
+		}
 	}
 	return nil
 }
@@ -415,6 +427,10 @@ func (p *Core) setState(s *Shard, st proxyapi.State, msg, reason string) {
 		p.logShard(slog.LevelInfo, s, msg, "from", from, "to", st, "reason", reason)
 	}
 }
+
+// UpstreamRoots are the CAs a shard's certificate is checked against
+// (nil: the system's).
+func (p *Core) UpstreamRoots() *x509.CertPool { return p.upstreamRoots }
 
 // ShardByID is the shard with id, or nil.
 func (p *Core) ShardByID(id string) *Shard { return p.set.Load().byID(id) }

@@ -94,8 +94,8 @@ func (p *Core) Sync(ctx context.Context, want []proxyapi.ShardConfig) error {
 		}
 		seen[sc.ID] = true
 		cur := p.ShardByID(sc.ID)
-		if cur != nil && (cur.Addr != sc.Addr || cur.Slot != sc.Slot || cur.Metrics != sc.Metrics) {
-			p.removeShard(cur, fmt.Sprintf("the registry moved it to address %s, slot %d, metrics %q", sc.Addr, sc.Slot, sc.Metrics))
+		if cur != nil && (cur.Addr != sc.Addr || cur.Slot != sc.Slot || cur.Metrics != sc.Metrics || cur.REST != sc.REST) {
+			p.removeShard(cur, fmt.Sprintf("the registry moved it to address %s, slot %d, metrics %q, REST API %q", sc.Addr, sc.Slot, sc.Metrics, sc.REST))
 			cur = nil
 		}
 		if cur == nil {
@@ -252,7 +252,7 @@ func fromRegistry(shards []registryapi.Shard) []proxyapi.ShardConfig {
 		if err != nil {
 			st = proxyapi.Down
 		}
-		out = append(out, proxyapi.ShardConfig{ID: s.ID, Addr: s.Address, Slot: s.Slot, State: st, Pool: s.Pool, Metrics: s.Metadata[registryapi.MetaMetrics], TLS: s.Metadata[registryapi.MetaTLS]})
+		out = append(out, proxyapi.ShardConfig{ID: s.ID, Addr: s.Address, Slot: s.Slot, State: st, Pool: s.Pool, Metrics: s.Metadata[registryapi.MetaMetrics], REST: s.Metadata[registryapi.MetaREST], TLS: s.Metadata[registryapi.MetaTLS]})
 	}
 	return out
 }

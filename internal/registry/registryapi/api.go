@@ -190,6 +190,7 @@ type ShardRegistration struct {
 	Pool    string
 	Slot    int    // 0: the registry assigns one
 	Metrics string // URL of its /metrics, if any
+	REST    string // base URL of its REST API (/v2 below it), if any
 	TLS     string // how a proxy connects to it: "" plain, "true" or "insecure" (MetaTLS)
 	Admin   string // URL of a proxy's admin endpoints (/shards), if any
 	Static  bool   // registered by an operator: never expires
@@ -238,6 +239,9 @@ func NewShardInstance(r ShardRegistration) (*Instance, error) {
 	}
 	if r.Metrics != "" {
 		in.Metadata[MetaMetrics] = r.Metrics
+	}
+	if r.REST != "" {
+		in.Metadata[MetaREST] = r.REST
 	}
 	switch r.TLS {
 	case "", "false":
@@ -387,6 +391,9 @@ func (o Override) Zero() bool { return o == Override{} }
 
 // MetaMetrics is the URL of a shard's /metrics.
 const MetaMetrics = "metrics"
+
+// MetaREST is the base URL of a shard's REST API (/v2 below it).
+const MetaREST = "rest"
 
 // MetaTLS says how a proxy connects to a shard: absent in plain text,
 // "true" over TLS checked against the proxy's --upstream-ca, "insecure"

@@ -1,0 +1,434 @@
+// Package queries federates the query side of Camunda's REST API (/v2):
+// a search goes to every shard that may hold matches, over the shard's
+// own REST API, and the answers are merged by the requested order into
+// one page, as one cluster holding every shard's data would cut it; a
+// get by key goes to the key's shard. Keys in the answers are the
+// federation's (the shard's slot in bits 58-62), so they work in every
+// other call through the proxy; keys in filters and cursors are turned
+// back into each shard's.
+//
+// A cursor is a position in the order, not an offset (internal/search),
+// so the proxy keeps no state between pages: the next page asks every
+// shard for the items after the same position. A shard that joins
+// between pages contributes its items after that position, one that
+// left contributes nothing, a drained one is searched as before.
+package queries
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/shardctl/shardctl/internal/keyslot"
+	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
+	"github.com/shardctl/shardctl/internal/proxy/route"
+	"github.com/shardctl/shardctl/internal/proxy/upstream"
+	"github.com/shardctl/shardctl/internal/restgateway"
+	"github.com/shardctl/shardctl/internal/search"
+)
+
+// DefaultTimeout bounds a search across the shards.
+const DefaultTimeout = 10 * time.Second
+
+// maxAnswer bounds a shard's answer.
+const maxAnswer = 64 << 20
+
+// Options of a Federation.
+type Options struct {
+	// Timeout bounds a search or get across the shards (default
+	// DefaultTimeout).
+	Timeout time.Duration
+	// Partial answers a search from the shards that answered when some
+	// did not, marked with restgateway.PartialHeader; without it such a
+	// search fails with 503 naming the shards.
+	Partial bool
+	Logger  *slog.Logger
+}
+
+// Federation answers searches and gets by key for the whole federation.
+type Federation struct {
+	core    *route.Core
+	opts    Options
+	clients map[string]*http.Client // by TLS mode
+	metrics metrics
+}
+
+type metrics struct {
+	searches *prometheus.CounterVec // resource, outcome
+	failures *prometheus.CounterVec // shard
+	partial  *prometheus.CounterVec // shard
+}
+
+var _ restgateway.Queries = (*Federation)(nil)
+
+// New is a Federation over core's shards.
+func New(core *route.Core, opts Options) *Federation {
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	f := &Federation{core: core, opts: opts, clients: map[string]*http.Client{}}
+	for _, mode := range []string{upstream.TLSPlain, upstream.TLSVerified, upstream.TLSInsecure} {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = 16
+		// An https:// REST address is checked as the shard's gRPC address
+		// is (plain: as verified).
+		if tc := upstream.TLSConfig(mode, core.UpstreamRoots()); tc != nil {
+			t.TLSClientConfig = tc
+		} else {
+			t.TLSClientConfig = upstream.TLSConfig(upstream.TLSVerified, core.UpstreamRoots())
+		}
+		f.clients[mode] = &http.Client{Transport: t}
+	}
+	f.metrics = metrics{
+		searches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shardctl_proxy_searches_total",
+			Help: "Searches of the REST API the proxy federated, by resource and outcome (ok, partial, unavailable, rejected).",
+		}, []string{"resource", "outcome"}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shardctl_proxy_search_shard_failures_total",
+			Help: "Searches and gets a shard did not answer, by shard.",
+		}, []string{"shard"}),
+		partial: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shardctl_proxy_search_partial_total",
+			Help: "Searches answered without a shard's items (--search-partial), by the shard left out.",
+		}, []string{"shard"}),
+	}
+	core.Metrics().Registry().MustRegister(f.metrics.searches, f.metrics.failures, f.metrics.partial)
+	return f
+}
+
+// Close lets go of idle connections to the shards.
+func (f *Federation) Close() {
+	for _, c := range f.clients {
+		c.CloseIdleConnections()
+	}
+}
+
+// shardPart is one shard's answer to a search.
+type shardPart struct {
+	shard   *route.Shard
+	items   []search.Item
+	total   int64
+	hasMore bool
+	err     error
+}
+
+// Search answers q over every shard.
+func (f *Federation) Search(ctx context.Context, r *search.Resource, q search.Query) (restgateway.Answer, error) {
+	ctx, cancel := context.WithTimeout(ctx, f.opts.Timeout)
+	defer cancel()
+	o := q.Order(r)
+	var parts []shardPart
+	if r == search.ProcessDefinitions {
+		parts = f.searchOne(ctx, r, q)
+	} else {
+		parts = f.searchAll(ctx, r, q)
+	}
+	var (
+		pages   [][]search.Item
+		res     search.Result
+		missing []string
+		reasons []string
+	)
+	for _, p := range parts {
+		if p.err != nil {
+			var se *search.Error
+			if errors.As(p.err, &se) && se.Status < 500 {
+				// The shard refused the query itself: the client's to fix.
+				f.metrics.searches.WithLabelValues(r.Path, "rejected").Inc()
+				return restgateway.Answer{}, &search.Error{Status: se.Status, Title: se.Title, Detail: "shard " + p.shard.ID + ": " + se.Detail}
+			}
+			f.metrics.failures.WithLabelValues(p.shard.ID).Inc()
+			missing = append(missing, p.shard.ID)
+			reasons = append(reasons, "shard "+p.shard.ID+": "+describe(p.err))
+			continue
+		}
+		pages = append(pages, p.items)
+		res.Total += p.total
+		res.HasMore = res.HasMore || p.hasMore
+	}
+	var a restgateway.Answer
+	if len(missing) > 0 {
+		if !f.opts.Partial || len(missing) == len(parts) {
+			f.metrics.searches.WithLabelValues(r.Path, "unavailable").Inc()
+			f.opts.Logger.Warn("search failed: a shard did not answer", "resource", r.Path, "shards", missing, "reasons", reasons)
+			return a, &search.Error{Status: http.StatusServiceUnavailable, Title: "UNAVAILABLE",
+				Detail: fmt.Sprintf("The search needs every shard and %s did not answer (%s); the proxy answers without them only with --search-partial.",
+					plural(missing), strings.Join(reasons, "; "))}
+		}
+		for _, id := range missing {
+			f.metrics.partial.WithLabelValues(id).Inc()
+		}
+		a.Partial = "missing=" + strings.Join(missing, ",")
+		f.metrics.searches.WithLabelValues(r.Path, "partial").Inc()
+	} else {
+		f.metrics.searches.WithLabelValues(r.Path, "ok").Inc()
+	}
+	res.Items = search.Merge(pages, o, q.Page)
+	a.Body = res.AppendJSON(r, o, nil)
+	return a, nil
+}
+
+// describe words a shard's failure, with the status it answered.
+func describe(err error) string {
+	var se *search.Error
+	if errors.As(err, &se) {
+		return fmt.Sprintf("%d %s: %s", se.Status, se.Title, se.Detail)
+	}
+	return err.Error()
+}
+
+func plural(ids []string) string {
+	if len(ids) == 1 {
+		return "shard " + ids[0]
+	}
+	return "shards " + strings.Join(ids, ", ")
+}
+
+// searchAll asks every shard at once.
+func (f *Federation) searchAll(ctx context.Context, r *search.Resource, q search.Query) []shardPart {
+	shards := f.core.Snapshot()
+	parts := make([]shardPart, len(shards))
+	var wg sync.WaitGroup
+	for i, s := range shards {
+		parts[i].shard = s
+		sq, ok := f.shardQuery(r, q, s)
+		if !ok {
+			continue // no match can be on this shard
+		}
+		wg.Go(func() {
+			parts[i].items, parts[i].total, parts[i].hasMore, parts[i].err = f.searchShard(ctx, r, sq, s)
+		})
+	}
+	wg.Wait()
+	return parts
+}
+
+// searchOne asks one shard: process definitions are deployed to every
+// shard (the ledger replays them to late ones), so any one holds them
+// all, once, as one cluster would list them. UP shards go first, in slot
+// order; the next is asked when one fails.
+func (f *Federation) searchOne(ctx context.Context, r *search.Resource, q search.Query) []shardPart {
+	shards := slices.Clone(f.core.Snapshot())
+	slices.SortStableFunc(shards, func(a, b *route.Shard) int {
+		return boolOrder(a.State() != proxyapi.Up) - boolOrder(b.State() != proxyapi.Up)
+	})
+	var tried []shardPart
+	for _, s := range shards {
+		p := shardPart{shard: s}
+		if sq, ok := f.shardQuery(r, q, s); ok {
+			p.items, p.total, p.hasMore, p.err = f.searchShard(ctx, r, sq, s)
+		}
+		var se *search.Error
+		if p.err == nil || errors.As(p.err, &se) && se.Status < 500 {
+			return []shardPart{p}
+		}
+		tried = append(tried, p)
+	}
+	return tried
+}
+
+func boolOrder(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// shardQuery is q as shard s reads it: the filter's keys and the
+// cursor's in s's form, an offset as the first from+limit items. ok is
+// false when no match can be on s.
+func (f *Federation) shardQuery(r *search.Resource, q search.Query, s *route.Shard) (search.Query, bool) {
+	legacy := f.core.IsLegacy(s)
+	filter, ok := q.Filter.Restrict(r, func(_ int, v search.Value) (search.Value, bool) {
+		if keyslot.None(v.N) || v.N < 0 {
+			return v, true
+		}
+		slot, raw := keyslot.Split(v.N)
+		return search.KeyValue(raw), slot == s.Slot || slot == 0 && legacy
+	})
+	if !ok {
+		return search.Query{}, false
+	}
+	sq := search.Query{Filter: filter, Sort: q.Sort, Page: search.Page{Limit: q.Page.Limit}}
+	switch {
+	case q.Page.After != nil:
+		sq.Page.AfterText = search.EncodeCursor(shardPosition(r, q.Sort, q.Page.After, s.Slot))
+	case q.Page.Before != nil:
+		sq.Page.BeforeText = search.EncodeCursor(shardPosition(r, q.Sort, q.Page.Before, s.Slot))
+	default:
+		sq.Page.Limit = q.Page.From + q.Page.Limit
+	}
+	return sq, true
+}
+
+// shardPosition is a federation position as shard slot reads it. The
+// shard's keys are all in its slot, so against a key of another slot
+// they all compare alike: below it when its slot is higher, above it
+// when lower. The position then takes the lowest or highest key there
+// is, which every key of the shard compares with in the same way.
+func shardPosition(r *search.Resource, sort []search.SortField, pos []search.Value, slot int) []search.Value {
+	out := slices.Clone(pos)
+	for i, v := range out {
+		field := r.KeyField()
+		if i < len(sort) {
+			field = sort[i].Field
+		}
+		if r.Fields[field].Kind != search.Key || v.Null() || keyslot.None(v.N) || v.N < 0 {
+			continue
+		}
+		vs, raw := keyslot.Split(v.N)
+		switch {
+		case vs == slot:
+			out[i].N = raw
+		case vs > slot:
+			out[i].N = math.MaxInt64
+		default:
+			out[i].N = math.MinInt64
+		}
+	}
+	return out
+}
+
+// shardAnswer is a shard's search answer as the spec has it.
+type shardAnswer struct {
+	Items []json.RawMessage `json:"items"`
+	Page  struct {
+		TotalItems        int64 `json:"totalItems"`
+		HasMoreTotalItems bool  `json:"hasMoreTotalItems"`
+	} `json:"page"`
+}
+
+func (f *Federation) searchShard(ctx context.Context, r *search.Resource, q search.Query, s *route.Shard) ([]search.Item, int64, bool, error) {
+	body, err := f.call(ctx, s, http.MethodPost, "/v2/"+r.Path+"/search", q.AppendJSON(r, nil))
+	if err != nil {
+		return nil, 0, false, err
+	}
+	var a shardAnswer
+	if err := json.Unmarshal(body, &a); err != nil {
+		return nil, 0, false, fmt.Errorf("its answer does not read as a search result: %w", err)
+	}
+	items := make([]search.Item, 0, len(a.Items))
+	for _, raw := range a.Items {
+		it, err := f.item(r, raw, s)
+		if err != nil {
+			return nil, 0, false, err
+		}
+		items = append(items, it)
+	}
+	return items, a.Page.TotalItems, a.Page.HasMoreTotalItems, nil
+}
+
+// item reads a shard's item with its keys in the federation's form.
+func (f *Federation) item(r *search.Resource, raw json.RawMessage, s *route.Shard) (search.Item, error) {
+	it, err := search.DecodeItem(r, raw)
+	if err != nil {
+		return it, fmt.Errorf("its answer holds an item that does not read: %w", err)
+	}
+	for i, v := range it.Values {
+		if v.Kind == search.Key {
+			it.Values[i].N = keyslot.With(v.N, s.Slot)
+		}
+	}
+	for name, v := range it.Extra {
+		// A key of a newer gateway's field: "...Key": "digits".
+		var text string
+		if !strings.HasSuffix(name, "Key") || json.Unmarshal(v, &text) != nil {
+			continue
+		}
+		if k, err := strconv.ParseInt(text, 10, 64); err == nil {
+			it.Extra[name] = json.RawMessage(`"` + strconv.FormatInt(keyslot.With(k, s.Slot), 10) + `"`)
+		}
+	}
+	return it, nil
+}
+
+// Get answers GET /v2/<r>/{key} from the key's shard.
+func (f *Federation) Get(ctx context.Context, r *search.Resource, key int64) (restgateway.Answer, error) {
+	ctx, cancel := context.WithTimeout(ctx, f.opts.Timeout)
+	defer cancel()
+	s, raw, err := f.core.ShardForKey(key)
+	if err != nil {
+		return restgateway.Answer{}, restgateway.NotFound(r, key)
+	}
+	body, err := f.call(ctx, s, http.MethodGet, "/v2/"+r.Path+"/"+strconv.FormatInt(raw, 10), nil)
+	var se *search.Error
+	switch {
+	case errors.As(err, &se) && se.Status == http.StatusNotFound:
+		return restgateway.Answer{}, restgateway.NotFound(r, key)
+	case errors.As(err, &se) && se.Status < 500:
+		return restgateway.Answer{}, &search.Error{Status: se.Status, Title: se.Title, Detail: "shard " + s.ID + ": " + se.Detail}
+	case err != nil:
+		f.metrics.failures.WithLabelValues(s.ID).Inc()
+		return restgateway.Answer{}, &search.Error{Status: http.StatusServiceUnavailable, Title: "UNAVAILABLE",
+			Detail: fmt.Sprintf("Shard %s holds %s %d and did not answer: %s", s.ID, r.Entity, key, describe(err))}
+	}
+	it, err := f.item(r, body, s)
+	if err != nil {
+		return restgateway.Answer{}, &search.Error{Status: http.StatusBadGateway, Title: "BAD_GATEWAY", Detail: "shard " + s.ID + ": " + err.Error()}
+	}
+	return restgateway.Answer{Body: it.AppendJSON(r, nil)}, nil
+}
+
+// call sends one request to a shard's REST API with the client's
+// credentials and physical tenant, and returns a 200's body. A problem
+// the shard answers is a *search.Error with its status.
+func (f *Federation) call(ctx context.Context, s *route.Shard, method, path string, body []byte) ([]byte, error) {
+	if s.REST == "" {
+		return nil, errors.New("the proxy knows no REST API address for it (rest= in --shard, or the rest metadata of its registration)")
+	}
+	auth, tenant := restgateway.CallMetadata(ctx)
+	if tenant != "" {
+		path = "/physical-tenants/" + tenant + path
+	}
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(s.REST, "/")+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	mode, _ := upstream.ParseTLS(s.TLS) // checked when the shard was added
+	resp, err := f.clients[mode].Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("no answer within %v", f.opts.Timeout)
+		}
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("read its answer: %w", err)
+	case len(b) > maxAnswer:
+		return nil, fmt.Errorf("its answer is larger than %d bytes", maxAnswer)
+	case resp.StatusCode == http.StatusOK:
+		return b, nil
+	}
+	var p struct{ Title, Detail string }
+	if json.Unmarshal(b, &p) != nil || p.Title == "" {
+		p.Title, p.Detail = http.StatusText(resp.StatusCode), strings.TrimSpace(string(b))
+	}
+	return nil, &search.Error{Status: resp.StatusCode, Title: p.Title, Detail: p.Detail}
+}

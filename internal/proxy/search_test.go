@@ -351,3 +351,98 @@ func seedSearchData(t *testing.T, rng *rand.Rand, base, late string) {
 		cancelOverREST(t, base, k)
 	}
 }
+
+func getREST(t *testing.T, url string) restReply {
+	t.Helper()
+	return restCall(t, http.MethodGet, url, "", nil)
+}
+
+// TestFederatedSearchWithAShardDown: a shard that cannot answer fails a
+// search with 503 naming it, unless the proxy answers partial results,
+// marked and counted; a key filter or a get that needs only other shards
+// is answered; a shard without a REST address is named as such.
+func TestFederatedSearchWithAShardDown(t *testing.T) {
+	shards := simtest.StartN(t, 3, sim.Config{Partitions: 1, RESTListen: "127.0.0.1:0"})
+	cfgs := simtest.ShardConfigs(shards)
+	strict := startProxy(t, Config{Shards: cfgs, RESTListen: "127.0.0.1:0"})
+	partial := startProxy(t, Config{Shards: cfgs, RESTListen: "127.0.0.1:0", SearchPartial: true, SearchTimeout: 2 * time.Second})
+	base, pbase := "http://"+strict.RESTAddr().String(), "http://"+partial.RESTAddr().String()
+	deployREST(t, base, "d.bpmn", load.Process("d", "d-task"))
+	bySlot := map[int][]string{}
+	for range 12 {
+		r := restCall(t, http.MethodPost, base+"/v2/process-instances", "application/json", []byte(`{"processDefinitionId":"d"}`))
+		var c struct{ ProcessInstanceKey string }
+		if err := json.Unmarshal(r.body, &c); err != nil || r.status != http.StatusOK {
+			t.Fatalf("create %d %s", r.status, r.body)
+		}
+		bySlot[slotOf(t, c.ProcessInstanceKey)] = append(bySlot[slotOf(t, c.ProcessInstanceKey)], c.ProcessInstanceKey)
+	}
+	if len(bySlot[1]) == 0 || len(bySlot[2]) == 0 || len(bySlot[3]) == 0 {
+		t.Fatalf("instances by slot %v: want some on every shard", bySlot)
+	}
+	first := postSearch(t, base, "process-instances", `{"page":{"limit":4}}`)
+	if first.status != http.StatusOK || first.Page.TotalItems != 12 || len(first.Items) != 4 {
+		t.Fatalf("first page: %d %s", first.status, first.body)
+	}
+
+	shards[1].Refuse() // shard-2 is gone mid-walk
+	defer func() { _ = shards[1].Resume() }()
+	next := fmt.Sprintf(`{"page":{"limit":4,"after":%q}}`, *first.Page.EndCursor)
+	r := postSearch(t, base, "process-instances", next)
+	var prob struct{ Title, Detail string }
+	_ = json.Unmarshal([]byte(r.body), &prob)
+	if r.status != http.StatusServiceUnavailable || prob.Title != "UNAVAILABLE" || !strings.Contains(prob.Detail, "shard shard-2 did not answer") || strings.Contains(prob.Detail, "shard-1") {
+		t.Errorf("with shard-2 down: %d %s, want 503 naming shard-2 alone", r.status, r.body)
+	}
+	r = postSearch(t, pbase, "process-instances", next)
+	if r.status != http.StatusOK || r.partial != "missing=shard-2" || r.Page.TotalItems != int64(len(bySlot[1])+len(bySlot[3])) {
+		t.Errorf("partial answer: %d %q %s, want 200 marked missing=shard-2 with the total of shards 1 and 3", r.status, r.partial, r.body)
+	}
+	for _, it := range r.Items {
+		if slotOf(t, it["processInstanceKey"].(string)) == 2 {
+			t.Errorf("a partial answer holds shard-2's %v", it)
+		}
+	}
+	if n := proxyMetric(t, partial, "shardctl_proxy_search_partial_total", `shard="shard-2"`); n != 1 {
+		t.Errorf("partial answers counted %v, want 1", n)
+	}
+	if n := proxyMetric(t, strict, "shardctl_proxy_searches_total", `resource="process-instances"`, `outcome="unavailable"`); n != 1 {
+		t.Errorf("unavailable searches counted %v, want 1", n)
+	}
+
+	// A key filter of shard-3 needs shard-3 alone; a get of its key too.
+	k3 := bySlot[3][0]
+	r = postSearch(t, base, "process-instances", fmt.Sprintf(`{"filter":{"processInstanceKey":{"$in":[%q,%q]}}}`, k3, bySlot[1][0]))
+	if r.status != http.StatusOK || r.Page.TotalItems != 2 {
+		t.Errorf("search by keys of shards 1 and 3 with shard-2 down: %d %s", r.status, r.body)
+	}
+	g := getREST(t, base+"/v2/process-instances/"+k3)
+	var pi map[string]any
+	if err := json.Unmarshal(g.body, &pi); err != nil || g.status != http.StatusOK || pi["processInstanceKey"] != k3 || slotOf(t, pi["processDefinitionKey"].(string)) != 3 {
+		t.Errorf("get %s: %d %s", k3, g.status, g.body)
+	}
+	g = getREST(t, base+"/v2/process-instances/"+bySlot[2][0])
+	if g.status != http.StatusServiceUnavailable || !strings.Contains(string(g.body), "Shard shard-2 holds Process Instance") {
+		t.Errorf("get of shard-2's key: %d %s", g.status, g.body)
+	}
+	unknown := strconv.FormatInt(keyslot.With(2251799813685249, 9), 10)
+	g = getREST(t, base+"/v2/process-instances/"+unknown)
+	if g.status != http.StatusNotFound || !strings.Contains(string(g.body), "Process Instance with key '"+unknown+"' not found") {
+		t.Errorf("get of a key of no shard: %d %s", g.status, g.body)
+	}
+	// The shard's own 404 names the federation's key, not the shard's.
+	gone := strconv.FormatInt(keyslot.With(2251799813685999, 1), 10)
+	g = getREST(t, base+"/v2/process-instances/"+gone)
+	if g.status != http.StatusNotFound || !strings.Contains(string(g.body), "key '"+gone+"' not found") {
+		t.Errorf("get of a key shard-1 does not hold: %d %s", g.status, g.body)
+	}
+
+	// A shard the proxy knows no REST address of is named as such.
+	noREST := cfgs[2]
+	noREST.REST = ""
+	p := startProxy(t, Config{Shards: []proxyapi.ShardConfig{cfgs[0], noREST}, RESTListen: "127.0.0.1:0"})
+	r = postSearch(t, "http://"+p.RESTAddr().String(), "jobs", `{}`)
+	if r.status != http.StatusServiceUnavailable || !strings.Contains(r.body, "shard-3: the proxy knows no REST API address for it") {
+		t.Errorf("a shard without a REST address: %d %s", r.status, r.body)
+	}
+}

@@ -51,7 +51,7 @@ func (it Item) AppendJSON(r *Resource, b []byte) []byte {
 		b = append(b, ':')
 	}
 	for i, v := range it.Values {
-		if v.Null() || r.Fields[i].Hidden {
+		if v.Null() && !r.Fields[i].Nullable || r.Fields[i].Hidden {
 			continue
 		}
 		member(r.Fields[i].Name)

@@ -68,6 +68,10 @@ type Field struct {
 	// Hidden fields are filtered by but not in the items (a process
 	// definition's isLatestVersion).
 	Hidden bool
+	// Nullable fields are in every item, null when absent: 8.9's spec
+	// requires them, and its SDK's strict validation refuses an item
+	// without them.
+	Nullable bool
 }
 
 // Resource is one searchable resource of /v2.
@@ -145,13 +149,15 @@ var (
 			{Name: "processDefinitionId", Kind: String, Filter: StringOps, Sort: true},
 			{Name: "processDefinitionName", Kind: String, Filter: StringOps, Sort: true},
 			{Name: "processDefinitionVersion", Kind: Int, Filter: IntOps, Sort: true},
-			{Name: "processDefinitionVersionTag", Kind: String, Filter: StringOps, Sort: true},
+			{Name: "processDefinitionVersionTag", Kind: String, Filter: StringOps, Sort: true, Nullable: true},
 			{Name: "processDefinitionKey", Kind: Key, Filter: KeyOps, Sort: true},
 			{Name: "processInstanceKey", Kind: Key, Filter: KeyOps, Sort: true},
-			{Name: "parentProcessInstanceKey", Kind: Key, Filter: KeyOps, Sort: true},
-			{Name: "parentElementInstanceKey", Kind: Key, Filter: KeyOps, Sort: true},
+			{Name: "parentProcessInstanceKey", Kind: Key, Filter: KeyOps, Sort: true, Nullable: true},
+			{Name: "parentElementInstanceKey", Kind: Key, Filter: KeyOps, Sort: true, Nullable: true},
+			{Name: "rootProcessInstanceKey", Kind: Key, Nullable: true},
+			{Name: "businessId", Kind: String, Filter: StringOps, Sort: true, Nullable: true},
 			{Name: "startDate", Kind: Date, Filter: DateOps, Sort: true},
-			{Name: "endDate", Kind: Date, Filter: DateOps, Sort: true},
+			{Name: "endDate", Kind: Date, Filter: DateOps, Sort: true, Nullable: true},
 			{Name: "state", Kind: Enum, Filter: EnumOps, Sort: true, Values: processInstanceStates},
 			{Name: "hasIncident", Kind: Bool, Filter: Plain, Sort: true},
 			{Name: "tenantId", Kind: String, Filter: StringOps, Sort: true},
@@ -162,15 +168,15 @@ var (
 		Path: "jobs", Entity: "Job", Key: "jobKey",
 		Fields: []Field{
 			{Name: "customHeaders", Kind: Raw},
-			{Name: "deadline", Kind: Date, Filter: DateOps, Sort: true},
-			{Name: "deniedReason", Kind: String, Filter: StringOps, Sort: true},
+			{Name: "deadline", Kind: Date, Filter: DateOps, Sort: true, Nullable: true},
+			{Name: "deniedReason", Kind: String, Filter: StringOps, Sort: true, Nullable: true},
 			{Name: "elementId", Kind: String, Filter: StringOps, Sort: true},
 			{Name: "elementInstanceKey", Kind: Key, Filter: KeyOps, Sort: true},
-			{Name: "endTime", Kind: Date, Filter: DateOps, Sort: true},
-			{Name: "errorCode", Kind: String, Filter: StringOps, Sort: true},
-			{Name: "errorMessage", Kind: String, Filter: StringOps, Sort: true},
+			{Name: "endTime", Kind: Date, Filter: DateOps, Sort: true, Nullable: true},
+			{Name: "errorCode", Kind: String, Filter: StringOps, Sort: true, Nullable: true},
+			{Name: "errorMessage", Kind: String, Filter: StringOps, Sort: true, Nullable: true},
 			{Name: "hasFailedWithRetriesLeft", Kind: Bool, Filter: Plain, Sort: true},
-			{Name: "isDenied", Kind: Bool, Filter: Plain, Sort: true},
+			{Name: "isDenied", Kind: Bool, Filter: Plain, Sort: true, Nullable: true},
 			{Name: "jobKey", Kind: Key, Filter: KeyOps, Sort: true},
 			{Name: "kind", Kind: Enum, Filter: EnumOps, Sort: true, Values: jobKinds},
 			{Name: "listenerEventType", Kind: Enum, Filter: EnumOps, Sort: true, Values: listenerEventTypes},
@@ -182,8 +188,9 @@ var (
 			{Name: "tenantId", Kind: String, Filter: StringOps, Sort: true},
 			{Name: "type", Kind: String, Filter: StringOps, Sort: true},
 			{Name: "worker", Kind: String, Filter: StringOps, Sort: true},
-			{Name: "creationTime", Kind: Date, Filter: DateOps},
-			{Name: "lastUpdateTime", Kind: Date, Filter: DateOps},
+			{Name: "creationTime", Kind: Date, Filter: DateOps, Nullable: true},
+			{Name: "lastUpdateTime", Kind: Date, Filter: DateOps, Nullable: true},
+			{Name: "rootProcessInstanceKey", Kind: Key, Nullable: true},
 		},
 	})
 	Incidents = newResource(Resource{
@@ -200,7 +207,8 @@ var (
 			{Name: "processDefinitionKey", Kind: Key, Filter: KeyOps, Sort: true},
 			{Name: "processInstanceKey", Kind: Key, Filter: KeyOps, Sort: true},
 			{Name: "elementInstanceKey", Kind: Key, Filter: KeyOps, Sort: true},
-			{Name: "jobKey", Kind: Key, Filter: KeyOps, Sort: true},
+			{Name: "jobKey", Kind: Key, Filter: KeyOps, Sort: true, Nullable: true},
+			{Name: "rootProcessInstanceKey", Kind: Key, Nullable: true},
 		},
 	})
 	Variables = newResource(Resource{
@@ -213,6 +221,7 @@ var (
 			{Name: "variableKey", Kind: Key, Filter: KeyOps, Sort: true},
 			{Name: "scopeKey", Kind: Key, Filter: KeyOps, Sort: true},
 			{Name: "processInstanceKey", Kind: Key, Filter: KeyOps, Sort: true},
+			{Name: "rootProcessInstanceKey", Kind: Key, Nullable: true},
 		},
 	})
 	ProcessDefinitions = newResource(Resource{
@@ -221,7 +230,7 @@ var (
 			{Name: "name", Kind: String, Filter: StringOps, Sort: true},
 			{Name: "resourceName", Kind: String, Filter: Plain, Sort: true},
 			{Name: "version", Kind: Int, Filter: Plain, Sort: true},
-			{Name: "versionTag", Kind: String, Filter: Plain, Sort: true},
+			{Name: "versionTag", Kind: String, Filter: Plain, Sort: true, Nullable: true},
 			{Name: "processDefinitionId", Kind: String, Filter: StringOps, Sort: true},
 			{Name: "tenantId", Kind: String, Filter: Plain, Sort: true},
 			{Name: "processDefinitionKey", Kind: Key, Filter: Plain, Sort: true},

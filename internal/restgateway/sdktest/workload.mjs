@@ -15,6 +15,10 @@
 //   node workload.mjs create N     start N instances of "three"
 //   node workload.mjs work N       complete jobs of "three" until N are done
 //   node workload.mjs deploy       deploy "three"
+//   node workload.mjs list LIMIT   page through every process instance,
+//                                  job and incident by cursor (LIMIT a
+//                                  page) as an application does, and get
+//                                  each incident and three instances by key
 //   node workload.mjs steady RATE SECONDS [STOPFILE]
 //                                  start RATE instances of "three" a second
 //                                  for SECONDS (or until STOPFILE exists)
@@ -118,6 +122,34 @@ switch (phase) {
   }
   case 'deploy': {
     out.deploymentKey = (await c.deployResourcesFromFiles(['three.bpmn'])).deploymentKey;
+    break;
+  }
+  case 'list': {
+    const limit = Number(args[0]);
+    const once = { consistency: { waitUpToMs: 0 } };
+    // Strict request validation of SDK 9.1.5 drops a cursor: its page is
+    // a union whose first member, { limit }, matches { limit, after } and
+    // strips after. Requests go unchecked here; answers stay strict.
+    const q = createCamundaClient({ config: { CAMUNDA_SDK_VALIDATION: 'req:none,res:strict' } });
+    const all = async (search) => {
+      const items = [];
+      let after;
+      for (let pages = 0; pages < 1000; pages++) {
+        const r = await search({ page: after ? { limit, after } : { limit } }, once);
+        items.push(...r.items);
+        if (r.items.length === 0 || !r.page.endCursor || items.length >= Number(r.page.totalItems)) break;
+        after = r.page.endCursor;
+      }
+      return items;
+    };
+    out.instances = (await all((b, o) => q.searchProcessInstances(b, o))).map((p) => p.processInstanceKey);
+    out.jobs = (await all((b, o) => q.searchJobs(b, o))).map((j) => j.jobKey);
+    out.incidents = (await all((b, o) => q.searchIncidents(b, o))).map((i) => i.incidentKey);
+    out.got = [];
+    for (const processInstanceKey of out.instances.slice(0, 3)) {
+      out.got.push((await q.getProcessInstance({ processInstanceKey }, once)).processInstanceKey);
+    }
+    for (const incidentKey of out.incidents) out.got.push((await q.getIncident({ incidentKey }, once)).incidentKey);
     break;
   }
   case 'steady': {

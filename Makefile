@@ -5,7 +5,7 @@ COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 DATE     ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 LDFLAGS  := -X $(PKG).version=$(VERSION) -X $(PKG).commit=$(COMMIT) -X $(PKG).date=$(DATE)
 
-.PHONY: build test test-long bench bench-tui bench-sim bench-proxy bench-rest bench-jobs bench-drift bench-capacity bench-registry bench-registry-floor bench-registry-probe bench-resilience fuzz lint snapshot completions clean
+.PHONY: build test test-long bench bench-tui bench-sim bench-proxy bench-rest bench-search bench-jobs bench-drift bench-capacity bench-registry bench-registry-floor bench-registry-probe bench-resilience fuzz lint snapshot completions clean
 
 build: ## bin/shardctl with version stamped
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/shardctl ./cmd/shardctl
@@ -28,6 +28,9 @@ bench-proxy: ## proxy (frame front, and its grpc front) vs nginx vs HAProxy vs d
 
 bench-rest: ## the REST API (/v2): shardctl's REST front vs nginx vs HAProxy (HTTP/1.1 to the simulators' REST API) vs direct: POST /v2/process-instances at 64 in flight, 3 simulated shards, CPU per call, added p99 at half load
 	go test -run '^$$' -bench BenchmarkRESTPeers -benchtime 1x -timeout 30m ./internal/proxy/
+
+bench-search: ## federated search: a REST search through shardctl over 3 simulated shards vs the same search sent to the 3 at once (the slowest answer), p50/p99 at 1 and 8 in flight
+	go test -run '^$$' -bench BenchmarkSearchFanOut -benchtime 1x -timeout 30m ./internal/proxy/
 
 bench-drift: ## why bench-proxy's process ends as it starts: direct open loop at half load, repeated, for a process whose task nobody works and for one that ends as it starts; the simulators' memory and direct's p99 spread, with ratios
 	go test -run '^$$' -bench BenchmarkStateDrift -benchtime 1x -timeout 30m ./internal/proxy/

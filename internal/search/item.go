@@ -1,6 +1,7 @@
 package search
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"slices"
@@ -73,32 +74,55 @@ func (it Item) AppendJSON(r *Resource, b []byte) []byte {
 // where a newer gateway may differ: an enum value this model does not
 // know is kept as it is, members it does not know go to Extra.
 func DecodeItem(r *Resource, raw json.RawMessage) (Item, error) {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return Item{}, err
+	s := jsonScan{b: raw}
+	it, err := decodeItem(r, &s)
+	if err == nil {
+		err = s.end()
 	}
+	return it, err
+}
+
+func decodeItem(r *Resource, s *jsonScan) (Item, error) {
 	it := NewItem(r)
-	for name, v := range m {
-		i := r.Field(name)
+	guess := 0 // a gateway writes an item's fields in one order, mostly the model's
+	err := s.object(func(name string) error {
+		v, err := s.value()
+		if err != nil {
+			return err
+		}
+		i := -1
+		if guess < len(r.Fields) && r.Fields[guess].Name == name {
+			i = guess
+		} else {
+			i = r.Field(name)
+		}
+		guess = i + 1
+		if (i < 0 || r.Fields[i].Hidden || r.Fields[i].Kind == Raw) && !json.Valid(v) {
+			// Carried as it is, so it must be JSON.
+			return errSyntax
+		}
 		if i < 0 || r.Fields[i].Hidden {
 			if it.Extra == nil {
 				it.Extra = map[string]json.RawMessage{}
 			}
-			it.Extra[name] = v
-			continue
+			it.Extra[name] = json.RawMessage(bytes.Clone(v))
+			return nil
 		}
 		val, err := parseValue(&r.Fields[i], v)
 		var nv *errNotValue
 		if errors.As(err, &nv) && r.Fields[i].Kind == Enum {
-			var s string
-			if json.Unmarshal(v, &s) == nil {
+			if s, ok := jsonString(v); ok {
 				val, err = EnumValue(s), nil
 			}
 		}
 		if err != nil {
-			return Item{}, errors.New("item property " + strconv.Quote(name) + " is not " + kindWords(r.Fields[i].Kind))
+			return errors.New("item property " + strconv.Quote(name) + " is not " + kindWords(r.Fields[i].Kind))
 		}
 		it.Values[i] = val
+		return nil
+	})
+	if err != nil {
+		return Item{}, err
 	}
 	if it.Values[r.KeyField()].Null() {
 		return Item{}, errors.New("item has no " + r.Key)

@@ -385,3 +385,28 @@ func mustJSON(t *testing.T, v any) []byte {
 	}
 	return b
 }
+
+// FuzzDecodeItem: whatever a shard answers, reading it does not panic,
+// and an item read is written again as valid JSON.
+func FuzzDecodeItem(f *testing.F) {
+	for _, s := range []string{
+		`{"processInstanceKey":"5","state":"ACTIVE","tags":[],"startDate":"2026-01-01T00:00:00.000Z"}`,
+		`{"processInstanceKey":5,"processDefinitionId":"a\"b","hasIncident":false,"x":{"y":[1,2]}}`,
+		`{"processInstanceKey":"5","tags":{]}`, `{"processInstanceKey":"5",}`, `{"processInstanceKey":"5"}x`,
+		`{"processInstanceKey":"5","processDefinitionVersion":01}`, `{"items":[{"processInstanceKey":"1"}],"page":{"totalItems":1}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if it, err := DecodeItem(ProcessInstances, b); err == nil {
+			if out := it.AppendJSON(ProcessInstances, nil); !json.Valid(out) {
+				t.Fatalf("%q read, written as %q", b, out)
+			}
+		}
+		if res, err := DecodeResult(ProcessInstances, b); err == nil {
+			if out := res.AppendJSON(ProcessInstances, Order{Key: ProcessInstances.KeyField()}, nil); !json.Valid(out) {
+				t.Fatalf("%q read, written as %q", b, out)
+			}
+		}
+	})
+}

@@ -140,27 +140,28 @@ func parseValue(f *Field, raw json.RawMessage) (Value, error) {
 	case Raw:
 		return RawValue(string(raw)), nil
 	case Bool:
-		var b bool
-		if err := json.Unmarshal(raw, &b); err != nil {
-			return Value{}, &errNotValue{"type"}
+		switch string(raw) {
+		case "true":
+			return BoolValue(true), nil
+		case "false":
+			return BoolValue(false), nil
 		}
-		return BoolValue(b), nil
+		return Value{}, &errNotValue{"type"}
 	case Int:
-		var n int64
-		if err := json.Unmarshal(raw, &n); err != nil {
+		n, err := strconv.ParseInt(string(raw), 10, 64)
+		if err != nil {
 			return Value{}, &errNotValue{"type"}
 		}
 		return IntValue(n), nil
 	case Key:
 		// A key is a string; a client that sends it as a number is read
 		// too (an int64 the JSON number holds exactly).
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			var n json.Number
-			if json.Unmarshal(raw, &n) != nil {
+		s, ok := jsonString(raw)
+		if !ok {
+			if _, err := strconv.ParseInt(string(raw), 10, 64); err != nil {
 				return Value{}, &errNotValue{"type"}
 			}
-			s = n.String()
+			s = string(raw)
 		}
 		k, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
@@ -168,8 +169,8 @@ func parseValue(f *Field, raw json.RawMessage) (Value, error) {
 		}
 		return KeyValue(k), nil
 	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
+	s, ok := jsonString(raw)
+	if !ok {
 		return Value{}, &errNotValue{"type"}
 	}
 	switch f.Kind {

@@ -306,44 +306,26 @@ func shardPosition(r *search.Resource, sort []search.SortField, pos []search.Val
 	return out
 }
 
-// shardAnswer is a shard's search answer as the spec has it.
-type shardAnswer struct {
-	Items []json.RawMessage `json:"items"`
-	Page  struct {
-		TotalItems        int64 `json:"totalItems"`
-		HasMoreTotalItems bool  `json:"hasMoreTotalItems"`
-	} `json:"page"`
-}
-
 func (f *Federation) searchShard(ctx context.Context, r *search.Resource, q search.Query, s *route.Shard) ([]search.Item, int64, bool, error) {
 	body, err := f.call(ctx, s, http.MethodPost, "/v2/"+r.Path+"/search", q.AppendJSON(r, nil))
 	if err != nil {
 		return nil, 0, false, err
 	}
-	var a shardAnswer
-	if err := json.Unmarshal(body, &a); err != nil {
-		return nil, 0, false, fmt.Errorf("its answer does not read as a search result: %w", err)
+	res, err := search.DecodeResult(r, body)
+	if err != nil {
+		return nil, 0, false, err
 	}
-	items := make([]search.Item, 0, len(a.Items))
-	for _, raw := range a.Items {
-		it, err := f.item(r, raw, s)
-		if err != nil {
-			return nil, 0, false, err
-		}
-		items = append(items, it)
+	for _, it := range res.Items {
+		federate(it, s.Slot)
 	}
-	return items, a.Page.TotalItems, a.Page.HasMoreTotalItems, nil
+	return res.Items, res.Total, res.HasMore, nil
 }
 
-// item reads a shard's item with its keys in the federation's form.
-func (f *Federation) item(r *search.Resource, raw json.RawMessage, s *route.Shard) (search.Item, error) {
-	it, err := search.DecodeItem(r, raw)
-	if err != nil {
-		return it, fmt.Errorf("its answer holds an item that does not read: %w", err)
-	}
+// federate puts a shard's slot in every key of its item.
+func federate(it search.Item, slot int) {
 	for i, v := range it.Values {
 		if v.Kind == search.Key {
-			it.Values[i].N = keyslot.With(v.N, s.Slot)
+			it.Values[i].N = keyslot.With(v.N, slot)
 		}
 	}
 	for name, v := range it.Extra {
@@ -353,10 +335,9 @@ func (f *Federation) item(r *search.Resource, raw json.RawMessage, s *route.Shar
 			continue
 		}
 		if k, err := strconv.ParseInt(text, 10, 64); err == nil {
-			it.Extra[name] = json.RawMessage(`"` + strconv.FormatInt(keyslot.With(k, s.Slot), 10) + `"`)
+			it.Extra[name] = json.RawMessage(`"` + strconv.FormatInt(keyslot.With(k, slot), 10) + `"`)
 		}
 	}
-	return it, nil
 }
 
 // Get answers GET /v2/<r>/{key} from the key's shard.
@@ -379,10 +360,11 @@ func (f *Federation) Get(ctx context.Context, r *search.Resource, key int64) (re
 		return restgateway.Answer{}, &search.Error{Status: http.StatusServiceUnavailable, Title: "UNAVAILABLE",
 			Detail: fmt.Sprintf("Shard %s holds %s %d and did not answer: %s", s.ID, r.Entity, key, describe(err))}
 	}
-	it, err := f.item(r, body, s)
+	it, err := search.DecodeItem(r, body)
 	if err != nil {
-		return restgateway.Answer{}, &search.Error{Status: http.StatusBadGateway, Title: "BAD_GATEWAY", Detail: "shard " + s.ID + ": " + err.Error()}
+		return restgateway.Answer{}, &search.Error{Status: http.StatusBadGateway, Title: "BAD_GATEWAY", Detail: "shard " + s.ID + ": its answer does not read as an item: " + err.Error()}
 	}
+	federate(it, s.Slot)
 	return restgateway.Answer{Body: it.AppendJSON(r, nil)}, nil
 }
 

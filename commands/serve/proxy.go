@@ -96,7 +96,16 @@ the shard as gRPC metadata):
     A name used both to start a process and to be caught is therefore sent
     to one shard only: instances waiting for it on other shards do not get
     it. Give start and catch messages different names.
-  - signals go to every shard.
+  - signals go to every shard;
+  - REST searches (POST /v2/<resource>/search) go to every shard that may
+    hold matches over its REST API (rest= in --shard, or its
+    registration's rest), within --search-timeout, and are merged by the
+    requested sort into one page; a cursor is a position, not an offset,
+    so a page continues every shard where the last ended; a get by key
+    (GET /v2/<resource>/{key}) goes to the key's shard. A shard that does
+    not answer fails the search with 503 naming it, or, with
+    --search-partial, is left out of an answer marked
+    Shardctl-Partial-Result: missing=ID.
 
 On SIGTERM or SIGINT: /readyz answers 503 and the proxy leaves the
 registry; after --shutdown-delay it accepts no new calls; open long polls

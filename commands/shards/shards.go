@@ -306,7 +306,7 @@ heartbeats. The registration is static: it never expires, and the registry
 does not expect renewals from it. Without --slot the registry assigns the
 lowest free slot; a shard keeps its slot until it is deregistered with
 --release-slot.`,
-		Example:           `  shardctl shards register green-1 --address 10.0.3.7:26500 --pool green --metrics http://10.0.3.7:9600/metrics`,
+		Example:           `  shardctl shards register green-1 --address 10.0.3.7:26500 --pool green --metrics http://10.0.3.7:9600/metrics --rest http://10.0.3.7:8080`,
 		Args:              cmdutil.ExactArgs(1, "a shard id"),
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE:              cmdutil.RunOptions(o),
@@ -315,6 +315,7 @@ lowest free slot; a shard keeps its slot until it is deregistered with
 	cmd.Flags().StringVar(&o.reg.Pool, "pool", "", "pool of the shard (e.g. blue or green)")
 	cmd.Flags().IntVar(&o.reg.Slot, "slot", 0, "key slot 1-31 (0: the registry assigns one)")
 	cmd.Flags().StringVar(&o.reg.Metrics, "metrics", "", "URL of the shard's /metrics")
+	cmd.Flags().StringVar(&o.reg.REST, "rest", "", "base URL of the shard's REST API (/v2 below it), where proxies send the searches they federate and drain lists what a stuck shard still runs")
 	cmd.Flags().StringVar(&o.reg.TLS, "tls", "", "how proxies connect to the shard: true (TLS checked against their --upstream-ca) or insecure (TLS unchecked); plain text when not set")
 	_ = cmd.RegisterFlagCompletionFunc("pool", completions.Pools(f.Catalog))
 	return cmd

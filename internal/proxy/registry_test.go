@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os/exec"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -47,7 +48,7 @@ func TestShardsFromTheRegistry(t *testing.T) {
 	reg := proctest.Start(t, bin, nil, "registry", "serve", "--listen", "127.0.0.1:0", "--eviction-interval", "1s")
 	regURL := "http://" + reg.Addr + "/eureka"
 	startSim := func(id string) *proctest.Process {
-		return proctest.Start(t, bin, nil, "sim", "serve", "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0",
+		return proctest.Start(t, bin, nil, "sim", "serve", "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--rest-listen", "127.0.0.1:0",
 			"--register", regURL, "--shard-id", id, "--pool", "blue", "--renewal-interval", "1s", "--lease-duration", "3s")
 	}
 	for _, id := range []string{"sim-a", "sim-b", "sim-c"} {
@@ -56,7 +57,7 @@ func TestShardsFromTheRegistry(t *testing.T) {
 	adminPort := proctest.FreePort(t)
 	// No endpoints follow the proxy's readiness here: it stops at once.
 	px := proctest.Start(t, bin, nil, "--registry", regURL, "proxy", "serve", "--listen", "127.0.0.1:0", "--admin", fmt.Sprintf("127.0.0.1:%d", adminPort),
-		"--shutdown-delay", "0")
+		"--shutdown-delay", "0", "--rest-listen", "127.0.0.1:0")
 	admin := fmt.Sprintf("http://127.0.0.1:%d/shards", adminPort)
 	proxyShards := func() map[string]proxyapi.ShardStatus {
 		var list struct{ Shards []proxyapi.ShardStatus }
@@ -141,6 +142,25 @@ func TestShardsFromTheRegistry(t *testing.T) {
 	})
 	if completed[slotOf["sim-b"]] != before[slotOf["sim-b"]] {
 		t.Errorf("sim-b completed %d jobs, want the %d it held", completed[slotOf["sim-b"]], before[slotOf["sim-b"]])
+	}
+	// The simulators registered their REST APIs: a search through the
+	// proxy sees every instance, the drained shard's too.
+	base := "http://" + restAddr(t, px)
+	budget.Eventually(t, 10*time.Second, "a search to see the 120 instances completed", func() bool {
+		r := postSearch(t, base, "process-instances", `{"filter":{"state":"COMPLETED"},"page":{"limit":0}}`)
+		return r.status == http.StatusOK && r.Page.TotalItems == 120
+	})
+	r := postSearch(t, base, "jobs", `{"filter":{"state":"COMPLETED"},"page":{"limit":200}}`)
+	perSlot := map[int]int{}
+	for _, it := range r.Items {
+		k, _ := strconv.ParseInt(it["processInstanceKey"].(string), 10, 64)
+		slot, _ := keyslot.Split(k)
+		perSlot[slot]++
+	}
+	for id, slot := range slotOf {
+		if perSlot[slot] != completed[slot] {
+			t.Errorf("the search found %d completed jobs of %s, want %d", perSlot[slot], id, completed[slot])
+		}
 	}
 
 	// A shard that joins later is replayed the ledger before it takes

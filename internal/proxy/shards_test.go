@@ -189,13 +189,15 @@ func TestConfigErrors(t *testing.T) {
 		{"a=h:1,slot=x", "not a number"},
 		{"a=h:1,color=red", "unknown option"},
 		{"a=h:1,state=NOPE", "unknown shard state"},
+		{"a=h:1,rest=h:8080", "want http://HOST:PORT"},
+		{"a=h:1,rest=ftp://h:8080", "want http://HOST:PORT"},
 	} {
 		if _, err := route.ParseShardFlag(tt.flag, 1); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("--shard %s: %v, want %q", tt.flag, err, tt.want)
 		}
 	}
-	sc, err := route.ParseShardFlag("green=10.0.0.1:26500,slot=7,state=draining", 1)
-	if err != nil || sc.Slot != 7 || sc.State != proxyapi.Draining || sc.Addr != "10.0.0.1:26500" {
+	sc, err := route.ParseShardFlag("green=10.0.0.1:26500,slot=7,state=draining,rest=https://10.0.0.1:8080", 1)
+	if err != nil || sc.Slot != 7 || sc.State != proxyapi.Draining || sc.Addr != "10.0.0.1:26500" || sc.REST != "https://10.0.0.1:8080" {
 		t.Errorf("parsed %+v, %v", sc, err)
 	}
 }

@@ -96,6 +96,15 @@ func TestQueriesOverREST(t *testing.T) {
 	if inc["errorType"] != "JOB_NO_RETRIES" || inc["errorMessage"] != "boom" || inc["jobKey"] != failed.JobKey || inc["state"] != "ACTIVE" || inc["elementId"] != "t1" {
 		t.Errorf("incident %v", inc)
 	}
+	// Where the instances wait: four at the task with no incident, one
+	// with it; the two completed left theirs.
+	waiting := waitFor(t, base, "element-instances", `{"filter":{"state":"ACTIVE","type":"SERVICE_TASK"},"sort":[{"field":"hasIncident","order":"DESC"}]}`, 4)
+	if el := waiting.Items[0]; el["processInstanceKey"] != failed.ProcessInstanceKey || el["elementId"] != "t1" || el["hasIncident"] != true || el["incidentKey"] != inc["incidentKey"] {
+		t.Errorf("the element held by the incident: %v", el)
+	}
+	if done := searchCall(t, base, "element-instances", `{"filter":{"state":"COMPLETED"}}`); done.Page.TotalItems != 2 || done.Items[0]["endDate"] == nil {
+		t.Errorf("completed elements: %+v", done)
+	}
 	jobs := waitFor(t, base, "jobs", `{"filter":{"type":"q-task","state":{"$in":["CREATED"]},"worker":""},"sort":[{"field":"processInstanceKey","order":"DESC"}]}`, 3)
 	var jobInstances []string
 	for _, j := range jobs.Items {

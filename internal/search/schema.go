@@ -132,6 +132,11 @@ var (
 	jobStates             = []string{"CANCELED", "COMPLETED", "CREATED", "ERROR_THROWN", "FAILED", "MIGRATED", "RETRIES_UPDATED", "TIMED_OUT"}
 	jobKinds              = []string{"BPMN_ELEMENT", "EXECUTION_LISTENER", "TASK_LISTENER", "AD_HOC_SUB_PROCESS"}
 	listenerEventTypes    = []string{"ASSIGNING", "CANCELING", "COMPLETING", "CREATING", "END", "START", "UNSPECIFIED", "UPDATING", "BEFORE_ALL", "CANCEL"}
+	elementInstanceStates = []string{"ACTIVE", "COMPLETED", "TERMINATED"}
+	elementTypes          = []string{"UNSPECIFIED", "PROCESS", "SUB_PROCESS", "EVENT_SUB_PROCESS", "AD_HOC_SUB_PROCESS", "START_EVENT",
+		"INTERMEDIATE_CATCH_EVENT", "INTERMEDIATE_THROW_EVENT", "BOUNDARY_EVENT", "END_EVENT", "SERVICE_TASK", "RECEIVE_TASK", "USER_TASK",
+		"MANUAL_TASK", "TASK", "EXCLUSIVE_GATEWAY", "INCLUSIVE_GATEWAY", "PARALLEL_GATEWAY", "EVENT_BASED_GATEWAY", "SEQUENCE_FLOW",
+		"MULTI_INSTANCE_BODY", "CALL_ACTIVITY", "BUSINESS_RULE_TASK", "SCRIPT_TASK", "SEND_TASK", "UNKNOWN"}
 	incidentStates        = []string{"ACTIVE", "MIGRATED", "RESOLVED", "PENDING", "UNKNOWN"}
 	incidentErrorTypes    = []string{"UNSPECIFIED", "UNKNOWN", "IO_MAPPING_ERROR", "JOB_NO_RETRIES", "EXECUTION_LISTENER_NO_RETRIES",
 		"TASK_LISTENER_NO_RETRIES", "AD_HOC_SUB_PROCESS_NO_RETRIES", "CONDITION_ERROR", "EXTRACT_VALUE_ERROR", "CALLED_ELEMENT_ERROR",
@@ -139,7 +144,8 @@ var (
 )
 
 // The searchable resources, as Camunda 8.8's spec has them (with 8.9's
-// job creation and update times, which c8ctl filters by).
+// job creation and update times, which c8ctl filters by). Element
+// instances are what a stuck drain reads to say where instances wait.
 var (
 	ProcessInstances = newResource(Resource{
 		Path: "process-instances", Entity: "Process Instance", Key: "processInstanceKey", Get: true, Or: true,
@@ -211,6 +217,25 @@ var (
 			{Name: "rootProcessInstanceKey", Kind: Key, Nullable: true},
 		},
 	})
+	ElementInstances = newResource(Resource{
+		Path: "element-instances", Entity: "Element Instance", Key: "elementInstanceKey", Get: true,
+		Fields: []Field{
+			{Name: "processDefinitionId", Kind: String, Filter: StringOps, Sort: true},
+			{Name: "startDate", Kind: Date, Filter: DateOps, Sort: true},
+			{Name: "endDate", Kind: Date, Filter: DateOps, Sort: true, Nullable: true},
+			{Name: "elementId", Kind: String, Filter: StringOps, Sort: true},
+			{Name: "elementName", Kind: String, Filter: StringOps, Sort: true},
+			{Name: "type", Kind: Enum, Filter: EnumOps, Sort: true, Values: elementTypes},
+			{Name: "state", Kind: Enum, Filter: EnumOps, Sort: true, Values: elementInstanceStates},
+			{Name: "hasIncident", Kind: Bool, Filter: Plain, Sort: true},
+			{Name: "tenantId", Kind: String, Filter: StringOps, Sort: true},
+			{Name: "elementInstanceKey", Kind: Key, Filter: KeyOps, Sort: true},
+			{Name: "processInstanceKey", Kind: Key, Filter: KeyOps, Sort: true},
+			{Name: "processDefinitionKey", Kind: Key, Filter: KeyOps, Sort: true},
+			{Name: "incidentKey", Kind: Key, Filter: KeyOps, Sort: true, Nullable: true},
+			{Name: "rootProcessInstanceKey", Kind: Key, Nullable: true},
+		},
+	})
 	Variables = newResource(Resource{
 		Path: "variables", Entity: "Variable", Key: "variableKey", Get: true,
 		Fields: []Field{
@@ -241,7 +266,7 @@ var (
 )
 
 // Resources are every searchable resource.
-var Resources = []*Resource{ProcessInstances, Jobs, Incidents, Variables, ProcessDefinitions}
+var Resources = []*Resource{ProcessInstances, Jobs, Incidents, ElementInstances, Variables, ProcessDefinitions}
 
 // ByPath finds a resource by its path segment.
 func ByPath(path string) *Resource {

@@ -71,7 +71,7 @@ func (p *partition) push(steps []step, inst *instance, flows ...*bpmn.Flow) []st
 }
 
 func (p *partition) newElement(inst *instance, el *bpmn.Element) *elementInstance {
-	ei := &elementInstance{key: p.keys.next(), el: el, inst: inst}
+	ei := &elementInstance{key: p.keys.next(), el: el, inst: inst, started: now()}
 	p.m.element("activated", el.Kind.BpmnElementType())
 	return ei
 }
@@ -80,6 +80,7 @@ func (p *partition) newElement(inst *instance, el *bpmn.Element) *elementInstanc
 func (p *partition) wait(ei *elementInstance) {
 	ei.inst.active[ei.key] = ei
 	p.state.elements[ei.key] = ei
+	p.exportElement(ei, "ACTIVE")
 }
 
 func (p *partition) unwait(ei *elementInstance) {
@@ -181,6 +182,7 @@ func (p *partition) chooseFlow(ei *elementInstance, steps []step) []step {
 // leave completes a waiting element and moves its token on.
 func (p *partition) leave(ei *elementInstance) {
 	p.unwait(ei)
+	p.exportElement(ei, "COMPLETED")
 	p.m.element("completed", ei.el.Kind.BpmnElementType())
 	p.drive(p.push(nil, ei.inst, ei.el.Outgoing...))
 	p.completeIfDone(ei.inst)
@@ -253,6 +255,7 @@ func (p *partition) terminate(inst *instance) {
 
 func (p *partition) terminateElement(ei *elementInstance) {
 	p.unwait(ei)
+	defer p.exportElement(ei, "TERMINATED") // after its incident is gone
 	if j := ei.job; j != nil {
 		p.removeJob(j)
 		p.exportJob(j, jobCanceledState, true)

@@ -16,11 +16,12 @@ const (
 	expInstances = iota
 	expJobs
 	expIncidents
+	expElements
 	expVariables
 	expResources
 )
 
-var exportedResource = [expResources]*search.Resource{search.ProcessInstances, search.Jobs, search.Incidents, search.Variables}
+var exportedResource = [expResources]*search.Resource{search.ProcessInstances, search.Jobs, search.Incidents, search.ElementInstances, search.Variables}
 
 // exported is what a partition has exported for queries: the simulator's
 // stand-in for Zeebe's secondary storage (Elasticsearch behind Operate
@@ -200,6 +201,35 @@ func (p *partition) exportIncident(inc *incident, resolved bool) {
 		return
 	}
 	p.exp.put(expIncidents, inc.key, it)
+}
+
+// exportElement exports an element instance that waits (a task, a catch
+// event, a gateway held by an incident): those are the ones a search of
+// active elements finds; elements a token passes through in one record
+// are not exported. state ACTIVE keeps it; COMPLETED or TERMINATED ends
+// it.
+func (p *partition) exportElement(ei *elementInstance, state string) {
+	r := search.ElementInstances
+	it := search.NewItem(r).
+		Set(r, "elementInstanceKey", search.KeyValue(ei.key)).
+		Set(r, "processInstanceKey", search.KeyValue(ei.inst.key)).
+		Set(r, "processDefinitionKey", search.KeyValue(ei.inst.proc.key)).
+		Set(r, "processDefinitionId", search.StringValue(ei.inst.proc.id)).
+		Set(r, "elementId", search.StringValue(ei.el.ID)).
+		Set(r, "elementName", search.StringValue(ei.el.ID)).
+		Set(r, "type", search.EnumValue(ei.el.Kind.BpmnElementType())).
+		Set(r, "state", search.EnumValue(state)).
+		Set(r, "hasIncident", search.BoolValue(ei.incident != nil)).
+		Set(r, "startDate", search.DateValue(ei.started)).
+		Set(r, "tenantId", search.StringValue(defaultTenant))
+	if ei.incident != nil {
+		it = it.Set(r, "incidentKey", search.KeyValue(ei.incident.key))
+	}
+	if state == "ACTIVE" {
+		p.exp.put(expElements, ei.key, it)
+		return
+	}
+	p.exp.end(expElements, ei.key, it.Set(r, "endDate", search.DateValue(now())), nil)
 }
 
 // exportVariables exports an instance's variables named in names (all of

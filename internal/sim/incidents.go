@@ -14,6 +14,7 @@ func (p *partition) raiseIncident(kind incidentKind, ei *elementInstance, j *job
 	ei.incident = inc
 	ei.inst.incidents++
 	p.exportIncident(inc, false)
+	p.exportElement(ei, "ACTIVE")
 	p.exportInstance(ei.inst, "ACTIVE", time.Time{})
 	p.m.incident("created")
 	p.m.pendingIncidents.Set(float64(len(p.state.incidents)))
@@ -28,6 +29,9 @@ func (p *partition) deleteIncident(inc *incident) {
 	p.exportIncident(inc, true)
 	if !inc.elem.inst.ended {
 		p.exportInstance(inc.elem.inst, "ACTIVE", time.Time{})
+	}
+	if _, waiting := p.state.elements[inc.elem.key]; waiting {
+		p.exportElement(inc.elem, "ACTIVE")
 	}
 	p.m.incident("resolved")
 	p.m.pendingIncidents.Set(float64(len(p.state.incidents)))
@@ -56,6 +60,9 @@ func (p *partition) resolveIncident(key int64) error {
 	case incidentCondition:
 		p.unwait(ei)
 		p.reenter(ei)
+		if _, waiting := p.state.elements[ei.key]; !waiting {
+			p.exportElement(ei, "COMPLETED")
+		}
 	case incidentExtractValue:
 		p.openSubscription(ei)
 	}

@@ -88,6 +88,7 @@ type elementInstance struct {
 	subName      string
 	subKey       string
 	incident     *incident
+	started      time.Time
 }
 
 type jobState int

@@ -83,6 +83,11 @@ type Event struct {
 	// StalledPolls is how many polls in a row it has not progressed.
 	StalledPolls int      `json:"stalledPolls"`
 	Blockers     []string `json:"blockers,omitempty"`
+	// Waiting names the oldest instances a stuck shard still runs, and
+	// WaitingTotal counts them all, when its registration names its REST
+	// API (a stuck event only).
+	Waiting      []Waiting `json:"waiting,omitempty"`
+	WaitingTotal int64     `json:"waitingTotal,omitempty"`
 }
 
 // Line is the event as one line for a person.
@@ -300,6 +305,14 @@ func (d *Helper) pollOnce(ctx context.Context, f *follow, stuckAfter int) error 
 		stuck := ev
 		stuck.Event = EventStuck
 		stuck.Blockers = d.blockers(ctx, f)
+		list, total, asked, err := waiting(ctx, f.shard)
+		switch {
+		case err != nil:
+			stuck.Blockers = append(stuck.Blockers, "its running instances cannot be listed through its REST API: "+err.Error())
+		case asked && total > 0:
+			stuck.Waiting, stuck.WaitingTotal = list, total
+			stuck.Blockers = append([]string{waitingLine(list, total)}, stuck.Blockers...)
+		}
 		d.emit(stuck)
 	}
 	if f.empty >= emptyPolls {

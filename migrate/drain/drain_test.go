@@ -3,6 +3,7 @@ package drain_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,12 +48,13 @@ func startRegistry(t *testing.T) *registryclient.Client {
 	return c
 }
 
-// shard starts a simulator and registers it (static: no heartbeat).
+// shard starts a simulator serving the REST API too and registers it
+// (static: no heartbeat).
 func shard(t *testing.T, c *registryclient.Client, id, pool string) *sim.Sim {
 	t.Helper()
-	s := simtest.Start(t, sim.Config{Partitions: 2, TimerInterval: 20 * time.Millisecond})
+	s := simtest.Start(t, sim.Config{Partitions: 2, TimerInterval: 20 * time.Millisecond, RESTListen: "127.0.0.1:0"})
 	in, err := registryapi.NewShardInstance(registryapi.ShardRegistration{App: registryapi.DefaultShardsApp, ID: id, Address: s.Addr().String(),
-		Pool: pool, Metrics: "http://" + s.MetricsAddr().String() + "/metrics", Static: true})
+		Pool: pool, Metrics: "http://" + s.MetricsAddr().String() + "/metrics", REST: "http://" + s.RESTAddr().String(), Static: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,6 +267,15 @@ func TestDrainNamesAnIncidentAndTimesOut(t *testing.T) {
 	if got := strings.Join(stuck[0].Blockers, "; "); !strings.Contains(got, "1 incident open") || !strings.Contains(got, strconv.FormatInt(key, 10)) {
 		t.Errorf("blockers %q: want the incident with key %d", got, key)
 	}
+	// Its instance is named, by the key a client of the proxy has, with
+	// where it waits.
+	instance := strconv.FormatInt(keyslot.With(incidents[0].ProcessInstanceKey, shards[0].Slot), 10)
+	if w := stuck[0].Waiting; stuck[0].WaitingTotal != 1 || len(w) != 1 || w[0].Key != instance || w[0].ProcessID != "order" || !slices.Equal(w[0].Elements, []string{incidents[0].ElementID}) {
+		t.Errorf("waiting %+v (%d in all), want instance %s of order in %s", w, stuck[0].WaitingTotal, instance, incidents[0].ElementID)
+	}
+	if want := "1 instance still running: " + instance + " (order, waiting in " + incidents[0].ElementID + ")"; stuck[0].Blockers[0] != want {
+		t.Errorf("first blocker %q, want %q", stuck[0].Blockers[0], want)
+	}
 	if st := state(t, c, "blue-1"); st != registryapi.StateDraining {
 		t.Errorf("blue-1 is %s after the timeout, want DRAINING", st)
 	}
@@ -309,5 +320,52 @@ func TestDrainUnknownShardChangesNothing(t *testing.T) {
 	}
 	if _, err := drain.Undrain(budget.Context(t, 5*time.Second), c, registryapi.DefaultShardsApp, []string{"nope"}); !errors.Is(err, registryapi.ErrNotFound) {
 		t.Errorf("undrain of an unknown shard: %v", err)
+	}
+}
+
+// A drain stuck on instances nobody works names them, oldest first, by
+// the keys clients of the proxy know, with the element each waits in;
+// past ten it counts the rest.
+func TestDrainNamesTheInstancesLeft(t *testing.T) {
+	c := startRegistry(t)
+	blue := shard(t, c, "blue-1", "blue")
+	zc := simtest.Client(t, blue.Addr().String())
+	ctx := budget.Context(t, 30*time.Second)
+	if _, err := zc.NewDeployResourceCommand().AddResource(load.Process("ship", "pack"), "ship.bpmn").Send(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for range 12 {
+		inst, err := zc.NewCreateInstanceCommand().BPMNProcessId("ship").LatestVersion().Send(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, strconv.FormatInt(inst.GetProcessInstanceKey(), 10))
+	}
+	rec := &recorder{}
+	wctx, timeout := timeoutOnCue(t, 10*time.Second)
+	d := &drain.Helper{Registry: c, App: registryapi.DefaultShardsApp, Backlog: backlog.Scrape{}, Poll: 50 * time.Millisecond, StuckAfter: 3, OnEvent: rec.until(drain.EventStuck, timeout)}
+	shards, err := d.Begin(ctx, []string{"blue-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = d.Wait(wctx, shards)
+	stuck := rec.of(drain.EventStuck, "blue-1")
+	if len(stuck) == 0 {
+		t.Fatal("no stuck event though nothing moved")
+	}
+	s := stuck[0]
+	if s.WaitingTotal != 12 || len(s.Waiting) != 10 || !strings.HasPrefix(s.Blockers[0], "12 instances still running, the 10 oldest: ") {
+		t.Fatalf("stuck: %d waiting in all, %d named, blockers %q", s.WaitingTotal, len(s.Waiting), s.Blockers)
+	}
+	for _, w := range s.Waiting {
+		k, _ := strconv.ParseInt(w.Key, 10, 64)
+		slot, raw := keyslot.Split(k)
+		if slot != shards[0].Slot || !slices.Contains(keys, strconv.FormatInt(raw, 10)) || w.ProcessID != "ship" || len(w.Elements) != 1 || w.Started.IsZero() {
+			t.Errorf("waiting %+v: want one of the instances created, with slot %d, in one element", w, shards[0].Slot)
+		}
+	}
+	if !slices.IsSortedFunc(s.Waiting, func(a, b drain.Waiting) int { return a.Started.Compare(b.Started) }) {
+		t.Errorf("not oldest first: %+v", s.Waiting)
 	}
 }

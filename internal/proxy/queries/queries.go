@@ -15,12 +15,10 @@
 package queries
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
 	"net/http"
@@ -42,9 +40,6 @@ import (
 
 // DefaultTimeout bounds a search across the shards.
 const DefaultTimeout = 10 * time.Second
-
-// maxAnswer bounds a shard's answer.
-const maxAnswer = 64 << 20
 
 // Options of a Federation.
 type Options struct {
@@ -307,13 +302,13 @@ func shardPosition(r *search.Resource, sort []search.SortField, pos []search.Val
 }
 
 func (f *Federation) searchShard(ctx context.Context, r *search.Resource, q search.Query, s *route.Shard) ([]search.Item, int64, bool, error) {
-	body, err := f.call(ctx, s, http.MethodPost, "/v2/"+r.Path+"/search", q.AppendJSON(r, nil))
+	g, err := f.remote(ctx, s)
 	if err != nil {
 		return nil, 0, false, err
 	}
-	res, err := search.DecodeResult(r, body)
+	res, err := g.Search(ctx, r, q)
 	if err != nil {
-		return nil, 0, false, err
+		return nil, 0, false, f.timedOut(ctx, err)
 	}
 	for _, it := range res.Items {
 		federate(it, s.Slot)
@@ -348,7 +343,12 @@ func (f *Federation) Get(ctx context.Context, r *search.Resource, key int64) (re
 	if err != nil {
 		return restgateway.Answer{}, restgateway.NotFound(r, key)
 	}
-	body, err := f.call(ctx, s, http.MethodGet, "/v2/"+r.Path+"/"+strconv.FormatInt(raw, 10), nil)
+	g, err := f.remote(ctx, s)
+	var it search.Item
+	if err == nil {
+		it, err = g.Get(ctx, r, raw)
+		err = f.timedOut(ctx, err)
+	}
 	var se *search.Error
 	switch {
 	case errors.As(err, &se) && se.Status == http.StatusNotFound:
@@ -360,57 +360,25 @@ func (f *Federation) Get(ctx context.Context, r *search.Resource, key int64) (re
 		return restgateway.Answer{}, &search.Error{Status: http.StatusServiceUnavailable, Title: "UNAVAILABLE",
 			Detail: fmt.Sprintf("Shard %s holds %s %d and did not answer: %s", s.ID, r.Entity, key, describe(err))}
 	}
-	it, err := search.DecodeItem(r, body)
-	if err != nil {
-		return restgateway.Answer{}, &search.Error{Status: http.StatusBadGateway, Title: "BAD_GATEWAY", Detail: "shard " + s.ID + ": its answer does not read as an item: " + err.Error()}
-	}
 	federate(it, s.Slot)
 	return restgateway.Answer{Body: it.AppendJSON(r, nil)}, nil
 }
 
-// call sends one request to a shard's REST API with the client's
-// credentials and physical tenant, and returns a 200's body. A problem
-// the shard answers is a *search.Error with its status.
-func (f *Federation) call(ctx context.Context, s *route.Shard, method, path string, body []byte) ([]byte, error) {
+// remote is shard s's REST API, asked with the client's credentials and
+// physical tenant.
+func (f *Federation) remote(ctx context.Context, s *route.Shard) (search.Remote, error) {
 	if s.REST == "" {
-		return nil, errors.New("the proxy knows no REST API address for it (rest= in --shard, or the rest metadata of its registration)")
+		return search.Remote{}, errors.New("the proxy knows no REST API address for it (rest= in --shard, or the rest metadata of its registration)")
 	}
 	auth, tenant := restgateway.CallMetadata(ctx)
-	if tenant != "" {
-		path = "/physical-tenants/" + tenant + path
-	}
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(s.REST, "/")+path, bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set("Accept", "application/json")
-	if auth != "" {
-		req.Header.Set("Authorization", auth)
-	}
 	mode, _ := upstream.ParseTLS(s.TLS) // checked when the shard was added
-	resp, err := f.clients[mode].Do(req)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("no answer within %v", f.opts.Timeout)
-		}
-		return nil, err
+	return search.Remote{Client: f.clients[mode], Base: s.REST, Auth: auth, Tenant: tenant}, nil
+}
+
+// timedOut words a shard's failure that the search's deadline caused.
+func (f *Federation) timedOut(ctx context.Context, err error) error {
+	if err != nil && ctx.Err() != nil {
+		return fmt.Errorf("no answer within %v", f.opts.Timeout)
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
-	switch {
-	case err != nil:
-		return nil, fmt.Errorf("read its answer: %w", err)
-	case len(b) > maxAnswer:
-		return nil, fmt.Errorf("its answer is larger than %d bytes", maxAnswer)
-	case resp.StatusCode == http.StatusOK:
-		return b, nil
-	}
-	var p struct{ Title, Detail string }
-	if json.Unmarshal(b, &p) != nil || p.Title == "" {
-		p.Title, p.Detail = http.StatusText(resp.StatusCode), strings.TrimSpace(string(b))
-	}
-	return nil, &search.Error{Status: resp.StatusCode, Title: p.Title, Detail: p.Detail}
+	return err
 }

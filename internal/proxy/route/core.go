@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"maps"
 	"net"
-	"net/url"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -231,8 +230,8 @@ func validateShard(s proxyapi.ShardConfig) error {
 		return fmt.Errorf("shard %q: %w", s.ID, err)
 	}
 	if s.REST != "" {
-		if u, err := url.Parse(s.REST); err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
-			return fmt.Errorf("shard %q: REST API %q: want http://HOST:PORT or https://HOST:PORT", s.ID, s.REST)
+		if err := registryapi.CheckREST(s.REST); err != nil {
+			return fmt.Errorf("shard %q: %w", s.ID, err)
 		}
 	}
 	return nil

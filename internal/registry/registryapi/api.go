@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -241,6 +242,9 @@ func NewShardInstance(r ShardRegistration) (*Instance, error) {
 		in.Metadata[MetaMetrics] = r.Metrics
 	}
 	if r.REST != "" {
+		if err := CheckREST(r.REST); err != nil {
+			return nil, err
+		}
 		in.Metadata[MetaREST] = r.REST
 	}
 	switch r.TLS {
@@ -394,6 +398,14 @@ const MetaMetrics = "metrics"
 
 // MetaREST is the base URL of a shard's REST API (/v2 below it).
 const MetaREST = "rest"
+
+// CheckREST checks a shard's REST API address (MetaREST).
+func CheckREST(base string) error {
+	if u, err := url.Parse(base); err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return fmt.Errorf("REST API %q: want http://HOST:PORT or https://HOST:PORT", base)
+	}
+	return nil
+}
 
 // MetaTLS says how a proxy connects to a shard: absent in plain text,
 // "true" over TLS checked against the proxy's --upstream-ca, "insecure"

@@ -18,6 +18,7 @@ import (
 	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/keyslot"
 	"github.com/shardctl/shardctl/internal/load"
+	"github.com/shardctl/shardctl/internal/proctest"
 	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
 	"github.com/shardctl/shardctl/internal/restgateway"
 	"github.com/shardctl/shardctl/internal/sim"
@@ -444,5 +445,46 @@ func TestFederatedSearchWithAShardDown(t *testing.T) {
 	r = postSearch(t, "http://"+p.RESTAddr().String(), "jobs", `{}`)
 	if r.status != http.StatusServiceUnavailable || !strings.Contains(r.body, "shard-3: the proxy knows no REST API address for it") {
 		t.Errorf("a shard without a REST address: %d %s", r.status, r.body)
+	}
+}
+
+// TestFederatedSearchWithAShardKilled walks pages through the proxy, as
+// processes, while a simulator is killed (SIGKILL) between pages: the
+// next page is a 503 naming it; a proxy run with --search-partial answers
+// from the others, marked.
+func TestFederatedSearchWithAShardKilled(t *testing.T) {
+	bin := proctest.Build(t)
+	var shardFlags []string
+	var sims []*proctest.Process
+	for i := range 3 {
+		s := proctest.Start(t, bin, nil, "sim", "serve", "--listen", "127.0.0.1:0", "--rest-listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--partitions", "1")
+		sims = append(sims, s)
+		shardFlags = append(shardFlags, "--shard", fmt.Sprintf("s%d=%s,rest=http://%s", i+1, s.Addr, restAddr(t, s)))
+	}
+	serve := func(more ...string) string {
+		args := append([]string{"proxy", "serve", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--rest-listen", "127.0.0.1:0", "--shutdown-delay", "0"}, shardFlags...)
+		return "http://" + restAddr(t, proctest.Start(t, bin, nil, append(args, more...)...))
+	}
+	base, partial := serve(), serve("--search-partial", "--search-timeout", "3s")
+	deployREST(t, base, "k.bpmn", load.Process("k", "k-task"))
+	for range 30 {
+		if r := restCall(t, http.MethodPost, base+"/v2/process-instances", "application/json", []byte(`{"processDefinitionId":"k"}`)); r.status != http.StatusOK {
+			t.Fatalf("create %d %s", r.status, r.body)
+		}
+	}
+	first := postSearch(t, base, "process-instances", `{"sort":[{"field":"startDate"}],"page":{"limit":5}}`)
+	if first.status != http.StatusOK || first.Page.TotalItems != 30 {
+		t.Fatalf("first page %d %s", first.status, first.body)
+	}
+	sims[1].Kill()
+	<-sims[1].Done()
+	next := fmt.Sprintf(`{"sort":[{"field":"startDate"}],"page":{"limit":5,"after":%q}}`, *first.Page.EndCursor)
+	r := postSearch(t, base, "process-instances", next)
+	if r.status != http.StatusServiceUnavailable || !strings.Contains(r.body, "shard s2 did not answer") {
+		t.Errorf("with s2 killed: %d %s, want 503 naming s2", r.status, r.body)
+	}
+	r = postSearch(t, partial, "process-instances", next)
+	if r.status != http.StatusOK || r.partial != "missing=s2" || r.Page.TotalItems >= 30 || r.Page.TotalItems == 0 {
+		t.Errorf("with s2 killed, --search-partial: %d %q %s", r.status, r.partial, r.body)
 	}
 }

@@ -167,7 +167,7 @@ func BenchmarkSearchFanOut(b *testing.B) {
 			p50, p99 = append(p50, float64(percentileOf(pl, 0.5))), append(p99, float64(percentileOf(pl, 0.99)))
 		}
 		ms := func(x float64) time.Duration { return time.Duration(x).Round(time.Microsecond) }
-		fmt.Printf("%d in flight: shardctl's CPU per search %v\n", inflight, ((cpuTime(px.Cmd.Process.Pid)-cpu0)/(searchRounds*searchCalls)).Round(time.Microsecond))
+		fmt.Printf("%d in flight: shardctl's CPU per search %v\n", inflight, ((cpuTime(px.Cmd.Process.Pid) - cpu0) / (searchRounds * searchCalls)).Round(time.Microsecond))
 		fmt.Printf("%d in flight, medians of %d rounds: direct p50 %v p99 %v | shardctl p50 %v p99 %v | shardctl's p99 − direct's %v, ratio %.2f\n",
 			inflight, searchRounds, ms(median(d50)), ms(median(d99)), ms(median(p50)), ms(median(p99)),
 			ms(median(p99)-median(d99)), median(p99)/median(d99))

@@ -1,13 +1,11 @@
 package proxy
 
 import (
-	"bytes"
 	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"mime/multipart"
 	"net/http"
 	"slices"
 	"strconv"
@@ -282,20 +280,11 @@ func TestFederatedSearchWalks(t *testing.T) {
 	}
 }
 
-// deployREST deploys one BPMN file as Camunda's clients do: multipart,
-// one part named resources.
+// deployREST deploys one BPMN file as Camunda's clients do.
 func deployREST(t *testing.T, base, name string, bpmn []byte) {
 	t.Helper()
-	var buf bytes.Buffer
-	mw := multipart.NewWriter(&buf)
-	fw, err := mw.CreateFormFile("resources", name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _ = fw.Write(bpmn)
-	_ = mw.Close()
-	if r := restCall(t, http.MethodPost, base+"/v2/deployments", mw.FormDataContentType(), buf.Bytes()); r.status != http.StatusOK {
-		t.Fatalf("deploy %s: %d %s", name, r.status, r.body)
+	if err := load.REST(base, http.DefaultClient).Deploy(budget.Context(t, 30*time.Second), name, bpmn); err != nil {
+		t.Fatalf("deploy %s: %v", name, err)
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+
+	"github.com/shardctl/shardctl/internal/jsonscan"
 )
 
 // Item is one search result: its values by field index. Extra holds the
@@ -74,19 +76,19 @@ func (it Item) AppendJSON(r *Resource, b []byte) []byte {
 // where a newer gateway may differ: an enum value this model does not
 // know is kept as it is, members it does not know go to Extra.
 func DecodeItem(r *Resource, raw json.RawMessage) (Item, error) {
-	s := jsonScan{b: raw}
+	s := jsonscan.Scanner{B: raw}
 	it, err := decodeItem(r, &s)
-	if err == nil {
-		err = s.end()
+	if err == nil && !s.End() {
+		err = jsonscan.ErrSyntax
 	}
 	return it, err
 }
 
-func decodeItem(r *Resource, s *jsonScan) (Item, error) {
+func decodeItem(r *Resource, s *jsonscan.Scanner) (Item, error) {
 	it := NewItem(r)
 	guess := 0 // a gateway writes an item's fields in one order, mostly the model's
-	err := s.object(func(name string) error {
-		v, err := s.value()
+	err := s.Object(func(name string) error {
+		v, err := s.Value()
 		if err != nil {
 			return err
 		}
@@ -99,7 +101,7 @@ func decodeItem(r *Resource, s *jsonScan) (Item, error) {
 		guess = i + 1
 		if (i < 0 || r.Fields[i].Hidden || r.Fields[i].Kind == Raw) && !json.Valid(v) {
 			// Carried as it is, so it must be JSON.
-			return errSyntax
+			return jsonscan.ErrSyntax
 		}
 		if i < 0 || r.Fields[i].Hidden {
 			if it.Extra == nil {
@@ -111,7 +113,7 @@ func decodeItem(r *Resource, s *jsonScan) (Item, error) {
 		val, err := parseValue(&r.Fields[i], v)
 		var nv *errNotValue
 		if errors.As(err, &nv) && r.Fields[i].Kind == Enum {
-			if s, ok := jsonString(v); ok {
+			if s, ok := jsonscan.Text(v); ok {
 				val, err = EnumValue(s), nil
 			}
 		}

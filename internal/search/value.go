@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/shardctl/shardctl/internal/jsonscan"
 )
 
 // Value is one field's value in an item, a filter or a cursor. The zero
@@ -156,7 +158,7 @@ func parseValue(f *Field, raw json.RawMessage) (Value, error) {
 	case Key:
 		// A key is a string; a client that sends it as a number is read
 		// too (an int64 the JSON number holds exactly).
-		s, ok := jsonString(raw)
+		s, ok := jsonscan.Text(raw)
 		if !ok {
 			if _, err := strconv.ParseInt(string(raw), 10, 64); err != nil {
 				return Value{}, &errNotValue{"type"}
@@ -169,7 +171,7 @@ func parseValue(f *Field, raw json.RawMessage) (Value, error) {
 		}
 		return KeyValue(k), nil
 	}
-	s, ok := jsonString(raw)
+	s, ok := jsonscan.Text(raw)
 	if !ok {
 		return Value{}, &errNotValue{"type"}
 	}

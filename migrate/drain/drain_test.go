@@ -241,24 +241,13 @@ func TestDrainNamesAnIncidentAndTimesOut(t *testing.T) {
 		t.Fatalf("incidents %v, %v", incidents, err)
 	}
 
-	rec := &recorder{}
-	wctx, timeout := timeoutOnCue(t, 10*time.Second)
-	d := &drain.Helper{Registry: c, App: registryapi.DefaultShardsApp, Backlog: backlog.Scrape{}, Poll: 50 * time.Millisecond, StuckAfter: 3, OnEvent: rec.until(drain.EventStuck, timeout)}
-	shards, err := d.Begin(ctx, []string{"blue-1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = d.Wait(wctx, shards)
+	shards, stuck, err := drainUntilStuck(t, c, "blue-1")
 	var ne *drain.NotEmptyError
 	if !errors.As(err, &ne) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Wait: %v, want a timed-out NotEmptyError", err)
 	}
 	if len(ne.Left) != 1 || ne.Left[0].Backlog.Incidents != 1 || !strings.Contains(err.Error(), "1 incident") {
 		t.Errorf("what is left: %v", err)
-	}
-	stuck := rec.of(drain.EventStuck, "blue-1")
-	if len(stuck) == 0 {
-		t.Fatal("no stuck event though nothing moved")
 	}
 	if stuck[0].StalledPolls != 3 {
 		t.Errorf("first stuck event after %d polls, want --stuck-after 3", stuck[0].StalledPolls)
@@ -279,6 +268,26 @@ func TestDrainNamesAnIncidentAndTimesOut(t *testing.T) {
 	if st := state(t, c, "blue-1"); st != registryapi.StateDraining {
 		t.Errorf("blue-1 is %s after the timeout, want DRAINING", st)
 	}
+}
+
+// drainUntilStuck drains a shard with --stuck-after 3 until it is stuck
+// (or 10 s pass): the shards drained, the stuck events (at least one),
+// and what the wait returned.
+func drainUntilStuck(t *testing.T, c *registryclient.Client, id string) ([]registryapi.Shard, []drain.Event, error) {
+	t.Helper()
+	rec := &recorder{}
+	wctx, timeout := timeoutOnCue(t, 10*time.Second)
+	d := &drain.Helper{Registry: c, App: registryapi.DefaultShardsApp, Backlog: backlog.Scrape{}, Poll: 50 * time.Millisecond, StuckAfter: 3, OnEvent: rec.until(drain.EventStuck, timeout)}
+	shards, err := d.Begin(budget.Context(t, 10*time.Second), []string{id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = d.Wait(wctx, shards)
+	stuck := rec.of(drain.EventStuck, id)
+	if len(stuck) == 0 {
+		t.Fatal("no stuck event though nothing moved")
+	}
+	return shards, stuck, err
 }
 
 // Missing data is never empty: a shard whose metrics cannot be read keeps
@@ -342,18 +351,7 @@ func TestDrainNamesTheInstancesLeft(t *testing.T) {
 		}
 		keys = append(keys, strconv.FormatInt(inst.GetProcessInstanceKey(), 10))
 	}
-	rec := &recorder{}
-	wctx, timeout := timeoutOnCue(t, 10*time.Second)
-	d := &drain.Helper{Registry: c, App: registryapi.DefaultShardsApp, Backlog: backlog.Scrape{}, Poll: 50 * time.Millisecond, StuckAfter: 3, OnEvent: rec.until(drain.EventStuck, timeout)}
-	shards, err := d.Begin(ctx, []string{"blue-1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = d.Wait(wctx, shards)
-	stuck := rec.of(drain.EventStuck, "blue-1")
-	if len(stuck) == 0 {
-		t.Fatal("no stuck event though nothing moved")
-	}
+	shards, stuck, _ := drainUntilStuck(t, c, "blue-1")
 	s := stuck[0]
 	if s.WaitingTotal != 12 || len(s.Waiting) != 10 || !strings.HasPrefix(s.Blockers[0], "12 instances still running, the 10 oldest: ") {
 		t.Fatalf("stuck: %d waiting in all, %d named, blockers %q", s.WaitingTotal, len(s.Waiting), s.Blockers)

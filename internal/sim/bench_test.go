@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/shardctl/shardctl/internal/search"
 )
 
 // The simulator must never be the bottleneck of a proxy benchmark: these
@@ -87,5 +89,29 @@ func BenchmarkCompleteJob(b *testing.B) {
 	b.StopTimer()
 	if got := scrape(b, s, "zeebe_job_events_total", `action="completed"`); got != float64(b.N) {
 		b.Fatalf("the simulator counted %v completions for %d calls", got, b.N)
+	}
+}
+
+// BenchmarkSearch is one search of 2000 active instances, newest first,
+// a page of 100: what a shard does for each search a proxy sends it.
+func BenchmarkSearch(b *testing.B) {
+	s := startSim(b, Config{Partitions: 3, BacklogLimit: -1})
+	c := newClient(b, s)
+	deploy(b, c, "p.bpmn", linearProcess("p", 1, "work"))
+	ctx := context.Background()
+	runConcurrently(b, 2000, func() error {
+		_, err := c.NewCreateInstanceCommand().BPMNProcessId("p").LatestVersion().Send(ctx)
+		return err
+	})
+	q, err := search.Parse(search.ProcessInstances, []byte(`{"filter":{"state":"ACTIVE"},"sort":[{"field":"startDate","order":"DESC"}],"page":{"limit":100}}`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		a, err := queries{s.cluster}.Search(ctx, search.ProcessInstances, q)
+		if err != nil || len(a.Body) == 0 {
+			b.Fatal(err)
+		}
 	}
 }

@@ -118,17 +118,26 @@ func (e *exported) collect(res int, f search.Filter, out []search.Item) []search
 }
 
 // matching fills one scratch item per row and keeps a copy of those the
-// filter matches.
+// filter matches, their values cut from slabs of a few hundred items
+// each rather than allocated one by one.
 func matching[R row](table map[int64]R, r *search.Resource, f search.Filter, out []search.Item) []search.Item {
+	const slabItems = 256
+	n := len(r.Fields)
 	scratch := search.NewItem(r)
+	var slab []search.Value
 	for _, row := range table {
 		clear(scratch.Values)
 		row.fill(scratch)
-		if f.Match(scratch) {
-			it := search.NewItem(r)
-			copy(it.Values, scratch.Values)
-			out = append(out, it)
+		if !f.Match(scratch) {
+			continue
 		}
+		if len(slab) < n {
+			slab = make([]search.Value, slabItems*n)
+		}
+		it := search.Item{Values: slab[:n:n]}
+		slab = slab[n:]
+		copy(it.Values, scratch.Values)
+		out = append(out, it)
 	}
 	return out
 }

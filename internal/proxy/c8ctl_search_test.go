@@ -2,12 +2,9 @@ package proxy
 
 import (
 	"encoding/json"
-	"net/http"
 	"slices"
-	"strconv"
 	"testing"
 
-	"github.com/shardctl/shardctl/internal/keyslot"
 	"github.com/shardctl/shardctl/internal/restgateway/sdktest"
 	"github.com/shardctl/shardctl/internal/sim"
 	"github.com/shardctl/shardctl/internal/sim/simtest"
@@ -18,15 +15,8 @@ import (
 func ownKeys(t *testing.T, shards []*sim.Sim, resource, key, filter string) []string {
 	t.Helper()
 	var out []string
-	for i, s := range shards {
-		r := postSearch(t, "http://"+s.RESTAddr().String(), resource, `{"filter":`+filter+`,"page":{"limit":10000}}`)
-		if r.status != http.StatusOK {
-			t.Fatalf("shard-%d's %s: %d %s", i+1, resource, r.status, r.body)
-		}
-		for _, it := range r.Items {
-			k, _ := strconv.ParseInt(it[key].(string), 10, 64)
-			out = append(out, strconv.FormatInt(keyslot.With(k, i+1), 10))
-		}
+	for _, it := range shardItems(t, shards, resource, `{"filter":`+filter+`,"page":{"limit":10000}}`) {
+		out = append(out, it[key].(string))
 	}
 	slices.Sort(out)
 	return out

@@ -43,18 +43,21 @@ func restCreates(bases []string) caller {
 	for i, b := range bases {
 		urls[i] = "http://" + b + "/v2/process-instances"
 	}
-	return func(g int) error {
-		resp, err := client.Post(urls[g%len(urls)], "application/json", bytes.NewReader(benchCreateJSON))
-		if err != nil {
-			return err
-		}
-		_, err = io.Copy(io.Discard, resp.Body)
-		_ = resp.Body.Close()
-		if err == nil && resp.StatusCode != http.StatusOK {
-			err = fmt.Errorf("status %s", resp.Status)
-		}
+	return func(g int) error { return postJSON(client, urls[g%len(urls)], benchCreateJSON) }
+}
+
+// postJSON posts body and reads the whole answer, which must be a 200.
+func postJSON(client *http.Client, url string, body []byte) error {
+	resp, err := client.Post(url, "application/json", bytes.NewReader(body))
+	if err != nil {
 		return err
 	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("status %s", resp.Status)
+	}
+	return err
 }
 
 func BenchmarkRESTPeers(b *testing.B) {

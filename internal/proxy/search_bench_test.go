@@ -12,7 +12,6 @@ package proxy
 import (
 	"bytes"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"sync"
@@ -43,16 +42,7 @@ func searchOnce(client *http.Client, base string, body string) error {
 	if bytes.Contains([]byte(body), []byte(`"type"`)) {
 		resource = "jobs"
 	}
-	resp, err := client.Post("http://"+base+"/v2/"+resource+"/search", "application/json", bytes.NewReader([]byte(body)))
-	if err != nil {
-		return err
-	}
-	_, err = io.Copy(io.Discard, resp.Body)
-	_ = resp.Body.Close()
-	if err == nil && resp.StatusCode != http.StatusOK {
-		err = fmt.Errorf("status %s", resp.Status)
-	}
-	return err
+	return postJSON(client, "http://"+base+"/v2/"+resource+"/search", []byte(body))
 }
 
 func percentileOf(xs []time.Duration, p float64) time.Duration {
@@ -86,13 +76,10 @@ func BenchmarkSearchFanOut(b *testing.B) {
 	for range 16 {
 		wg.Go(func() {
 			for range seed {
-				resp, err := client.Post("http://"+proxyREST+"/v2/process-instances", "application/json", bytes.NewReader([]byte(`{"processDefinitionId":"search"}`)))
-				if err != nil {
+				if err := postJSON(client, "http://"+proxyREST+"/v2/process-instances", []byte(`{"processDefinitionId":"search"}`)); err != nil {
 					b.Error(err)
 					return
 				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				_ = resp.Body.Close()
 			}
 		})
 	}

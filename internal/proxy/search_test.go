@@ -182,23 +182,7 @@ func TestFederatedSearchWalks(t *testing.T) {
 
 		// The shards' own answers, their keys as the proxy gives them.
 		own := func(n int) []map[string]any {
-			var all []map[string]any
-			for i := range n {
-				r := postSearch(t, "http://"+shards[i].RESTAddr().String(), c.resource, `{`+query+`,"page":{"limit":10000}}`)
-				if r.status != http.StatusOK {
-					t.Fatalf("%s: shard-%d: %d %s", name, i+1, r.status, r.body)
-				}
-				for _, it := range r.Items {
-					for k, v := range it {
-						if s, ok := v.(string); ok && strings.HasSuffix(k, "Key") {
-							raw, _ := strconv.ParseInt(s, 10, 64)
-							it[k] = strconv.FormatInt(keyslot.With(raw, i+1), 10)
-						}
-					}
-				}
-				all = append(all, r.Items...)
-			}
-			return all
+			return shardItems(t, shards[:n], c.resource, `{`+query+`,"page":{"limit":10000}}`)
 		}
 		want := own(members)
 		var got []map[string]any
@@ -340,6 +324,30 @@ func seedSearchData(t *testing.T, rng *rand.Rand, base, late string) {
 	for _, k := range instances[50:56] {
 		cancelOverREST(t, base, k)
 	}
+}
+
+// shardItems are the answers of each shard (shard-1, shard-2…, slots 1,
+// 2…) to a search asked of the shard itself, their keys in the
+// federation's form.
+func shardItems(t *testing.T, shards []*sim.Sim, resource, body string) []map[string]any {
+	t.Helper()
+	var all []map[string]any
+	for i, s := range shards {
+		r := postSearch(t, "http://"+s.RESTAddr().String(), resource, body)
+		if r.status != http.StatusOK {
+			t.Fatalf("shard-%d's %s %s: %d %s", i+1, resource, body, r.status, r.body)
+		}
+		for _, it := range r.Items {
+			for k, v := range it {
+				if s, ok := v.(string); ok && strings.HasSuffix(k, "Key") {
+					raw, _ := strconv.ParseInt(s, 10, 64)
+					it[k] = strconv.FormatInt(keyslot.With(raw, i+1), 10)
+				}
+			}
+		}
+		all = append(all, r.Items...)
+	}
+	return all
 }
 
 func getREST(t *testing.T, url string) restReply {

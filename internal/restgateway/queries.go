@@ -79,5 +79,5 @@ func writeAnswer(w http.ResponseWriter, a Answer) {
 // NotFound is the error of a get by a key nothing holds, worded as
 // Camunda's gateway words it.
 func NotFound(r *search.Resource, key int64) error {
-	return &httpError{http.StatusNotFound, "NOT_FOUND", r.Entity + " with key '" + itoa(key) + "' not found"}
+	return &httpError{Status: http.StatusNotFound, Title: "NOT_FOUND", Detail: r.Entity + " with key '" + itoa(key) + "' not found"}
 }

@@ -188,16 +188,12 @@ type problem struct {
 
 // httpError is an error the front itself answers, with its status and
 // title (the framework's errors: a body that does not parse, a wrong
-// content type, a key that is no number).
-type httpError struct {
-	status        int
-	title, detail string
-}
-
-func (e *httpError) Error() string { return e.detail }
+// content type, a key that is no number), in the shape a search's
+// refusals have too.
+type httpError = search.Error
 
 func badRequest(format string, a ...any) error {
-	return &httpError{http.StatusBadRequest, "Bad Request", fmt.Sprintf(format, a...)}
+	return &httpError{Status: http.StatusBadRequest, Title: "Bad Request", Detail: fmt.Sprintf(format, a...)}
 }
 
 // invalidArgument is a request the gateway's validation refuses.
@@ -229,12 +225,7 @@ var statusOf = map[codes.Code]struct {
 func writeError(w http.ResponseWriter, req *http.Request, err error) {
 	var he *httpError
 	if errors.As(err, &he) {
-		writeProblem(w, req, he.status, he.title, he.detail)
-		return
-	}
-	var se *search.Error
-	if errors.As(err, &se) {
-		writeProblem(w, req, se.Status, se.Title, se.Detail)
+		writeProblem(w, req, he.Status, he.Title, he.Detail)
 		return
 	}
 	st := status.Convert(err)
@@ -260,20 +251,6 @@ func instance(req *http.Request) string {
 		return p
 	}
 	return req.URL.Path
-}
-
-// appendString writes s as a JSON string: printable ASCII as it is,
-// anything else as encoding/json writes it (HTML characters unescaped).
-func appendString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
-			j, _ := marshal(s) // a string always encodes
-			return append(b, j...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
 }
 
 // writeBody answers with a JSON body already written.
@@ -369,14 +346,14 @@ func unmarshal(body []byte, v any) error {
 }
 
 func unsupported(contentType string) error {
-	return &httpError{http.StatusUnsupportedMediaType, "Unsupported Media Type", fmt.Sprintf("Content-Type '%s' is not supported.", contentType)}
+	return &httpError{Status: http.StatusUnsupportedMediaType, Title: "Unsupported Media Type", Detail: fmt.Sprintf("Content-Type '%s' is not supported.", contentType)}
 }
 
 // tooLargeOr is a body over the limit (413), else what failed reading it.
 func tooLargeOr(err error, limit int64, what string) error {
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
-		return &httpError{http.StatusRequestEntityTooLarge, "Payload Too Large", fmt.Sprintf("Request body is larger than %d bytes", limit)}
+		return &httpError{Status: http.StatusRequestEntityTooLarge, Title: "Payload Too Large", Detail: fmt.Sprintf("Request body is larger than %d bytes", limit)}
 	}
 	return badRequest("%s: %v", what, err)
 }

@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
+
+	"github.com/shardctl/shardctl/internal/jsonscan"
 )
 
 // Op is one filter operator.
@@ -135,8 +138,9 @@ func parseProperty(r *Resource, conds []Cond, prefix, name string, raw json.RawM
 		return nil, err
 	}
 	for _, opName := range sortedNames(ops) {
-		o := Op(slices.Index(opNames[:], opName))
-		if slices.Index(opNames[:], opName) < 0 || !o.allowedBy(f.Filter) {
+		n := slices.Index(opNames[:], opName)
+		o := Op(n)
+		if n < 0 || !o.allowedBy(f.Filter) {
 			return nil, unreadable(path, "")
 		}
 		c := Cond{Field: i, Op: o}
@@ -382,7 +386,7 @@ func appendConds(r *Resource, b []byte, conds []Cond, open bool) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendString(b, r.Fields[conds[i].Field].Name)
+		b = jsonscan.AppendString(b, r.Fields[conds[i].Field].Name)
 		b = append(b, ':')
 		if j == i+1 && conds[i].Op == Eq {
 			b = conds[i].Value.AppendJSON(b)
@@ -397,7 +401,7 @@ func appendConds(r *Resource, b []byte, conds []Cond, open bool) []byte {
 				b = append(b, `":`...)
 				switch c.Op {
 				case Exists:
-					b = fmt.Appendf(b, "%t", c.Exists)
+					b = strconv.AppendBool(b, c.Exists)
 				case In, NotIn:
 					b = append(b, '[')
 					for n, v := range c.Values {

@@ -50,7 +50,7 @@ func (it Item) AppendJSON(r *Resource, b []byte) []byte {
 			b = append(b, ',')
 		}
 		first = false
-		b = appendString(b, name)
+		b = jsonscan.AppendString(b, name)
 		b = append(b, ':')
 	}
 	for i, v := range it.Values {

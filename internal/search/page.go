@@ -3,6 +3,8 @@ package search
 import (
 	"slices"
 	"strconv"
+
+	"github.com/shardctl/shardctl/internal/jsonscan"
 )
 
 // Window cuts the page a query asks for out of items already filtered
@@ -95,22 +97,28 @@ func (res Result) AppendJSON(r *Resource, o Order, b []byte) []byte {
 		b = append(b, `null,"endCursor":null}}`...)
 		return b
 	}
-	b = appendString(b, EncodeCursor(o.Position(res.Items[0])))
+	b = jsonscan.AppendString(b, EncodeCursor(o.Position(res.Items[0])))
 	b = append(b, `,"endCursor":`...)
-	b = appendString(b, EncodeCursor(o.Position(res.Items[len(res.Items)-1])))
+	b = jsonscan.AppendString(b, EncodeCursor(o.Position(res.Items[len(res.Items)-1])))
 	return append(b, "}}"...)
 }
 
 // Run answers q over a store's items: those the filter matches, in the
 // query's order, cut to its page, with their count.
 func Run(r *Resource, items []Item, q Query) Result {
-	o := q.Order(r)
 	var matched []Item
 	for _, it := range items {
 		if q.Filter.Match(it) {
 			matched = append(matched, it)
 		}
 	}
+	return Answer(r, matched, q)
+}
+
+// Answer is Run over items the filter already matched (a store that
+// filters as it reads): sorted in place and cut.
+func Answer(r *Resource, matched []Item, q Query) Result {
+	o := q.Order(r)
 	Sort(matched, o)
 	return Result{Items: Window(matched, o, q.Page), Total: int64(len(matched))}
 }

@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
+
+	"github.com/shardctl/shardctl/internal/jsonscan"
 )
 
 // DefaultLimit is a page's size when the request names none.
@@ -210,7 +211,7 @@ func parsePage(raw json.RawMessage) (Page, error) {
 
 // Order is how a query orders items: its sort fields, then the key.
 func (q Query) Order(r *Resource) Order {
-	return Order{Sort: slices.Clone(q.Sort), Key: r.KeyField()}
+	return Order{Sort: q.Sort, Key: r.KeyField()}
 }
 
 // AppendJSON writes q as a request body, its cursors as AfterText and
@@ -224,7 +225,7 @@ func (q Query) AppendJSON(r *Resource, b []byte) []byte {
 			b = append(b, ',')
 		}
 		b = append(b, `{"field":`...)
-		b = appendString(b, r.Fields[s.Field].Name)
+		b = jsonscan.AppendString(b, r.Fields[s.Field].Name)
 		if s.Desc {
 			b = append(b, `,"order":"DESC"}`...)
 		} else {
@@ -236,10 +237,10 @@ func (q Query) AppendJSON(r *Resource, b []byte) []byte {
 	switch {
 	case q.Page.AfterText != "":
 		b = append(b, `,"after":`...)
-		b = appendString(b, q.Page.AfterText)
+		b = jsonscan.AppendString(b, q.Page.AfterText)
 	case q.Page.BeforeText != "":
 		b = append(b, `,"before":`...)
-		b = appendString(b, q.Page.BeforeText)
+		b = jsonscan.AppendString(b, q.Page.BeforeText)
 	case q.Page.From > 0:
 		b = append(b, `,"from":`...)
 		b = strconv.AppendInt(b, int64(q.Page.From), 10)

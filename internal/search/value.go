@@ -90,13 +90,13 @@ func (v Value) AppendJSON(b []byte) []byte {
 		return strconv.AppendBool(b, v.B)
 	case Date:
 		if v.S != "" {
-			return appendString(b, v.S)
+			return jsonscan.AppendString(b, v.S)
 		}
-		return appendString(b, time.UnixMilli(v.N).UTC().Format(dateLayout))
+		return jsonscan.AppendString(b, time.UnixMilli(v.N).UTC().Format(dateLayout))
 	case Raw:
 		return append(b, v.S...)
 	}
-	return appendString(b, v.S)
+	return jsonscan.AppendString(b, v.S)
 }
 
 // appendCursorJSON writes v as a sort value of a cursor: keys and dates
@@ -107,21 +107,6 @@ func (v Value) appendCursorJSON(b []byte) []byte {
 		return strconv.AppendInt(b, v.N, 10)
 	}
 	return v.AppendJSON(b)
-}
-
-func appendString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
-			var buf bytes.Buffer
-			enc := json.NewEncoder(&buf)
-			enc.SetEscapeHTML(false)
-			_ = enc.Encode(s) // a string always encodes
-			return append(b, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
 }
 
 // errNotValue says a JSON value is not of the field's kind; the caller
@@ -158,18 +143,18 @@ func parseValue(f *Field, raw json.RawMessage) (Value, error) {
 	case Key:
 		// A key is a string; a client that sends it as a number is read
 		// too (an int64 the JSON number holds exactly).
-		s, ok := jsonscan.Text(raw)
-		if !ok {
-			if _, err := strconv.ParseInt(string(raw), 10, 64); err != nil {
-				return Value{}, &errNotValue{"type"}
-			}
+		s, quoted := jsonscan.Text(raw)
+		if !quoted {
 			s = string(raw)
 		}
 		k, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
+		switch {
+		case err == nil:
+			return KeyValue(k), nil
+		case quoted:
 			return Value{}, &errNotValue{"key:" + s}
 		}
-		return KeyValue(k), nil
+		return Value{}, &errNotValue{"type"}
 	}
 	s, ok := jsonscan.Text(raw)
 	if !ok {

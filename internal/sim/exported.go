@@ -32,100 +32,25 @@ type row interface {
 	fill(it search.Item)
 }
 
-// exported is what a partition has exported for queries: the simulator's
-// stand-in for Zeebe's secondary storage (Elasticsearch behind Operate
-// and the /v2 searches). The partition's goroutine writes it as it
-// processes records; searches read it under the read lock.
-type exported struct {
-	mu        sync.RWMutex
-	instances map[int64]instanceRow
-	jobs      map[int64]jobRow
-	incidents map[int64]incidentRow
-	elements  map[int64]elementRow
-	variables map[int64]variableRow
-	// ended lists entities that ended, oldest first; past history the
-	// oldest are forgotten (an instance with its variables).
-	ended   []endedRef
-	history int
-}
+// table holds one resource's rows by key.
+type table[R row] map[int64]R
 
-type endedRef struct {
-	res  int
-	key  int64
-	vars []int64 // an instance's variable keys
-}
-
-func newExported(history int) *exported {
-	return &exported{history: history, instances: map[int64]instanceRow{}, jobs: map[int64]jobRow{},
-		incidents: map[int64]incidentRow{}, elements: map[int64]elementRow{}, variables: map[int64]variableRow{}}
-}
-
-// put stores a row, under the write lock.
-func put[R row](e *exported, table map[int64]R, key int64, r R) {
-	e.mu.Lock()
-	table[key] = r
-	e.mu.Unlock()
-}
-
-// end stores an entity's last row and counts it against the history.
-func end[R row](e *exported, res int, table map[int64]R, key int64, r R, vars []int64) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	table[key] = r
-	e.ended = append(e.ended, endedRef{res: res, key: key, vars: vars})
-	for len(e.ended) > e.history {
-		old := e.ended[0]
-		e.ended[0] = endedRef{}
-		e.ended = e.ended[1:]
-		e.forget(old.res, old.key)
-		for _, v := range old.vars {
-			delete(e.variables, v)
-		}
-	}
-	if len(e.ended) == 0 {
-		e.ended = nil
-	}
-}
-
-func (e *exported) forget(res int, key int64) {
-	switch res {
-	case expInstances:
-		delete(e.instances, key)
-	case expJobs:
-		delete(e.jobs, key)
-	case expIncidents:
-		delete(e.incidents, key)
-	case expElements:
-		delete(e.elements, key)
-	}
-}
-
-// collect appends the items of res the filter matches.
-func (e *exported) collect(res int, f search.Filter, out []search.Item) []search.Item {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	switch res {
-	case expInstances:
-		return matching(e.instances, exportedResource[res], f, out)
-	case expJobs:
-		return matching(e.jobs, exportedResource[res], f, out)
-	case expIncidents:
-		return matching(e.incidents, exportedResource[res], f, out)
-	case expElements:
-		return matching(e.elements, exportedResource[res], f, out)
-	}
-	return matching(e.variables, exportedResource[res], f, out)
+// rows is what the exported view does with any table.
+type rows interface {
+	matching(r *search.Resource, f search.Filter, out []search.Item) []search.Item
+	item(r *search.Resource, key int64) (search.Item, bool)
+	forget(key int64)
 }
 
 // matching fills one scratch item per row and keeps a copy of those the
 // filter matches, their values cut from slabs of a few hundred items
 // each rather than allocated one by one.
-func matching[R row](table map[int64]R, r *search.Resource, f search.Filter, out []search.Item) []search.Item {
+func (t table[R]) matching(r *search.Resource, f search.Filter, out []search.Item) []search.Item {
 	const slabItems = 256
 	n := len(r.Fields)
 	scratch := search.NewItem(r)
 	var slab []search.Value
-	for _, row := range table {
+	for _, row := range t {
 		clear(scratch.Values)
 		row.fill(scratch)
 		if !f.Match(scratch) {
@@ -142,34 +67,87 @@ func matching[R row](table map[int64]R, r *search.Resource, f search.Filter, out
 	return out
 }
 
-func (e *exported) get(res int, key int64) (search.Item, bool) {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	var r row
-	var ok bool
-	switch res {
-	case expInstances:
-		r, ok = lookup(e.instances, key)
-	case expJobs:
-		r, ok = lookup(e.jobs, key)
-	case expIncidents:
-		r, ok = lookup(e.incidents, key)
-	case expElements:
-		r, ok = lookup(e.elements, key)
-	default:
-		r, ok = lookup(e.variables, key)
-	}
+func (t table[R]) item(r *search.Resource, key int64) (search.Item, bool) {
+	row, ok := t[key]
 	if !ok {
 		return search.Item{}, false
 	}
-	it := search.NewItem(exportedResource[res])
-	r.fill(it)
+	it := search.NewItem(r)
+	row.fill(it)
 	return it, true
 }
 
-func lookup[R row](table map[int64]R, key int64) (row, bool) {
-	r, ok := table[key]
-	return r, ok
+func (t table[R]) forget(key int64) { delete(t, key) }
+
+// exported is what a partition has exported for queries: the simulator's
+// stand-in for Zeebe's secondary storage (Elasticsearch behind Operate
+// and the /v2 searches). The partition's goroutine writes it as it
+// processes records; searches read it under the read lock.
+type exported struct {
+	mu        sync.RWMutex
+	instances table[instanceRow]
+	jobs      table[jobRow]
+	incidents table[incidentRow]
+	elements  table[elementRow]
+	variables table[variableRow]
+	all       [expResources]rows // the tables above, by resource index
+	// ended lists entities that ended, oldest first; past history the
+	// oldest are forgotten (an instance with its variables).
+	ended   []endedRef
+	history int
+}
+
+type endedRef struct {
+	res  int
+	key  int64
+	vars []int64 // an instance's variable keys
+}
+
+func newExported(history int) *exported {
+	e := &exported{history: history, instances: table[instanceRow]{}, jobs: table[jobRow]{},
+		incidents: table[incidentRow]{}, elements: table[elementRow]{}, variables: table[variableRow]{}}
+	e.all = [expResources]rows{e.instances, e.jobs, e.incidents, e.elements, e.variables}
+	return e
+}
+
+// put stores a row, under the write lock.
+func put[R row](e *exported, t table[R], key int64, r R) {
+	e.mu.Lock()
+	t[key] = r
+	e.mu.Unlock()
+}
+
+// end stores an entity's last row and counts it against the history.
+func end[R row](e *exported, res int, t table[R], key int64, r R, vars []int64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	t[key] = r
+	e.ended = append(e.ended, endedRef{res: res, key: key, vars: vars})
+	for len(e.ended) > e.history {
+		old := e.ended[0]
+		e.ended[0] = endedRef{}
+		e.ended = e.ended[1:]
+		e.all[old.res].forget(old.key)
+		for _, v := range old.vars {
+			e.variables.forget(v)
+		}
+	}
+	if len(e.ended) == 0 {
+		e.ended = nil
+	}
+}
+
+// collect appends the items of res the filter matches.
+func (e *exported) collect(res int, f search.Filter, out []search.Item) []search.Item {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.all[res].matching(exportedResource[res], f, out)
+}
+
+func (e *exported) get(res int, key int64) (search.Item, bool) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.all[res].item(exportedResource[res], key)
 }
 
 // unixMilli is a time as the rows keep it (0: none).

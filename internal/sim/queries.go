@@ -43,11 +43,8 @@ func (q queries) items(r *search.Resource, f search.Filter) []search.Item {
 }
 
 func (q queries) Search(_ context.Context, r *search.Resource, sq search.Query) (restgateway.Answer, error) {
-	o := sq.Order(r)
-	matched := q.items(r, sq.Filter)
-	search.Sort(matched, o)
-	res := search.Result{Items: search.Window(matched, o, sq.Page), Total: int64(len(matched))}
-	return restgateway.Answer{Body: res.AppendJSON(r, o, nil)}, nil
+	res := search.Answer(r, q.items(r, sq.Filter), sq)
+	return restgateway.Answer{Body: res.AppendJSON(r, sq.Order(r), nil)}, nil
 }
 
 func (q queries) Get(_ context.Context, r *search.Resource, key int64) (restgateway.Answer, error) {

@@ -117,11 +117,9 @@ func (f *Federation) Close() {
 
 // shardPart is one shard's answer to a search.
 type shardPart struct {
-	shard   *route.Shard
-	items   []search.Item
-	total   int64
-	hasMore bool
-	err     error
+	shard *route.Shard
+	res   search.Result
+	err   error
 }
 
 // Search answers q over every shard.
@@ -154,9 +152,9 @@ func (f *Federation) Search(ctx context.Context, r *search.Resource, q search.Qu
 			reasons = append(reasons, "shard "+p.shard.ID+": "+describe(p.err))
 			continue
 		}
-		pages = append(pages, p.items)
-		res.Total += p.total
-		res.HasMore = res.HasMore || p.hasMore
+		pages = append(pages, p.res.Items)
+		res.Total += p.res.Total
+		res.HasMore = res.HasMore || p.res.HasMore
 	}
 	var a restgateway.Answer
 	if len(missing) > 0 {
@@ -208,7 +206,7 @@ func (f *Federation) searchAll(ctx context.Context, r *search.Resource, q search
 			continue // no match can be on this shard
 		}
 		wg.Go(func() {
-			parts[i].items, parts[i].total, parts[i].hasMore, parts[i].err = f.searchShard(ctx, r, sq, s)
+			parts[i].res, parts[i].err = f.searchShard(ctx, r, sq, s)
 		})
 	}
 	wg.Wait()
@@ -228,7 +226,7 @@ func (f *Federation) searchOne(ctx context.Context, r *search.Resource, q search
 	for _, s := range shards {
 		p := shardPart{shard: s}
 		if sq, ok := f.shardQuery(r, q, s); ok {
-			p.items, p.total, p.hasMore, p.err = f.searchShard(ctx, r, sq, s)
+			p.res, p.err = f.searchShard(ctx, r, sq, s)
 		}
 		var se *search.Error
 		if p.err == nil || errors.As(p.err, &se) && se.Status < 500 {
@@ -301,19 +299,20 @@ func shardPosition(r *search.Resource, sort []search.SortField, pos []search.Val
 	return out
 }
 
-func (f *Federation) searchShard(ctx context.Context, r *search.Resource, q search.Query, s *route.Shard) ([]search.Item, int64, bool, error) {
+// searchShard asks one shard, its answer's keys in the federation's form.
+func (f *Federation) searchShard(ctx context.Context, r *search.Resource, q search.Query, s *route.Shard) (search.Result, error) {
 	g, err := f.remote(ctx, s)
 	if err != nil {
-		return nil, 0, false, err
+		return search.Result{}, err
 	}
 	res, err := g.Search(ctx, r, q)
 	if err != nil {
-		return nil, 0, false, f.timedOut(ctx, err)
+		return search.Result{}, f.timedOut(ctx, err)
 	}
 	for _, it := range res.Items {
 		federate(it, s.Slot)
 	}
-	return res.Items, res.Total, res.HasMore, nil
+	return res, nil
 }
 
 // federate puts a shard's slot in every key of its item.

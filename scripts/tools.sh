@@ -2,7 +2,7 @@
 # Prints the path of a pinned Go tool, building it once with `go install`
 # into a cache outside the work tree, so CI runs and sessions on the same
 # machine reuse it. Versions are pinned here and nowhere else.
-#   scripts/tools.sh staticcheck|goreleaser|zbctl|h2spec
+#   scripts/tools.sh staticcheck|goreleaser|zbctl|h2spec|protoc-gen-go|protoc-gen-go-grpc
 #   scripts/tools.sh kube-testenv   (a folder holding kube-apiserver and etcd)
 set -euo pipefail
 
@@ -44,9 +44,13 @@ declare -A TOOLS=(
   [goreleaser]="github.com/goreleaser/goreleaser/v2@v2.15.1"
   [zbctl]="github.com/camunda/zeebe/clients/go/v8/cmd/zbctl@v8.5.20"
   [h2spec]="github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatible"
+  # protoc's plugins for internal/gatewaypb: protoc-gen-go at go.mod's
+  # google.golang.org/protobuf, so that the generated code and the runtime agree.
+  [protoc-gen-go]="google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12"
+  [protoc-gen-go-grpc]="google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2"
 )
 
-name=${1:?usage: scripts/tools.sh staticcheck|goreleaser|zbctl|h2spec|kube-testenv}
+name=${1:?usage: scripts/tools.sh staticcheck|goreleaser|zbctl|h2spec|protoc-gen-go|protoc-gen-go-grpc|kube-testenv}
 spec=${TOOLS[$name]:-}
 if [[ -z $spec ]]; then
   echo "scripts/tools.sh: unknown tool '$name' (known: ${!TOOLS[*]})" >&2

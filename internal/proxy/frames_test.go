@@ -9,12 +9,12 @@ import (
 	"testing"
 	"time"
 
-	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/shardctl/shardctl/internal/budget"
+	pb "github.com/shardctl/shardctl/internal/gatewaypb"
 	"github.com/shardctl/shardctl/internal/load"
 	"github.com/shardctl/shardctl/internal/proxy/grpcwire"
 	"github.com/shardctl/shardctl/internal/proxy/route"

@@ -11,13 +11,14 @@ import (
 	"time"
 
 	"github.com/camunda/zeebe/clients/go/v8/pkg/entities"
-	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
 	"github.com/camunda/zeebe/clients/go/v8/pkg/worker"
 	"github.com/camunda/zeebe/clients/go/v8/pkg/zbc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/shardctl/shardctl/internal/budget"
+	pb "github.com/shardctl/shardctl/internal/gatewaypb"
 	"github.com/shardctl/shardctl/internal/load"
 	"github.com/shardctl/shardctl/internal/sim"
 	"github.com/shardctl/shardctl/internal/sim/simtest"
@@ -262,7 +263,16 @@ func TestCloseWaitsForHandBacks(t *testing.T) {
 	}
 	var back []*pb.ActivatedJob
 	for _, j := range jobs {
-		back = append(back, j.ActivatedJob)
+		// The Go client's 8.5 message, read as the proxy's.
+		b, err := proto.Marshal(j.ActivatedJob)
+		if err != nil {
+			t.Fatal(err)
+		}
+		job := &pb.ActivatedJob{}
+		if err := proto.Unmarshal(b, job); err != nil {
+			t.Fatal(err)
+		}
+		back = append(back, job)
 	}
 	// The shard takes a moment to process each hand-back, as a busy one
 	// does.

@@ -22,11 +22,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 
+	pb "github.com/shardctl/shardctl/internal/gatewaypb"
 	"github.com/shardctl/shardctl/internal/http1"
 	"github.com/shardctl/shardctl/internal/proxy/framefront"
 	"github.com/shardctl/shardctl/internal/proxy/grpcfront"

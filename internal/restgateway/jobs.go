@@ -6,9 +6,10 @@ import (
 	"strings"
 	"time"
 
-	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
+
+	pb "github.com/shardctl/shardctl/internal/gatewaypb"
 )
 
 type activateJobs struct {

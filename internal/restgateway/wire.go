@@ -4,8 +4,9 @@ import (
 	"errors"
 	"unicode/utf8"
 
-	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
 	"google.golang.org/protobuf/encoding/protowire"
+
+	pb "github.com/shardctl/shardctl/internal/gatewaypb"
 )
 
 // A creation's messages written and read by hand, for Options.Unary:

@@ -4,9 +4,10 @@ import (
 	"bytes"
 	"testing"
 
-	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+
+	pb "github.com/shardctl/shardctl/internal/gatewaypb"
 )
 
 // The hand-written encoding of a creation is the generated code's, byte

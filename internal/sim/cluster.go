@@ -5,8 +5,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
 	"github.com/prometheus/client_golang/prometheus"
+
+	pb "github.com/shardctl/shardctl/internal/gatewaypb"
 )
 
 // cluster is the simulated Zeebe cluster: its partitions, the deployed

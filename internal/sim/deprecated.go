@@ -5,7 +5,7 @@ package sim
 import (
 	"context"
 
-	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
+	pb "github.com/shardctl/shardctl/internal/gatewaypb"
 )
 
 // DeployProcess is deprecated in Zeebe but still served: old clients use it.

@@ -8,11 +8,11 @@ import (
 	"strings"
 	"time"
 
-	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/shardctl/shardctl/internal/bpmn"
+	pb "github.com/shardctl/shardctl/internal/gatewaypb"
 )
 
 // GatewayVersion is the Zeebe version the simulator answers as.

@@ -3,10 +3,10 @@ package sim
 import (
 	"time"
 
-	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
 	"google.golang.org/grpc/codes"
 
 	"github.com/shardctl/shardctl/internal/bpmn"
+	pb "github.com/shardctl/shardctl/internal/gatewaypb"
 )
 
 const defaultTenant = "<default>"

@@ -5,9 +5,10 @@ import (
 	"strings"
 	"time"
 
-	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	pb "github.com/shardctl/shardctl/internal/gatewaypb"
 )
 
 // streamBuffer is how many pushed jobs a job stream holds for a worker

@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
 	"google.golang.org/grpc/codes"
 
 	"github.com/shardctl/shardctl/internal/budget"
+	pb "github.com/shardctl/shardctl/internal/gatewaypb"
 )
 
 const catchProcess = bpmnHead + `<bpmn:message id="m" name="paid"><bpmn:extensionElements><zeebe:subscription correlationKey="=orderId"/></bpmn:extensionElements></bpmn:message>

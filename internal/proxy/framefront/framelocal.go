@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 
-	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc/codes"
@@ -18,6 +17,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
+	pb "github.com/shardctl/shardctl/internal/gatewaypb"
 	"github.com/shardctl/shardctl/internal/h2"
 	"github.com/shardctl/shardctl/internal/proxy/grpcfront"
 	"github.com/shardctl/shardctl/internal/proxy/grpcwire"
@@ -40,7 +40,7 @@ type localMethod struct {
 var localMethods = func() map[string]*localMethod {
 	out := map[string]*localMethod{}
 	sv := reflect.TypeOf(&grpcfront.Server{})
-	methods := pb.File_gateway_proto.Services().ByName("Gateway").Methods()
+	methods := pb.File_gatewaypb_gateway_proto.Services().ByName("Gateway").Methods()
 	for i := 0; i < methods.Len(); i++ {
 		md := methods.Get(i)
 		in, err := protoregistry.GlobalTypes.FindMessageByName(md.Input().FullName())

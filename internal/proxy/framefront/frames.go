@@ -10,12 +10,12 @@ import (
 	"sync"
 	"time"
 
-	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	pb "github.com/shardctl/shardctl/internal/gatewaypb"
 	"github.com/shardctl/shardctl/internal/h2"
 	"github.com/shardctl/shardctl/internal/proxy/grpcfront"
 	"github.com/shardctl/shardctl/internal/proxy/grpcwire"
@@ -41,7 +41,7 @@ const gatewayService = "gateway_protocol.Gateway"
 // fastMethods by :path. Each takes one request and answers one response
 // on one shard; calls that fan out, stream or long-poll are not here.
 var fastMethods = func() map[string]*fastMethod {
-	svc := pb.File_gateway_proto.Services().ByName("Gateway")
+	svc := pb.File_gatewaypb_gateway_proto.Services().ByName("Gateway")
 	out := map[string]*fastMethod{}
 	add := func(rpc, key string, place bool) {
 		md := svc.Methods().ByName(protoreflect.Name(rpc))

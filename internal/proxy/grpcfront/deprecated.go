@@ -5,8 +5,7 @@ package grpcfront
 import (
 	"context"
 
-	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
-
+	pb "github.com/shardctl/shardctl/internal/gatewaypb"
 	"github.com/shardctl/shardctl/internal/ledger"
 )
 

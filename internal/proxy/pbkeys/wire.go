@@ -29,9 +29,10 @@ type wirePlan struct {
 }
 
 type wireField struct {
-	fd  protoreflect.FieldDescriptor // a key field (varint), or a message that holds keys
-	key bool
-	sub *wirePlan // the message's plan (not key)
+	fd       protoreflect.FieldDescriptor // a key field (varint), a compound key (string), or a message that holds keys
+	key      bool
+	compound bool
+	sub      *wirePlan // the message's plan (neither key)
 }
 
 var wirePlans sync.Map // protoreflect.FullName -> *wirePlan
@@ -64,6 +65,8 @@ func buildWirePlan(md protoreflect.MessageDescriptor, building map[protoreflect.
 		switch {
 		case isKeyField(fd):
 			f = wireField{fd: fd, key: true}
+		case isCompoundKey(fd):
+			f = wireField{fd: fd, compound: true}
 		case fd.Kind() == protoreflect.MessageKind && !fd.IsMap() && HoldsKeys(fd.Message()):
 			f = wireField{fd: fd, sub: buildWirePlan(fd.Message(), building)}
 		default:
@@ -103,6 +106,18 @@ func (p *wirePlan) rewrite(dst, m []byte, fn Func) ([]byte, error) {
 			dst = append(dst, tag...)
 			dst = protowire.AppendVarint(dst, uint64(k))
 			m = m[vn:]
+		case f != nil && f.compound && typ == protowire.BytesType:
+			b, bn := protowire.ConsumeBytes(m)
+			if bn < 0 {
+				return dst, ErrMalformed
+			}
+			v, err := rewriteCompound(string(b), f.fd, fn)
+			if err != nil {
+				return dst, err
+			}
+			dst = append(dst, tag...)
+			dst = protowire.AppendString(dst, v)
+			m = m[bn:]
 		case f != nil && f.sub != nil && typ == protowire.BytesType:
 			b, bn := protowire.ConsumeBytes(m)
 			if bn < 0 {
@@ -145,7 +160,7 @@ func HoldsKeys(md protoreflect.MessageDescriptor) bool {
 	}
 	keyHolders.Store(md.FullName(), false) // a type that holds itself
 	plan := planFor(md)
-	holds := len(plan.keys) > 0
+	holds := len(plan.keys)+len(plan.compound) > 0
 	for _, fd := range plan.nested {
 		holds = holds || HoldsKeys(fd.Message())
 	}

@@ -4,10 +4,10 @@ import (
 	"errors"
 	"testing"
 
-	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	pb "github.com/shardctl/shardctl/internal/gatewaypb"
 	"github.com/shardctl/shardctl/internal/keyslot"
 )
 
@@ -46,6 +46,15 @@ func TestWireRewriteMatchesDecodedRewrite(t *testing.T) {
 				MappingInstructions: []*pb.MigrateProcessInstanceRequest_MappingInstruction{{SourceElementId: "a", TargetElementId: "b"}}}}, strip, false},
 		{"evaluated decision", &pb.EvaluateDecisionResponse{DecisionKey: 1<<51 | 3, DecisionRequirementsKey: 1<<51 | 4,
 			EvaluatedDecisions: []*pb.EvaluatedDecision{{DecisionKey: 1<<51 | 5, MatchedRules: []*pb.MatchedDecisionRule{{RuleId: "r"}}}}}, stamp, false},
+		{"decision evaluation keys (8.6+)", &pb.EvaluateDecisionResponse{DecisionKey: 1<<51 | 3, DecisionEvaluationKey: 1<<51 | 8, DecisionInstanceKey: 1<<51 | 8,
+			EvaluatedDecisions: []*pb.EvaluatedDecision{{DecisionKey: 1<<51 | 5, DecisionEvaluationInstanceKey: "2251799813685256-1"},
+				{DecisionEvaluationInstanceKey: "not-a-key"}, {DecisionEvaluationInstanceKey: ""}}}, stamp, false},
+		{"task listener job (8.8+)", &pb.ActivatedJob{Key: 1<<51 | 1, Kind: pb.ActivatedJob_TASK_LISTENER,
+			UserTask: &pb.UserTaskProperties{FormKey: proto.Int64(1<<51 | 2), UserTaskKey: proto.Int64(0), Assignee: proto.String("a")}}, stamp, false},
+		{"optional key absent", &pb.ActivatedJob{Key: 1<<51 | 1, UserTask: &pb.UserTaskProperties{Priority: proto.Int32(50)}}, stamp, false},
+		{"evaluate conditional (8.9)", &pb.EvaluateConditionalResponse{ProcessInstances: []*pb.ProcessInstanceReference{
+			{ProcessDefinitionKey: 1<<51 | 2, ProcessInstanceKey: 2<<51 | 3}, {ProcessDefinitionKey: 1<<51 | 2, ProcessInstanceKey: 3<<51 | 4}}}, stamp, false},
+		{"operation reference is not a key", &pb.CancelProcessInstanceRequest{ProcessInstanceKey: slotted, OperationReference: proto.Uint64(1<<51 | 3<<55)}, strip, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			wire, err := proto.Marshal(tc.msg)

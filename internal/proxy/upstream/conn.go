@@ -17,13 +17,14 @@ import (
 	"sync/atomic"
 	"time"
 
-	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
 	"golang.org/x/net/http2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
+
+	pb "github.com/shardctl/shardctl/internal/gatewaypb"
 )
 
 // The TLS modes of a shard: "" or "false" in plain text, "true" over TLS

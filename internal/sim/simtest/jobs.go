@@ -4,7 +4,7 @@ import (
 	"errors"
 	"io"
 
-	pb "github.com/camunda/zeebe/clients/go/v8/pkg/pb"
+	pb "github.com/shardctl/shardctl/internal/gatewaypb"
 )
 
 // CountJobs reads a job poll to its end: the jobs it brought, then how

@@ -25,6 +25,7 @@ DEBIAN_PACKAGES=(
   bash-completion   # completion is tested by completing words in a real bash
   prometheus        # signals are read from a real Prometheus server
   postgresql        # the migration lock preflight is tested against a real PostgreSQL (binaries in /usr/lib/postgresql/N/bin)
+  protobuf-compiler # lint regenerates internal/gatewaypb from gateway.proto and compares
 )
 
 # Phases and their times, printed when the script ends however it ends.
@@ -175,6 +176,15 @@ fi
 go vet -tags long ./...
 "$staticcheck" -tags long ./...
 "$goreleaser" check --config goreleaser.yaml
+# The generated gateway API must be what gen.sh makes of gateway.proto.
+gen=$(mktemp -d)
+internal/gatewaypb/gen.sh "$gen"
+if ! diff -q "$gen/gateway.pb.go" internal/gatewaypb/gateway.pb.go >/dev/null || ! diff -q "$gen/gateway_grpc.pb.go" internal/gatewaypb/gateway_grpc.pb.go >/dev/null; then
+  echo "internal/gatewaypb is stale: run internal/gatewaypb/gen.sh" >&2
+  rm -rf "$gen"
+  exit 1
+fi
+rm -rf "$gen"
 
 # Compiling every package with -race is most of a cold run; done here, no
 # test's clock runs while the compiler holds the cores. The integration

@@ -29,6 +29,7 @@ type SimServeOptions struct {
 	g               *cmdutil.Globals
 	cfg             sim.Config
 	shutdownTimeout time.Duration
+	version         string
 	reg             simRegistration
 	tls             tlsFiles
 	logs            logFlags
@@ -50,13 +51,19 @@ func newCmdSimServe(g *cmdutil.Globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the Zeebe gateway API and Zeebe's metrics from a simulated cluster",
-		Long: `Serve the Zeebe 8.5 gateway API (gRPC) on --listen and /metrics, /healthz,
-/readyz and fault injection on --metrics. The first line on stderr is
+		Long: `Serve the Zeebe gateway API (gRPC) of --zeebe-version on --listen and
+/metrics, /healthz, /readyz and fault injection on --metrics. The first line on stderr is
 "listening on HOST:PORT" (--listen 127.0.0.1:0 picks a free port), the
 second "metrics on http://HOST:PORT/metrics"; then come log lines (a fault
 injected or ended), as --log-format says.
 
-What it runs: BPMN with none, message and signal start events; end events;
+Versions: 8.5 answers as the oldest Zeebe shardctl federates; 8.8 adds
+instance tags (kept on the instance and its jobs, and searchable) and the
+cluster id; 8.10 (the default) adds EvaluateConditional (8.9) and business
+ids. Fields a version does not know are ignored, as its gateway ignores them,
+and methods it does not have answer UNIMPLEMENTED.
+
+What it runs: BPMN with none, message, signal and conditional start events; end events;
 service tasks (zeebe:taskDefinition type, retries); sequence flows; exclusive
 gateways with conditions such as "= amount > 100 and vip" and a default flow;
 parallel gateways; intermediate message catch events (zeebe:subscription
@@ -107,6 +114,7 @@ Fault injection on the --metrics port:
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.cfg.Listen, "listen", "127.0.0.1:26500", "gateway (gRPC) address, HOST:PORT")
+	f.StringVar(&o.version, "zeebe-version", sim.DefaultVersion.String(), "the Zeebe release to play: "+sim.VersionNames()+" (its gateway version, gRPC fields and methods)")
 	f.StringVar(&o.cfg.RESTListen, "rest-listen", "", "serve the REST API (/v2) on HOST:PORT too, over the same engine (Camunda 8.8's default client protocol; off by default)")
 	f.StringVar(&o.cfg.MetricsListen, "metrics", "127.0.0.1:9600", "address of /metrics, /healthz, /readyz and /fault, HOST:PORT")
 	f.Int32Var(&o.cfg.Partitions, "partitions", sim.DefaultPartitions, "partitions of the simulated cluster (1-127)")
@@ -138,6 +146,11 @@ Fault injection on the --metrics port:
 func (o *SimServeOptions) Complete(*cobra.Command, []string) error { return nil }
 
 func (o *SimServeOptions) Validate() error {
+	v, err := sim.ParseVersion(o.version)
+	if err != nil {
+		return fmt.Errorf("--zeebe-version: %w", err)
+	}
+	o.cfg.Version = v
 	if err := o.tls.validate(); err != nil {
 		return err
 	}

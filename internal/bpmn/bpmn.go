@@ -58,6 +58,9 @@ const (
 	None Trigger = iota
 	Message
 	Signal
+	// Conditional: started by EvaluateConditional (8.9) when the
+	// condition holds for the variables given.
+	Conditional
 )
 
 // Element is one flow node.
@@ -79,6 +82,8 @@ type Element struct {
 	CorrelationKey []string
 	// Signal start and catch.
 	SignalName string
+	// Conditional start: when it starts an instance.
+	Condition *Condition
 
 	// Error boundary: the task it is attached to and the error code it
 	// catches ("" catches every code).
@@ -104,9 +109,10 @@ type Process struct {
 	Name     string
 	Elements map[string]*Element
 	// NoneStart is the start event CreateProcessInstance uses, if any.
-	NoneStart     *Element
-	MessageStarts []*Element
-	SignalStarts  []*Element
+	NoneStart         *Element
+	MessageStarts     []*Element
+	SignalStarts      []*Element
+	ConditionalStarts []*Element
 }
 
 // Error is a deployment the simulator rejects; Message names the element.
@@ -284,6 +290,8 @@ func (p *parser) link(proc *Process, flows map[string]*Flow) error {
 				proc.MessageStarts = append(proc.MessageStarts, el)
 			case Signal:
 				proc.SignalStarts = append(proc.SignalStarts, el)
+			case Conditional:
+				proc.ConditionalStarts = append(proc.ConditionalStarts, el)
 			}
 		case EndEvent:
 			if len(el.Outgoing) > 0 {
@@ -323,7 +331,7 @@ func (p *parser) link(proc *Process, flows map[string]*Flow) error {
 			return p.fail("element '%s' has no incoming sequence flow", id)
 		}
 	}
-	if proc.NoneStart == nil && len(proc.MessageStarts) == 0 && len(proc.SignalStarts) == 0 {
+	if proc.NoneStart == nil && len(proc.MessageStarts) == 0 && len(proc.SignalStarts) == 0 && len(proc.ConditionalStarts) == 0 {
 		return p.fail("process '%s' must have at least one start event", proc.ID)
 	}
 	return nil
@@ -361,6 +369,16 @@ func (p *parser) startEvent(n *node) (*Element, error) {
 			return nil, p.fail("signal start event '%s' must reference a signal with a name", n.attr("id"))
 		}
 		el.Trigger, el.SignalName = Signal, literal(name)
+	case "conditionalEventDefinition":
+		cond := d.child("condition")
+		if cond == nil {
+			return nil, p.fail("conditional start event '%s' must have a condition", n.attr("id"))
+		}
+		c, err := ParseCondition(cond.text.String())
+		if err != nil {
+			return nil, p.fail("conditional start event '%s': %v", n.attr("id"), err)
+		}
+		el.Trigger, el.Condition = Conditional, c
 	default:
 		return nil, p.fail("start event '%s' with <%s> is not supported by the simulator", n.attr("id"), d.name)
 	}

@@ -53,6 +53,23 @@ func TestParseOrder(t *testing.T) {
 
 const head = `<?xml version="1.0"?><definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL" xmlns:zeebe="http://camunda.org/schema/zeebe/1.0">`
 
+// A conditional start event (started by EvaluateConditional, 8.9) holds
+// its condition; a process may have it as its only start.
+func TestParseConditionalStart(t *testing.T) {
+	procs, err := Parse("c.bpmn", []byte(head+`<process id="p" isExecutable="true"><startEvent id="big"><conditionalEventDefinition><condition xsi:type="bpmn:tFormalExpression">= amount &gt; 100</condition></conditionalEventDefinition></startEvent><endEvent id="e"/><sequenceFlow id="f" sourceRef="big" targetRef="e"/></process></definitions>`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := procs[0]
+	if p.NoneStart != nil || len(p.ConditionalStarts) != 1 || p.ConditionalStarts[0].ID != "big" {
+		t.Fatalf("starts: none %v, conditional %+v", p.NoneStart, p.ConditionalStarts)
+	}
+	c := p.ConditionalStarts[0].Condition
+	if !c.Eval(map[string]any{"amount": 101.0}) || c.Eval(map[string]any{"amount": 100.0}) || c.Eval(nil) {
+		t.Errorf("condition %s evaluates wrongly", c)
+	}
+}
+
 func TestParseRejects(t *testing.T) {
 	tests := []struct {
 		name, xml, want string
@@ -65,6 +82,10 @@ func TestParseRejects(t *testing.T) {
 			"element 'approveByHand' of type <userTask> in process 'p' is not supported"},
 		{"timer start", head + `<process id="p" isExecutable="true"><startEvent id="tick"><timerEventDefinition/></startEvent></process></definitions>`,
 			"start event 'tick' with <timerEventDefinition> is not supported"},
+		{"conditional start without condition", head + `<process id="p" isExecutable="true"><startEvent id="when"><conditionalEventDefinition/></startEvent><endEvent id="e"/><sequenceFlow id="f" sourceRef="when" targetRef="e"/></process></definitions>`,
+			"conditional start event 'when' must have a condition"},
+		{"conditional start with a bad condition", head + `<process id="p" isExecutable="true"><startEvent id="when"><conditionalEventDefinition><condition>a > 1</condition></conditionalEventDefinition></startEvent><endEvent id="e"/><sequenceFlow id="f" sourceRef="when" targetRef="e"/></process></definitions>`,
+			"conditional start event 'when': condition \"a > 1\" is not an expression"},
 		{"task without type", head + `<process id="p" isExecutable="true"><startEvent id="s"/><serviceTask id="t"/><sequenceFlow id="f" sourceRef="s" targetRef="t"/></process></definitions>`,
 			"service task 't' must have a zeebe:taskDefinition"},
 		{"blank job type", head + `<process id="p" isExecutable="true"><startEvent id="s"/><serviceTask id="t"><extensionElements><zeebe:taskDefinition type=" "/></extensionElements></serviceTask></process></definitions>`,
@@ -152,7 +173,7 @@ func FuzzParse(f *testing.F) {
 			t.Fatal("no error and no process")
 		}
 		for _, p := range procs {
-			if p.NoneStart == nil && len(p.MessageStarts) == 0 && len(p.SignalStarts) == 0 {
+			if p.NoneStart == nil && len(p.MessageStarts) == 0 && len(p.SignalStarts) == 0 && len(p.ConditionalStarts) == 0 {
 				t.Fatal("accepted a process without a start event")
 			}
 		}

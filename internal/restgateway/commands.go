@@ -166,6 +166,7 @@ type createInstance struct {
 	FetchVariables           []string           `json:"fetchVariables"`
 	RequestTimeout           int64              `json:"requestTimeout"`
 	Tags                     []string           `json:"tags"`
+	BusinessID               *string            `json:"businessId"`
 }
 
 type createdInstance struct {
@@ -201,7 +202,11 @@ func (f *front) createInstance(w http.ResponseWriter, req *http.Request) error {
 		return err
 	}
 	vars := document(in.Variables)
-	cr := &pb.CreateProcessInstanceRequest{Variables: vars, TenantId: in.TenantID, Version: -1}
+	cr := &pb.CreateProcessInstanceRequest{Variables: vars, TenantId: in.TenantID, Version: -1, Tags: in.Tags, BusinessId: in.BusinessID}
+	if in.OperationReference != nil {
+		ref := uint64(*in.OperationReference)
+		cr.OperationReference = &ref
+	}
 	if in.ProcessDefinitionID != nil {
 		cr.BpmnProcessId = *in.ProcessDefinitionID
 		if in.ProcessDefinitionVersion != nil {
@@ -218,7 +223,6 @@ func (f *front) createInstance(w http.ResponseWriter, req *http.Request) error {
 		if err != nil {
 			return err
 		}
-		c.Tags = tags(in.Tags)
 		writeBody(w, c.appendJSON(make([]byte, 0, 320)))
 		return nil
 	}
@@ -229,7 +233,7 @@ func (f *front) createInstance(w http.ResponseWriter, req *http.Request) error {
 	}
 	return writeJSON(w, createdInstance{ProcessDefinitionID: resp.GetBpmnProcessId(), ProcessDefinitionKey: Key(resp.GetProcessDefinitionKey()),
 		ProcessDefinitionVersion: resp.GetVersion(), TenantID: resp.GetTenantId(), ProcessInstanceKey: Key(resp.GetProcessInstanceKey()),
-		Variables: object(resp.GetVariables()), Tags: tags(in.Tags)})
+		Variables: object(resp.GetVariables()), Tags: tags(resp.GetTags()), BusinessID: resp.BusinessId})
 }
 
 // create starts an instance, through Options.Unary when set.
@@ -240,7 +244,8 @@ func (f *front) create(ctx context.Context, cr *pb.CreateProcessInstanceRequest)
 			return createdInstance{}, err
 		}
 		return createdInstance{ProcessDefinitionID: resp.GetBpmnProcessId(), ProcessDefinitionKey: Key(resp.GetProcessDefinitionKey()),
-			ProcessDefinitionVersion: resp.GetVersion(), TenantID: resp.GetTenantId(), ProcessInstanceKey: Key(resp.GetProcessInstanceKey())}, nil
+			ProcessDefinitionVersion: resp.GetVersion(), TenantID: resp.GetTenantId(), ProcessInstanceKey: Key(resp.GetProcessInstanceKey()),
+			Tags: resp.GetTags(), BusinessID: resp.BusinessId}, nil
 	}
 	auth, tenant := CallMetadata(ctx)
 	out, err := f.opts.Unary(ctx, "CreateProcessInstance", appendCreateRequest(make([]byte, 0, 64+len(cr.Variables)), cr), auth, tenant)

@@ -20,12 +20,17 @@ const (
 	createVariables      = 4
 	createStart          = 5
 	createTenant         = 6
+	createOperationRef   = 7
+	createTags           = 9
+	createBusinessID     = 10
 	startElementID       = 1
 	createdDefinitionKey = 1
 	createdProcessID     = 2
 	createdVersion       = 3
 	createdInstanceKey   = 4
 	createdTenant        = 5
+	createdTags          = 6
+	createdBusinessID    = 7
 )
 
 // appendCreateRequest appends cr as proto.Marshal encodes it.
@@ -49,7 +54,20 @@ func appendCreateRequest(b []byte, cr *pb.CreateProcessInstanceRequest) []byte {
 		b = protowire.AppendVarint(b, uint64(n))
 		b = appendStringField(b, startElementID, s.ElementId)
 	}
-	return appendStringField(b, createTenant, cr.TenantId)
+	b = appendStringField(b, createTenant, cr.TenantId)
+	if cr.OperationReference != nil {
+		b = protowire.AppendTag(b, createOperationRef, protowire.VarintType)
+		b = protowire.AppendVarint(b, *cr.OperationReference)
+	}
+	for _, t := range cr.Tags {
+		b = protowire.AppendTag(b, createTags, protowire.BytesType)
+		b = protowire.AppendString(b, t)
+	}
+	if cr.BusinessId != nil { // optional: sent even when empty
+		b = protowire.AppendTag(b, createBusinessID, protowire.BytesType)
+		b = protowire.AppendString(b, *cr.BusinessId)
+	}
+	return b
 }
 
 func appendStringField(b []byte, num protowire.Number, s string) []byte {
@@ -88,16 +106,22 @@ func readCreated(msg []byte) (createdInstance, error) {
 			default:
 				c.ProcessInstanceKey = Key(int64(v))
 			}
-		case typ == protowire.BytesType && (num == createdProcessID || num == createdTenant):
+		case typ == protowire.BytesType && (num == createdProcessID || num == createdTenant || num == createdTags || num == createdBusinessID):
 			v, n := protowire.ConsumeBytes(msg)
 			if n < 0 || !utf8.Valid(v) {
 				return c, errCreatedMessage
 			}
 			msg = msg[n:]
-			if num == createdProcessID {
+			switch num {
+			case createdProcessID:
 				c.ProcessDefinitionID = string(v)
-			} else {
+			case createdTenant:
 				c.TenantID = string(v)
+			case createdTags:
+				c.Tags = append(c.Tags, string(v))
+			default:
+				id := string(v)
+				c.BusinessID = &id
 			}
 		default:
 			n := protowire.ConsumeFieldValue(num, typ, msg)

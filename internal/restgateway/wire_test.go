@@ -2,6 +2,7 @@ package restgateway
 
 import (
 	"bytes"
+	"slices"
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -17,6 +18,8 @@ func TestCreateWire(t *testing.T) {
 		{BpmnProcessId: "bench", Version: -1},
 		{ProcessDefinitionKey: 2251799813685249 | 3<<58, Variables: `{"a":1}`, TenantId: "<default>"},
 		{BpmnProcessId: "ünï", Version: 7, StartInstructions: []*pb.ProcessInstanceCreationStartInstruction{{ElementId: "t"}, {}}},
+		{BpmnProcessId: "p", Version: -1, OperationReference: proto.Uint64(1 << 40), Tags: []string{"a", "b:c"}, BusinessId: proto.String("order-1")},
+		{BpmnProcessId: "p", BusinessId: proto.String(""), OperationReference: proto.Uint64(0)},
 		{},
 	} {
 		want, err := proto.MarshalOptions{Deterministic: true}.Marshal(cr)
@@ -27,7 +30,8 @@ func TestCreateWire(t *testing.T) {
 			t.Errorf("%v:\n got %x\nwant %x", cr, got, want)
 		}
 	}
-	resp := &pb.CreateProcessInstanceResponse{ProcessDefinitionKey: 1<<58 | 5, BpmnProcessId: "p", Version: 3, ProcessInstanceKey: 2<<58 | 9, TenantId: "<default>"}
+	resp := &pb.CreateProcessInstanceResponse{ProcessDefinitionKey: 1<<58 | 5, BpmnProcessId: "p", Version: 3, ProcessInstanceKey: 2<<58 | 9, TenantId: "<default>",
+		Tags: []string{"x", "y"}, BusinessId: proto.String("b")}
 	msg, _ := proto.Marshal(resp)
 	unknown := protowire.AppendTag(nil, 99, protowire.BytesType)
 	unknown = protowire.AppendString(unknown, "later field")
@@ -61,7 +65,8 @@ func assertReadsAsProto(t *testing.T, msg []byte, got createdInstance, err error
 		return
 	}
 	if got.ProcessDefinitionID != want.BpmnProcessId || int64(got.ProcessDefinitionKey) != want.ProcessDefinitionKey ||
-		got.ProcessDefinitionVersion != want.Version || int64(got.ProcessInstanceKey) != want.ProcessInstanceKey || got.TenantID != want.TenantId {
+		got.ProcessDefinitionVersion != want.Version || int64(got.ProcessInstanceKey) != want.ProcessInstanceKey || got.TenantID != want.TenantId ||
+		!slices.Equal(got.Tags, want.Tags) || (got.BusinessID == nil) != (want.BusinessId == nil) || (got.BusinessID != nil && *got.BusinessID != *want.BusinessId) {
 		t.Fatalf("%x: readCreated read %+v, proto.Unmarshal %v", msg, got, &want)
 	}
 }

@@ -14,6 +14,7 @@ import (
 // processes, and the gateway's registries of waiting workers.
 type cluster struct {
 	cfg        Config
+	id         string // the cluster id Topology reports (8.8+)
 	partitions []*partition
 	repo       *repository
 	metrics    *metrics

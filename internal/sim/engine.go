@@ -212,8 +212,8 @@ func (p *partition) endInstance(inst *instance, res instanceResult) {
 
 // createInstance activates a new process instance at its start: the none
 // start event, a given start element, or a message/signal start event.
-func (p *partition) createInstance(proc *process, vars map[string]any, starts []*bpmn.Element, waiter chan<- instanceResult) *instance {
-	inst := &instance{key: p.keys.next(), proc: proc, vars: vars, active: map[int64]*elementInstance{}, started: now()}
+func (p *partition) createInstance(proc *process, vars map[string]any, starts []*bpmn.Element, waiter chan<- instanceResult, labels instanceLabels) *instance {
+	inst := &instance{key: p.keys.next(), proc: proc, vars: vars, active: map[int64]*elementInstance{}, started: now(), labels: labels}
 	if waiter != nil {
 		inst.waiters = append(inst.waiters, waiter)
 	}

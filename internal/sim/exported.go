@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"sync"
 	"time"
 
@@ -172,6 +173,7 @@ type instanceRow struct {
 	started, ended int64 // Unix ms
 	state          string
 	hasIncident    bool
+	labels         instanceLabels
 }
 
 func (x instanceRow) fill(it search.Item) {
@@ -186,11 +188,14 @@ func (x instanceRow) fill(it search.Item) {
 		Set(r, "state", search.EnumValue(x.state)).
 		Set(r, "hasIncident", search.BoolValue(x.hasIncident)).
 		Set(r, "tenantId", search.StringValue(defaultTenant)).
-		Set(r, "tags", search.RawValue("[]"))
+		Set(r, "tags", search.RawValue(cmp.Or(x.labels.tagsJSON, "[]")))
+	if b := x.labels.businessID; b != nil {
+		it.Set(r, "businessId", search.StringValue(*b))
+	}
 }
 
 func (p *partition) exportInstance(inst *instance, state string, ended time.Time) {
-	x := instanceRow{key: inst.key, proc: inst.proc, started: unixMilli(inst.started), ended: unixMilli(ended), state: state, hasIncident: inst.incidents > 0}
+	x := instanceRow{key: inst.key, proc: inst.proc, started: unixMilli(inst.started), ended: unixMilli(ended), state: state, hasIncident: inst.incidents > 0, labels: inst.labels}
 	if ended.IsZero() {
 		put(p.exp, p.exp.instances, inst.key, x)
 		return

@@ -2,8 +2,11 @@ package sim
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -14,9 +17,6 @@ import (
 	"github.com/shardctl/shardctl/internal/bpmn"
 	pb "github.com/shardctl/shardctl/internal/gatewaypb"
 )
-
-// GatewayVersion is the Zeebe version the simulator answers as.
-const GatewayVersion = "8.5.20"
 
 // Defaults of Zeebe's gateway.
 const (
@@ -114,13 +114,18 @@ func (g *gateway) Topology(context.Context, *pb.TopologyRequest) (*pb.TopologyRe
 	for i, p := range g.c.partitions {
 		parts[i] = &pb.Partition{PartitionId: p.id, Role: pb.Partition_LEADER, Health: pb.Partition_HEALTHY}
 	}
-	return &pb.TopologyResponse{
-		Brokers:           []*pb.BrokerInfo{{NodeId: 0, Host: host, Port: int32(port), Partitions: parts, Version: GatewayVersion}},
+	v := g.c.cfg.Version
+	t := &pb.TopologyResponse{
+		Brokers:           []*pb.BrokerInfo{{NodeId: 0, Host: host, Port: int32(port), Partitions: parts, Version: v.Release()}},
 		ClusterSize:       1,
 		PartitionsCount:   int32(len(g.c.partitions)),
 		ReplicationFactor: 1,
-		GatewayVersion:    GatewayVersion,
-	}, nil
+		GatewayVersion:    v.Release(),
+	}
+	if v.clusterID() {
+		t.ClusterId = g.c.id
+	}
+	return t, nil
 }
 
 // deploy parses every resource, then versions them on partition 1.
@@ -243,6 +248,10 @@ func (g *gateway) create(ctx context.Context, req *pb.CreateProcessInstanceReque
 	if err != nil {
 		return nil, err
 	}
+	labels, err := g.labels(req)
+	if err != nil {
+		return nil, err
+	}
 	n := len(g.c.partitions)
 	first := int(g.c.rr.Add(1))
 	for i := range n {
@@ -252,7 +261,7 @@ func (g *gateway) create(ctx context.Context, req *pb.CreateProcessInstanceReque
 			if waiter != nil {
 				w = waiter
 			}
-			return p.createInstance(proc, copyVars(vars), starts, w).key, nil
+			return p.createInstance(proc, copyVars(vars), starts, w, labels).key, nil
 		})
 		if status.Code(err) == codes.ResourceExhausted {
 			continue
@@ -262,7 +271,7 @@ func (g *gateway) create(ctx context.Context, req *pb.CreateProcessInstanceReque
 		}
 		return &pb.CreateProcessInstanceResponse{
 			ProcessDefinitionKey: proc.key, BpmnProcessId: proc.id, Version: proc.version,
-			ProcessInstanceKey: key, TenantId: defaultTenant,
+			ProcessInstanceKey: key, TenantId: defaultTenant, Tags: labels.tags, BusinessId: labels.businessID,
 		}, nil
 	}
 	return nil, errBackpressure()
@@ -293,6 +302,7 @@ func (g *gateway) CreateProcessInstanceWithResult(ctx context.Context, req *pb.C
 			ProcessDefinitionKey: created.ProcessDefinitionKey, BpmnProcessId: created.BpmnProcessId,
 			Version: created.Version, ProcessInstanceKey: created.ProcessInstanceKey,
 			Variables: encodeVariables(filterVariables(res.vars, req.GetFetchVariables())), TenantId: defaultTenant,
+			Tags: created.Tags, BusinessId: created.BusinessId,
 		}, nil
 	case <-ctx.Done():
 		return nil, status.Errorf(codes.DeadlineExceeded, "Expected to receive the result of process instance '%d' within %s, but it did not complete in time", created.ProcessInstanceKey, timeout)
@@ -482,6 +492,45 @@ func (g *gateway) BroadcastSignal(ctx context.Context, req *pb.BroadcastSignalRe
 	return &pb.BroadcastSignalResponse{Key: key, TenantId: defaultTenant}, nil
 }
 
+// EvaluateConditional (8.9) starts an instance of every process whose
+// conditional start event's condition holds for the variables given: of
+// the process definition named, or of the latest version of every one.
+// Like a broadcast signal it is processed on the first partition.
+func (g *gateway) EvaluateConditional(ctx context.Context, req *pb.EvaluateConditionalRequest) (*pb.EvaluateConditionalResponse, error) {
+	if !g.c.cfg.Version.conditionals() {
+		return nil, g.unknownMethod("EvaluateConditional")
+	}
+	if err := checkTenant("EvaluateConditional", req.GetTenantId()); err != nil {
+		return nil, err
+	}
+	vars, err := variables("variables", req.GetVariables())
+	if err != nil {
+		return nil, err
+	}
+	procs := g.c.repo.latestAll()
+	if k := req.GetProcessDefinitionKey(); k != 0 {
+		proc := g.c.repo.byDefinitionKey(k)
+		if proc == nil {
+			return nil, rejection(codes.NotFound, "EVALUATE", "Expected to evaluate conditional start events of process definition with key '%d', but no such process was found", k)
+		}
+		procs = []*process{proc}
+	}
+	p1 := g.c.partitions[0]
+	started, err := execOn(ctx, p1, classCreate, func() ([]*pb.ProcessInstanceReference, error) {
+		return p1.evaluateConditionals(procs, vars), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &pb.EvaluateConditionalResponse{ProcessInstances: started}, nil
+}
+
+// unknownMethod is a method this version's gateway does not have, as
+// grpc-java answers one.
+func (g *gateway) unknownMethod(rpc string) error {
+	return status.Errorf(codes.Unimplemented, "Method not found: gateway_protocol.Gateway/%s (Zeebe %s has no %s)", rpc, g.c.cfg.Version, rpc)
+}
+
 func (g *gateway) EvaluateDecision(context.Context, *pb.EvaluateDecisionRequest) (*pb.EvaluateDecisionResponse, error) {
 	return nil, notSupported("EvaluateDecision")
 }
@@ -504,4 +553,36 @@ const maxMillis = int64(100 * 365 * 24 * time.Hour / time.Millisecond)
 
 func millis(ms int64) time.Duration {
 	return time.Duration(min(ms, maxMillis)) * time.Millisecond
+}
+
+// Camunda's TagSet: at most maxTags, each a letter and then letters,
+// digits or _-:. up to 100 characters.
+const maxTags = 10
+
+var tagPattern = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_\-:.]{0,99}$`)
+
+// labels reads what a creation names its instance by, as far as the
+// version played knows it: an older gateway ignores the fields it does
+// not have, as protobuf does.
+func (g *gateway) labels(req *pb.CreateProcessInstanceRequest) (instanceLabels, error) {
+	var l instanceLabels
+	v := g.c.cfg.Version
+	if v.instanceTags() && len(req.GetTags()) > 0 {
+		if len(req.GetTags()) > maxTags {
+			return l, invalid("Expected at most %d tags, but %d were given", maxTags, len(req.GetTags()))
+		}
+		for _, t := range req.GetTags() {
+			if !tagPattern.MatchString(t) {
+				return l, invalid("Expected tag '%s' to start with a letter and then hold only letters, digits, '_', '-', ':' or '.', at most 100 characters", t)
+			}
+		}
+		l.tags = slices.Clone(req.GetTags())
+		b, _ := json.Marshal(l.tags)
+		l.tagsJSON = string(b)
+	}
+	if v.businessIDs() && req.BusinessId != nil {
+		id := req.GetBusinessId()
+		l.businessID = &id
+	}
+	return l, nil
 }

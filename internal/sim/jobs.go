@@ -77,6 +77,7 @@ func (p *partition) activatedJob(j *job, worker string, deadline time.Time, fetc
 		Deadline:                 deadline.UnixMilli(),
 		Variables:                encodeVariables(filterVariables(ei.inst.vars, fetch)),
 		TenantId:                 defaultTenant,
+		Tags:                     ei.inst.labels.tags, // never changed after creation
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/shardctl/shardctl/internal/bpmn"
+	pb "github.com/shardctl/shardctl/internal/gatewaypb"
 )
 
 // openSubscription starts waiting for a message: it reads the correlation
@@ -141,7 +142,7 @@ func (p *partition) startByMessage(proc *process, m *message) bool {
 		}
 	}
 	m.processes[proc.id] = true
-	inst := p.createInstance(proc, copyVars(m.vars), []*bpmn.Element{start}, nil)
+	inst := p.createInstance(proc, copyVars(m.vars), []*bpmn.Element{start}, nil, instanceLabels{})
 	if m.corrKey != "" && !inst.ended {
 		inst.startedBy = &sk
 		p.state.messageStarted[sk] = inst.key
@@ -198,7 +199,7 @@ func (p *partition) broadcastSignal(name string, vars map[string]any) int64 {
 	for _, proc := range p.cluster.repo.latestAll() {
 		for _, s := range proc.model.SignalStarts {
 			if s.SignalName == name {
-				p.createInstance(proc, copyVars(vars), []*bpmn.Element{s}, nil)
+				p.createInstance(proc, copyVars(vars), []*bpmn.Element{s}, nil, instanceLabels{})
 				break
 			}
 		}
@@ -228,5 +229,21 @@ func (p *partition) triggerSignal(name string, vars map[string]any) {
 func copyVars(vars map[string]any) map[string]any {
 	out := make(map[string]any, len(vars))
 	maps.Copy(out, vars)
+	return out
+}
+
+// evaluateConditionals starts an instance at the first conditional start
+// event of each process whose condition holds for vars.
+func (p *partition) evaluateConditionals(procs []*process, vars map[string]any) []*pb.ProcessInstanceReference {
+	var out []*pb.ProcessInstanceReference
+	for _, proc := range procs {
+		for _, s := range proc.model.ConditionalStarts {
+			if s.Condition.Eval(vars) {
+				inst := p.createInstance(proc, copyVars(vars), []*bpmn.Element{s}, nil, instanceLabels{})
+				out = append(out, &pb.ProcessInstanceReference{ProcessDefinitionKey: proc.key, ProcessInstanceKey: inst.key})
+				break
+			}
+		}
+	}
 	return out
 }

@@ -76,6 +76,11 @@ type Config struct {
 	TLS *certs.Server
 	// Logger gets one line per fault injected or ended (nil: none).
 	Logger *slog.Logger
+	// Version is the Zeebe release played (default DefaultVersion).
+	Version Version
+	// GRPCOptions are added to the gateway's grpc-go server: a test's
+	// interceptors, which see the calls as the gateway receives them.
+	GRPCOptions []grpc.ServerOption
 }
 
 // Defaults.
@@ -94,6 +99,9 @@ const (
 func (c *Config) setDefaults() error {
 	if c.Listen == "" {
 		c.Listen = "127.0.0.1:26500"
+	}
+	if c.Version.release == "" {
+		c.Version = DefaultVersion
 	}
 	if c.Partitions == 0 {
 		c.Partitions = DefaultPartitions
@@ -158,7 +166,7 @@ func New(cfg Config) (*Sim, error) {
 		return nil, err
 	}
 	m := newMetrics()
-	c := &cluster{cfg: cfg, repo: newRepository(), metrics: m, closing: make(chan struct{}), aborted: make(chan struct{}), stop: make(chan struct{})}
+	c := &cluster{cfg: cfg, id: newClusterID(), repo: newRepository(), metrics: m, closing: make(chan struct{}), aborted: make(chan struct{}), stop: make(chan struct{})}
 	c.pollers.gauge = m.longPolls
 	c.streams.gauge = m.jobStreams
 	for id := int32(1); id <= cfg.Partitions; id++ {
@@ -234,7 +242,7 @@ func (s *Sim) listenGateway(addr string) error {
 	if s.cfg.MaxConcurrentStreams > 0 {
 		opts = append(opts, grpc.MaxConcurrentStreams(s.cfg.MaxConcurrentStreams))
 	}
-	srv := grpc.NewServer(opts...)
+	srv := grpc.NewServer(append(opts, s.cfg.GRPCOptions...)...)
 	pb.RegisterGatewayServer(srv, s.gw)
 	s.mu.Lock()
 	s.grpc, s.addr = srv, ln.Addr()

@@ -21,7 +21,7 @@ func TestTopologyAndKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if topo.PartitionsCount != 3 || len(topo.Brokers) != 1 || len(topo.Brokers[0].Partitions) != 3 || topo.GatewayVersion != GatewayVersion {
+	if topo.PartitionsCount != 3 || len(topo.Brokers) != 1 || len(topo.Brokers[0].Partitions) != 3 || topo.GatewayVersion != DefaultVersion.Release() {
 		t.Fatalf("topology %+v", topo)
 	}
 	dep, err := c.NewDeployResourceCommand().AddResource(linearProcess("p", 3, "a"), "p.bpmn").Send(ctx)

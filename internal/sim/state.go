@@ -62,6 +62,7 @@ type instance struct {
 	// startedBy is set for an instance a message with a correlation key
 	// started.
 	startedBy *startKey
+	labels    instanceLabels
 	ended     bool
 	started   time.Time
 	incidents int              // open incidents, for the search's hasIncident
@@ -71,6 +72,15 @@ type instance struct {
 	// and no element waits.
 	tokens      int
 	joinWaiting int
+}
+
+// instanceLabels are what a creation names its instance by, since 8.8:
+// tags (kept with their JSON, which every search row carries) and, since
+// 8.10, a business id.
+type instanceLabels struct {
+	tags       []string
+	tagsJSON   string // "" is []
+	businessID *string
 }
 
 type instanceResult struct {

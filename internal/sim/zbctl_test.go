@@ -41,7 +41,7 @@ func TestZbctl(t *testing.T) {
 	s := simtest.Start(t, sim.Config{Partitions: 3})
 
 	status := runZbctl(t, zbctl, s, "status")
-	for _, want := range []string{"Cluster size: 1", "Partitions count: 3", "Gateway version: " + sim.GatewayVersion, "Partition 3 : Leader, Healthy"} {
+	for _, want := range []string{"Cluster size: 1", "Partitions count: 3", "Gateway version: " + sim.DefaultVersion.Release(), "Partition 3 : Leader, Healthy"} {
 		if !strings.Contains(status, want) {
 			t.Errorf("zbctl status lacks %q:\n%s", want, status)
 		}

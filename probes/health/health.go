@@ -121,6 +121,10 @@ type Partition struct {
 	Leader   int32    `json:"leader"`
 	Replicas int      `json:"replicas"`
 	Health   []string `json:"health"` // HEALTHY, UNHEALTHY or DEAD per replica, leader first
+	// Inactive counts brokers that hold the partition outside its
+	// replication group (8.8's INACTIVE role, as while the cluster
+	// scales): neither a replica nor a problem, whatever their health.
+	Inactive int `json:"inactive,omitempty"`
 }
 
 // Report is every target's result, in the order asked.
@@ -218,6 +222,11 @@ func topology(ctx context.Context, addr string) (*Topology, error) {
 	if err != nil {
 		return nil, gatewayError(err)
 	}
+	return summarize(resp), nil
+}
+
+// summarize reads a gateway's topology by partition.
+func summarize(resp *pb.TopologyResponse) *Topology {
 	t := &Topology{Brokers: len(resp.Brokers), ClusterSize: resp.ClusterSize, PartitionsCount: resp.PartitionsCount,
 		ReplicationFactor: resp.ReplicationFactor, GatewayVersion: resp.GatewayVersion}
 	type key struct {
@@ -237,12 +246,16 @@ func topology(ctx context.Context, addr string) (*Topology, error) {
 				part = &Partition{Cluster: cluster, ID: p.PartitionId, Leader: -1}
 				parts[k] = part
 			}
-			part.Replicas++
 			h := p.Health.String()
-			if p.Role == pb.Partition_LEADER {
+			switch p.Role {
+			case pb.Partition_LEADER:
+				part.Replicas++
 				part.Leader = b.NodeId
 				part.Health = append([]string{h}, part.Health...)
-			} else {
+			case pb.Partition_INACTIVE:
+				part.Inactive++
+			default:
+				part.Replicas++
 				part.Health = append(part.Health, h)
 			}
 		}
@@ -261,7 +274,7 @@ func topology(ctx context.Context, addr string) (*Topology, error) {
 		}
 		return int(a.ID - b.ID)
 	})
-	return t, nil
+	return t
 }
 
 // gatewayError says what went wrong in words: grpc-go's transport text

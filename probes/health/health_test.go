@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	pb "github.com/shardctl/shardctl/internal/gatewaypb"
 )
 
 func TestParseTarget(t *testing.T) {
@@ -51,6 +53,39 @@ func TestTopologyProblem(t *testing.T) {
 		err := tt.t.problem()
 		if (err == nil) != (tt.want == "") || (err != nil && !strings.Contains(err.Error(), tt.want)) {
 			t.Errorf("%s: %v, want %q", tt.name, err, tt.want)
+		}
+	}
+}
+
+// 8.8's states: a DEAD replica is a problem wherever it is; an INACTIVE
+// broker (outside the replication group) is neither a replica nor one,
+// and a partition only INACTIVE brokers hold has no leader.
+func TestTopologyOfCurrentZeebe(t *testing.T) {
+	part := func(id int32, role pb.Partition_PartitionBrokerRole, h pb.Partition_PartitionBrokerHealth) *pb.Partition {
+		return &pb.Partition{PartitionId: id, Role: role, Health: h}
+	}
+	for _, tt := range []struct {
+		name    string
+		brokers [][]*pb.Partition
+		want    string
+	}{
+		{"inactive beside a healthy group", [][]*pb.Partition{
+			{part(1, pb.Partition_LEADER, pb.Partition_HEALTHY)},
+			{part(1, pb.Partition_INACTIVE, pb.Partition_UNHEALTHY)}}, ""},
+		{"dead follower", [][]*pb.Partition{
+			{part(1, pb.Partition_LEADER, pb.Partition_HEALTHY)},
+			{part(1, pb.Partition_FOLLOWER, pb.Partition_DEAD)}}, "partition 1: a follower is DEAD"},
+		{"dead leader", [][]*pb.Partition{{part(1, pb.Partition_LEADER, pb.Partition_DEAD)}}, "partition 1: the leader is DEAD"},
+		{"only inactive", [][]*pb.Partition{{part(1, pb.Partition_INACTIVE, pb.Partition_HEALTHY)}}, "partition 1 has no leader"},
+	} {
+		resp := &pb.TopologyResponse{PartitionsCount: 1}
+		for i, ps := range tt.brokers {
+			resp.Brokers = append(resp.Brokers, &pb.BrokerInfo{NodeId: int32(i), Host: "b", Partitions: ps})
+		}
+		topo := summarize(resp)
+		err := topo.problem()
+		if (err == nil) != (tt.want == "") || (err != nil && !strings.Contains(err.Error(), tt.want)) {
+			t.Errorf("%s: %v, want %q (%+v)", tt.name, err, tt.want, topo.Partitions)
 		}
 	}
 }

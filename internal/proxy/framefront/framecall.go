@@ -363,8 +363,12 @@ func (a *attempt) end(code codes.Code, msg string, neverProcessed bool) {
 		}
 		if a.placing {
 			s.Choices.Inc()
-			if c.m.create {
-				s.NotePlaced()
+			switch {
+			case c.m.create:
+				s.NotePlaced(1)
+			case c.m.started != 0:
+				msg, _ := grpcwire.OneMessage(out)
+				s.NotePlaced(int64(pbkeys.WireCount(msg, c.m.started)))
 			}
 		}
 		if c.claim() {

@@ -34,6 +34,9 @@ type fastMethod struct {
 	// create: CreateProcessInstance, whose definition key the ledger may
 	// turn into a process id and version.
 	create bool
+	// started is the answer's field that lists the instances a call
+	// started (EvaluateConditional's), each counted as placed.
+	started protowire.Number
 }
 
 const gatewayService = "gateway_protocol.Gateway"
@@ -54,6 +57,9 @@ var fastMethods = func() map[string]*fastMethod {
 	add("CreateProcessInstance", "processDefinitionKey", true)
 	out["/"+gatewayService+"/CreateProcessInstance"].create = true
 	add("EvaluateDecision", "decisionKey", true)
+	add("EvaluateConditional", "processDefinitionKey", true)
+	cond := out["/"+gatewayService+"/EvaluateConditional"]
+	cond.started = cond.out.Fields().ByName("processInstances").Number()
 	for rpc, key := range map[string]string{
 		"CancelProcessInstance":  "processInstanceKey",
 		"CompleteJob":            "jobKey",

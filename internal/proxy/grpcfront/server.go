@@ -3,6 +3,7 @@ package grpcfront
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -161,8 +162,11 @@ func (p *Server) place(ctx context.Context, rpc string, send func(context.Contex
 		switch {
 		case err == nil:
 			s.Choices.Inc()
-			if strings.HasPrefix(rpc, "CreateProcessInstance") {
-				s.NotePlaced()
+			switch r := resp.(type) {
+			case *pb.CreateProcessInstanceResponse, *pb.CreateProcessInstanceWithResultResponse:
+				s.NotePlaced(1)
+			case *pb.EvaluateConditionalResponse:
+				s.NotePlaced(int64(len(r.GetProcessInstances())))
 			}
 			pbkeys.Stamp(resp.ProtoReflect(), s.Slot)
 			return resp, nil
@@ -241,6 +245,17 @@ func (sv *Server) EvaluateDecision(ctx context.Context, req *pb.EvaluateDecision
 		return byKey(ctx, sv, "EvaluateDecision", req, k, pb.GatewayClient.EvaluateDecision)
 	}
 	return placeNew(ctx, sv, "EvaluateDecision", req, pb.GatewayClient.EvaluateDecision)
+}
+
+// EvaluateConditional (8.9) starts instances as a creation does: placed
+// by the same pools, weights, limits and admission, or, for a process
+// definition's key, on the shard that issued it (the request names no
+// process id that the ledger could place elsewhere).
+func (sv *Server) EvaluateConditional(ctx context.Context, req *pb.EvaluateConditionalRequest) (*pb.EvaluateConditionalResponse, error) {
+	if k := req.GetProcessDefinitionKey(); !keyslot.None(k) && k > 0 {
+		return byKey(ctx, sv, "EvaluateConditional", req, k, pb.GatewayClient.EvaluateConditional)
+	}
+	return placeNew(ctx, sv, "EvaluateConditional", req, pb.GatewayClient.EvaluateConditional)
 }
 
 // deployTargets are the shards a deployment goes to, in slot order: every
@@ -455,7 +470,10 @@ func (sv *Server) DeleteResource(ctx context.Context, req *pb.DeleteResourceRequ
 // Topology is one synthesized topology: every shard's brokers, with the
 // shard's id in the host ("shard-a/10.0.0.5") and node ids made unique
 // (slot*1000 + node id), so `zbctl status` through the proxy reads as the
-// federation it is.
+// federation it is. Roles and health are each shard's own (8.8's INACTIVE
+// and DEAD included); the gateway version is the oldest shard's, what a
+// client can count on everywhere; no cluster id is given, as the
+// federation is no one cluster.
 func (sv *Server) Topology(ctx context.Context, _ *pb.TopologyRequest) (*pb.TopologyResponse, error) {
 	start := time.Now()
 	shards := sv.Snapshot()
@@ -496,7 +514,7 @@ func (sv *Server) Topology(ctx context.Context, _ *pb.TopologyRequest) (*pb.Topo
 		out.ClusterSize += t.GetClusterSize()
 		out.PartitionsCount += t.GetPartitionsCount()
 		out.ReplicationFactor = max(out.ReplicationFactor, t.GetReplicationFactor())
-		if v := t.GetGatewayVersion(); v != "" {
+		if v := t.GetGatewayVersion(); v != "" && (reached == 1 || olderRelease(v, out.GatewayVersion)) {
 			out.GatewayVersion = v
 		}
 	}
@@ -507,6 +525,23 @@ func (sv *Server) Topology(ctx context.Context, _ *pb.TopologyRequest) (*pb.Topo
 	}
 	sv.observe("Topology", start, nil)
 	return out, nil
+}
+
+// olderRelease reports whether release a ("8.5.20") is older than b;
+// what does not read as numbers sorts as text.
+func olderRelease(a, b string) bool {
+	as, bs := strings.Split(a, "."), strings.Split(b, ".")
+	for i := 0; i < len(as) && i < len(bs); i++ {
+		x, errX := strconv.Atoi(as[i])
+		y, errY := strconv.Atoi(bs[i])
+		if errX != nil || errY != nil {
+			return as[i] < bs[i]
+		}
+		if x != y {
+			return x < y
+		}
+	}
+	return len(as) < len(bs)
 }
 
 // forwarded is the metadata a shard must see as the client sent it: its

@@ -168,6 +168,28 @@ func HoldsKeys(md protoreflect.MessageDescriptor) bool {
 	return holds
 }
 
+// WireCount counts the occurrences of a top-level field (the entries of
+// a repeated one); a malformed message counts what came before the fault.
+func WireCount(m []byte, want protowire.Number) int {
+	n := 0
+	for len(m) > 0 {
+		num, typ, tn := protowire.ConsumeTag(m)
+		if tn < 0 {
+			return n
+		}
+		m = m[tn:]
+		vn := protowire.ConsumeFieldValue(num, typ, m)
+		if vn < 0 {
+			return n
+		}
+		if num == want {
+			n++
+		}
+		m = m[vn:]
+	}
+	return n
+}
+
 // WireInt64 reads the last value of a top-level varint field (as a
 // protobuf parser keeps it); 0 when absent.
 func WireInt64(m []byte, want protowire.Number) (int64, error) {

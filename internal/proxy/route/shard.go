@@ -141,9 +141,9 @@ func NeverSent(err error) bool {
 // ObserveLatency records how long a placement on s took.
 func (s *Shard) ObserveLatency(d time.Duration, now time.Time) { s.latency.observe(d, now) }
 
-// NotePlaced counts an instance placed on s since the last reading of
-// its backlog, so its instance limit counts it as in flight.
-func (s *Shard) NotePlaced() { s.admission.instances.placed.Add(1) }
+// NotePlaced counts n instances placed on s since the last reading of
+// its backlog, so its instance limit counts them as in flight.
+func (s *Shard) NotePlaced(n int64) { s.admission.instances.placed.Add(n) }
 
 // Down reports whether the health checks hold s DOWN.
 func (s *Shard) Down() bool { return s.health.down.Load() }

@@ -1,0 +1,127 @@
+package sim
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/shardctl/shardctl/internal/budget"
+	pb "github.com/shardctl/shardctl/internal/gatewaypb"
+	"github.com/shardctl/shardctl/internal/load"
+)
+
+// Each version played answers with what its gateway knows: 8.5 ignores
+// tags and business ids (protobuf drops fields it does not know) and has
+// no EvaluateConditional; 8.8 keeps tags on the instance and its jobs and
+// reports a cluster id; 8.10 adds conditional starts and business ids.
+func TestVersionsPlayed(t *testing.T) {
+	conditional := []byte(load.DefinitionsHead + `<bpmn:process id="c" isExecutable="true">
+<bpmn:startEvent id="when"><bpmn:conditionalEventDefinition><bpmn:condition>= amount &gt; 100</bpmn:condition></bpmn:conditionalEventDefinition></bpmn:startEvent>
+<bpmn:endEvent id="e"/><bpmn:sequenceFlow id="f" sourceRef="when" targetRef="e"/></bpmn:process></bpmn:definitions>`)
+	for _, tc := range []struct {
+		version                      string
+		tags, clusterID, conditional bool
+		businessID                   bool
+	}{
+		{"8.5", false, false, false, false},
+		{"8.8", true, true, false, false},
+		{"8.10", true, true, true, true},
+	} {
+		t.Run(tc.version, func(t *testing.T) {
+			v, err := ParseVersion(tc.version)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := startSim(t, Config{Partitions: 2, Version: v})
+			conn, err := grpc.NewClient(s.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			gw := pb.NewGatewayClient(conn)
+			ctx := budget.Context(t, 10*time.Second)
+			topo, err := gw.Topology(ctx, &pb.TopologyRequest{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if topo.GatewayVersion != v.Release() || !strings.HasPrefix(topo.GatewayVersion, tc.version+".") || (topo.ClusterId != "") != tc.clusterID {
+				t.Errorf("topology: version %q, cluster id %q", topo.GatewayVersion, topo.ClusterId)
+			}
+			if _, err := gw.DeployResource(ctx, &pb.DeployResourceRequest{Resources: []*pb.Resource{
+				{Name: "p.bpmn", Content: load.Process("p", "t")}, {Name: "c.bpmn", Content: conditional}}}); err != nil {
+				t.Fatal(err)
+			}
+			created, err := gw.CreateProcessInstance(ctx, &pb.CreateProcessInstanceRequest{BpmnProcessId: "p", Version: -1,
+				Tags: []string{"a", "b"}, BusinessId: proto.String("order-1")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (len(created.Tags) == 2) != tc.tags || (created.BusinessId != nil) != tc.businessID {
+				t.Errorf("created %v", created)
+			}
+			jobs := activateRaw(ctx, t, gw, "t")
+			if len(jobs) != 1 || (len(jobs[0].Tags) == 2) != tc.tags {
+				t.Errorf("jobs %v", jobs)
+			}
+			started, err := gw.EvaluateConditional(ctx, &pb.EvaluateConditionalRequest{Variables: `{"amount":101}`})
+			switch {
+			case !tc.conditional && (status.Code(err) != codes.Unimplemented || !strings.Contains(err.Error(), "EvaluateConditional")):
+				t.Errorf("EvaluateConditional on %s: %v, want UNIMPLEMENTED naming it", tc.version, err)
+			case tc.conditional && (err != nil || len(started.ProcessInstances) != 1):
+				t.Errorf("EvaluateConditional: %v, %v", started, err)
+			}
+		})
+	}
+}
+
+func activateRaw(ctx context.Context, t *testing.T, gw pb.GatewayClient, typ string) []*pb.ActivatedJob {
+	t.Helper()
+	stream, err := gw.ActivateJobs(ctx, &pb.ActivateJobsRequest{Type: typ, Worker: "w", Timeout: 60000, MaxJobsToActivate: 10, RequestTimeout: 5000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Jobs
+}
+
+// Tags are checked as Camunda checks them; the instance is not created.
+func TestTagsRefused(t *testing.T) {
+	s := startSim(t, Config{Partitions: 1})
+	conn, err := grpc.NewClient(s.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	gw := pb.NewGatewayClient(conn)
+	ctx := budget.Context(t, 10*time.Second)
+	if _, err := gw.DeployResource(ctx, &pb.DeployResourceRequest{Resources: []*pb.Resource{{Name: "p.bpmn", Content: load.Process("p")}}}); err != nil {
+		t.Fatal(err)
+	}
+	for name, tags := range map[string][]string{
+		"eleven":            {"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k"},
+		"starts with digit": {"1a"},
+		"space":             {"a b"},
+		"too long":          {"a" + strings.Repeat("x", 100)},
+		"empty":             {""},
+	} {
+		_, err := gw.CreateProcessInstance(ctx, &pb.CreateProcessInstanceRequest{BpmnProcessId: "p", Version: -1, Tags: tags})
+		if status.Code(err) != codes.InvalidArgument {
+			t.Errorf("%s: %v, want INVALID_ARGUMENT", name, err)
+		}
+	}
+	if n := len(onPartitions(t, s, func(p *partition) []int64 { return slices.Collect(maps.Keys(p.state.instances)) })); n != 0 {
+		t.Errorf("%d instances created", n)
+	}
+}

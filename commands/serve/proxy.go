@@ -21,7 +21,7 @@ import (
 // NewCmdProxy builds `shardctl proxy`.
 func NewCmdProxy(g *cmdutil.Globals) *cobra.Command {
 	return newRuntimeGroup("proxy", "Run the federation proxy: several Zeebe clusters behind one gateway address",
-		`The federation proxy serves the Zeebe 8.5 gateway API and spreads one workload
+		`The federation proxy serves the Zeebe gateway API (8.5 to 8.10) and spreads one workload
 over several Zeebe clusters (shards); clients keep one gateway address and
 change nothing. See "shardctl proxy serve --help".`,
 		newCmdProxyServe(g))
@@ -90,6 +90,9 @@ the shard as gRPC metadata):
     cannot take are handed back at once (FailJob, retries unchanged, no
     backoff);
   - key-addressed calls go to the key's shard;
+  - EvaluateConditional (8.9) starts instances: placed as a new instance,
+    or sent to the shard of the process definition key it names; a method
+    the proxy does not know is refused with UNIMPLEMENTED naming it;
   - a message whose name starts a process (per the ledger) goes to one
     shard and starts one instance; any other message goes to every UP and
     DRAINING shard, so a waiting instance correlates wherever it lives.

@@ -18,8 +18,8 @@ import (
 // NewCmdSim builds `shardctl sim`.
 func NewCmdSim(g *cmdutil.Globals) *cobra.Command {
 	return newRuntimeGroup("sim", "Run a simulated Zeebe cluster (a shard) for rehearsals, demos and tests",
-		`The shard simulator behaves like a Zeebe 8.5 cluster at the gateway API and in
-its metric names, so shardctl's proxy, signals, drain and dashboards work
+		`The shard simulator behaves like a Zeebe cluster (8.5, 8.8 or 8.10) at the
+gateway API and in its metric names, so shardctl's proxy, signals, drain and dashboards work
 against it, and runbooks can be rehearsed without a real cluster.`,
 		newCmdSimServe(g))
 }

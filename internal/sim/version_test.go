@@ -41,13 +41,7 @@ func TestVersionsPlayed(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s := startSim(t, Config{Partitions: 2, Version: v})
-			conn, err := grpc.NewClient(s.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close()
-			gw := pb.NewGatewayClient(conn)
+			gw := rawClient(t, startSim(t, Config{Partitions: 2, Version: v}))
 			ctx := budget.Context(t, 10*time.Second)
 			topo, err := gw.Topology(ctx, &pb.TopologyRequest{})
 			if err != nil {
@@ -99,12 +93,7 @@ func activateRaw(ctx context.Context, t *testing.T, gw pb.GatewayClient, typ str
 // Tags are checked as Camunda checks them; the instance is not created.
 func TestTagsRefused(t *testing.T) {
 	s := startSim(t, Config{Partitions: 1})
-	conn, err := grpc.NewClient(s.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	gw := pb.NewGatewayClient(conn)
+	gw := rawClient(t, s)
 	ctx := budget.Context(t, 10*time.Second)
 	if _, err := gw.DeployResource(ctx, &pb.DeployResourceRequest{Resources: []*pb.Resource{{Name: "p.bpmn", Content: load.Process("p")}}}); err != nil {
 		t.Fatal(err)
@@ -124,4 +113,15 @@ func TestTagsRefused(t *testing.T) {
 	if n := len(onPartitions(t, s, func(p *partition) []int64 { return slices.Collect(maps.Keys(p.state.instances)) })); n != 0 {
 		t.Errorf("%d instances created", n)
 	}
+}
+
+// rawClient is a client of the gateway API as 8.10 defines it (the Go
+// client knows 8.5's).
+func rawClient(t testing.TB, s *Sim) pb.GatewayClient {
+	conn, err := grpc.NewClient(s.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return pb.NewGatewayClient(conn)
 }

@@ -296,7 +296,7 @@ func (jc *jobCall) relay(up *h2.Stream, framedMsg []byte, owe int) {
 	raw := framedMsg[5:]
 	jc.mu.Lock()
 	s, gone := jc.s, jc.gone
-	n := jobsInBatch(raw)
+	n := pbkeys.WireCount(raw, batchJobsField)
 	keep := min(n, jc.remaining)
 	if !gone {
 		jc.remaining -= keep
@@ -576,27 +576,6 @@ func readActivation(m []byte) (*pb.ActivateJobsRequest, error) {
 		m = m[vn:]
 	}
 	return req, nil
-}
-
-// jobsInBatch counts the batch's jobs without decoding them.
-func jobsInBatch(m []byte) int {
-	n := 0
-	for len(m) > 0 {
-		num, typ, tn := protowire.ConsumeTag(m)
-		if tn < 0 {
-			return n
-		}
-		m = m[tn:]
-		vn := protowire.ConsumeFieldValue(num, typ, m)
-		if vn < 0 {
-			return n
-		}
-		if num == batchJobsField && typ == protowire.BytesType {
-			n++
-		}
-		m = m[vn:]
-	}
-	return n
 }
 
 // batchJobs decodes a batch's jobs, to hand them back.

@@ -57,10 +57,12 @@ func newCmdSimServe(g *cmdutil.Globals) *cobra.Command {
 second "metrics on http://HOST:PORT/metrics"; then come log lines (a fault
 injected or ended), as --log-format says.
 
-Versions: 8.5 answers as the oldest Zeebe shardctl federates; 8.8 adds
-instance tags (kept on the instance and its jobs, and searchable) and the
-cluster id; 8.10 (the default) adds EvaluateConditional (8.9) and business
-ids. Fields a version does not know are ignored, as its gateway ignores them,
+Versions: 8.5 answers as the oldest Zeebe shardctl federates, with 8.5's
+metric names; 8.8 adds instance tags (kept on the instance and its jobs,
+and searchable), the cluster id and Micrometer's metric names (timers in
+_seconds, zeebe_pending_incidents, zeebe_flow_control_*); 8.10 (the
+default) adds EvaluateConditional (8.9), business ids and the
+physicalTenantId label on partition metrics. Fields a version does not know are ignored, as its gateway ignores them,
 and methods it does not have answer UNIMPLEMENTED.
 
 What it runs: BPMN with none, message, signal and conditional start events; end events;

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/shardctl/shardctl/internal/human"
+	"github.com/shardctl/shardctl/internal/source"
 )
 
 // The Zeebe metrics a backlog is read from.
@@ -27,10 +28,23 @@ const (
 	metricIncidents = "zeebe_pending_incidents_total"                  // partition
 	metricBuffered  = "zeebe_buffered_messages_count"                  // partition
 	metricJobs      = "zeebe_job_events_total"                         // action, type, partition
+	// Since Micrometer (8.6+) a gauge loses the _total its name ended in.
+	metricIncidentsMicrometer = "zeebe_pending_incidents"
 )
 
-// Metrics are the names a reader asks for.
-var Metrics = []string{metricInstances, metricCommitted, metricProcessed, metricExported, metricIncidents, metricBuffered, metricJobs}
+// Metrics are the names a reader asks for, both generations of them.
+var Metrics = []string{metricInstances, metricCommitted, metricProcessed, metricExported, metricIncidents, metricIncidentsMicrometer, metricBuffered, metricJobs}
+
+// canonical is the name a sample is read under: the 8.5 one.
+func canonical(name string) (string, string) {
+	if name == metricIncidentsMicrometer {
+		return metricIncidents, source.NamesMicrometer
+	}
+	if name == metricIncidents {
+		return name, source.Names85
+	}
+	return name, ""
+}
 
 // required are the metrics without which a shard cannot be called empty.
 // Exporters are optional (a shard may export nothing); job events appear
@@ -56,6 +70,9 @@ type Backlog struct {
 	ExportLag *float64 `json:"exportLag"`
 	Incidents float64  `json:"incidents"`
 	Buffered  float64  `json:"bufferedMessages"`
+	// MetricNames is the generation of Zeebe's metric names the shard
+	// exports (source.Names85 or source.NamesMicrometer), "" when not seen.
+	MetricNames string `json:"metricNames,omitempty"`
 	// OpenJobs are jobs created and not completed, canceled or ended by an
 	// error, by job type (only types with some open).
 	OpenJobs map[string]float64 `json:"openJobs"`
@@ -124,9 +141,17 @@ func From(shard string, at time.Time, samples []Sample) Backlog {
 	exported := map[pk]float64{} // by partition and exporter
 	jobs := map[string]float64{} // by type: created − terminal
 	for _, s := range samples {
-		seen[s.Name] = true
+		name, names := canonical(s.Name)
+		seen[name] = true
+		if names != "" {
+			b.MetricNames = names
+		}
+		// 8.10's physical tenants each have partitions from 1.
 		p := s.Labels["partition"]
-		switch s.Name {
+		if t := s.Labels["physicalTenantId"]; t != "" {
+			p = t + "/" + p
+		}
+		switch name {
 		case metricInstances:
 			instances[pk{p, s.Labels["action"]}] += s.Value
 		case metricCommitted:

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/shardctl/shardctl/internal/source"
 )
 
 func s(name string, v float64, labels ...string) Sample {
@@ -89,5 +91,51 @@ func TestSummary(t *testing.T) {
 	}
 	if got := (Backlog{Error: "scrape x: connection refused"}).Summary(); got != "unknown: scrape x: connection refused" {
 		t.Errorf("unreadable: %q", got)
+	}
+}
+
+// The Micrometer generation (8.6+) names the pending-incidents gauge
+// without _total, and 8.10 numbers each physical tenant's partitions
+// from 1: the backlog reads the same either way and says which names it
+// saw; neither name is no data, never zero incidents.
+func TestFromBothGenerations(t *testing.T) {
+	micrometer := func(samples []Sample) []Sample {
+		out := slices.Clone(samples)
+		for i := range out {
+			if out[i].Name == metricIncidents {
+				out[i].Name = metricIncidentsMicrometer
+			}
+		}
+		return out
+	}
+	withIncident := append(base(), s(metricIncidents, 2, "partition", "1"))
+	for _, tc := range []struct {
+		name      string
+		samples   []Sample
+		names     string
+		incidents float64
+		known     bool
+	}{
+		{"8.5", withIncident, source.Names85, 2, true},
+		{"8.6+", micrometer(withIncident), source.NamesMicrometer, 2, true},
+		{"neither", slices.DeleteFunc(slices.Clone(withIncident), func(x Sample) bool { return x.Name == metricIncidents }), "", 0, false},
+	} {
+		b := From("s", time.Now(), tc.samples)
+		if b.MetricNames != tc.names || b.Incidents != tc.incidents || b.Known() != tc.known || b.Empty() {
+			t.Errorf("%s: names %q incidents %v known %v empty %v missing %v", tc.name, b.MetricNames, b.Incidents, b.Known(), b.Empty(), b.Missing)
+		}
+	}
+	// Two physical tenants, each with a partition 1: their lags add up.
+	var tenants []Sample
+	for _, tenant := range []string{"default", "eu"} {
+		for _, x := range base()[:7] { // partition 1's series
+			x.Labels = map[string]string{"physicalTenantId": tenant, "partition": "1", "action": x.Labels["action"]}
+			tenants = append(tenants, x)
+		}
+	}
+	tenants = append(tenants, s(metricCommitted, 105, "physicalTenantId", "default", "partition", "1"),
+		s(metricCommitted, 110, "physicalTenantId", "eu", "partition", "1"), s(metricProcessed, 110, "physicalTenantId", "eu", "partition", "1"))
+	if b := From("s", time.Now(), tenants); b.Lag != 5 || b.Ended != 20 {
+		t.Errorf("two tenants: lag %v ended %v, want 5 (the default tenant's) and 20", b.Lag, b.Ended)
 	}
 }

@@ -23,6 +23,10 @@ type Shard struct {
 	// Missing says why the source has nothing of the shard now (its
 	// scrape failed), "" when it answered.
 	Missing string
+	// MetricNames is the generation of Zeebe's metric names the shard
+	// exports ("8.5", or "8.6+" for Micrometer's), "" when the source
+	// cannot tell.
+	MetricNames string
 }
 
 // Level is how bad it is.
@@ -179,6 +183,9 @@ type Signals struct {
 	// LastSeen is the time of the shard's latest sample (null when it
 	// has none in the window).
 	LastSeen *time.Time `json:"lastSeen"`
+	// MetricNames is which of Zeebe's metric names were read ("8.5" or
+	// "8.6+"), omitted when the source cannot tell.
+	MetricNames string `json:"metricNames,omitempty"`
 }
 
 // Report is one evaluation: every shard and the whole federation.
@@ -255,7 +262,7 @@ func ptr(v float64) *float64 {
 
 func evaluate(s Shard, now time.Time, th Thresholds) Signals {
 	recent, short := now.Add(-th.Recent), now.Add(-th.StepDown)
-	sig := Signals{Name: s.Name, Reasons: []string{}, LastSeen: s.lastSeen()}
+	sig := Signals{Name: s.Name, Reasons: []string{}, LastSeen: s.lastSeen(), MetricNames: s.MetricNames}
 	created, completed := s.Created.Since(recent).Mean(), s.Completed.Since(recent).Mean()
 	sig.CreatedPerSec, sig.CompletedPerSec = zeroNaN(created), zeroNaN(completed)
 	// What the last StepDown says, to step a level down on.

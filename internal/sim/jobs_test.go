@@ -94,8 +94,8 @@ func TestFailRetryIncidentResolve(t *testing.T) {
 	if len(incidents) != 1 {
 		t.Fatalf("incidents %v, want one", incidents)
 	}
-	if got := scrape(t, s, "zeebe_pending_incidents_total"); got != 1 {
-		t.Errorf("zeebe_pending_incidents_total = %v with one incident open, want 1", got)
+	if got := scrape(t, s, "zeebe_pending_incidents"); got != 1 { // Micrometer's name (8.6+)
+		t.Errorf("zeebe_pending_incidents = %v with one incident open, want 1", got)
 	}
 	// Resolving while retries are still 0 raises a new incident at once.
 	if _, err := c.NewResolveIncidentCommand().IncidentKey(incidents[0]).Send(ctx); err != nil {

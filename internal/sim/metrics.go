@@ -2,13 +2,18 @@ package sim
 
 import (
 	"strconv"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
-// metrics uses Zeebe 8.5's metric names and labels, so Zeebe's Grafana
-// dashboard and shardctl's zeebe preset read a simulator unchanged.
+// metrics uses the metric names and labels of the Zeebe version played
+// (8.5's Prometheus client, or Micrometer's from 8.6: the latency and
+// processing timers in _seconds, the pending-incidents gauge without
+// _total, flow control; 8.10's physicalTenantId on partition metrics),
+// so Zeebe's Grafana dashboard and shardctl's zeebe preset read a
+// simulator unchanged.
 type metrics struct {
 	registry *prometheus.Registry
 
@@ -31,13 +36,22 @@ type metrics struct {
 	activatedPerPoll prometheus.Histogram
 	longPolls        *prometheus.GaugeVec // type
 	jobStreams       *prometheus.GaugeVec // type
+	// Flow control (8.6+; nil before): the outcome of each user command,
+	// and the write-rate limit's gauges (0: no limit set, as by default).
+	flowControl *prometheus.CounterVec // context, outcome, partition
+	flowGauges  []*prometheus.GaugeVec // partition
 }
 
 // Latency in seconds from a command being written to its processing: from
 // a tenth of a millisecond (idle) to a minute (far past the knee).
 var latencyBuckets = []float64{0.0001, 0.0005, 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
 
-func newMetrics() *metrics {
+func newMetrics(v Version) *metrics {
+	timer, gauge := func(name string) string { return name }, func(name string) string { return name }
+	if v.micrometer() {
+		timer = func(name string) string { return name + "_seconds" }
+		gauge = func(name string) string { return strings.TrimSuffix(name, "_total") }
+	}
 	m := &metrics{
 		registry: prometheus.NewRegistry(),
 		elementEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -59,11 +73,11 @@ func newMetrics() *metrics {
 			Name: "zeebe_stream_processor_last_processed_position", Help: "The last position the stream processor has processed.",
 		}, []string{"partition"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "zeebe_stream_processor_latency", Help: "Time between a command is written until it is picked up for processing (in seconds)",
+			Name: timer("zeebe_stream_processor_latency"), Help: "Time between a command is written until it is picked up for processing (in seconds)",
 			Buckets: latencyBuckets,
 		}, []string{"partition"}),
 		processing: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "zeebe_stream_processor_processing_duration", Help: "Time for processing a record (in seconds)",
+			Name: timer("zeebe_stream_processor_processing_duration"), Help: "Time for processing a record (in seconds)",
 			Buckets: latencyBuckets,
 		}, []string{"recordType", "partition"}),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -82,7 +96,7 @@ func newMetrics() *metrics {
 			Name: "zeebe_incident_events_total", Help: "Number of incident events",
 		}, []string{"action", "partition"}),
 		pendingIncidents: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "zeebe_pending_incidents_total", Help: "Number of pending incidents",
+			Name: gauge("zeebe_pending_incidents_total"), Help: "Number of pending incidents",
 		}, []string{"partition"}),
 		bufferedMessages: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "zeebe_buffered_messages_count", Help: "Current number of buffered messages.",
@@ -102,14 +116,33 @@ func newMetrics() *metrics {
 	m.jobStreams = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "shardctl_sim_job_streams_open", Help: "Open StreamActivatedJobs calls, by job type",
 	}, []string{"type"})
-	m.registry.MustRegister(
-		m.longPolls,
-		m.jobStreams,
+	m.registry.MustRegister(m.longPolls, m.jobStreams, m.activatedPerPoll,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	var partitions prometheus.Registerer = m.registry
+	if v.physicalTenants() {
+		partitions = prometheus.WrapRegistererWith(prometheus.Labels{"physicalTenantId": defaultPhysicalTenant}, m.registry)
+	}
+	partitions.MustRegister(
 		m.elementEvents, m.executed, m.jobEvents, m.appended, m.committed, m.processed,
 		m.latency, m.processing, m.dropped, m.received, m.inflight, m.requestsLimit,
-		m.incidentEvents, m.pendingIncidents, m.bufferedMessages, m.exported, m.activatedPerPoll,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.incidentEvents, m.pendingIncidents, m.bufferedMessages, m.exported,
 	)
+	if v.micrometer() {
+		m.flowControl = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "zeebe_flow_control_total", Help: "Records that passed or failed flow control, by context and outcome",
+		}, []string{"context", "outcome", "partition"})
+		partitions.MustRegister(m.flowControl)
+		for _, g := range []struct{ name, help string }{
+			{"zeebe_flow_control_write_rate_limit", "The current write-rate limit (0: none)"},
+			{"zeebe_flow_control_write_rate_maximum", "The configured maximum write rate (0: none)"},
+			{"zeebe_flow_control_exporting_rate", "The measured exporting rate"},
+			{"zeebe_flow_control_partition_load", "The write rate over the write-rate limit (0 without limits)"},
+		} {
+			vec := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: g.name, Help: g.help}, []string{"partition"})
+			partitions.MustRegister(vec)
+			m.flowGauges = append(m.flowGauges, vec)
+		}
+	}
 	return m
 }
 
@@ -126,6 +159,7 @@ type partitionMetrics struct {
 	latency                        prometheus.Observer
 	commandDuration                prometheus.Observer
 	dropped, received              prometheus.Counter
+	accepted, refused              prometheus.Counter // flow control's outcomes (8.6+; nil before)
 	inflight                       prometheus.Gauge
 	pendingIncidents, buffered     prometheus.Gauge
 	exported                       prometheus.Gauge // nil without an exporter
@@ -150,6 +184,13 @@ func (m *metrics) forPartition(id int32, limit int, exporter string) *partitionM
 	}
 	if exporter != "" {
 		pm.exported = m.exported.WithLabelValues(exporter, p)
+	}
+	if m.flowControl != nil {
+		pm.accepted = m.flowControl.WithLabelValues("userCommand", "accepted", p)
+		pm.refused = m.flowControl.WithLabelValues("userCommand", "requestLimitExhausted", p)
+		for _, g := range m.flowGauges {
+			g.WithLabelValues(p).Set(0)
+		}
 	}
 	m.requestsLimit.WithLabelValues(p).Set(float64(limit))
 	for _, a := range []string{"activated", "completed", "terminated"} {

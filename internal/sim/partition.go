@@ -91,7 +91,13 @@ func (p *partition) enqueue(cl class, run func()) error {
 		if limit := p.cluster.cfg.BacklogLimit; limit > 0 && p.inflight >= limit {
 			p.mu.Unlock()
 			p.m.dropped.Inc()
+			if p.m.refused != nil {
+				p.m.refused.Inc()
+			}
 			return errBackpressure()
+		}
+		if p.m.accepted != nil {
+			p.m.accepted.Inc()
 		}
 		p.inflight++
 		p.m.inflight.Set(float64(p.inflight))

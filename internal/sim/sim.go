@@ -165,7 +165,7 @@ func New(cfg Config) (*Sim, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	m := newMetrics()
+	m := newMetrics(cfg.Version)
 	c := &cluster{cfg: cfg, id: newClusterID(), repo: newRepository(), metrics: m, closing: make(chan struct{}), aborted: make(chan struct{}), stop: make(chan struct{})}
 	c.pollers.gauge = m.longPolls
 	c.streams.gauge = m.jobStreams

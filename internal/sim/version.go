@@ -55,11 +55,23 @@ func (v Version) atLeast(minor int) bool { return v.minor >= minor }
 func (v Version) instanceTags() bool { return v.atLeast(8) }
 func (v Version) clusterID() bool    { return v.atLeast(8) }
 
+// micrometer: the metric names of 8.6 and later (Micrometer): timers
+// in _seconds, a gauge's _total dropped, flow control.
+func (v Version) micrometer() bool { return v.atLeast(6) }
+
+// physicalTenants: 8.10 labels partition metrics with the physical
+// tenant (the simulator serves one, "default").
+func (v Version) physicalTenants() bool { return v.atLeast(10) }
+
 // conditionals: EvaluateConditional (8.9).
 func (v Version) conditionals() bool { return v.atLeast(9) }
 
 // businessIDs and physical tenants (8.10).
 func (v Version) businessIDs() bool { return v.atLeast(10) }
+
+// defaultPhysicalTenant is the physical tenant a request without one is
+// for (8.10), the only one the simulator serves.
+const defaultPhysicalTenant = "default"
 
 // newClusterID is a cluster's id as Zeebe makes one: a random UUID.
 func newClusterID() string { return uuid.NewString() }

@@ -125,3 +125,53 @@ func rawClient(t testing.TB, s *Sim) pb.GatewayClient {
 	t.Cleanup(func() { _ = conn.Close() })
 	return pb.NewGatewayClient(conn)
 }
+
+// Each version exports its own generation of Zeebe's metric names: 8.5's
+// Prometheus client, or Micrometer's (latency and processing timers in
+// _seconds, the pending-incidents gauge without _total, flow control),
+// with 8.10's physical tenant on partition metrics.
+func TestMetricNamesPlayed(t *testing.T) {
+	for _, tc := range []struct {
+		version     string
+		present     []string
+		absent      []string
+		tenantLabel bool
+	}{
+		{"8.5", []string{"zeebe_stream_processor_latency_bucket", "zeebe_stream_processor_processing_duration_count", "zeebe_pending_incidents_total"},
+			[]string{"zeebe_stream_processor_latency_seconds_bucket", "zeebe_pending_incidents{", "zeebe_flow_control_total"}, false},
+		{"8.8", []string{"zeebe_stream_processor_latency_seconds_bucket", "zeebe_stream_processor_processing_duration_seconds_count", "zeebe_pending_incidents{",
+			`zeebe_flow_control_total{context="userCommand",outcome="accepted"`, "zeebe_flow_control_write_rate_limit"},
+			[]string{"zeebe_stream_processor_latency_bucket", "zeebe_pending_incidents_total"}, false},
+		{"8.10", []string{"zeebe_stream_processor_latency_seconds_bucket", `physicalTenantId="default"`}, []string{"zeebe_pending_incidents_total"}, true},
+	} {
+		t.Run(tc.version, func(t *testing.T) {
+			v, err := ParseVersion(tc.version)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := startSim(t, Config{Partitions: 1, Version: v})
+			gw := rawClient(t, s)
+			ctx := budget.Context(t, 10*time.Second)
+			if _, err := gw.DeployResource(ctx, &pb.DeployResourceRequest{Resources: []*pb.Resource{{Name: "p.bpmn", Content: load.Process("p")}}}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := gw.CreateProcessInstance(ctx, &pb.CreateProcessInstanceRequest{BpmnProcessId: "p", Version: -1}); err != nil {
+				t.Fatal(err)
+			}
+			page := scrapeAll(t, s)
+			for _, want := range tc.present {
+				if !strings.Contains(page, want) {
+					t.Errorf("no %s in the metrics of %s", want, tc.version)
+				}
+			}
+			for _, not := range tc.absent {
+				if strings.Contains(page, not) {
+					t.Errorf("%s in the metrics of %s", not, tc.version)
+				}
+			}
+			if got := strings.Contains(page, `zeebe_log_appender_last_committed_position{partition="1",physicalTenantId="default"}`); got != tc.tenantLabel {
+				t.Errorf("partition metrics labelled with the physical tenant: %v, want %v", got, tc.tenantLabel)
+			}
+		})
+	}
+}

@@ -29,6 +29,20 @@ type Preset struct {
 	Received  string `json:"received"`
 }
 
+// The two generations of Zeebe's metric names: 8.5's Prometheus client,
+// and Micrometer's from 8.6 (timers in _seconds, a gauge's _total
+// dropped). Readers take either and say which they found.
+const (
+	Names85         = "8.5"
+	NamesMicrometer = "8.6+"
+	// The stream processor's latency histogram under each.
+	Latency85         = "zeebe_stream_processor_latency"
+	LatencyMicrometer = "zeebe_stream_processor_latency_seconds"
+)
+
+// generation tells a family's generation by its name.
+var generation = map[string]string{Latency85: Names85, LatencyMicrometer: NamesMicrometer}
+
 // AutoGroup picks the shard label: `cluster` when the targets carry one,
 // else `instance` (the scrape target).
 const AutoGroup = ""
@@ -41,9 +55,10 @@ var Presets = map[string]Preset{
 		Created:   `sum by ({{.GroupBy}}) (rate(zeebe_element_instance_events_total{type="PROCESS",action="activated"}[{{.Rate}}]))`,
 		Completed: `sum by ({{.GroupBy}}) (rate(zeebe_element_instance_events_total{type="PROCESS",action="completed"}[{{.Rate}}]))`,
 		Queue:     `sum by ({{.GroupBy}}) (zeebe_log_appender_last_committed_position) - sum by ({{.GroupBy}}) (zeebe_stream_processor_last_processed_position)`,
-		Latency:   `sum by ({{.GroupBy}}, le) (increase(zeebe_stream_processor_latency_bucket[{{.Step}}]))`,
-		Dropped:   `sum by ({{.GroupBy}}) (rate(zeebe_dropped_request_count_total[{{.Rate}}]))`,
-		Received:  `sum by ({{.GroupBy}}) (rate(zeebe_received_request_count_total[{{.Rate}}]))`,
+		// 8.5's histogram or Micrometer's (8.6+), as Camunda's own dashboard reads it.
+		Latency:  `sum by ({{.GroupBy}}, le) (increase(zeebe_stream_processor_latency_seconds_bucket[{{.Step}}])) or sum by ({{.GroupBy}}, le) (increase(zeebe_stream_processor_latency_bucket[{{.Step}}]))`,
+		Dropped:  `sum by ({{.GroupBy}}) (rate(zeebe_dropped_request_count_total[{{.Rate}}]))`,
+		Received: `sum by ({{.GroupBy}}) (rate(zeebe_received_request_count_total[{{.Rate}}]))`,
 	},
 	// shardctl's proxy, per shard: what it placed, what shards refused,
 	// what it has in flight to them. Completions are not the proxy's to

@@ -2,6 +2,7 @@ package source
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -54,10 +55,10 @@ type rule struct {
 // scrapeRules say what a preset's signals are in raw samples: the same
 // as its PromQL, without a server.
 type scrapeRules struct {
-	group                                 string // label naming the shard; "" = the target
-	created, completed, dropped, received []rule // counters, summed
-	queueAdd, queueSub                    []rule // gauges: Σ add − Σ sub
-	latency                               string // histogram family, summed by le
+	group                                 string   // label naming the shard; "" = the target
+	created, completed, dropped, received []rule   // counters, summed
+	queueAdd, queueSub                    []rule   // gauges: Σ add − Σ sub
+	latency                               []string // histogram families, summed by le: the first a shard exports
 }
 
 var presetRules = map[string]scrapeRules{
@@ -68,7 +69,7 @@ var presetRules = map[string]scrapeRules{
 		received:  []rule{{"zeebe_received_request_count_total", nil}},
 		queueAdd:  []rule{{"zeebe_log_appender_last_committed_position", nil}},
 		queueSub:  []rule{{"zeebe_stream_processor_last_processed_position", nil}},
-		latency:   "zeebe_stream_processor_latency",
+		latency:   []string{LatencyMicrometer, Latency85},
 	},
 	"proxy": {
 		group:    "shard",
@@ -88,8 +89,8 @@ func (r scrapeRules) families() map[string]bool {
 			out[x.metric] = true
 		}
 	}
-	if r.latency != "" {
-		out[r.latency] = true
+	for _, name := range r.latency {
+		out[name] = true
 	}
 	return out
 }
@@ -99,6 +100,7 @@ type values struct {
 	created, completed, dropped, received, queue float64
 	buckets                                      map[float64]float64 // cumulative, by upper bound
 	has                                          map[string]bool
+	names                                        string // the generation of Zeebe's names read
 }
 
 type sample struct {
@@ -386,7 +388,12 @@ func (s *Scrape) extract(target string, fams map[string]*dto.MetricFamily) map[s
 	add(s.rules.received, "received", 1, func(v *values, x float64) { v.received += x })
 	add(s.rules.queueAdd, "queue", 1, func(v *values, x float64) { v.queue += x })
 	add(s.rules.queueSub, "queue", -1, func(v *values, x float64) { v.queue += x })
-	if f := fams[s.rules.latency]; f != nil {
+	for _, name := range s.rules.latency {
+		// 8.6 exported some timers as summaries: no buckets, no latency.
+		f := fams[name]
+		if f == nil || f.GetType() != dto.MetricType_HISTOGRAM {
+			continue
+		}
 		for _, m := range f.GetMetric() {
 			v := shard(m)
 			inf := false
@@ -398,7 +405,9 @@ func (s *Scrape) extract(target string, fams map[string]*dto.MetricFamily) map[s
 				v.buckets[math.Inf(1)] += float64(m.GetHistogram().GetSampleCount())
 			}
 			v.has["latency"] = true
+			v.names = generation[name]
 		}
+		break
 	}
 	return out
 }
@@ -539,6 +548,7 @@ func fill(sh *signals.Shard, ring []sample, name string, now time.Time, window, 
 		if vb == nil {
 			continue
 		}
+		sh.MetricNames = cmp.Or(vb.names, sh.MetricNames)
 		if vb.has["queue"] {
 			sh.Queue = append(sh.Queue, signals.Point{T: t, V: vb.queue})
 		}

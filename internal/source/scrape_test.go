@@ -2,6 +2,7 @@ package source
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -22,6 +23,7 @@ import (
 type fakeTarget struct {
 	mu sync.Mutex
 	fakeValues
+	latency string // the latency histogram's name: Latency85 (default) or LatencyMicrometer
 }
 
 type fakeValues struct {
@@ -45,17 +47,27 @@ zeebe_received_request_count_total{partition="1"} %g
 zeebe_log_appender_last_committed_position{partition="1"} %g
 # TYPE zeebe_stream_processor_last_processed_position gauge
 zeebe_stream_processor_last_processed_position{partition="1"} %g
-# TYPE zeebe_stream_processor_latency histogram
-zeebe_stream_processor_latency_bucket{partition="1",le="0.01"} %g
-zeebe_stream_processor_latency_bucket{partition="1",le="5"} %g
-zeebe_stream_processor_latency_bucket{partition="1",le="+Inf"} %g
-zeebe_stream_processor_latency_sum{partition="1"} 0
-zeebe_stream_processor_latency_count{partition="1"} %g
-`, f.created, f.completed, f.dropped, f.created*2, f.committed, f.processed, f.fast, f.fast+f.slow, f.fast+f.slow, f.fast+f.slow)
+`, f.created, f.completed, f.dropped, f.created*2, f.committed, f.processed)
+	l := cmp.Or(f.latency, Latency85)
+	fmt.Fprintf(w, `# TYPE %[1]s histogram
+%[1]s_bucket{partition="1",le="0.01"} %[2]g
+%[1]s_bucket{partition="1",le="5"} %[3]g
+%[1]s_bucket{partition="1",le="+Inf"} %[3]g
+%[1]s_sum{partition="1"} 0
+%[1]s_count{partition="1"} %[3]g
+`, l, f.fast, f.fast+f.slow)
 }
 
 func TestScrapeRatesAndHeatmap(t *testing.T) {
-	f := &fakeTarget{}
+	for _, tc := range []struct{ latency, names string }{{Latency85, Names85}, {LatencyMicrometer, NamesMicrometer}} {
+		t.Run(tc.names, func(t *testing.T) { scrapeRatesAndHeatmap(t, tc.latency, tc.names) })
+	}
+}
+
+// The same page under either generation's latency name reads the same,
+// and says which it was.
+func scrapeRatesAndHeatmap(t *testing.T, latency, names string) {
+	f := &fakeTarget{latency: latency}
 	srv := httptest.NewServer(f)
 	defer srv.Close()
 	s, err := NewScrape([]Target{{Name: "s1", URL: srv.URL}}, "zeebe", time.Second, 5*time.Minute)
@@ -91,6 +103,9 @@ func TestScrapeRatesAndHeatmap(t *testing.T) {
 		t.Fatalf("shards %+v", shards)
 	}
 	sh := shards[0]
+	if sh.MetricNames != names {
+		t.Errorf("metric names %q, want %q", sh.MetricNames, names)
+	}
 	if got := sh.Created.Values(); len(got) != 2 || got[0] != 100 || got[1] != 50 {
 		t.Errorf("created/s %v, want [100 50] (the second after a counter reset)", got)
 	}

@@ -16,7 +16,7 @@ import (
 
 // processedMetric counts the records the simulator's --capacity limits:
 // commands, not the events that follow them in the same step.
-const processedMetric = "zeebe_stream_processor_processing_duration_count"
+const processedMetric = "zeebe_stream_processor_processing_duration_seconds_count"
 
 // kneeScenario is a capacity probe run against a simulated monolith of a
 // known capacity: the simulator's --capacity (records a second), and the

@@ -3,6 +3,9 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -294,5 +297,59 @@ func TestUnknownMethodIsRefusedByName(t *testing.T) {
 				t.Errorf("%v, want UNIMPLEMENTED naming the method", err)
 			}
 		})
+	}
+}
+
+// EvaluateConditional starts instances, so the proxy places it as it
+// places a creation, over REST (8.9's /v2/conditionals/evaluation) and
+// gRPC alike: the instances land on several shards, each with its
+// definition's key from the same shard; one naming a definition key
+// starts on that key's shard.
+func TestConditionalStartsArePlaced(t *testing.T) {
+	var shards []*sim.Sim
+	for range 3 {
+		shards = append(shards, simtest.Start(t, sim.Config{Partitions: 1, RESTListen: "127.0.0.1:0"}))
+	}
+	p, base := startRESTProxy(t, shards)
+	gw := pb.NewGatewayClient(dial(t, p.Addr().String()))
+	ctx, cancel := context.WithTimeout(context.Background(), budget.Of(30*time.Second))
+	defer cancel()
+	conditional := []byte(load.DefinitionsHead + `<bpmn:process id="big-order" isExecutable="true">
+<bpmn:startEvent id="when"><bpmn:conditionalEventDefinition><bpmn:condition>= amount &gt; 100</bpmn:condition></bpmn:conditionalEventDefinition></bpmn:startEvent>
+<bpmn:endEvent id="done"/><bpmn:sequenceFlow id="f" sourceRef="when" targetRef="done"/></bpmn:process></bpmn:definitions>`)
+	if _, err := gw.DeployResource(ctx, &pb.DeployResourceRequest{Resources: []*pb.Resource{{Name: "c.bpmn", Content: conditional}}}); err != nil {
+		t.Fatal(err)
+	}
+	slots := map[int]int{}
+	var someDefinition string
+	for range 30 {
+		r := restCall(t, http.MethodPost, base+"/v2/conditionals/evaluation", "application/json", []byte(`{"variables":{"amount":500}}`))
+		var out struct {
+			ProcessInstances []struct{ ProcessDefinitionKey, ProcessInstanceKey string }
+		}
+		if err := json.Unmarshal(r.body, &out); err != nil || r.status != http.StatusOK || len(out.ProcessInstances) != 1 {
+			t.Fatalf("evaluation: %d %s", r.status, r.body)
+		}
+		ref := out.ProcessInstances[0]
+		slot := slotOf(t, ref.ProcessInstanceKey)
+		if slotOf(t, ref.ProcessDefinitionKey) != slot {
+			t.Errorf("instance %s and its definition %s from different shards", ref.ProcessInstanceKey, ref.ProcessDefinitionKey)
+		}
+		slots[slot]++
+		someDefinition = ref.ProcessDefinitionKey
+	}
+	if len(slots) < 2 {
+		t.Errorf("30 evaluations all started on one shard: %v", slots)
+	}
+	defKey, _ := strconv.ParseInt(someDefinition, 10, 64)
+	want, _ := keyslot.Split(defKey)
+	for range 5 {
+		started, err := gw.EvaluateConditional(ctx, &pb.EvaluateConditionalRequest{ProcessDefinitionKey: defKey, Variables: `{"amount":500}`})
+		if err != nil || len(started.ProcessInstances) != 1 {
+			t.Fatalf("by definition key: %v, %v", started, err)
+		}
+		if got, _ := keyslot.Split(started.ProcessInstances[0].ProcessInstanceKey); got != want {
+			t.Errorf("by definition key of slot %d: started on slot %d", want, got)
+		}
 	}
 }

@@ -522,6 +522,46 @@ func (f *front) broadcastSignal(w http.ResponseWriter, req *http.Request) error 
 	return writeJSON(w, broadcastResult{TenantID: resp.GetTenantId(), SignalKey: Key(resp.GetKey())})
 }
 
+type conditionalEvaluation struct {
+	TenantID             string `json:"tenantId"`
+	ProcessDefinitionKey *Key   `json:"processDefinitionKey"`
+	Variables            Object `json:"variables"`
+}
+
+type instanceReference struct {
+	ProcessDefinitionKey Key `json:"processDefinitionKey"`
+	ProcessInstanceKey   Key `json:"processInstanceKey"`
+}
+
+type conditionalResult struct {
+	ProcessInstances []instanceReference `json:"processInstances"`
+}
+
+// evaluateConditionals (8.9) starts an instance at each root-level
+// conditional start event whose condition holds for the variables.
+func (f *front) evaluateConditionals(w http.ResponseWriter, req *http.Request) error {
+	var in conditionalEvaluation
+	if err := f.decode(req, &in, false); err != nil {
+		return err
+	}
+	if in.Variables == nil {
+		return invalidArgument("No variables provided.")
+	}
+	r := &pb.EvaluateConditionalRequest{TenantId: in.TenantID, Variables: document(in.Variables)}
+	if in.ProcessDefinitionKey != nil {
+		r.ProcessDefinitionKey = int64(*in.ProcessDefinitionKey)
+	}
+	resp, err := f.gw.EvaluateConditional(req.Context(), r)
+	if err != nil {
+		return err
+	}
+	out := conditionalResult{ProcessInstances: make([]instanceReference, 0, len(resp.GetProcessInstances()))}
+	for _, p := range resp.GetProcessInstances() {
+		out.ProcessInstances = append(out.ProcessInstances, instanceReference{Key(p.GetProcessDefinitionKey()), Key(p.GetProcessInstanceKey())})
+	}
+	return writeJSON(w, out)
+}
+
 type setVariables struct {
 	Variables          Object `json:"variables"`
 	Local              bool   `json:"local"`

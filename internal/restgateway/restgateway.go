@@ -102,6 +102,7 @@ func Handler(gw pb.GatewayServer, opts Options) http.Handler {
 	route("PUT /v2/element-instances/{elementInstanceKey}/variables", f.setVariables)
 	route("POST /v2/resources/{resourceKey}/deletion", f.onKey("resourceKey", f.deleteResource))
 	route("POST /v2/decision-definitions/evaluation", f.evaluateDecision)
+	route("POST /v2/conditionals/evaluation", f.evaluateConditionals)
 	f.routeQueries(route)
 	mux.HandleFunc("/", noEndpoint)
 	// Creations, most of a workload's calls, skip the mux's matching.

@@ -232,8 +232,9 @@ func copyVars(vars map[string]any) map[string]any {
 	return out
 }
 
-// evaluateConditionals starts an instance at the first conditional start
-// event of each process whose condition holds for vars.
+// evaluateConditionals starts an instance at each conditional start
+// event whose condition holds for vars: two of one process that both hold
+// start two instances, as Camunda's do.
 func (p *partition) evaluateConditionals(procs []*process, vars map[string]any) []*pb.ProcessInstanceReference {
 	var out []*pb.ProcessInstanceReference
 	for _, proc := range procs {
@@ -241,7 +242,6 @@ func (p *partition) evaluateConditionals(procs []*process, vars map[string]any) 
 			if s.Condition.Eval(vars) {
 				inst := p.createInstance(proc, copyVars(vars), []*bpmn.Element{s}, nil, instanceLabels{})
 				out = append(out, &pb.ProcessInstanceReference{ProcessDefinitionKey: proc.key, ProcessInstanceKey: inst.key})
-				break
 			}
 		}
 	}

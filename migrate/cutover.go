@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	"github.com/shardctl/shardctl/internal/backlog"
 	pb "github.com/shardctl/shardctl/internal/gatewaypb"
 	"github.com/shardctl/shardctl/internal/human"
+	"github.com/shardctl/shardctl/internal/physicaltenant"
 	"github.com/shardctl/shardctl/internal/registry/registryapi"
 	"github.com/shardctl/shardctl/internal/registry/registryclient"
 	"github.com/shardctl/shardctl/internal/signals"
@@ -546,6 +548,32 @@ func (s *session) fail(ctx context.Context, step int, why string) error {
 	return fmt.Errorf("%w: %s", ErrRefused, why)
 }
 
+// unservedAfter finds a physical tenant that a shard of pool from serves
+// and no shard of pool to: ok false names it.
+func unservedAfter(shards []registryapi.Shard, from, to string) (tenant string, ok bool) {
+	var target [][]string
+	for _, sh := range shards {
+		if sh.Pool == to {
+			target = append(target, registryapi.PhysicalTenants(sh.Metadata))
+		}
+	}
+	for _, sh := range shards {
+		if sh.Pool != from {
+			continue
+		}
+		list := registryapi.PhysicalTenants(sh.Metadata)
+		if len(list) == 0 {
+			list = []string{physicaltenant.Default}
+		}
+		for _, t := range list {
+			if !slices.ContainsFunc(target, func(l []string) bool { return physicaltenant.Serves(l, t) }) {
+				return t, false
+			}
+		}
+	}
+	return "", true
+}
+
 // preflight: every target shard UP with a healthy topology and the whole
 // ledger replayed; the target pool's signals ok; every gate answers.
 func (s *session) preflight(ctx context.Context) error {
@@ -560,6 +588,9 @@ func (s *session) preflight(ctx context.Context) error {
 	deps, err := s.r.Registry.Deployments(ctx)
 	if err != nil {
 		return err
+	}
+	if t, ok := unservedAfter(shards, s.plan.From, s.plan.To); !ok {
+		return s.fail(ctx, 0, fmt.Sprintf("preflight: %s serves physical tenant %s and no shard of %s does: its work could not move", s.plan.From, t, s.plan.To))
 	}
 	var to []string
 	for _, sh := range shards {
@@ -577,7 +608,11 @@ func (s *session) preflight(ctx context.Context) error {
 		if err := topo(ctx, sh.Address); err != nil {
 			return s.fail(ctx, 0, fmt.Sprintf("preflight: %s: %v", sh.ID, err))
 		}
+		served := registryapi.PhysicalTenants(sh.Metadata)
 		for _, d := range deps {
+			if !physicaltenant.Serves(served, d.PhysicalTenant) {
+				continue // the proxy replays a deployment only to its tenant's shards
+			}
 			for _, p := range d.Processes {
 				if _, ok := p.Keys[sh.ID]; !ok {
 					return s.fail(ctx, 0, fmt.Sprintf("preflight: %s was not replayed deployment %d (%s v%d) of the ledger: is the proxy following the registry?", sh.ID, d.Seq, p.BpmnProcessID, p.Version))

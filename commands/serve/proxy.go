@@ -109,6 +109,12 @@ the shard as gRPC metadata):
     not answer fails the search with 503 naming it, or, with
     --search-partial, is left out of an answer marked
     Shardctl-Partial-Result: missing=ID.
+  - 8.10 physical tenants (the Camunda-Physical-Tenant header, the
+    /physical-tenants/{id}/v2 prefix; none is "default"): everything
+    above happens among the shards that serve the request's tenant
+    (tenant= in --shard, or its registration's physicalTenants; none
+    listed: default only), deployments are replayed in their tenant to its
+    shards only, and a tenant no shard serves is NOT_FOUND naming it.
 
 On SIGTERM or SIGINT: /readyz answers 503 and the proxy leaves the
 registry; after --shutdown-delay it accepts no new calls; open long polls
@@ -170,7 +176,7 @@ list of {id, address, slot, state, pool, metrics, rest, tls}:
 	f.BoolVar(&o.cfg.SearchPartial, "search-partial", false, "answer a REST search from the shards that answered when some did not, marked in the "+restgateway.PartialHeader+" header (default: 503 naming them)")
 	f.StringVar(&o.cfg.AdminListen, "admin", "127.0.0.1:9700", "address of /metrics, /healthz, /readyz and /shards, HOST:PORT")
 	f.StringVar(&o.cfg.Front, "front", route.DefaultFront, "how clients are served: "+route.FrontFrames+" (HTTP/2 of its own, calls forwarded as frames) or "+route.FrontGRPC+" (grpc-go, the fallback)")
-	f.StringArrayVar(&o.shardFlags, "shard", nil, "a shard as ID=HOST:PORT[,slot=N][,state=S][,pool=P][,metrics=URL][,rest=URL][,tls=true|insecure] (repeatable; slots default to the order given; see above)")
+	f.StringArrayVar(&o.shardFlags, "shard", nil, "a shard as ID=HOST:PORT[,slot=N][,state=S][,pool=P][,metrics=URL][,rest=URL][,tls=true|insecure][,tenant=NAME]... (repeatable; slots default to the order given; tenant= names an 8.10 physical tenant it serves, default only without; see above)")
 	f.StringVar(&o.cfg.LegacyShard, "legacy-shard", "", "shard that keys without a slot (from before the cutover) belong to")
 	f.Int64Var(&o.cfg.MaxInflightPerShard, "max-inflight-per-shard", route.DefaultMaxInflightPerShard, "the most requests in flight to one shard: past it a call gets RESOURCE_EXHAUSTED at once, never queued (0: no limit)")
 	f.Int64Var(&o.cfg.OverloadLimit, "overload-limit", route.DefaultOverloadLimit, "requests in flight under which an overloaded shard takes new instances again (negative: never overloaded)")

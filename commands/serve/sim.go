@@ -11,6 +11,7 @@ import (
 
 	"github.com/shardctl/shardctl/commands/cmdutil"
 	"github.com/shardctl/shardctl/internal/keyslot"
+	"github.com/shardctl/shardctl/internal/physicaltenant"
 	"github.com/shardctl/shardctl/internal/registry/registryapi"
 	"github.com/shardctl/shardctl/internal/sim"
 )
@@ -61,8 +62,11 @@ Versions: 8.5 answers as the oldest Zeebe shardctl federates, with 8.5's
 metric names; 8.8 adds instance tags (kept on the instance and its jobs,
 and searchable), the cluster id and Micrometer's metric names (timers in
 _seconds, zeebe_pending_incidents, zeebe_flow_control_*); 8.10 (the
-default) adds EvaluateConditional (8.9), business ids and the
-physicalTenantId label on partition metrics. Fields a version does not know are ignored, as its gateway ignores them,
+default) adds EvaluateConditional (8.9), business ids, physical tenants
+(--physical-tenants: the Camunda-Physical-Tenant header and the
+/physical-tenants/{id}/v2 prefix; a tenant not served answers NOT_FOUND;
+each tenant versions its processes apart) and the physicalTenantId label on
+partition metrics. Fields a version does not know are ignored, as its gateway ignores them,
 and methods it does not have answer UNIMPLEMENTED.
 
 What it runs: BPMN with none, message, signal and conditional start events; end events;
@@ -117,6 +121,8 @@ Fault injection on the --metrics port:
 	f := cmd.Flags()
 	f.StringVar(&o.cfg.Listen, "listen", "127.0.0.1:26500", "gateway (gRPC) address, HOST:PORT")
 	f.StringVar(&o.version, "zeebe-version", sim.DefaultVersion.String(), "the Zeebe release to play: "+sim.VersionNames()+" (its gateway version, gRPC fields and methods)")
+	f.StringSliceVar(&o.cfg.PhysicalTenants, "physical-tenants", nil, "the physical tenants served, comma-separated (8.10; default: default only); registered with --register, where a proxy places their work")
+	f.Float64Var(&o.cfg.WriteRateLimit, "write-rate-limit", 0, "flow control's write-rate limit, records/s per partition (8.8 and later): client commands past it get RESOURCE_EXHAUSTED, counted as writeRateLimitExhausted (0: none)")
 	f.StringVar(&o.cfg.RESTListen, "rest-listen", "", "serve the REST API (/v2) on HOST:PORT too, over the same engine (Camunda 8.8's default client protocol; off by default)")
 	f.StringVar(&o.cfg.MetricsListen, "metrics", "127.0.0.1:9600", "address of /metrics, /healthz, /readyz and /fault, HOST:PORT")
 	f.Int32Var(&o.cfg.Partitions, "partitions", sim.DefaultPartitions, "partitions of the simulated cluster (1-127)")
@@ -153,6 +159,11 @@ func (o *SimServeOptions) Validate() error {
 		return fmt.Errorf("--zeebe-version: %w", err)
 	}
 	o.cfg.Version = v
+	for _, t := range o.cfg.PhysicalTenants {
+		if err := physicaltenant.Check(t); err != nil {
+			return fmt.Errorf("--physical-tenants: %w", err)
+		}
+	}
 	if err := o.tls.validate(); err != nil {
 		return err
 	}
@@ -263,7 +274,7 @@ func (o *SimServeOptions) startHeartbeat(ctx context.Context, gateway, metrics, 
 	}
 	in, err := registryapi.NewShardInstance(registryapi.ShardRegistration{
 		App: o.reg.app, ID: id, Address: addr, Pool: o.reg.pool, Slot: o.reg.slot,
-		Metrics: "http://" + metrics + "/metrics", REST: rest, RenewalInterval: o.reg.renewal, LeaseDuration: o.reg.leaseLength,
+		Metrics: "http://" + metrics + "/metrics", REST: rest, PhysicalTenants: o.cfg.PhysicalTenants, RenewalInterval: o.reg.renewal, LeaseDuration: o.reg.leaseLength,
 		Status: registryapi.Status(o.reg.status), TLS: o.registeredTLS(),
 	})
 	if err != nil {

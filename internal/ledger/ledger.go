@@ -20,6 +20,9 @@ type Deployment struct {
 	Processes []ProcessID `json:"processes"`
 	// MessageStarts are the message names that start a process.
 	MessageStarts []string `json:"messageStarts,omitempty"`
+	// PhysicalTenant it was deployed to (8.10; "": "default"), the only
+	// one it is replayed to.
+	PhysicalTenant string `json:"physicalTenant,omitempty"`
 }
 
 // Resource is a deployed file.

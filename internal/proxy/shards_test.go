@@ -113,7 +113,7 @@ func TestRefusesShardWithTooManyPartitions(t *testing.T) {
 
 func TestForwardsAuthorization(t *testing.T) {
 	f, addr := startFake(t, 3)
-	p := startProxy(t, Config{Shards: []proxyapi.ShardConfig{{ID: "a", Addr: addr, Slot: 1}}})
+	p := startProxy(t, Config{Shards: []proxyapi.ShardConfig{{ID: "a", Addr: addr, Slot: 1, PhysicalTenants: []string{"green"}}}})
 	conn := dial(t, p.Addr().String())
 	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer s3cret")
 	if _, err := pb.NewGatewayClient(conn).Topology(ctx, &pb.TopologyRequest{}); err != nil {
@@ -138,7 +138,7 @@ func TestForwardsAuthorization(t *testing.T) {
 // a gRPC client sends.
 func TestRESTForwardsAuthorizationAndTenant(t *testing.T) {
 	f, addr := startFake(t, 3)
-	p := startProxy(t, Config{Shards: []proxyapi.ShardConfig{{ID: "a", Addr: addr, Slot: 1}}, RESTListen: "127.0.0.1:0"})
+	p := startProxy(t, Config{Shards: []proxyapi.ShardConfig{{ID: "a", Addr: addr, Slot: 1, PhysicalTenants: []string{"blue"}}}, RESTListen: "127.0.0.1:0"})
 	for _, tc := range []struct{ method, path, body string }{
 		{"GET", "/physical-tenants/blue/v2/topology", ""},
 		{"POST", "/physical-tenants/blue/v2/process-instances", `{"processDefinitionId":"p"}`}, // the proxy's fast path
@@ -191,13 +191,16 @@ func TestConfigErrors(t *testing.T) {
 		{"a=h:1,state=NOPE", "unknown shard state"},
 		{"a=h:1,rest=h:8080", "want http://HOST:PORT"},
 		{"a=h:1,rest=ftp://h:8080", "want http://HOST:PORT"},
+		{"a=h:1,tenant=", "1 to 31"},
+		{"a=h:1,tenant=a b", "letters, digits"},
 	} {
 		if _, err := route.ParseShardFlag(tt.flag, 1); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("--shard %s: %v, want %q", tt.flag, err, tt.want)
 		}
 	}
-	sc, err := route.ParseShardFlag("green=10.0.0.1:26500,slot=7,state=draining,rest=https://10.0.0.1:8080", 1)
-	if err != nil || sc.Slot != 7 || sc.State != proxyapi.Draining || sc.Addr != "10.0.0.1:26500" || sc.REST != "https://10.0.0.1:8080" {
+	sc, err := route.ParseShardFlag("green=10.0.0.1:26500,slot=7,state=draining,rest=https://10.0.0.1:8080,tenant=default,tenant=acme,tenant=acme", 1)
+	if err != nil || sc.Slot != 7 || sc.State != proxyapi.Draining || sc.Addr != "10.0.0.1:26500" || sc.REST != "https://10.0.0.1:8080" ||
+		strings.Join(sc.PhysicalTenants, ",") != "default,acme" {
 		t.Errorf("parsed %+v, %v", sc, err)
 	}
 }

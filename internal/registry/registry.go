@@ -378,6 +378,9 @@ func (r *Registry) assignSlot(ref registryapi.InstanceRef, in *registryapi.Insta
 	if ref.App != r.opts.ShardsApp {
 		return 0, nil
 	}
+	if err := registryapi.CheckPhysicalTenants(in.Metadata); err != nil {
+		return 0, fmt.Errorf("metadata %s: %w", registryapi.MetaPhysicalTenants, err)
+	}
 	want := 0
 	if s := in.Metadata[registryapi.MetaSlot]; s != "" {
 		n, err := strconv.Atoi(s)
@@ -527,6 +530,11 @@ func (r *Registry) SetMetadata(app, id string, kv map[string]string) error {
 				return nil, fmt.Errorf("%w: a shard's slot is fixed while it is registered", registryapi.ErrConflict)
 			}
 			in.Metadata[k] = v
+		}
+		if app == r.opts.ShardsApp {
+			if err := registryapi.CheckPhysicalTenants(in.Metadata); err != nil {
+				return nil, fmt.Errorf("metadata %s: %w", registryapi.MetaPhysicalTenants, err)
+			}
 		}
 		in.LastUpdatedTimestamp = now.UnixMilli()
 		return &store.Batch{Put: []*registryapi.Instance{in}}, nil

@@ -307,6 +307,8 @@ func TestReadsSeeChangesAtOnceAndDeltas(t *testing.T) {
 func TestBadRequests(t *testing.T) {
 	_, base := startServer(t, Config{})
 	register(t, base, "ORDERS", "a", "UP")
+	register(t, base, registryapi.DefaultShardsApp, "s", "UP")
+	shards := "/eureka/apps/" + registryapi.DefaultShardsApp
 	big := `{"instance":{"instanceId":"x","metadata":{"k":"` + strings.Repeat("x", 2<<20) + `"}}}`
 	for _, tc := range []struct {
 		name, method, path, ctype, body string
@@ -329,6 +331,8 @@ func TestBadRequests(t *testing.T) {
 		{"status without value", "PUT", "/eureka/apps/ORDERS/a/status", "", "", 400, "value"},
 		{"unknown status", "PUT", "/eureka/apps/ORDERS/a/status?value=SLEEPY", "", "", 400, "SLEEPY"},
 		{"metadata without entries", "PUT", "/eureka/apps/ORDERS/a/metadata", "", "", 400, "metadata"},
+		{"bad physical tenants", "POST", shards, "application/json", `{"instance":{"instanceId":"x","app":"` + registryapi.DefaultShardsApp + `","ipAddr":"1.2.3.4","dataCenterInfo":{"name":"MyOwn"},"metadata":{"physicalTenants":"acme,a b"}}}`, 400, "physical tenant \"a b\""},
+		{"bad physical tenants later", "PUT", shards + "/s/metadata?physicalTenants=acme,", "", "", 400, "physicalTenants"},
 		{"unknown shard state", "PUT", "/shardctl/v1/shards/a/state?app=ORDERS&value=ASLEEP", "", "", 400, "ASLEEP"},
 		{"ledger without resources", "POST", "/shardctl/v1/ledger", "application/json", `{"processes":[]}`, 400, "resources"},
 		{"unknown ledger entry", "PUT", "/shardctl/v1/ledger/7/keys/s1", "application/json", `{"p@1":5}`, 404, "no deployment 7"},
@@ -351,7 +355,7 @@ func TestBadRequests(t *testing.T) {
 	// Nothing of that changed the registry.
 	var st registryapi.Health
 	_, body := do(t, "GET", base+"/shardctl/v1/status", nil, "")
-	if err := json.Unmarshal([]byte(body), &st); err != nil || st.Instances != 1 || st.Deployments != 0 {
+	if err := json.Unmarshal([]byte(body), &st); err != nil || st.Instances != 2 || st.Deployments != 0 {
 		t.Errorf("after bad requests the registry holds %+v (%v)", st, err)
 	}
 }

@@ -31,6 +31,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/shardctl/shardctl/internal/gatewaypb"
+	"github.com/shardctl/shardctl/internal/physicaltenant"
 	"github.com/shardctl/shardctl/internal/search"
 )
 
@@ -53,7 +54,12 @@ type Options struct {
 	Unary func(ctx context.Context, rpc string, msg []byte, auth, tenant string) ([]byte, error)
 	// Queries, when set, serves the searches and gets by key.
 	Queries Queries
-	Logger  *slog.Logger
+	// PhysicalTenant, when set, is asked about the physical tenant a
+	// request's path names (/physical-tenants/{id}/v2/…) before it is
+	// served; its error is the answer (a gateway that does not serve the
+	// tenant). Unset, every tenant is passed on as metadata.
+	PhysicalTenant func(tenant string) error
+	Logger         *slog.Logger
 }
 
 type front struct {
@@ -106,7 +112,7 @@ func Handler(gw pb.GatewayServer, opts Options) http.Handler {
 	f.routeQueries(route)
 	mux.HandleFunc("/", noEndpoint)
 	// Creations, most of a workload's calls, skip the mux's matching.
-	return withCallMetadata(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+	return withCallMetadata(opts.PhysicalTenant, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if req.Method == http.MethodPost && req.URL.Path == "/v2/process-instances" {
 			create(w, req)
 			return
@@ -126,15 +132,16 @@ func noEndpoint(w http.ResponseWriter, req *http.Request) {
 // header over gRPC.
 const (
 	AuthorizationMD  = "authorization"
-	PhysicalTenantMD = "camunda-physical-tenant"
+	PhysicalTenantMD = physicaltenant.Header
 )
 
 const tenantPrefix = "/physical-tenants/"
 
 // withCallMetadata hands the gateway what the request says about its
 // caller as incoming gRPC metadata, and serves a physical tenant's
-// prefixed paths as the plain ones.
-func withCallMetadata(next http.Handler) http.Handler {
+// prefixed paths as the plain ones (once check, if any, passed the
+// tenant).
+func withCallMetadata(check func(string) error, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		var md metadata.MD
 		if rest, ok := strings.CutPrefix(req.URL.Path, tenantPrefix); ok {
@@ -142,6 +149,12 @@ func withCallMetadata(next http.Handler) http.Handler {
 			if tenant == "" || !strings.HasPrefix(path, "v2/") {
 				noEndpoint(w, req)
 				return
+			}
+			if check != nil {
+				if err := check(tenant); err != nil {
+					writeError(w, req, err)
+					return
+				}
 			}
 			md = metadata.Pairs(PhysicalTenantMD, tenant)
 			u := *req.URL

@@ -206,7 +206,7 @@ func (p *partition) endInstance(inst *instance, res instanceResult) {
 	inst.waiters = nil
 	if inst.startedBy != nil {
 		delete(p.state.messageStarted, *inst.startedBy)
-		p.startBufferedMessage(inst.proc.id, inst.startedBy.correlationKey)
+		p.startBufferedMessage(inst.proc, inst.startedBy.correlationKey)
 	}
 }
 

@@ -161,7 +161,7 @@ func (g *gateway) deploy(ctx context.Context, resources []*pb.Resource) (int64, 
 		procs []*process
 	}
 	d, err := execOn(ctx, p1, classExempt, func() (deployed, error) {
-		return deployed{key: p1.keys.next(), procs: g.c.repo.deploy(parsed, &p1.keys)}, nil
+		return deployed{key: p1.keys.next(), procs: g.c.repo.deploy(g.c.physicalTenant(ctx), parsed, &p1.keys)}, nil
 	})
 	return d.key, d.procs, err
 }
@@ -186,8 +186,9 @@ func (p *process) metadata() *pb.ProcessMetadata {
 }
 
 // resolveProcess finds the process a create request names.
-func (g *gateway) resolveProcess(req *pb.CreateProcessInstanceRequest) (*process, error) {
+func (g *gateway) resolveProcess(ctx context.Context, req *pb.CreateProcessInstanceRequest) (*process, error) {
 	repo := g.c.repo
+	tenant := g.c.physicalTenant(ctx)
 	switch {
 	case req.GetProcessDefinitionKey() > 0:
 		if p := repo.byDefinitionKey(req.GetProcessDefinitionKey()); p != nil {
@@ -197,11 +198,11 @@ func (g *gateway) resolveProcess(req *pb.CreateProcessInstanceRequest) (*process
 	case req.GetBpmnProcessId() != "":
 		var p *process
 		if req.GetVersion() < 0 {
-			p = repo.latest(req.GetBpmnProcessId())
+			p = repo.latest(tenant, req.GetBpmnProcessId())
 			if p == nil {
 				return nil, rejection(codes.NotFound, "CREATE", "Expected to find process definition with process ID '%s', but none found", req.GetBpmnProcessId())
 			}
-		} else if p = repo.version(req.GetBpmnProcessId(), req.GetVersion()); p == nil {
+		} else if p = repo.version(tenant, req.GetBpmnProcessId(), req.GetVersion()); p == nil {
 			return nil, rejection(codes.NotFound, "CREATE", "Expected to find process definition with process ID '%s' and version '%d', but none found", req.GetBpmnProcessId(), req.GetVersion())
 		}
 		return p, nil
@@ -236,7 +237,7 @@ func (g *gateway) create(ctx context.Context, req *pb.CreateProcessInstanceReque
 	if err := checkTenant("CreateProcessInstance", req.GetTenantId()); err != nil {
 		return nil, err
 	}
-	proc, err := g.resolveProcess(req)
+	proc, err := g.resolveProcess(ctx, req)
 	if err != nil {
 		return nil, err
 	}

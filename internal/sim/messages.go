@@ -152,8 +152,9 @@ func (p *partition) startByMessage(proc *process, m *message) bool {
 
 // startBufferedMessage: when an instance a correlation key started ends,
 // a message buffered meanwhile for the same key starts the next one.
-func (p *partition) startBufferedMessage(processID, corrKey string) {
-	proc := p.cluster.repo.latest(processID)
+func (p *partition) startBufferedMessage(ended *process, corrKey string) {
+	processID := ended.id
+	proc := p.cluster.repo.latest(ended.physicalTenant, processID)
 	if proc == nil {
 		return
 	}

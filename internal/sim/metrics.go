@@ -6,6 +6,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/shardctl/shardctl/internal/physicaltenant"
 )
 
 // metrics uses the metric names and labels of the Zeebe version played
@@ -120,7 +122,7 @@ func newMetrics(v Version) *metrics {
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var partitions prometheus.Registerer = m.registry
 	if v.physicalTenants() {
-		partitions = prometheus.WrapRegistererWith(prometheus.Labels{"physicalTenantId": defaultPhysicalTenant}, m.registry)
+		partitions = prometheus.WrapRegistererWith(prometheus.Labels{"physicalTenantId": physicaltenant.Default}, m.registry)
 	}
 	partitions.MustRegister(
 		m.elementEvents, m.executed, m.jobEvents, m.appended, m.committed, m.processed,
@@ -159,13 +161,13 @@ type partitionMetrics struct {
 	latency                        prometheus.Observer
 	commandDuration                prometheus.Observer
 	dropped, received              prometheus.Counter
-	accepted, refused              prometheus.Counter // flow control's outcomes (8.6+; nil before)
+	accepted, refused, throttled   prometheus.Counter // flow control's outcomes (8.6+; nil before)
 	inflight                       prometheus.Gauge
 	pendingIncidents, buffered     prometheus.Gauge
 	exported                       prometheus.Gauge // nil without an exporter
 }
 
-func (m *metrics) forPartition(id int32, limit int, exporter string) *partitionMetrics {
+func (m *metrics) forPartition(id int32, limit int, writeRate float64, exporter string) *partitionMetrics {
 	p := strconv.Itoa(int(id))
 	pm := &partitionMetrics{
 		m: m, partition: p,
@@ -188,9 +190,12 @@ func (m *metrics) forPartition(id int32, limit int, exporter string) *partitionM
 	if m.flowControl != nil {
 		pm.accepted = m.flowControl.WithLabelValues("userCommand", "accepted", p)
 		pm.refused = m.flowControl.WithLabelValues("userCommand", "requestLimitExhausted", p)
+		pm.throttled = m.flowControl.WithLabelValues("userCommand", "writeRateLimitExhausted", p)
 		for _, g := range m.flowGauges {
 			g.WithLabelValues(p).Set(0)
 		}
+		m.flowGauges[0].WithLabelValues(p).Set(writeRate) // the limit,
+		m.flowGauges[1].WithLabelValues(p).Set(writeRate) // and its maximum: no throttling played
 	}
 	m.requestsLimit.WithLabelValues(p).Set(float64(limit))
 	for _, a := range []string{"activated", "completed", "terminated"} {

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/time/rate"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -67,6 +68,9 @@ type partition struct {
 	wake     chan struct{}
 	inflight int   // client commands accepted and not yet processed
 	appended int64 // log position of the last written record
+	// writeRate is flow control's write-rate limit (nil: none); it has a
+	// lock of its own.
+	writeRate *rate.Limiter
 
 	processedPos int64 // processing goroutine only
 	nextFree     time.Time
@@ -94,6 +98,12 @@ func (p *partition) enqueue(cl class, run func()) error {
 			if p.m.refused != nil {
 				p.m.refused.Inc()
 			}
+			return errBackpressure()
+		}
+		if p.writeRate != nil && !p.writeRate.Allow() {
+			p.mu.Unlock()
+			p.m.dropped.Inc()
+			p.m.throttled.Inc()
 			return errBackpressure()
 		}
 		if p.m.accepted != nil {
@@ -124,6 +134,11 @@ func (p *partition) enqueue(cl class, run func()) error {
 // appendFollowUps counts records a command wrote and processed in the same
 // step (events following a command), so positions advance as Zeebe's do.
 func (p *partition) appendFollowUps(n int64) {
+	if p.writeRate != nil {
+		// What processing writes is never refused, but it uses the
+		// write rate up: client commands meet the limit sooner.
+		p.writeRate.ReserveN(time.Now(), int(n))
+	}
 	p.mu.Lock()
 	p.appended += n
 	pos := p.appended

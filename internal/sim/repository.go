@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/shardctl/shardctl/internal/bpmn"
+	"github.com/shardctl/shardctl/internal/physicaltenant"
 )
 
 // process is one deployed version of a BPMN process.
@@ -15,6 +16,9 @@ type process struct {
 	resourceName string
 	checksum     [32]byte
 	model        *bpmn.Process
+	// physicalTenant it was deployed to (8.10): its versions and its
+	// creation by id are that tenant's alone.
+	physicalTenant string
 }
 
 // name is the process's name, or its id when it has none (as Operate
@@ -32,27 +36,31 @@ func (p *process) name() string {
 type repository struct {
 	mu       sync.RWMutex
 	byKey    map[int64]*process
-	versions map[string][]*process // by bpmnProcessId, oldest first
+	versions map[string][]*process // by versionsKey, oldest first
 }
+
+// versionsKey names a process id within a physical tenant: each tenant
+// versions its processes apart, as each is an engine of its own.
+func versionsKey(tenant, id string) string { return physicaltenant.Of(tenant) + "/" + id }
 
 func newRepository() *repository {
 	return &repository{byKey: map[int64]*process{}, versions: map[string][]*process{}}
 }
 
-func (r *repository) latest(id string) *process {
+func (r *repository) latest(tenant, id string) *process {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	vs := r.versions[id]
+	vs := r.versions[versionsKey(tenant, id)]
 	if len(vs) == 0 {
 		return nil
 	}
 	return vs[len(vs)-1]
 }
 
-func (r *repository) version(id string, v int32) *process {
+func (r *repository) version(tenant, id string, v int32) *process {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	vs := r.versions[id]
+	vs := r.versions[versionsKey(tenant, id)]
 	if v < 1 || int(v) > len(vs) {
 		return nil
 	}
@@ -97,13 +105,15 @@ func parseResource(name string, content []byte) (parsedResource, error) {
 // byte-identical to its latest version keeps that version and key (Zeebe's
 // duplicate detection); otherwise it becomes the next version with a new
 // key from keys.
-func (r *repository) deploy(resources []parsedResource, keys *keyGenerator) []*process {
+func (r *repository) deploy(tenant string, resources []parsedResource, keys *keyGenerator) []*process {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	tenant = physicaltenant.Of(tenant)
 	var out []*process
 	for _, res := range resources {
 		for _, m := range res.processes {
-			vs := r.versions[m.ID]
+			vk := versionsKey(tenant, m.ID)
+			vs := r.versions[vk]
 			if n := len(vs); n > 0 && vs[n-1].checksum == res.checksum && vs[n-1].resourceName == res.name {
 				out = append(out, vs[n-1])
 				continue
@@ -115,8 +125,10 @@ func (r *repository) deploy(resources []parsedResource, keys *keyGenerator) []*p
 				resourceName: res.name,
 				checksum:     res.checksum,
 				model:        m,
+
+				physicalTenant: tenant,
 			}
-			r.versions[m.ID] = append(vs, p)
+			r.versions[vk] = append(vs, p)
 			r.byKey[p.key] = p
 			out = append(out, p)
 		}

@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
@@ -30,6 +31,7 @@ import (
 	pb "github.com/shardctl/shardctl/internal/gatewaypb"
 	"github.com/shardctl/shardctl/internal/keyslot"
 	"github.com/shardctl/shardctl/internal/logs"
+	"github.com/shardctl/shardctl/internal/physicaltenant"
 	"github.com/shardctl/shardctl/internal/restgateway"
 )
 
@@ -50,6 +52,12 @@ type Config struct {
 	// BacklogLimit is how many client commands a partition holds before it
 	// rejects new ones with RESOURCE_EXHAUSTED (default 1000; -1 never).
 	BacklogLimit int
+	// WriteRateLimit is flow control's write-rate limit (8.6+, played
+	// from 8.8): the records per second a partition writes, a second's
+	// worth in a burst; a client command past it is rejected with
+	// RESOURCE_EXHAUSTED and counted as writeRateLimitExhausted, and the
+	// records processing writes use it up too. 0: no limit.
+	WriteRateLimit float64
 	// Degrade reproduces an overloaded monolith's knee: new instances are
 	// served first, and past DegradeThreshold queued records the work
 	// behind them gets slower the longer the backlog grows, up to
@@ -78,6 +86,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Version is the Zeebe release played (default DefaultVersion).
 	Version Version
+	// PhysicalTenants served (8.10; nil: "default" only). Each versions
+	// its processes apart; instances, jobs, messages and metrics are the
+	// cluster's as one (see README: what the simulator leaves out).
+	PhysicalTenants []string
 	// GRPCOptions are added to the gateway's grpc-go server: a test's
 	// interceptors, which see the calls as the gateway receives them.
 	GRPCOptions []grpc.ServerOption
@@ -102,6 +114,17 @@ func (c *Config) setDefaults() error {
 	}
 	if c.Version.release == "" {
 		c.Version = DefaultVersion
+	}
+	if c.WriteRateLimit < 0 || c.WriteRateLimit > 0 && !c.Version.micrometer() {
+		return fmt.Errorf("write-rate limit %g: want a positive rate, with Zeebe 8.8 or later (flow control came in 8.6)", c.WriteRateLimit)
+	}
+	if len(c.PhysicalTenants) > 0 && !c.Version.physicalTenants() {
+		return fmt.Errorf("physical tenants %s: Zeebe %s has none (8.10 and later do)", physicaltenant.Format(c.PhysicalTenants), c.Version)
+	}
+	for _, t := range c.PhysicalTenants {
+		if err := physicaltenant.Check(t); err != nil {
+			return err
+		}
 	}
 	if c.Partitions == 0 {
 		c.Partitions = DefaultPartitions
@@ -172,10 +195,13 @@ func New(cfg Config) (*Sim, error) {
 	for id := int32(1); id <= cfg.Partitions; id++ {
 		p := &partition{
 			id: id, cluster: c, keys: keyGenerator{partition: id},
-			m: m.forPartition(id, cfg.BacklogLimit, cfg.Exporter), state: newState(), exp: newExported(cfg.QueryHistory),
+			m: m.forPartition(id, cfg.BacklogLimit, cfg.WriteRateLimit, cfg.Exporter), state: newState(), exp: newExported(cfg.QueryHistory),
 			wake: make(chan struct{}, 1), resumed: make(chan struct{}),
 		}
 		p.slowFactor.Store(math.Float64bits(1))
+		if cfg.WriteRateLimit > 0 {
+			p.writeRate = rate.NewLimiter(rate.Limit(cfg.WriteRateLimit), max(1, int(cfg.WriteRateLimit)))
+		}
 		c.partitions = append(c.partitions, p)
 	}
 	s := &Sim{cfg: cfg, cluster: c}
@@ -242,6 +268,7 @@ func (s *Sim) listenGateway(addr string) error {
 	if s.cfg.MaxConcurrentStreams > 0 {
 		opts = append(opts, grpc.MaxConcurrentStreams(s.cfg.MaxConcurrentStreams))
 	}
+	opts = append(opts, s.cluster.physicalTenantInterceptors()...)
 	srv := grpc.NewServer(append(opts, s.cfg.GRPCOptions...)...)
 	pb.RegisterGatewayServer(srv, s.gw)
 	s.mu.Lock()
@@ -258,7 +285,7 @@ func (s *Sim) listenREST(addr string) error {
 	if err != nil {
 		return fmt.Errorf("listen for the REST API on %s: %w", addr, err)
 	}
-	srv := &http.Server{Handler: restgateway.Handler(s.gw, restgateway.Options{Logger: s.cfg.Logger, Queries: queries{s.cluster}}), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: restgateway.Handler(s.gw, restgateway.Options{Logger: s.cfg.Logger, Queries: queries{s.cluster}, PhysicalTenant: s.cluster.restPhysicalTenant}), ReadHeaderTimeout: 10 * time.Second}
 	s.mu.Lock()
 	s.rest, s.restAddr = srv, ln.Addr()
 	s.mu.Unlock()

@@ -1,10 +1,18 @@
 package sim
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
 	"github.com/google/uuid"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/shardctl/shardctl/internal/gatewaypb"
+	"github.com/shardctl/shardctl/internal/physicaltenant"
+	"github.com/shardctl/shardctl/internal/restgateway"
 )
 
 // A Version is the Zeebe release the simulator plays: its gateway
@@ -59,8 +67,8 @@ func (v Version) clusterID() bool    { return v.atLeast(8) }
 // in _seconds, a gauge's _total dropped, flow control.
 func (v Version) micrometer() bool { return v.atLeast(6) }
 
-// physicalTenants: 8.10 labels partition metrics with the physical
-// tenant (the simulator serves one, "default").
+// physicalTenants: 8.10 serves physical tenants and labels partition
+// metrics with one.
 func (v Version) physicalTenants() bool { return v.atLeast(10) }
 
 // conditionals: EvaluateConditional (8.9).
@@ -69,9 +77,60 @@ func (v Version) conditionals() bool { return v.atLeast(9) }
 // businessIDs and physical tenants (8.10).
 func (v Version) businessIDs() bool { return v.atLeast(10) }
 
-// defaultPhysicalTenant is the physical tenant a request without one is
-// for (8.10), the only one the simulator serves.
-const defaultPhysicalTenant = "default"
+// physicalTenant is the physical tenant a call is for ("": default); a
+// release before 8.10 knows none and ignores the header.
+func (c *cluster) physicalTenant(ctx context.Context) string {
+	if !c.cfg.Version.physicalTenants() {
+		return ""
+	}
+	_, t := restgateway.CallMetadata(ctx)
+	return t
+}
+
+// checkPhysicalTenant refuses a call for a physical tenant the cluster
+// does not serve, as NOT_FOUND naming it and those it serves.
+func (c *cluster) checkPhysicalTenant(ctx context.Context) error {
+	return c.servesPhysicalTenant(c.physicalTenant(ctx))
+}
+
+func (c *cluster) servesPhysicalTenant(tenant string) error {
+	if physicaltenant.Serves(c.cfg.PhysicalTenants, tenant) {
+		return nil
+	}
+	return status.Errorf(codes.NotFound, "Expected to find physical tenant '%s', but this cluster serves only %s", tenant, physicaltenant.Describe(c.cfg.PhysicalTenants))
+}
+
+// restPhysicalTenant checks a REST request's /physical-tenants/{id}
+// prefix: a release before 8.10 has no such path.
+func (c *cluster) restPhysicalTenant(tenant string) error {
+	if !c.cfg.Version.physicalTenants() {
+		return status.Errorf(codes.NotFound, "No endpoint under /physical-tenants/%s: Zeebe %s serves no physical tenants", tenant, c.cfg.Version)
+	}
+	return c.servesPhysicalTenant(tenant)
+}
+
+// physicalTenantInterceptors refuse gRPC calls for a physical tenant the
+// cluster does not serve before any handler runs. Topology is the
+// cluster's, whatever tenant asks.
+func (c *cluster) physicalTenantInterceptors() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
+			if _, ok := req.(*pb.TopologyRequest); ok {
+				return next(ctx, req)
+			}
+			if err := c.checkPhysicalTenant(ctx); err != nil {
+				return nil, err
+			}
+			return next(ctx, req)
+		}),
+		grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, next grpc.StreamHandler) error {
+			if err := c.checkPhysicalTenant(ss.Context()); err != nil {
+				return err
+			}
+			return next(srv, ss)
+		}),
+	}
+}
 
 // newClusterID is a cluster's id as Zeebe makes one: a random UUID.
 func newClusterID() string { return uuid.NewString() }

@@ -8,9 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -117,14 +115,7 @@ func TestTagsRefused(t *testing.T) {
 
 // rawClient is a client of the gateway API as 8.10 defines it (the Go
 // client knows 8.5's).
-func rawClient(t testing.TB, s *Sim) pb.GatewayClient {
-	conn, err := grpc.NewClient(s.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return pb.NewGatewayClient(conn)
-}
+func rawClient(t testing.TB, s *Sim) pb.GatewayClient { return pb.NewGatewayClient(dial(t, s)) }
 
 // Each version exports its own generation of Zeebe's metric names: 8.5's
 // Prometheus client, or Micrometer's (latency and processing timers in
@@ -173,5 +164,47 @@ func TestMetricNamesPlayed(t *testing.T) {
 				t.Errorf("partition metrics labelled with the physical tenant: %v, want %v", got, tc.tenantLabel)
 			}
 		})
+	}
+}
+
+// Flow control's write-rate limit (8.6+): client commands past it are
+// refused with RESOURCE_EXHAUSTED and counted both as dropped requests
+// and as writeRateLimitExhausted, as Zeebe's log stream counts them; the
+// gauges report the limit; the records processing writes use it up.
+func TestWriteRateLimitRefuses(t *testing.T) {
+	s := startSim(t, Config{Partitions: 1, WriteRateLimit: 20, BacklogLimit: -1})
+	gw := rawClient(t, s)
+	ctx := budget.Context(t, 20*time.Second)
+	if _, err := gw.DeployResource(ctx, &pb.DeployResourceRequest{Resources: []*pb.Resource{{Name: "p.bpmn", Content: load.Process("p")}}}); err != nil {
+		t.Fatal(err)
+	}
+	accepted, refused := 0, 0
+	for range 100 {
+		_, err := gw.CreateProcessInstance(ctx, &pb.CreateProcessInstanceRequest{BpmnProcessId: "p", Version: -1})
+		switch grpcCode(err) {
+		case codes.OK:
+			accepted++
+		case codes.ResourceExhausted:
+			refused++
+		default:
+			t.Fatalf("create: %v", err)
+		}
+	}
+	// A second's burst of 20 records, each instance writing several: far
+	// fewer than 100 pass within the time 100 calls take.
+	if refused == 0 || accepted == 0 || accepted > 60 {
+		t.Errorf("accepted %d, refused %d of 100 at 20 records/s", accepted, refused)
+	}
+	throttled := scrape(t, s, "zeebe_flow_control_total", "context", "userCommand", "outcome", "writeRateLimitExhausted")
+	dropped := scrape(t, s, "zeebe_dropped_request_count_total")
+	if throttled != float64(refused) || dropped != float64(refused) {
+		t.Errorf("metrics: %v refused at the write rate, %v dropped; the client saw %d refusals", throttled, dropped, refused)
+	}
+	if limit := scrape(t, s, "zeebe_flow_control_write_rate_limit"); limit != 20 {
+		t.Errorf("write-rate limit gauge %v, want 20", limit)
+	}
+	v85, _ := ParseVersion("8.5")
+	if _, err := New(Config{Listen: "127.0.0.1:0", Version: v85, WriteRateLimit: 20}); err == nil || !strings.Contains(err.Error(), "8.8 or later") {
+		t.Errorf("a write-rate limit on 8.5: %v, want refused", err)
 	}
 }

@@ -199,7 +199,7 @@ func (c *fastCall) next() {
 			c.mu.Unlock()
 			return
 		}
-		s := p.Pick(now, c.tried)
+		s := p.Pick(now, c.tried, c.tenant)
 		if s == nil {
 			c.mu.Unlock()
 			break
@@ -224,14 +224,7 @@ func (c *fastCall) next() {
 	c.mu.Lock()
 	lastErr, exhausted := c.lastErr, c.exhausted
 	c.mu.Unlock()
-	switch {
-	case lastErr == nil:
-		c.finish(status.Error(codes.ResourceExhausted, "Expected to place the request on a shard, but every shard is at capacity (its backlog, instances or requests in flight), cooling off after backpressure, or not UP. Please try again later."))
-	case exhausted:
-		c.finish(status.Errorf(codes.ResourceExhausted, "Expected to place the request on a shard, but every shard rejected it: %s", status.Convert(lastErr).Message()))
-	default:
-		c.finish(status.Errorf(codes.Unavailable, "Expected to place the request on a shard, but none could be reached: %s", status.Convert(lastErr).Message()))
-	}
+	c.finish(p.PlacementFailed(c.tenant, lastErr, exhausted))
 }
 
 // attempt is one send of a call to a shard.

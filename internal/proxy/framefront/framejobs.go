@@ -138,8 +138,12 @@ func (jc *jobCall) requestEnded() {
 		jc.answer(err)
 		return
 	}
-	s, n := loneJobShard(p)
+	s, n := loneJobShard(p, jc.rh.tenant)
 	if n == 0 {
+		if !p.ServesAnywhere(jc.rh.tenant) {
+			jc.answer(route.UnservedTenant(jc.rh.tenant))
+			return
+		}
 		jc.answer(grpcfront.ErrNoJobShard)
 		return
 	}
@@ -219,13 +223,13 @@ func (jc *jobCall) toLocal(raw []byte) {
 	lc.requestEnded()
 }
 
-// loneJobShard is the shard that serves jobs when there is one, and how
-// many there are.
-func loneJobShard(p *grpcfront.Server) (*route.Shard, int) {
+// loneJobShard is the shard that serves jobs of a physical tenant when
+// there is one, and how many there are.
+func loneJobShard(p *grpcfront.Server, tenant string) (*route.Shard, int) {
 	var lone *route.Shard
 	n := 0
 	for _, s := range p.Snapshot() {
-		if s.ServesJobs() {
+		if s.ServesJobs() && s.Serves(tenant) {
 			lone, n = s, n+1
 		}
 	}

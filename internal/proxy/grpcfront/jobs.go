@@ -111,14 +111,10 @@ func PollWait(req *pb.ActivateJobsRequest, deadline time.Time) time.Duration {
 	return pollBudget(deadline, wait)
 }
 
-func (p *Server) jobShards() []*route.Shard {
-	var out []*route.Shard
-	for _, s := range p.Snapshot() {
-		if s.ServesJobs() {
-			out = append(out, s)
-		}
-	}
-	return out
+// jobShards are the shards that serve jobs of a physical tenant (as the
+// client sent it), in slot order.
+func (p *Server) jobShards(tenant string) ([]*route.Shard, error) {
+	return p.servingWhere(tenant, (*route.Shard).ServesJobs)
 }
 
 // ActivateJobs: a non-blocking sweep over the shards (round-robin start)
@@ -140,7 +136,10 @@ func (sv *Server) activateJobs(req *pb.ActivateJobsRequest, stream pb.Gateway_Ac
 		return err
 	}
 	ctx := stream.Context()
-	shards := p.jobShards()
+	shards, err := p.jobShards(TenantOf(ctx))
+	if err != nil {
+		return err
+	}
 	if len(shards) == 0 {
 		return ErrNoJobShard
 	}
@@ -388,9 +387,13 @@ func (sv *Server) streamJobs(req *pb.StreamActivatedJobsRequest, stream pb.Gatew
 	defer cancel()
 	long, done := p.LongCalls().Add(p.Stopping())
 	defer done()
+	shards, err := p.jobShards(TenantOf(ctx))
+	if err != nil {
+		return err
+	}
 	buffer := make(chan pushed, streamBuffer)
 	var wg sync.WaitGroup
-	for _, s := range p.jobShards() {
+	for _, s := range shards {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

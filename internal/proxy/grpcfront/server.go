@@ -3,6 +3,7 @@ package grpcfront
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 	pb "github.com/shardctl/shardctl/internal/gatewaypb"
 	"github.com/shardctl/shardctl/internal/keyslot"
 	"github.com/shardctl/shardctl/internal/ledger"
+	"github.com/shardctl/shardctl/internal/physicaltenant"
 	"github.com/shardctl/shardctl/internal/proxy/pbkeys"
 	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
 	"github.com/shardctl/shardctl/internal/proxy/route"
@@ -145,8 +147,9 @@ func (p *Server) place(ctx context.Context, rpc string, send func(context.Contex
 	// One clock read per attempt: it picks the shard, times the call, and
 	// picks the next one.
 	now := time.Now()
+	tenant := TenantOf(ctx)
 	for {
-		s := p.Pick(now, tried)
+		s := p.Pick(now, tried, tenant)
 		if s == nil {
 			break
 		}
@@ -184,13 +187,7 @@ func (p *Server) place(ctx context.Context, rpc string, send func(context.Contex
 			return nil, status.FromContextError(ctx.Err()).Err()
 		}
 	}
-	switch {
-	case lastErr == nil:
-		return nil, status.Error(codes.ResourceExhausted, "Expected to place the request on a shard, but every shard is at capacity (its backlog, instances or requests in flight), cooling off after backpressure, or not UP. Please try again later.")
-	case exhausted:
-		return nil, status.Errorf(codes.ResourceExhausted, "Expected to place the request on a shard, but every shard rejected it: %s", status.Convert(lastErr).Message())
-	}
-	return nil, status.Errorf(codes.Unavailable, "Expected to place the request on a shard, but none could be reached: %s", status.Convert(lastErr).Message())
+	return nil, p.PlacementFailed(tenant, lastErr, exhausted)
 }
 
 // prepareCreate turns a processDefinitionKey into bpmnProcessId + version
@@ -258,18 +255,27 @@ func (sv *Server) EvaluateConditional(ctx context.Context, req *pb.EvaluateCondi
 	return placeNew(ctx, sv, "EvaluateConditional", req, pb.GatewayClient.EvaluateConditional)
 }
 
-// deployTargets are the shards a deployment goes to, in slot order: every
-// shard but those DOWN, which are replayed the ledger when they are back.
-func (p *Server) deployTargets() []*route.Shard {
-	var out []*route.Shard
-	for _, s := range p.Snapshot() {
+// deployTargets are the shards a deployment to a physical tenant goes
+// to, in slot order: every shard that serves it but those DOWN, which are
+// replayed the ledger when they are back.
+func (p *Server) deployTargets(tenant string) ([]*route.Shard, error) {
+	return p.servingWhere(tenant, func(s *route.Shard) bool {
 		if s.RoutingState() == proxyapi.Down {
 			s.SetNeedsReplay()
-			continue
+			return false
 		}
-		out = append(out, s)
+		return true
+	})
+}
+
+// servingWhere is the shards that serve a physical tenant (route.Serving)
+// and that keep says to keep, in slot order.
+func (p *Server) servingWhere(tenant string, keep func(*route.Shard) bool) ([]*route.Shard, error) {
+	serving, err := p.Serving(tenant)
+	if err != nil {
+		return nil, err
 	}
-	return out
+	return slices.DeleteFunc(serving, func(s *route.Shard) bool { return !keep(s) }), nil
 }
 
 // deployAll sends a deployment to every shard in slot order, serialised,
@@ -280,11 +286,17 @@ func deployAll[Resp proto.Message](ctx context.Context, sv *Server, rpc string, 
 	start := time.Now()
 	var zero Resp
 	defer p.LockDeploys()()
-	d := ledger.Deployment{Resources: resources, MessageStarts: route.MessageStartsOf(resources)}
+	tenant := TenantOf(ctx)
+	targets, err := p.deployTargets(tenant)
+	if err != nil {
+		sv.observe(rpc, start, err)
+		return zero, err
+	}
+	d := ledger.Deployment{Resources: resources, MessageStarts: route.MessageStartsOf(resources), PhysicalTenant: tenant}
 	index := map[string]int{} // process version -> position in d.Processes
 	var first Resp
 	var firstShard *route.Shard
-	for _, s := range p.deployTargets() {
+	for _, s := range targets {
 		resp, err := call(ctx, p, s, rpc, send)
 		if err != nil {
 			if s.State() != proxyapi.Up {
@@ -354,9 +366,11 @@ func (sv *Server) DeployResource(ctx context.Context, req *pb.DeployResourceRequ
 func fanOut[Resp proto.Message](ctx context.Context, sv *Server, rpc string, send func(context.Context, pb.GatewayClient) (Resp, error)) (Resp, error) {
 	start := time.Now()
 	var zero Resp
-	targets := sv.jobShards()
-	if len(targets) == 0 {
-		err := status.Error(codes.Unavailable, "Expected a shard that is UP or DRAINING, but there is none")
+	targets, err := sv.jobShards(TenantOf(ctx))
+	if err == nil && len(targets) == 0 {
+		err = status.Error(codes.Unavailable, "Expected a shard that is UP or DRAINING, but there is none")
+	}
+	if err != nil {
 		sv.observe(rpc, start, err)
 		return zero, err
 	}
@@ -409,7 +423,7 @@ func fanOut[Resp proto.Message](ctx context.Context, sv *Server, rpc string, sen
 // starts one instance; any other goes to every shard that may hold an
 // instance waiting for it.
 func (sv *Server) PublishMessage(ctx context.Context, req *pb.PublishMessageRequest) (*pb.PublishMessageResponse, error) {
-	if sv.Ledger().StartsProcess(req.GetName()) {
+	if sv.Ledger().StartsProcess(TenantOf(ctx), req.GetName()) {
 		return placeNew(ctx, sv, "PublishMessage", req, pb.GatewayClient.PublishMessage)
 	}
 	return fanOut(ctx, sv, "PublishMessage", func(ctx context.Context, c pb.GatewayClient) (*pb.PublishMessageResponse, error) {
@@ -547,7 +561,15 @@ func olderRelease(a, b string) bool {
 // forwarded is the metadata a shard must see as the client sent it: its
 // credentials, and the physical tenant an 8.10 gateway routes by.
 // (The REST front hands both over under these names too.)
-var forwarded = []string{restgateway.AuthorizationMD, restgateway.PhysicalTenantMD}
+var forwarded = []string{restgateway.AuthorizationMD, physicaltenant.Header}
+
+// TenantOf is the physical tenant the client sent, "" for none.
+func TenantOf(ctx context.Context) string {
+	if v := metadata.ValueFromIncomingContext(ctx, physicaltenant.Header); len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
 
 // outgoing forwards the client's metadata that a shard must see.
 func outgoing(ctx context.Context) context.Context {

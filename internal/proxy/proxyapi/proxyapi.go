@@ -55,8 +55,11 @@ type ShardStatus struct {
 	AssignedState State       `json:"assignedState"`
 	Health        ShardHealth `json:"health"`
 	Pool          string      `json:"pool,omitempty"`
-	Partitions    int32       `json:"partitions"`
-	InFlight      int64       `json:"inFlight"`
+	// PhysicalTenants are the 8.10 physical tenants it serves (absent:
+	// "default" only).
+	PhysicalTenants []string `json:"physicalTenants,omitempty"`
+	Partitions      int32    `json:"partitions"`
+	InFlight        int64    `json:"inFlight"`
 	// Connections are the HTTP/2 connections to it; MaxStreams the
 	// concurrent calls per connection it advertised (absent: no limit).
 	Connections int    `json:"connections"`
@@ -125,6 +128,10 @@ type ShardConfig struct {
 	// the proxy sends the searches it federates ("": the shard cannot be
 	// searched, and a search that needs it fails).
 	REST string `json:"rest,omitempty"`
+	// PhysicalTenants are the 8.10 physical tenants the shard serves
+	// (nil: "default" only, as every release before 8.10): new work for
+	// a tenant is placed, fanned out and replayed only where it is served.
+	PhysicalTenants []string `json:"physicalTenants,omitempty"`
 	// TLS is how the proxy connects: "" or "false" in plain text, "true"
 	// over TLS checked against the upstream CA, "insecure" over TLS
 	// without checking the shard's certificate (tests, self-signed labs).

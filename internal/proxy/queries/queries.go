@@ -30,6 +30,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"google.golang.org/grpc/status"
+
 	"github.com/shardctl/shardctl/internal/keyslot"
 	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
 	"github.com/shardctl/shardctl/internal/proxy/route"
@@ -127,11 +129,17 @@ func (f *Federation) Search(ctx context.Context, r *search.Resource, q search.Qu
 	ctx, cancel := context.WithTimeout(ctx, f.opts.Timeout)
 	defer cancel()
 	o := q.Order(r)
+	_, tenant := restgateway.CallMetadata(ctx)
+	shards, err := f.core.Serving(tenant)
+	if err != nil {
+		f.metrics.searches.WithLabelValues(r.Path, "rejected").Inc()
+		return restgateway.Answer{}, &search.Error{Status: http.StatusNotFound, Title: "NOT_FOUND", Detail: status.Convert(err).Message()}
+	}
 	var parts []shardPart
 	if r == search.ProcessDefinitions {
-		parts = f.searchOne(ctx, r, q)
+		parts = f.searchOne(ctx, r, q, shards)
 	} else {
-		parts = f.searchAll(ctx, r, q)
+		parts = f.searchAll(ctx, r, q, shards)
 	}
 	var (
 		pages   [][]search.Item
@@ -194,9 +202,8 @@ func plural(ids []string) string {
 	return "shards " + strings.Join(ids, ", ")
 }
 
-// searchAll asks every shard at once.
-func (f *Federation) searchAll(ctx context.Context, r *search.Resource, q search.Query) []shardPart {
-	shards := f.core.Snapshot()
+// searchAll asks every shard (of the request's physical tenant) at once.
+func (f *Federation) searchAll(ctx context.Context, r *search.Resource, q search.Query, shards []*route.Shard) []shardPart {
 	parts := make([]shardPart, len(shards))
 	var wg sync.WaitGroup
 	for i, s := range shards {
@@ -217,8 +224,7 @@ func (f *Federation) searchAll(ctx context.Context, r *search.Resource, q search
 // shard (the ledger replays them to late ones), so any one holds them
 // all, once, as one cluster would list them. UP shards go first, in slot
 // order; the next is asked when one fails.
-func (f *Federation) searchOne(ctx context.Context, r *search.Resource, q search.Query) []shardPart {
-	shards := slices.Clone(f.core.Snapshot())
+func (f *Federation) searchOne(ctx context.Context, r *search.Resource, q search.Query, shards []*route.Shard) []shardPart {
 	slices.SortStableFunc(shards, func(a, b *route.Shard) int {
 		return boolOrder(a.State() != proxyapi.Up) - boolOrder(b.State() != proxyapi.Up)
 	})

@@ -2,6 +2,7 @@ package route
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -90,12 +91,13 @@ func LoadFile(path string) (FileConfig, error) {
 	return fc, nil
 }
 
-// ParseShardFlag reads --shard ID=HOST:PORT[,slot=N][,state=S][,pool=P][,metrics=URL][,rest=URL][,tls=T];
-// without a slot the shard gets position (1-based) as its slot.
+// ParseShardFlag reads --shard ID=HOST:PORT[,slot=N][,state=S][,pool=P][,metrics=URL][,rest=URL][,tls=T][,tenant=NAME]...;
+// without a slot the shard gets position (1-based) as its slot; each
+// tenant= adds a physical tenant it serves (none: "default" only).
 func ParseShardFlag(v string, position int) (proxyapi.ShardConfig, error) {
 	id, rest, ok := strings.Cut(v, "=")
 	if !ok || id == "" || rest == "" {
-		return proxyapi.ShardConfig{}, fmt.Errorf("--shard %q: want ID=HOST:PORT[,slot=N][,state=UP|DRAINING|OUT_OF_SERVICE][,pool=NAME][,metrics=URL][,rest=URL][,tls=true|insecure]", v)
+		return proxyapi.ShardConfig{}, fmt.Errorf("--shard %q: want ID=HOST:PORT[,slot=N][,state=UP|DRAINING|OUT_OF_SERVICE][,pool=NAME][,metrics=URL][,rest=URL][,tls=true|insecure][,tenant=NAME] (tenant= repeatable)", v)
 	}
 	parts := strings.Split(rest, ",")
 	sc := proxyapi.ShardConfig{ID: id, Addr: parts[0], Slot: position}
@@ -122,8 +124,12 @@ func ParseShardFlag(v string, position int) (proxyapi.ShardConfig, error) {
 			sc.REST = val
 		case "tls":
 			sc.TLS = val
+		case "tenant":
+			if !slices.Contains(sc.PhysicalTenants, val) {
+				sc.PhysicalTenants = append(sc.PhysicalTenants, val)
+			}
 		default:
-			return sc, fmt.Errorf("--shard %q: unknown option %q (slot=N, state=S, pool=P, metrics=URL, rest=URL or tls=true|insecure)", v, k)
+			return sc, fmt.Errorf("--shard %q: unknown option %q (slot=N, state=S, pool=P, metrics=URL, rest=URL, tls=true|insecure or tenant=NAME)", v, k)
 		}
 	}
 	return sc, validateShard(sc)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,6 +24,7 @@ import (
 	"github.com/shardctl/shardctl/internal/keyslot"
 	"github.com/shardctl/shardctl/internal/ledger"
 	"github.com/shardctl/shardctl/internal/logs"
+	"github.com/shardctl/shardctl/internal/physicaltenant"
 	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
 	"github.com/shardctl/shardctl/internal/proxy/upstream"
 	"github.com/shardctl/shardctl/internal/registry/registryapi"
@@ -234,6 +236,11 @@ func validateShard(s proxyapi.ShardConfig) error {
 			return fmt.Errorf("shard %q: %w", s.ID, err)
 		}
 	}
+	for _, t := range s.PhysicalTenants {
+		if err := physicaltenant.Check(t); err != nil {
+			return fmt.Errorf("shard %q: %w", s.ID, err)
+		}
+	}
 	return nil
 }
 
@@ -382,11 +389,18 @@ func (p *Core) replay(ctx context.Context, s *Shard) error {
 // replayLocked deploys deployments to s; callers hold p.deploy.
 func (p *Core) replayLocked(ctx context.Context, s *Shard, deployments []ledger.Deployment) error {
 	for _, d := range deployments {
+		if !s.Serves(d.PhysicalTenant) {
+			continue // its tenant is not here; Sync re-adds a shard whose tenants change
+		}
 		req := &pb.DeployResourceRequest{}
 		for _, r := range d.Resources {
 			req.Resources = append(req.Resources, &pb.Resource{Name: r.Name, Content: r.Content})
 		}
-		resp, err := s.Conn.Client().DeployResource(ctx, req)
+		dctx := ctx
+		if d.PhysicalTenant != "" {
+			dctx = metadata.AppendToOutgoingContext(ctx, physicaltenant.Header, d.PhysicalTenant)
+		}
+		resp, err := s.Conn.Client().DeployResource(dctx, req)
 		if err != nil {
 			return fmt.Errorf("shard %s: replay deployment %d of the ledger: %w", s.ID, d.Seq, err)
 		}
@@ -399,7 +413,7 @@ func (p *Core) replayLocked(ctx context.Context, s *Shard, deployments []ledger.
 		if err := p.cfg.Ledger.SetKeys(ctx, d.Seq, s.ID, keys); err != nil {
 			return err
 		}
-		mine := ledger.Deployment{Seq: d.Seq, MessageStarts: d.MessageStarts}
+		mine := ledger.Deployment{Seq: d.Seq, MessageStarts: d.MessageStarts, PhysicalTenant: d.PhysicalTenant}
 		for _, pr := range d.Processes {
 			if k, ok := keys[ledger.ProcessRef(pr.BpmnProcessID, pr.Version)]; ok {
 				mine.Processes = append(mine.Processes, ledger.ProcessID{BpmnProcessID: pr.BpmnProcessID, Version: pr.Version, Keys: map[string]int64{s.ID: k}})
@@ -470,12 +484,59 @@ func (p *Core) SetWeights(w map[string]int) {
 // Weights are the pool weights in force (nil: none).
 func (p *Core) Weights() map[string]int { return maps.Clone(p.set.Load().weights) }
 
-// pick is the shard for something new (shardSet.pick) among those that
-// take instances at now and were not tried for this request yet.
-func (p *Core) Pick(now time.Time, exclude []*Shard) *Shard {
+// Pick is the shard for something new (shardSet.pick) among those that
+// serve the physical tenant (as the client sent it), take instances at
+// now and were not tried for this request yet.
+func (p *Core) Pick(now time.Time, exclude []*Shard, tenant string) *Shard {
 	return p.set.Load().pick(now, func(s *Shard) bool {
-		return s.takesInstances(now, p.cfg.MaxInflightPerShard) && !slices.Contains(exclude, s)
+		return s.takesInstances(now, p.cfg.MaxInflightPerShard) && !slices.Contains(exclude, s) && s.Serves(tenant)
 	})
+}
+
+// Serving is the shards that serve the physical tenant (as the client
+// sent it), in slot order: where its fan-outs go. It is never empty
+// without a reason: UnservedTenant when no shard serves it.
+func (p *Core) Serving(tenant string) ([]*Shard, error) {
+	all := p.set.Load().all
+	out := make([]*Shard, 0, len(all))
+	for _, s := range all {
+		if s.Serves(tenant) {
+			out = append(out, s)
+		}
+	}
+	if len(out) == 0 && len(all) > 0 {
+		return nil, UnservedTenant(tenant)
+	}
+	return out, nil
+}
+
+// PlacementFailed is the answer to a placement that found no shard to take
+// it: lastErr is the last shard's refusal (nil: no shard was eligible),
+// exhausted whether some shard answered RESOURCE_EXHAUSTED; a physical
+// tenant no shard serves is named as such.
+func (p *Core) PlacementFailed(tenant string, lastErr error, exhausted bool) error {
+	switch {
+	case lastErr == nil && !p.ServesAnywhere(tenant):
+		return UnservedTenant(tenant)
+	case lastErr == nil:
+		return status.Error(codes.ResourceExhausted, "Expected to place the request on a shard, but every shard is at capacity (its backlog, instances or requests in flight), cooling off after backpressure, or not UP. Please try again later.")
+	case exhausted:
+		return status.Errorf(codes.ResourceExhausted, "Expected to place the request on a shard, but every shard rejected it: %s", status.Convert(lastErr).Message())
+	}
+	return status.Errorf(codes.Unavailable, "Expected to place the request on a shard, but none could be reached: %s", status.Convert(lastErr).Message())
+}
+
+// UnservedTenant is the answer to work for a physical tenant no shard of
+// the federation serves: NOT_FOUND, as a gateway answers for a tenant it
+// does not have, naming it. A placement that finds the shards of a served
+// tenant all busy or down gets the usual UNAVAILABLE instead.
+func UnservedTenant(tenant string) error {
+	return status.Errorf(codes.NotFound, "Expected to route a request for physical tenant '%s', but no shard of the federation serves it", physicaltenant.Of(tenant))
+}
+
+// ServesAnywhere reports whether some shard serves the physical tenant.
+func (p *Core) ServesAnywhere(tenant string) bool {
+	return slices.ContainsFunc(p.set.Load().all, func(s *Shard) bool { return s.Serves(tenant) })
 }
 
 // enter counts a call to s in flight, or refuses it at the proxy's
@@ -569,7 +630,7 @@ func (p *Core) Shards() []proxyapi.ShardStatus {
 	out := []proxyapi.ShardStatus{}
 	for _, s := range p.Snapshot() {
 		st := proxyapi.ShardStatus{ID: s.ID, Slot: s.Slot, Address: s.Addr, State: s.RoutingState(), AssignedState: s.State(), Health: s.healthStatus(now),
-			Pool: s.Pool(), Partitions: s.partitions, InFlight: s.inflight.Load(), Connections: s.Conn.Connections(), MaxStreams: s.Conn.Advertised, CoolingOff: s.cooling(now),
+			Pool: s.Pool(), PhysicalTenants: s.PhysicalTenants, Partitions: s.partitions, InFlight: s.inflight.Load(), Connections: s.Conn.Connections(), MaxStreams: s.Conn.Advertised, CoolingOff: s.cooling(now),
 			Overloaded: s.overloaded.Load(), Backlog: s.backlogStatus()}
 		s.mu.Lock()
 		if s.lastErr != "" {

@@ -66,7 +66,7 @@ func TestOutlierEjection(t *testing.T) {
 	if until(a) != 2*time.Minute {
 		t.Errorf("second ejection of a for %v, want 2m", until(a))
 	}
-	if picked := p.Pick(time.Now(), nil); picked != c && picked != d {
+	if picked := p.Pick(time.Now(), nil, ""); picked != c && picked != d {
 		t.Errorf("picked %v while a and b are ejected", picked.ID)
 	}
 	refused := status.Error(codes.Unavailable, "connection error: desc = \"transport: Error while dialing: dial tcp 127.0.0.1:1: connect: connection refused\"")
@@ -77,7 +77,7 @@ func TestOutlierEjection(t *testing.T) {
 	if err := DownError(d); status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "connection refused") {
 		t.Errorf("downError: %v", err)
 	}
-	if picked := p.Pick(time.Now(), nil); picked != c {
+	if picked := p.Pick(time.Now(), nil, ""); picked != c {
 		t.Errorf("picked %v, want c, the one shard neither ejected nor DOWN", picked)
 	}
 	p.set.Store(emptySet) // fake shards have no connection to close

@@ -7,10 +7,12 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"sort"
 	"sync"
 	"time"
 
+	"github.com/shardctl/shardctl/internal/physicaltenant"
 	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
 	"github.com/shardctl/shardctl/internal/registry/registryapi"
 	"github.com/shardctl/shardctl/internal/registry/registryclient"
@@ -94,8 +96,11 @@ func (p *Core) Sync(ctx context.Context, want []proxyapi.ShardConfig) error {
 		}
 		seen[sc.ID] = true
 		cur := p.ShardByID(sc.ID)
-		if cur != nil && (cur.Addr != sc.Addr || cur.Slot != sc.Slot || cur.Metrics != sc.Metrics || cur.REST != sc.REST) {
-			p.removeShard(cur, fmt.Sprintf("the registry moved it to address %s, slot %d, metrics %q, REST API %q", sc.Addr, sc.Slot, sc.Metrics, sc.REST))
+		if cur != nil && (cur.Addr != sc.Addr || cur.Slot != sc.Slot || cur.Metrics != sc.Metrics || cur.REST != sc.REST || !slices.Equal(cur.PhysicalTenants, sc.PhysicalTenants)) {
+			// Re-added, a shard with other physical tenants is replayed
+			// the deployments of those it serves now.
+			p.removeShard(cur, fmt.Sprintf("the registry moved it to address %s, slot %d, metrics %q, REST API %q, physical tenants %s",
+				sc.Addr, sc.Slot, sc.Metrics, sc.REST, physicaltenant.Describe(sc.PhysicalTenants)))
 			cur = nil
 		}
 		if cur == nil {
@@ -252,7 +257,8 @@ func fromRegistry(shards []registryapi.Shard) []proxyapi.ShardConfig {
 		if err != nil {
 			st = proxyapi.Down
 		}
-		out = append(out, proxyapi.ShardConfig{ID: s.ID, Addr: s.Address, Slot: s.Slot, State: st, Pool: s.Pool, Metrics: s.Metadata[registryapi.MetaMetrics], REST: s.Metadata[registryapi.MetaREST], TLS: s.Metadata[registryapi.MetaTLS]})
+		out = append(out, proxyapi.ShardConfig{ID: s.ID, Addr: s.Address, Slot: s.Slot, State: st, Pool: s.Pool, Metrics: s.Metadata[registryapi.MetaMetrics], REST: s.Metadata[registryapi.MetaREST], TLS: s.Metadata[registryapi.MetaTLS],
+			PhysicalTenants: registryapi.PhysicalTenants(s.Metadata)})
 	}
 	return out
 }

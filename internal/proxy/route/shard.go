@@ -15,6 +15,7 @@ import (
 
 	pb "github.com/shardctl/shardctl/internal/gatewaypb"
 	"github.com/shardctl/shardctl/internal/keyslot"
+	"github.com/shardctl/shardctl/internal/physicaltenant"
 	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
 	"github.com/shardctl/shardctl/internal/proxy/upstream"
 )
@@ -62,6 +63,10 @@ func newShard(cfg proxyapi.ShardConfig, conn *upstream.Conn) *Shard {
 	s.pool.Store(cfg.Pool)
 	return s
 }
+
+// Serves reports whether s serves the physical tenant a client sent ("":
+// none, "default").
+func (s *Shard) Serves(tenant string) bool { return physicaltenant.Serves(s.PhysicalTenants, tenant) }
 
 // State is the state s is assigned; Pool the pool it is in.
 func (s *Shard) State() proxyapi.State { return s.state.Load().(proxyapi.State) }

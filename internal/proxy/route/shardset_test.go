@@ -121,7 +121,7 @@ func TestShardJoiningUnderReaders(t *testing.T) {
 				held := p.Snapshot()
 				before := ids(held)
 				for range 100 {
-					_ = p.Pick(time.Now(), nil)
+					_ = p.Pick(time.Now(), nil, "")
 					_, _, _ = p.ShardForKey(int64(held[0].Slot) << keyslot.Shift)
 				}
 				if after := ids(held); !slices.Equal(before, after) {

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/shardctl/shardctl/internal/physicaltenant"
 )
 
 // Application is one app and its instances.
@@ -195,6 +197,8 @@ type ShardRegistration struct {
 	TLS     string // how a proxy connects to it: "" plain, "true" or "insecure" (MetaTLS)
 	Admin   string // URL of a proxy's admin endpoints (/shards), if any
 	Static  bool   // registered by an operator: never expires
+	// PhysicalTenants it serves (8.10; nil: "default" only).
+	PhysicalTenants []string
 	// Status it registers with: UP (the default), or OUT_OF_SERVICE to be
 	// held out of placement until an operator lets it in.
 	Status Status
@@ -246,6 +250,14 @@ func NewShardInstance(r ShardRegistration) (*Instance, error) {
 			return nil, err
 		}
 		in.Metadata[MetaREST] = r.REST
+	}
+	if len(r.PhysicalTenants) > 0 {
+		for _, t := range r.PhysicalTenants {
+			if err := physicaltenant.Check(t); err != nil {
+				return nil, err
+			}
+		}
+		in.Metadata[MetaPhysicalTenants] = physicaltenant.Format(r.PhysicalTenants)
 	}
 	switch r.TLS {
 	case "", "false":
@@ -405,6 +417,25 @@ func CheckREST(base string) error {
 		return fmt.Errorf("REST API %q: want http://HOST:PORT or https://HOST:PORT", base)
 	}
 	return nil
+}
+
+// MetaPhysicalTenants lists the 8.10 physical tenants a shard serves,
+// comma-separated (absent: "default" only).
+const MetaPhysicalTenants = "physicalTenants"
+
+// PhysicalTenants are the physical tenants a shard's metadata says it
+// serves (nil: "default" only). The registry refuses a list that does
+// not parse (CheckPhysicalTenants), so none is read here.
+func PhysicalTenants(meta map[string]string) []string {
+	list, _ := physicaltenant.Parse(meta[MetaPhysicalTenants])
+	return list
+}
+
+// CheckPhysicalTenants says what is wrong with a shard's list of physical
+// tenants, if anything.
+func CheckPhysicalTenants(meta map[string]string) error {
+	_, err := physicaltenant.Parse(meta[MetaPhysicalTenants])
+	return err
 }
 
 // MetaTLS says how a proxy connects to a shard: absent in plain text,

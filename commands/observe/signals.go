@@ -39,7 +39,7 @@ type signalSource struct {
 func (s *signalSource) addFlags(cmd *cobra.Command, window time.Duration) {
 	f := cmd.Flags()
 	f.StringVar(&s.preset, "preset", "zeebe", "query preset: zeebe (Zeebe's metrics) or proxy (shardctl proxy's)")
-	f.StringVar(&s.queries, "queries", "", "YAML file overriding the preset's PromQL (groupBy, created, completed, queue, latency, dropped, received)")
+	f.StringVar(&s.queries, "queries", "", "YAML file overriding the preset's PromQL (groupBy, created, completed, queue, latency, dropped, received, throttled)")
 	f.StringVar(&s.groupBy, "group-by", "", "label that names a shard (default: cluster when present, else the scrape target)")
 	f.DurationVar(&s.window, "window", window, "how far back to read")
 	f.DurationVar(&s.step, "step", 0, "resolution of the series (default: window/120, at least 5s; with --scrape 1s)")

@@ -20,6 +20,12 @@ type Shard struct {
 	Latency   Heatmap
 	Dropped   Series // requests refused by backpressure per second
 	Received  Series // requests received per second
+	// Throttled are the refused requests that met flow control's
+	// write-rate limit (8.6+: zeebe_flow_control_total, outcome
+	// writeRateLimitExhausted), per second: part of Dropped, refused for
+	// what the log may take (exporting behind, a configured write rate)
+	// rather than for processing latency.
+	Throttled Series
 	// Missing says why the source has nothing of the shard now (its
 	// scrape failed), "" when it answered.
 	Missing string
@@ -169,7 +175,11 @@ type Signals struct {
 	P99              *float64 `json:"p99Seconds"`
 	SlowShare        float64  `json:"shareAtLeast1s"`
 	DropShare        float64  `json:"dropShare"`
-	QueueFalling     bool     `json:"queueFalling"` // it falls since the last minute's peak
+	// WriteRateShare is the share of those refusals that met the
+	// write-rate limit (flow control, 8.6+); absent where the shard
+	// exports no flow control or refused nothing.
+	WriteRateShare *float64 `json:"writeRateShare,omitempty"`
+	QueueFalling   bool     `json:"queueFalling"` // it falls since the last minute's peak
 	// Debt is what the window added to the backlog: created − completed,
 	// integrated (instances). RecoverySeconds is when the shard will have
 	// caught up (Recovery says how that is reckoned), null when it is not
@@ -230,7 +240,7 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 func Evaluate(shards []Shard, now time.Time, window time.Duration, th Thresholds) Report {
 	r := Report{At: now, Window: Duration(window), Shards: []Signals{}, Unknown: []string{}}
 	sort.Slice(shards, func(i, j int) bool { return shards[i].Name < shards[j].Name })
-	var created, completed, queue, dropped, received []Series
+	var created, completed, queue, dropped, received, throttled []Series
 	var heat []Heatmap
 	for _, s := range shards {
 		if sig, stale := staleSignals(s, now, th); stale {
@@ -243,11 +253,11 @@ func Evaluate(shards []Shard, now time.Time, window time.Duration, th Thresholds
 		r.Shards = append(r.Shards, sig)
 		r.Level = max(r.Level, sig.Level)
 		created, completed, queue = append(created, s.Created), append(completed, s.Completed), append(queue, s.Queue)
-		dropped, received = append(dropped, s.Dropped), append(received, s.Received)
+		dropped, received, throttled = append(dropped, s.Dropped), append(received, s.Received), append(throttled, s.Throttled)
 		heat = append(heat, s.Latency)
 	}
 	all := Shard{Name: "all", Created: SumSeries(created...), Completed: SumSeries(completed...), Queue: SumSeries(queue...),
-		Dropped: SumSeries(dropped...), Received: SumSeries(received...), Latency: Merge(heat...)}
+		Dropped: SumSeries(dropped...), Received: SumSeries(received...), Throttled: SumSeries(throttled...), Latency: Merge(heat...)}
 	r.Overall = evaluate(all, now, th)
 	r.Level = max(r.Level, r.Overall.Level)
 	return r
@@ -293,6 +303,9 @@ func evaluate(s Shard, now time.Time, th Thresholds) Signals {
 	if received > 0 && !math.IsNaN(dropped) {
 		sig.DropShare = dropped / received
 	}
+	if throttled := s.Throttled.Since(recent).Mean(); dropped > 0 && !math.IsNaN(throttled) {
+		sig.WriteRateShare = ptr(min(1, throttled/dropped))
+	}
 	droppedNow, receivedNow := s.Dropped.Since(short).Mean(), s.Received.Since(short).Mean()
 
 	// Debt: what the window added to the backlog, and when it is paid.
@@ -330,7 +343,11 @@ func evaluate(s Shard, now time.Time, th Thresholds) Signals {
 		reason(Warn, "heatmap: %s of latency at %s or more", pct(sig.SlowShare), human.Latency(SlowLatency))
 	}
 	if sig.DropShare >= th.DropShare && !(receivedNow > 0 && droppedNow/receivedNow < th.DropShare/2) {
-		reason(Warn, "backpressure: %s of requests refused", pct(sig.DropShare))
+		if w := sig.WriteRateShare; w != nil && *w >= 0.5 {
+			reason(Warn, "backpressure: %s of requests refused, %s of them at the write-rate limit (flow control: exporting behind or a write rate set)", pct(sig.DropShare), pct(*w))
+		} else {
+			reason(Warn, "backpressure: %s of requests refused", pct(sig.DropShare))
+		}
 	}
 	if e := trend.emptying; e != nil && sig.Queue > th.QueueEmpty {
 		reason(sig.Level, "queue falling: %+.0f records/s, empty in %s", -e.PerSec, When(*e, th))

@@ -27,6 +27,7 @@ type Preset struct {
 	Latency   string `json:"latency"` // by GroupBy and le: increases per step
 	Dropped   string `json:"dropped"`
 	Received  string `json:"received"`
+	Throttled string `json:"throttled"` // refused at flow control's write-rate limit (8.6+)
 }
 
 // The two generations of Zeebe's metric names: 8.5's Prometheus client,
@@ -59,6 +60,8 @@ var Presets = map[string]Preset{
 		Latency:  `sum by ({{.GroupBy}}, le) (increase(zeebe_stream_processor_latency_seconds_bucket[{{.Step}}])) or sum by ({{.GroupBy}}, le) (increase(zeebe_stream_processor_latency_bucket[{{.Step}}]))`,
 		Dropped:  `sum by ({{.GroupBy}}) (rate(zeebe_dropped_request_count_total[{{.Rate}}]))`,
 		Received: `sum by ({{.GroupBy}}) (rate(zeebe_received_request_count_total[{{.Rate}}]))`,
+		// Flow control's outcomes: 8.8's name or 8.6's.
+		Throttled: `sum by ({{.GroupBy}}) (rate(zeebe_flow_control_total{context="userCommand",outcome="writeRateLimitExhausted"}[{{.Rate}}])) or sum by ({{.GroupBy}}) (rate(zeebe_flow_control_outcome_total{context="userCommand",outcome="writeRateLimitExhausted"}[{{.Rate}}]))`,
 	},
 	// shardctl's proxy, per shard: what it placed, what shards refused,
 	// what it has in flight to them. Completions are not the proxy's to
@@ -89,7 +92,7 @@ func LoadPreset(name, file string) (Preset, error) {
 	}
 	for _, f := range []struct{ dst, src *string }{
 		{&p.GroupBy, &o.GroupBy}, {&p.Created, &o.Created}, {&p.Completed, &o.Completed}, {&p.Queue, &o.Queue},
-		{&p.Latency, &o.Latency}, {&p.Dropped, &o.Dropped}, {&p.Received, &o.Received},
+		{&p.Latency, &o.Latency}, {&p.Dropped, &o.Dropped}, {&p.Received, &o.Received}, {&p.Throttled, &o.Throttled},
 	} {
 		if *f.src != "" {
 			*f.dst = *f.src
@@ -114,7 +117,7 @@ func (p Preset) check() error {
 func (p Preset) queries() map[string]string {
 	out := map[string]string{}
 	for k, v := range map[string]string{"created": p.Created, "completed": p.Completed, "queue": p.Queue,
-		"latency": p.Latency, "dropped": p.Dropped, "received": p.Received} {
+		"latency": p.Latency, "dropped": p.Dropped, "received": p.Received, "throttled": p.Throttled} {
 		if v != "" {
 			out[k] = v
 		}

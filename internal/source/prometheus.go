@@ -129,6 +129,8 @@ func (p *Prometheus) Fetch(ctx context.Context, now time.Time, window, step time
 				s.Dropped = series
 			case "received":
 				s.Received = series
+			case "throttled":
+				s.Throttled = series
 			}
 		}
 	}

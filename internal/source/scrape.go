@@ -55,11 +55,15 @@ type rule struct {
 // scrapeRules say what a preset's signals are in raw samples: the same
 // as its PromQL, without a server.
 type scrapeRules struct {
-	group                                 string   // label naming the shard; "" = the target
-	created, completed, dropped, received []rule   // counters, summed
-	queueAdd, queueSub                    []rule   // gauges: Σ add − Σ sub
-	latency                               []string // histogram families, summed by le: the first a shard exports
+	group                                            string   // label naming the shard; "" = the target
+	created, completed, dropped, received, throttled []rule   // counters, summed
+	queueAdd, queueSub                               []rule   // gauges: Σ add − Σ sub
+	latency                                          []string // histogram families, summed by le: the first a shard exports
 }
+
+// writeRateRefused matches the user commands flow control refused at the
+// write-rate limit (8.6+).
+var writeRateRefused = map[string]string{"context": "userCommand", "outcome": "writeRateLimitExhausted"}
 
 var presetRules = map[string]scrapeRules{
 	"zeebe": {
@@ -67,6 +71,8 @@ var presetRules = map[string]scrapeRules{
 		completed: []rule{{"zeebe_element_instance_events_total", map[string]string{"type": "PROCESS", "action": "completed"}}},
 		dropped:   []rule{{"zeebe_dropped_request_count_total", nil}},
 		received:  []rule{{"zeebe_received_request_count_total", nil}},
+		// 8.8's name and 8.6's: a shard exports one of them.
+		throttled: []rule{{"zeebe_flow_control_total", writeRateRefused}, {"zeebe_flow_control_outcome_total", writeRateRefused}},
 		queueAdd:  []rule{{"zeebe_log_appender_last_committed_position", nil}},
 		queueSub:  []rule{{"zeebe_stream_processor_last_processed_position", nil}},
 		latency:   []string{LatencyMicrometer, Latency85},
@@ -84,7 +90,7 @@ var presetRules = map[string]scrapeRules{
 // those (a Zeebe broker's page holds hundreds it has no use for).
 func (r scrapeRules) families() map[string]bool {
 	out := map[string]bool{}
-	for _, rules := range [][]rule{r.created, r.completed, r.dropped, r.received, r.queueAdd, r.queueSub} {
+	for _, rules := range [][]rule{r.created, r.completed, r.dropped, r.received, r.throttled, r.queueAdd, r.queueSub} {
 		for _, x := range rules {
 			out[x.metric] = true
 		}
@@ -97,10 +103,10 @@ func (r scrapeRules) families() map[string]bool {
 
 // values are one shard's numbers in one scrape.
 type values struct {
-	created, completed, dropped, received, queue float64
-	buckets                                      map[float64]float64 // cumulative, by upper bound
-	has                                          map[string]bool
-	names                                        string // the generation of Zeebe's names read
+	created, completed, dropped, received, throttled, queue float64
+	buckets                                                 map[float64]float64 // cumulative, by upper bound
+	has                                                     map[string]bool
+	names                                                   string // the generation of Zeebe's names read
 }
 
 type sample struct {
@@ -386,6 +392,7 @@ func (s *Scrape) extract(target string, fams map[string]*dto.MetricFamily) map[s
 	add(s.rules.completed, "completed", 1, func(v *values, x float64) { v.completed += x })
 	add(s.rules.dropped, "dropped", 1, func(v *values, x float64) { v.dropped += x })
 	add(s.rules.received, "received", 1, func(v *values, x float64) { v.received += x })
+	add(s.rules.throttled, "throttled", 1, func(v *values, x float64) { v.throttled += x })
 	add(s.rules.queueAdd, "queue", 1, func(v *values, x float64) { v.queue += x })
 	add(s.rules.queueSub, "queue", -1, func(v *values, x float64) { v.queue += x })
 	for _, name := range s.rules.latency {
@@ -570,6 +577,7 @@ func fill(sh *signals.Shard, ring []sample, name string, now time.Time, window, 
 		rate("completed", va.completed, vb.completed, &sh.Completed)
 		rate("dropped", va.dropped, vb.dropped, &sh.Dropped)
 		rate("received", va.received, vb.received, &sh.Received)
+		rate("throttled", va.throttled, vb.throttled, &sh.Throttled)
 		if va.has["latency"] && vb.has["latency"] {
 			if bounds == nil {
 				for le := range vb.buckets {

@@ -37,8 +37,11 @@ const messageStartProcess = bpmnHead + `<bpmn:message id="m" name="order-placed"
 <bpmn:sequenceFlow id="f1" sourceRef="placed" targetRef="end"/>
 </bpmn:process></bpmn:definitions>`
 
-func TestMessagesThroughTheProxy(t *testing.T) {
-	shards := simtest.StartN(t, 3, sim.Config{Partitions: 2})
+// It holds for the oldest and the newest Zeebe the simulator plays.
+func TestMessagesThroughTheProxy(t *testing.T) { simtest.EachEnd(t, messagesThroughTheProxy) }
+
+func messagesThroughTheProxy(t *testing.T, v sim.Version) {
+	shards := simtest.StartN(t, 3, sim.Config{Partitions: 2, Version: v})
 	p := startProxy(t, Config{Shards: simtest.ShardConfigs(shards)})
 	c := newClient(t, p.Addr().String())
 	ctx := budget.Context(t, time.Minute)

@@ -18,8 +18,13 @@ import (
 	"github.com/shardctl/shardctl/internal/sim/simtest"
 )
 
+// It holds for the oldest and the newest Zeebe the simulator plays.
 func TestTwoThousandInstancesThroughTheProxy(t *testing.T) {
-	shards := simtest.StartN(t, 3, sim.Config{Partitions: 3})
+	simtest.EachEnd(t, twoThousandInstancesThroughTheProxy)
+}
+
+func twoThousandInstancesThroughTheProxy(t *testing.T, v sim.Version) {
+	shards := simtest.StartN(t, 3, sim.Config{Partitions: 3, Version: v})
 	p := startProxy(t, Config{Shards: simtest.ShardConfigs(shards)})
 	c := newClient(t, p.Addr().String())
 	ctx := budget.Context(t, 2*time.Minute)

@@ -72,17 +72,29 @@ func hasReason(reasons []string, word string) bool {
 }
 
 // TestSignalsOnSimulatedShards drives one simulator past its knee and
-// another at half its capacity, and reads them through a real Prometheus
-// server and by scraping: the first is critical (scissors and queue), the
-// second ok, both ways; it also measures how long the advisor takes to
-// call the knee. It ends as soon as both ways say so.
+// another at half its capacity, for the oldest and the newest Zeebe the
+// simulator plays (8.5's metric names and Micrometer's), under the same
+// load, and reads them through a real Prometheus server and by scraping:
+// each knee is critical (scissors and queue), each half ok, both ways and
+// in both versions; it also measures how long the advisor takes to call
+// the knee. It ends as soon as both ways say so.
 func TestSignalsOnSimulatedShards(t *testing.T) {
 	t.Parallel()
 	// One partition at 300 records/s: a one-task process completes up to
 	// ~60 instances/s. knee gets twice that; half gets half.
-	knee := simtest.Start(t, sim.Config{Partitions: 1, Capacity: 300, Degrade: true, DegradeThreshold: 50, BacklogLimit: -1})
-	half := simtest.Start(t, sim.Config{Partitions: 1, Capacity: 300, BacklogLimit: -1})
-	metrics := map[string]string{"knee": knee.MetricsAddr().String(), "half": half.MetricsAddr().String()}
+	versions := simtest.Ends()
+	metrics := map[string]string{}
+	type loaded struct {
+		s    *sim.Sim
+		rate float64
+	}
+	var loads []loaded
+	for _, v := range versions {
+		knee := simtest.Start(t, sim.Config{Partitions: 1, Capacity: 300, Degrade: true, DegradeThreshold: 50, BacklogLimit: -1, Version: v})
+		half := simtest.Start(t, sim.Config{Partitions: 1, Capacity: 300, BacklogLimit: -1, Version: v})
+		metrics["knee-"+v.String()], metrics["half-"+v.String()] = knee.MetricsAddr().String(), half.MetricsAddr().String()
+		loads = append(loads, loaded{knee, 120}, loaded{half, 30})
+	}
 	prom := proctest.Prometheus(t, "", metrics)
 	bin := proctest.Build(t)
 
@@ -92,10 +104,7 @@ func TestSignalsOnSimulatedShards(t *testing.T) {
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	defer stopLoad()
 	var clients []zbc.Client
-	for _, l := range []struct {
-		s    *sim.Sim
-		rate float64
-	}{{knee, 120}, {half, 30}} {
+	for _, l := range loads {
 		c := simtest.Client(t, l.s.Addr().String())
 		clients = append(clients, c)
 		g := load.New(load.GRPC(c), load.Config{ProcessID: "order", JobType: "work", Rate: l.rate})
@@ -106,6 +115,10 @@ func TestSignalsOnSimulatedShards(t *testing.T) {
 		go func() { defer wg.Done(); g.Run(loadCtx) }()
 	}
 	start := time.Now()
+	var scrapeArgs []string
+	for name, addr := range metrics {
+		scrapeArgs = append(scrapeArgs, "--scrape", name+"=http://"+addr+"/metrics")
+	}
 
 	// The scraping advisor samples from the start, as an operator without
 	// a Prometheus server would, and is read until it calls the knee with
@@ -127,10 +140,9 @@ func TestSignalsOnSimulatedShards(t *testing.T) {
 		if kneeCalled(r) {
 			close(scrapeDone)
 		}
-	}, "--scrape", "knee=http://"+metrics["knee"]+"/metrics", "--scrape", "half=http://"+metrics["half"]+"/metrics",
-		"--every", "2s", "--sample", "2s", "--window", "1m")
+	}, append(scrapeArgs, "--every", "2s", "--sample", "2s", "--window", "1m")...)
 
-	// The advisor, every 2 s through Prometheus, until it calls the knee.
+	// The advisor, every 2 s through Prometheus, until it calls a knee.
 	p, err := source.NewPrometheus(prom, source.Presets["zeebe"])
 	if err != nil {
 		t.Fatal(err)
@@ -147,7 +159,7 @@ func TestSignalsOnSimulatedShards(t *testing.T) {
 		}
 		r := signals.Evaluate(shards, now, 2*time.Minute, signals.DefaultThresholds())
 		for _, s := range r.Shards {
-			if s.Name == "knee" && s.Level == signals.Critical {
+			if strings.HasPrefix(s.Name, "knee-") && s.Level == signals.Critical {
 				calledAt = time.Since(start)
 				t.Logf("critical %v after the load began: %q", calledAt.Round(time.Second), s.Reasons)
 			}
@@ -162,7 +174,12 @@ func TestSignalsOnSimulatedShards(t *testing.T) {
 	var code int
 	for {
 		report, code = runSignals(ctx, t, bin, "--prometheus", prom, "--window", "2m", "--step", "2s", "--rate", "10s")
-		if lvl, reasons := report.shard("knee"); lvl == "critical" && hasReason(reasons, "scissors") && hasReason(reasons, "queue growing") || ctx.Err() != nil {
+		called := true
+		for _, v := range versions {
+			lvl, reasons := report.shard("knee-" + v.String())
+			called = called && lvl == "critical" && hasReason(reasons, "scissors") && hasReason(reasons, "queue growing")
+		}
+		if called || ctx.Err() != nil {
 			break
 		}
 		time.Sleep(2 * time.Second)
@@ -180,12 +197,15 @@ func TestSignalsOnSimulatedShards(t *testing.T) {
 	}
 	wg.Wait()
 
-	lvl, reasons := report.shard("knee")
-	if lvl != "critical" || !hasReason(reasons, "scissors") || !hasReason(reasons, "queue growing") {
-		t.Errorf("prometheus: knee is %s with %q; want critical with scissors and queue reasons", lvl, reasons)
-	}
-	if lvl, reasons := report.shard("half"); lvl != "ok" {
-		t.Errorf("prometheus: half is %s with %q; want ok", lvl, reasons)
+	for _, v := range versions {
+		knee, half := "knee-"+v.String(), "half-"+v.String()
+		lvl, reasons := report.shard(knee)
+		if lvl != "critical" || !hasReason(reasons, "scissors") || !hasReason(reasons, "queue growing") {
+			t.Errorf("prometheus: %s is %s with %q; want critical with scissors and queue reasons", knee, lvl, reasons)
+		}
+		if lvl, reasons := report.shard(half); lvl != "ok" {
+			t.Errorf("prometheus: %s is %s with %q; want ok", half, lvl, reasons)
+		}
 	}
 	if code != 3 {
 		t.Errorf("prometheus: exit code %d, want 3 (critical reaches --fail-on critical)", code)
@@ -194,26 +214,30 @@ func TestSignalsOnSimulatedShards(t *testing.T) {
 	defer mu.Unlock()
 	for _, s := range scraped.Shards {
 		switch {
-		case s.Name == "knee" && !kneeCalled(scraped):
-			t.Errorf("scrape: knee is %s with %q; want critical with scissors and queue reasons; signals said: %s", s.Level, s.Reasons, stderr.String())
-		case s.Name == "half" && s.Level != signals.OK:
-			t.Errorf("scrape: half is %s with %q; want ok", s.Level, s.Reasons)
+		case strings.HasPrefix(s.Name, "knee-") && !kneeCalled(scraped):
+			t.Errorf("scrape: %s is %s with %q; want critical with scissors and queue reasons; signals said: %s", s.Name, s.Level, s.Reasons, stderr.String())
+		case strings.HasPrefix(s.Name, "half-") && s.Level != signals.OK:
+			t.Errorf("scrape: %s is %s with %q; want ok", s.Name, s.Level, s.Reasons)
 		}
 	}
-	if len(scraped.Shards) != 2 {
-		t.Errorf("scrape: %d shards, want knee and half; signals said: %s", len(scraped.Shards), stderr.String())
+	if len(scraped.Shards) != len(metrics) {
+		t.Errorf("scrape: %d shards, want %d (a knee and a half of each version); signals said: %s", len(scraped.Shards), len(metrics), stderr.String())
 	}
 }
 
-// kneeCalled says whether r calls the shard named knee critical, with the
-// scissors and the queue among its reasons.
+// kneeCalled says whether r calls every shard named knee-* critical,
+// with the scissors and the queue among its reasons.
 func kneeCalled(r signals.Report) bool {
+	knees := 0
 	for _, s := range r.Shards {
-		if s.Name == "knee" {
-			return s.Level == signals.Critical && hasReason(s.Reasons, "scissors") && hasReason(s.Reasons, "queue growing")
+		if strings.HasPrefix(s.Name, "knee-") {
+			if s.Level != signals.Critical || !hasReason(s.Reasons, "scissors") || !hasReason(s.Reasons, "queue growing") {
+				return false
+			}
+			knees++
 		}
 	}
-	return false
+	return knees > 0
 }
 
 // A gate with a target missing never passes: a scrape target that does
@@ -245,5 +269,45 @@ func TestSignalsWithATargetMissing(t *testing.T) {
 				t.Errorf("a is %s, want ok", level)
 			}
 		})
+	}
+}
+
+// A shard refusing at flow control's write-rate limit (8.6+) is named as
+// such: its refusals are backpressure, and the reason says most met the
+// write-rate limit, read from zeebe_flow_control_total by scraping.
+func TestWriteRateRefusalsNamed(t *testing.T) {
+	t.Parallel()
+	s := simtest.Start(t, sim.Config{Partitions: 1, WriteRateLimit: 30, BacklogLimit: -1})
+	c := simtest.Client(t, s.Addr().String())
+	ctx := budget.Context(t, time.Minute)
+	g := load.New(load.GRPC(c), load.Config{ProcessID: "order", JobType: "work", Rate: 40})
+	if err := g.Deploy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { g.Run(loadCtx) })
+	defer func() {
+		stopLoad()
+		_ = c.Close()
+		wg.Wait()
+	}()
+	sc, err := source.NewScrape([]source.Target{{Name: "limited", URL: "http://" + s.MetricsAddr().String() + "/metrics"}}, "zeebe", time.Second, 2*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sig signals.Signals
+	budget.Eventually(t, 30*time.Second, "the write-rate limit named", func() bool {
+		sc.ScrapeOnce(ctx)
+		now := time.Now()
+		shards, err := sc.Fetch(ctx, now, time.Minute, time.Second)
+		if err != nil || len(shards) != 1 {
+			return false
+		}
+		sig = signals.Evaluate(shards, now, time.Minute, signals.DefaultThresholds()).Shards[0]
+		return hasReason(sig.Reasons, "write-rate limit")
+	})
+	if sig.WriteRateShare == nil || *sig.WriteRateShare < 0.9 || sig.Level < signals.Warn {
+		t.Errorf("signals %+v: want a warning with every refusal at the write-rate limit", sig)
 	}
 }

@@ -8,6 +8,18 @@ import (
 	"github.com/shardctl/shardctl/internal/sim"
 )
 
+// Ends are the oldest and the newest Zeebe the simulator plays: the
+// versions the integration tests of signals, drain, admission and the
+// proxy run against (their metric names and gRPC fields differ most).
+func Ends() []sim.Version { return []sim.Version{sim.Versions[0], sim.Versions[len(sim.Versions)-1]} }
+
+// EachEnd runs test as a subtest for each version of Ends, named by it.
+func EachEnd(t *testing.T, test func(t *testing.T, v sim.Version)) {
+	for _, v := range Ends() {
+		t.Run(v.String(), func(t *testing.T) { test(t, v) })
+	}
+}
+
 // StartN runs n simulators with one configuration.
 func StartN(t testing.TB, n int, cfg sim.Config) []*sim.Sim {
 	t.Helper()

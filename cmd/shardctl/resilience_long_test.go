@@ -410,14 +410,20 @@ func TestOverloadPastTheKnee(t *testing.T) {
 		t.Errorf("completed %d of %d accepted: want at least 95%%", sumCompleted, sumCreated)
 	}
 	// Admission read every shard, whichever version's metric names it
-	// exports, and learned its limit.
-	for _, s := range l.shards(t) {
+	// exports, and learned about the same limit for both: the shards are
+	// alike but for the names.
+	var limits [2]int64 // the first half's (oldest version), the second's
+	for i, s := range l.shards(t) {
 		b := s.Backlog
 		if b == nil || b.Error != "" || b.InstanceLimit <= 0 {
 			t.Errorf("%s: backlog %+v: want one read and a learned instance limit", s.ID, b)
 			continue
 		}
+		limits[i*2/len(l.sims)] += b.InstanceLimit
 		t.Logf("%s: %.0f instances in flight, limit %d (best %.1f completions/s, %.2f s in flight)", s.ID, b.Instances, b.InstanceLimit, b.CompletionRate, b.InFlightTime)
+	}
+	if lo, hi := min(limits[0], limits[1]), max(limits[0], limits[1]); 2*lo < hi {
+		t.Errorf("instance limits learned: %d on the oldest version's shards, %d on the newest's: want the same within a factor of 2", limits[0], limits[1])
 	}
 	l.stop()
 	l.settle(t, 0)

@@ -147,7 +147,9 @@ maxInflightPerShard, overloadLimit, overloadExcess, maxBacklog,
 instanceLimit, backlogInterval, coolingOff, health (interval, timeout,
 unhealthyAfter, healthyAfter, outlierFailures, ejectionTime,
 maxEjectionPercent), tls (cert, key, clientCA), upstreamCA, and shards, a
-list of {id, address, slot, state, pool, metrics, rest, tls}:
+list of {id, address, slot, state, pool, metrics, rest, tls,
+physicalTenants}. A --shard without slot= gets its place among the
+--shard flags as its slot; tenant= may be given several times:
 
   listen: 127.0.0.1:26500
   admin: 127.0.0.1:9700
@@ -155,7 +157,7 @@ list of {id, address, slot, state, pool, metrics, rest, tls}:
   health: {interval: 2s, unhealthyAfter: 2}
   shards:
   - {id: blue-0, address: 10.0.0.5:26500, slot: 1}
-  - {id: green-1, address: 10.0.1.5:26500, slot: 2, state: DRAINING, tls: "true"}`,
+  - {id: green-1, address: 10.0.1.5:26500, slot: 2, state: DRAINING, tls: "true", physicalTenants: [default, acme]}`,
 		Example: `  shardctl proxy serve --listen 127.0.0.1:26500 --admin 127.0.0.1:9700 \
       --shard blue=127.0.0.1:26501 --shard green=127.0.0.1:26502,slot=2
 
@@ -176,7 +178,7 @@ list of {id, address, slot, state, pool, metrics, rest, tls}:
 	f.BoolVar(&o.cfg.SearchPartial, "search-partial", false, "answer a REST search from the shards that answered when some did not, marked in the "+restgateway.PartialHeader+" header (default: 503 naming them)")
 	f.StringVar(&o.cfg.AdminListen, "admin", "127.0.0.1:9700", "address of /metrics, /healthz, /readyz and /shards, HOST:PORT")
 	f.StringVar(&o.cfg.Front, "front", route.DefaultFront, "how clients are served: "+route.FrontFrames+" (HTTP/2 of its own, calls forwarded as frames) or "+route.FrontGRPC+" (grpc-go, the fallback)")
-	f.StringArrayVar(&o.shardFlags, "shard", nil, "a shard as ID=HOST:PORT[,slot=N][,state=S][,pool=P][,metrics=URL][,rest=URL][,tls=true|insecure][,tenant=NAME]... (repeatable; slots default to the order given; tenant= names an 8.10 physical tenant it serves, default only without; see above)")
+	f.StringArrayVar(&o.shardFlags, "shard", nil, "a shard as ID=HOST:PORT[,slot=N][,state=S][,pool=P][,metrics=URL][,rest=URL][,tls=true|insecure][,tenant=NAME]... (repeatable; see above)")
 	f.StringVar(&o.cfg.LegacyShard, "legacy-shard", "", "shard that keys without a slot (from before the cutover) belong to")
 	f.Int64Var(&o.cfg.MaxInflightPerShard, "max-inflight-per-shard", route.DefaultMaxInflightPerShard, "the most requests in flight to one shard: past it a call gets RESOURCE_EXHAUSTED at once, never queued (0: no limit)")
 	f.Int64Var(&o.cfg.OverloadLimit, "overload-limit", route.DefaultOverloadLimit, "requests in flight under which an overloaded shard takes new instances again (negative: never overloaded)")

@@ -66,7 +66,10 @@ default) adds EvaluateConditional (8.9), business ids, physical tenants
 (--physical-tenants: the Camunda-Physical-Tenant header and the
 /physical-tenants/{id}/v2 prefix; a tenant not served answers NOT_FOUND;
 each tenant versions its processes apart) and the physicalTenantId label on
-partition metrics. Fields a version does not know are ignored, as its gateway ignores them,
+partition metrics. --write-rate-limit (8.8+) plays flow control's write-rate
+limit: client commands past it are refused, counted as dropped requests
+and as zeebe_flow_control_total{outcome="writeRateLimitExhausted"}, and the
+records processing writes use it up too. Fields a version does not know are ignored, as its gateway ignores them,
 and methods it does not have answer UNIMPLEMENTED.
 
 What it runs: BPMN with none, message, signal and conditional start events; end events;
@@ -122,7 +125,7 @@ Fault injection on the --metrics port:
 	f.StringVar(&o.cfg.Listen, "listen", "127.0.0.1:26500", "gateway (gRPC) address, HOST:PORT")
 	f.StringVar(&o.version, "zeebe-version", sim.DefaultVersion.String(), "the Zeebe release to play: "+sim.VersionNames()+" (its gateway version, gRPC fields and methods)")
 	f.StringSliceVar(&o.cfg.PhysicalTenants, "physical-tenants", nil, "the physical tenants served, comma-separated (8.10; default: default only); registered with --register, where a proxy places their work")
-	f.Float64Var(&o.cfg.WriteRateLimit, "write-rate-limit", 0, "flow control's write-rate limit, records/s per partition (8.8 and later): client commands past it get RESOURCE_EXHAUSTED, counted as writeRateLimitExhausted (0: none)")
+	f.Float64Var(&o.cfg.WriteRateLimit, "write-rate-limit", 0, "flow control's write-rate limit in records/s per partition (8.8+; 0: none): client commands past it get RESOURCE_EXHAUSTED")
 	f.StringVar(&o.cfg.RESTListen, "rest-listen", "", "serve the REST API (/v2) on HOST:PORT too, over the same engine (Camunda 8.8's default client protocol; off by default)")
 	f.StringVar(&o.cfg.MetricsListen, "metrics", "127.0.0.1:9600", "address of /metrics, /healthz, /readyz and /fault, HOST:PORT")
 	f.Int32Var(&o.cfg.Partitions, "partitions", sim.DefaultPartitions, "partitions of the simulated cluster (1-127)")

@@ -18,6 +18,10 @@ func TestLoadFile(t *testing.T) {
 				return fc.Health.Interval == "500ms" && *fc.Health.UnhealthyAfter == 3 && *fc.Health.MaxEjectionPercent == 25 &&
 					fc.Health.HealthyAfter == nil && len(fc.Shards) == 1
 			}},
+		{"physical tenants", "shards: [{id: a, address: 127.0.0.1:1, slot: 1, physicalTenants: [default, acme]}]\n", "",
+			func(fc FileConfig) bool {
+				return len(fc.Shards) == 1 && strings.Join(fc.Shards[0].PhysicalTenants, ",") == "default,acme"
+			}},
 		{"a typo", "helth: {interval: 1s}\n", `proxy.yaml:1:1: unknown field "helth"`, nil},
 		{"an unknown health field", "health: {intervall: 1s}\n", `unknown field "intervall"`, nil},
 		{"a bad duration", "health: {timeout: soon}\n", `health.timeout "soon"`, nil},

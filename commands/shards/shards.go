@@ -316,6 +316,7 @@ lowest free slot; a shard keeps its slot until it is deregistered with
 	cmd.Flags().IntVar(&o.reg.Slot, "slot", 0, "key slot 1-31 (0: the registry assigns one)")
 	cmd.Flags().StringVar(&o.reg.Metrics, "metrics", "", "URL of the shard's /metrics")
 	cmd.Flags().StringVar(&o.reg.REST, "rest", "", "base URL of the shard's REST API (/v2 below it), where proxies send the searches they federate and drain lists what a stuck shard still runs")
+	cmd.Flags().StringSliceVar(&o.reg.PhysicalTenants, "physical-tenants", nil, "the 8.10 physical tenants the shard serves, comma-separated (default: default only); proxies place their work there")
 	cmd.Flags().StringVar(&o.reg.TLS, "tls", "", "how proxies connect to the shard: true (TLS checked against their --upstream-ca) or insecure (TLS unchecked); plain text when not set")
 	_ = cmd.RegisterFlagCompletionFunc("pool", completions.Pools(f.Catalog))
 	return cmd

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/shardctl/shardctl/internal/human"
+	"github.com/shardctl/shardctl/internal/physicaltenant"
 	"github.com/shardctl/shardctl/internal/source"
 )
 
@@ -148,7 +149,7 @@ func From(shard string, at time.Time, samples []Sample) Backlog {
 		}
 		// 8.10's physical tenants each have partitions from 1.
 		p := s.Labels["partition"]
-		if t := s.Labels["physicalTenantId"]; t != "" {
+		if t := s.Labels[physicaltenant.MetricLabel]; t != "" {
 			p = t + "/" + p
 		}
 		switch name {

@@ -8,14 +8,33 @@
 package physicaltenant
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
+
+	"google.golang.org/grpc/metadata"
 )
 
 // Header is the gRPC metadata (HTTP/2 header) that names a request's
 // physical tenant, lower-case as it travels.
 const Header = "camunda-physical-tenant"
+
+// PathPrefix opens a REST path for a physical tenant:
+// /physical-tenants/{id}/v2/….
+const PathPrefix = "/physical-tenants/"
+
+// MetricLabel labels 8.10's partition metrics with their physical tenant.
+const MetricLabel = "physicalTenantId"
+
+// Sent is the physical tenant a call's incoming gRPC metadata names (the
+// REST front puts a path's there too), "" for none.
+func Sent(ctx context.Context) string {
+	if v := metadata.ValueFromIncomingContext(ctx, Header); len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
 
 // Default is the physical tenant of a request that names none, and the
 // only one a shard registered without a list serves.

@@ -135,8 +135,6 @@ const (
 	PhysicalTenantMD = physicaltenant.Header
 )
 
-const tenantPrefix = "/physical-tenants/"
-
 // withCallMetadata hands the gateway what the request says about its
 // caller as incoming gRPC metadata, and serves a physical tenant's
 // prefixed paths as the plain ones (once check, if any, passed the
@@ -144,7 +142,7 @@ const tenantPrefix = "/physical-tenants/"
 func withCallMetadata(check func(string) error, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		var md metadata.MD
-		if rest, ok := strings.CutPrefix(req.URL.Path, tenantPrefix); ok {
+		if rest, ok := strings.CutPrefix(req.URL.Path, physicaltenant.PathPrefix); ok {
 			tenant, path, _ := strings.Cut(rest, "/")
 			if tenant == "" || !strings.HasPrefix(path, "v2/") {
 				noEndpoint(w, req)
@@ -178,17 +176,11 @@ func withCallMetadata(check func(string) error, next http.Handler) http.Handler 
 // CallMetadata is the caller's credentials and physical tenant that
 // withCallMetadata put in ctx ("" for none).
 func CallMetadata(ctx context.Context) (auth, tenant string) {
-	md, ok := metadata.FromIncomingContext(ctx)
-	if !ok {
-		return "", ""
-	}
-	if v := md.Get(AuthorizationMD); len(v) > 0 {
+	// ValueFromIncomingContext reads one key without copying the map.
+	if v := metadata.ValueFromIncomingContext(ctx, AuthorizationMD); len(v) > 0 {
 		auth = v[0]
 	}
-	if v := md.Get(PhysicalTenantMD); len(v) > 0 {
-		tenant = v[0]
-	}
-	return auth, tenant
+	return auth, physicaltenant.Sent(ctx)
 }
 
 // problem is an RFC 9457 problem detail.

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/shardctl/shardctl/internal/physicaltenant"
 )
 
 // MaxAnswer bounds a gateway's answer to a search or a get.
@@ -52,7 +54,7 @@ func (g Remote) Get(ctx context.Context, r *Resource, key int64) (Item, error) {
 // gateway answers is an *Error with its status.
 func (g Remote) call(ctx context.Context, method, path string, body []byte) ([]byte, error) {
 	if g.Tenant != "" {
-		path = "/physical-tenants/" + g.Tenant + path
+		path = physicaltenant.PathPrefix + g.Tenant + path
 	}
 	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(g.Base, "/")+path, bytes.NewReader(body))
 	if err != nil {

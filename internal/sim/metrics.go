@@ -122,7 +122,7 @@ func newMetrics(v Version) *metrics {
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var partitions prometheus.Registerer = m.registry
 	if v.physicalTenants() {
-		partitions = prometheus.WrapRegistererWith(prometheus.Labels{"physicalTenantId": physicaltenant.Default}, m.registry)
+		partitions = prometheus.WrapRegistererWith(prometheus.Labels{physicaltenant.MetricLabel: physicaltenant.Default}, m.registry)
 	}
 	partitions.MustRegister(
 		m.elementEvents, m.executed, m.jobEvents, m.appended, m.committed, m.processed,

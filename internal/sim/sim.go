@@ -268,7 +268,10 @@ func (s *Sim) listenGateway(addr string) error {
 	if s.cfg.MaxConcurrentStreams > 0 {
 		opts = append(opts, grpc.MaxConcurrentStreams(s.cfg.MaxConcurrentStreams))
 	}
-	opts = append(opts, s.cluster.physicalTenantInterceptors()...)
+	if s.cfg.Version.physicalTenants() {
+		// Older releases ignore the header: their calls skip the check.
+		opts = append(opts, s.cluster.physicalTenantInterceptors()...)
+	}
 	srv := grpc.NewServer(append(opts, s.cfg.GRPCOptions...)...)
 	pb.RegisterGatewayServer(srv, s.gw)
 	s.mu.Lock()

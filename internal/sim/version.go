@@ -12,7 +12,6 @@ import (
 
 	pb "github.com/shardctl/shardctl/internal/gatewaypb"
 	"github.com/shardctl/shardctl/internal/physicaltenant"
-	"github.com/shardctl/shardctl/internal/restgateway"
 )
 
 // A Version is the Zeebe release the simulator plays: its gateway
@@ -74,7 +73,7 @@ func (v Version) physicalTenants() bool { return v.atLeast(10) }
 // conditionals: EvaluateConditional (8.9).
 func (v Version) conditionals() bool { return v.atLeast(9) }
 
-// businessIDs and physical tenants (8.10).
+// businessIDs: a creation's business id (8.10).
 func (v Version) businessIDs() bool { return v.atLeast(10) }
 
 // physicalTenant is the physical tenant a call is for ("": default); a
@@ -83,8 +82,7 @@ func (c *cluster) physicalTenant(ctx context.Context) string {
 	if !c.cfg.Version.physicalTenants() {
 		return ""
 	}
-	_, t := restgateway.CallMetadata(ctx)
-	return t
+	return physicaltenant.Sent(ctx)
 }
 
 // checkPhysicalTenant refuses a call for a physical tenant the cluster

@@ -14,6 +14,7 @@ import (
 
 	pb "github.com/shardctl/shardctl/internal/gatewaypb"
 	"github.com/shardctl/shardctl/internal/keyslot"
+	"github.com/shardctl/shardctl/internal/physicaltenant"
 	"github.com/shardctl/shardctl/internal/proxy/pbkeys"
 	"github.com/shardctl/shardctl/internal/proxy/route"
 )
@@ -136,7 +137,7 @@ func (sv *Server) activateJobs(req *pb.ActivateJobsRequest, stream pb.Gateway_Ac
 		return err
 	}
 	ctx := stream.Context()
-	shards, err := p.jobShards(TenantOf(ctx))
+	shards, err := p.jobShards(physicaltenant.Sent(ctx))
 	if err != nil {
 		return err
 	}
@@ -387,7 +388,7 @@ func (sv *Server) streamJobs(req *pb.StreamActivatedJobsRequest, stream pb.Gatew
 	defer cancel()
 	long, done := p.LongCalls().Add(p.Stopping())
 	defer done()
-	shards, err := p.jobShards(TenantOf(ctx))
+	shards, err := p.jobShards(physicaltenant.Sent(ctx))
 	if err != nil {
 		return err
 	}

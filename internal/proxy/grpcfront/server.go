@@ -147,7 +147,7 @@ func (p *Server) place(ctx context.Context, rpc string, send func(context.Contex
 	// One clock read per attempt: it picks the shard, times the call, and
 	// picks the next one.
 	now := time.Now()
-	tenant := TenantOf(ctx)
+	tenant := physicaltenant.Sent(ctx)
 	for {
 		s := p.Pick(now, tried, tenant)
 		if s == nil {
@@ -286,7 +286,7 @@ func deployAll[Resp proto.Message](ctx context.Context, sv *Server, rpc string, 
 	start := time.Now()
 	var zero Resp
 	defer p.LockDeploys()()
-	tenant := TenantOf(ctx)
+	tenant := physicaltenant.Sent(ctx)
 	targets, err := p.deployTargets(tenant)
 	if err != nil {
 		sv.observe(rpc, start, err)
@@ -366,7 +366,7 @@ func (sv *Server) DeployResource(ctx context.Context, req *pb.DeployResourceRequ
 func fanOut[Resp proto.Message](ctx context.Context, sv *Server, rpc string, send func(context.Context, pb.GatewayClient) (Resp, error)) (Resp, error) {
 	start := time.Now()
 	var zero Resp
-	targets, err := sv.jobShards(TenantOf(ctx))
+	targets, err := sv.jobShards(physicaltenant.Sent(ctx))
 	if err == nil && len(targets) == 0 {
 		err = status.Error(codes.Unavailable, "Expected a shard that is UP or DRAINING, but there is none")
 	}
@@ -423,7 +423,7 @@ func fanOut[Resp proto.Message](ctx context.Context, sv *Server, rpc string, sen
 // starts one instance; any other goes to every shard that may hold an
 // instance waiting for it.
 func (sv *Server) PublishMessage(ctx context.Context, req *pb.PublishMessageRequest) (*pb.PublishMessageResponse, error) {
-	if sv.Ledger().StartsProcess(TenantOf(ctx), req.GetName()) {
+	if sv.Ledger().StartsProcess(physicaltenant.Sent(ctx), req.GetName()) {
 		return placeNew(ctx, sv, "PublishMessage", req, pb.GatewayClient.PublishMessage)
 	}
 	return fanOut(ctx, sv, "PublishMessage", func(ctx context.Context, c pb.GatewayClient) (*pb.PublishMessageResponse, error) {
@@ -562,14 +562,6 @@ func olderRelease(a, b string) bool {
 // credentials, and the physical tenant an 8.10 gateway routes by.
 // (The REST front hands both over under these names too.)
 var forwarded = []string{restgateway.AuthorizationMD, physicaltenant.Header}
-
-// TenantOf is the physical tenant the client sent, "" for none.
-func TenantOf(ctx context.Context) string {
-	if v := metadata.ValueFromIncomingContext(ctx, physicaltenant.Header); len(v) > 0 {
-		return v[0]
-	}
-	return ""
-}
 
 // outgoing forwards the client's metadata that a shard must see.
 func outgoing(ctx context.Context) context.Context {

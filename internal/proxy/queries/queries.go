@@ -33,6 +33,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/shardctl/shardctl/internal/keyslot"
+	"github.com/shardctl/shardctl/internal/physicaltenant"
 	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
 	"github.com/shardctl/shardctl/internal/proxy/route"
 	"github.com/shardctl/shardctl/internal/proxy/upstream"
@@ -129,8 +130,7 @@ func (f *Federation) Search(ctx context.Context, r *search.Resource, q search.Qu
 	ctx, cancel := context.WithTimeout(ctx, f.opts.Timeout)
 	defer cancel()
 	o := q.Order(r)
-	_, tenant := restgateway.CallMetadata(ctx)
-	shards, err := f.core.Serving(tenant)
+	shards, err := f.core.Serving(physicaltenant.Sent(ctx))
 	if err != nil {
 		f.metrics.searches.WithLabelValues(r.Path, "rejected").Inc()
 		return restgateway.Answer{}, &search.Error{Status: http.StatusNotFound, Title: "NOT_FOUND", Detail: status.Convert(err).Message()}

@@ -517,7 +517,7 @@ func FederationOf(ctx context.Context, r CutoverRegistry, app string, shards []r
 			if f.Refused == nil {
 				f.Refused = map[string]string{}
 			}
-			f.Refused[id] = fmt.Sprintf("%s refused new instances by %d of %d proxies: %s", id, h.Refusing, h.Proxies, proxies.BacklogReason(*h.Backlog))
+			f.Refused[id] = fmt.Sprintf("%s refused new instances by %d of %d proxies: %s", id, h.Refusing, h.Proxies, h.Backlog.Reason)
 		}
 	}
 	all, err := r.Cutovers(ctx, app)

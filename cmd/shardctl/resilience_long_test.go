@@ -410,20 +410,21 @@ func TestOverloadPastTheKnee(t *testing.T) {
 		t.Errorf("completed %d of %d accepted: want at least 95%%", sumCompleted, sumCreated)
 	}
 	// Admission read every shard, whichever version's metric names it
-	// exports, and learned about the same limit for both: the shards are
-	// alike but for the names.
-	var limits [2]int64 // the first half's (oldest version), the second's
+	// exports, paced it, and measured about the same capacity on both:
+	// the shards are alike but for the names.
+	var capacity [2]float64 // the first half's (oldest version), the second's
 	for i, s := range l.shards(t) {
 		b := s.Backlog
-		if b == nil || b.Error != "" || b.InstanceLimit <= 0 {
-			t.Errorf("%s: backlog %+v: want one read and a learned instance limit", s.ID, b)
+		if b == nil || b.Error != "" || b.Capacity <= 0 || b.RecordsPerInstance <= 0 {
+			t.Errorf("%s: backlog %+v: want one read, a capacity measured and records per instance", s.ID, b)
 			continue
 		}
-		limits[i*2/len(l.sims)] += b.InstanceLimit
-		t.Logf("%s: %.0f instances in flight, limit %d (best %.1f completions/s, %.2f s in flight)", s.ID, b.Instances, b.InstanceLimit, b.CompletionRate, b.InFlightTime)
+		capacity[i*2/len(l.sims)] += b.Capacity
+		t.Logf("%s: %s, queue %.2f s (target %.2f s), capacity %.0f records/s, %.1f records an instance, admit rate %.1f/s: %s",
+			s.ID, b.State, b.QueueDelay, b.QueueTarget, b.Capacity, b.RecordsPerInstance, b.AdmitRate, b.Reason)
 	}
-	if lo, hi := min(limits[0], limits[1]), max(limits[0], limits[1]); 2*lo < hi {
-		t.Errorf("instance limits learned: %d on the oldest version's shards, %d on the newest's: want the same within a factor of 2", limits[0], limits[1])
+	if lo, hi := min(capacity[0], capacity[1]), max(capacity[0], capacity[1]); 2*lo < hi {
+		t.Errorf("capacities measured: %.0f on the oldest version's shards, %.0f on the newest's: want the same within a factor of 2", capacity[0], capacity[1])
 	}
 	l.stop()
 	l.settle(t, 0)

@@ -76,9 +76,8 @@ the shard as gRPC metadata):
   - a call to a shard with --max-inflight-per-shard requests in flight
     gets RESOURCE_EXHAUSTED at once, never queued (Topology excepted);
   - a shard with a metrics URL (metrics= in --shard, or its registration's
-    metrics) has its backlog read every --backlog-interval: over
-    --max-backlog records not processed, or growing linearly, it gets no
-    new instances until it is back under half of that and not growing;
+    metrics) is paced by its queue and refused over --max-backlog (see
+    Admission below);
   - every --health-interval a Topology call checks each shard:
     --unhealthy-after failures in a row (or a refused connection) hold it
     DOWN, so calls for its keys fail at once with UNAVAILABLE naming it;
@@ -129,11 +128,21 @@ replayed the ledger before it takes instances; DRAINING and OUT_OF_SERVICE
 stop new instances; a shard that leaves the registry stays as DOWN), and
 keeps the deployment ledger there, shared by every proxy replica.
 
-Admission: a congested shard (records not processed in its log) gets no
-new instances past --instance-limit root instances in flight, read from
-its metrics: 0 learns the limit (twice its best completion rate times an
-instance's time in flight), -1 turns it off. Processes whose instances wait
-for hours (user tasks, timers) want it high or off.
+Admission: every --backlog-interval the proxy reads each shard's queue
+from its metrics: how long its records wait to be processed (the stream
+processor's latency, or the records left unprocessed at the rate it
+processes them). Over --queue-target the shard is paced: new instances
+at most at the rate that brings its queue back to the target, which is
+what it processes over the records an instance writes; the rest are
+refused with RESOURCE_EXHAUSTED (503) at once, or go to a shard with
+room. Instances that wait on purpose (timers, user tasks, messages)
+write nothing while they wait and are not a queue. A shard once
+saturated is never offered more than 1.1 times what it processed then,
+so a sudden step does not push it past its knee before the next reading.
+Pacing ends after three readings under half the target with nothing
+refused. --instance-limit N caps a congested shard's root instances in
+flight at N instead; -1 turns both off. Over --max-backlog records, or
+growing linearly, a shard gets nothing new until back under half.
 
 Threads: with --size-procs (the default) Go code runs on as few threads as
 the load needs: one while the proxy uses little CPU, all of GOMAXPROCS
@@ -144,7 +153,7 @@ proxy, idle threads waking each other cost more CPU than they serve.
 --config FILE is YAML; a flag given beside it wins. Every field, with its
 flag: listen (--listen), restListen (--rest-listen), searchTimeout, searchPartial, admin (--admin), front, legacyShard,
 maxInflightPerShard, overloadLimit, overloadExcess, maxBacklog,
-instanceLimit, backlogInterval, coolingOff, health (interval, timeout,
+instanceLimit, queueTarget, backlogInterval, coolingOff, health (interval, timeout,
 unhealthyAfter, healthyAfter, outlierFailures, ejectionTime,
 maxEjectionPercent), tls (cert, key, clientCA), upstreamCA, and shards, a
 list of {id, address, slot, state, pool, metrics, rest, tls,
@@ -183,7 +192,8 @@ physicalTenants}. A --shard without slot= gets its place among the
 	f.Int64Var(&o.cfg.MaxInflightPerShard, "max-inflight-per-shard", route.DefaultMaxInflightPerShard, "the most requests in flight to one shard: past it a call gets RESOURCE_EXHAUSTED at once, never queued (0: no limit)")
 	f.Int64Var(&o.cfg.OverloadLimit, "overload-limit", route.DefaultOverloadLimit, "requests in flight under which an overloaded shard takes new instances again (negative: never overloaded)")
 	f.Int64Var(&o.cfg.MaxBacklog, "max-backlog", route.DefaultMaxBacklog, "records not processed past which a shard gets no new instances, read from its metrics (negative: off)")
-	f.Int64Var(&o.cfg.InstanceLimit, "instance-limit", route.InstanceLimitAuto, "root instances in flight past which a congested shard gets no new instances: 0 learns it, -1 is off (see Admission above)")
+	f.Int64Var(&o.cfg.InstanceLimit, "instance-limit", route.InstanceLimitAuto, "0 paces a shard's new instances by its queue; N caps a congested shard's root instances in flight at N instead; -1 neither (see Admission)")
+	f.DurationVar(&o.cfg.QueueTarget, "queue-target", route.DefaultQueueTarget, "the time a shard's records may wait to be processed before its new instances are paced (see Admission)")
 	f.DurationVar(&o.cfg.BacklogInterval, "backlog-interval", route.DefaultBacklogInterval, "how often each shard's backlog is read from its metrics")
 	f.IntVar(&o.cfg.OverloadExcess, "overload-excess", route.DefaultOverloadExcess, "percent over --overload-limit past which a shard is overloaded: no new instances")
 	f.DurationVar(&o.coolingOff, "cooling-off", route.DefaultCoolingOff, "how long a shard that answered RESOURCE_EXHAUSTED gets no new instances")
@@ -243,6 +253,7 @@ func (o *ProxyServeOptions) Complete(cmd *cobra.Command, _ []string) error {
 		fromFile(flags, "max-backlog", fc.MaxBacklog, &o.cfg.MaxBacklog)
 		fromFile(flags, "instance-limit", fc.InstanceLimit, &o.cfg.InstanceLimit)
 		dur("backlog-interval", fc.BacklogInterval, &o.cfg.BacklogInterval)
+		dur("queue-target", fc.QueueTarget, &o.cfg.QueueTarget)
 		dur("cooling-off", fc.CoolingOff, &o.coolingOff)
 		h := fc.Health
 		dur("health-interval", h.Interval, &o.cfg.Health.Interval)

@@ -29,12 +29,16 @@ const (
 	metricIncidents = "zeebe_pending_incidents_total"                  // partition
 	metricBuffered  = "zeebe_buffered_messages_count"                  // partition
 	metricJobs      = "zeebe_job_events_total"                         // action, type, partition
+	// The stream processor's latency, written to processed: a histogram
+	// (a summary in some 8.6 releases); its _sum and _count are read.
+	metricLatency = source.Latency85
 	// Since Micrometer (8.6+) a gauge loses the _total its name ended in.
 	metricIncidentsMicrometer = "zeebe_pending_incidents"
 )
 
 // Metrics are the names a reader asks for, both generations of them.
-var Metrics = []string{metricInstances, metricCommitted, metricProcessed, metricExported, metricIncidents, metricIncidentsMicrometer, metricBuffered, metricJobs}
+var Metrics = []string{metricInstances, metricCommitted, metricProcessed, metricExported, metricIncidents, metricIncidentsMicrometer, metricBuffered, metricJobs,
+	metricLatency, source.LatencyMicrometer}
 
 // canonical is the name a sample is read under: the 8.5 one.
 func canonical(name string) (string, string) {
@@ -43,6 +47,9 @@ func canonical(name string) (string, string) {
 	}
 	if name == metricIncidents {
 		return name, source.Names85
+	}
+	if name == source.LatencyMicrometer {
+		return metricLatency, source.NamesMicrometer
 	}
 	return name, ""
 }
@@ -66,6 +73,12 @@ type Backlog struct {
 	Ended float64 `json:"-"`
 	// Lag is records committed and not yet processed.
 	Lag float64 `json:"lag"`
+	// Committed and Processed are the log positions summed over
+	// partitions, Created the root instances activated so far, and
+	// LatencySum and LatencyCount the stream processor's latency so far
+	// (seconds, records): the proxy reads rates from two readings.
+	Committed, Processed, Created float64 `json:"-"`
+	LatencySum, LatencyCount      float64 `json:"-"`
 	// ExportLag is records committed and not yet exported by the slowest
 	// exporter; null when the shard exports nothing.
 	ExportLag *float64 `json:"exportLag"`
@@ -122,11 +135,13 @@ func (b Backlog) Jobs() float64 {
 	return n
 }
 
-// Sample is one series' value: a metric name, its labels, its value.
+// Sample is one series' value: a metric name, its labels, its value;
+// a histogram's or a summary's sum and count.
 type Sample struct {
-	Name   string
-	Labels map[string]string
-	Value  float64
+	Name       string
+	Labels     map[string]string
+	Value      float64
+	Sum, Count float64
 }
 
 // jobTerminal are the job events after which a job is gone.
@@ -165,6 +180,9 @@ func From(shard string, at time.Time, samples []Sample) Backlog {
 			b.Incidents += s.Value
 		case metricBuffered:
 			b.Buffered += s.Value
+		case metricLatency:
+			b.LatencySum += s.Sum
+			b.LatencyCount += s.Count
 		case metricJobs:
 			typ := s.Labels["type"]
 			switch action := s.Labels["action"]; {
@@ -192,9 +210,12 @@ func From(shard string, at time.Time, samples []Sample) Backlog {
 		ended := instances[pk{p, "completed"}] + instances[pk{p, "terminated"}]
 		b.InFlight += max(0, instances[pk{p, "activated"}]-ended)
 		b.Ended += ended
+		b.Created += instances[pk{p, "activated"}]
 	}
 	for p, c := range committed {
 		b.Lag += max(0, c-processed[p])
+		b.Committed += c
+		b.Processed += processed[p]
 	}
 	if len(exported) > 0 {
 		var lag float64

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -64,7 +65,14 @@ func (s Scrape) Read(ctx context.Context, t Target) Backlog {
 			for _, l := range m.GetLabel() {
 				labels[l.GetName()] = l.GetValue()
 			}
-			samples = append(samples, Sample{Name: name, Labels: labels, Value: source.SampleValue(m)})
+			sample := Sample{Name: name, Labels: labels, Value: source.SampleValue(m)}
+			switch {
+			case m.Histogram != nil:
+				sample.Sum, sample.Count = m.GetHistogram().GetSampleSum(), float64(m.GetHistogram().GetSampleCount())
+			case m.Summary != nil:
+				sample.Sum, sample.Count = m.GetSummary().GetSampleSum(), float64(m.GetSummary().GetSampleCount())
+			}
+			samples = append(samples, sample)
 		}
 	}
 	return From(t.Shard, now, samples)
@@ -94,7 +102,7 @@ func (p *Prometheus) Read(ctx context.Context, t Target) Backlog {
 	}
 	var samples []Sample
 	for _, sel := range selectors {
-		q := fmt.Sprintf(`{__name__=~%q,%s=%q}`, strings.Join(Metrics, "|"), sel[0], sel[1])
+		q := fmt.Sprintf(`{__name__=~%q,%s=%q}`, strings.Join(slices.Concat(Metrics, latencySeries), "|"), sel[0], sel[1])
 		v, _, _, err := p.api.Query(ctx, q, now)
 		if err != nil {
 			return Backlog{Shard: t.Shard, At: now, Error: fmt.Sprintf("prometheus: %v", err)}
@@ -105,7 +113,7 @@ func (p *Prometheus) Read(ctx context.Context, t Target) Backlog {
 			for k, v := range s.Metric {
 				labels[string(k)] = string(v)
 			}
-			samples = append(samples, Sample{Name: labels[model.MetricNameLabel], Labels: labels, Value: float64(s.Value)})
+			samples = append(samples, seriesSample(labels[model.MetricNameLabel], labels, float64(s.Value)))
 		}
 		if len(samples) > 0 {
 			break
@@ -165,4 +173,23 @@ func (s Scrape) IncidentKeys(ctx context.Context, t Target) ([]int64, error) {
 		keys = append(keys, in.Key)
 	}
 	return keys, nil
+}
+
+// latencySeries are the latency's sum and count as Prometheus stores
+// them, a series each.
+var latencySeries = []string{
+	metricLatency + "_sum", metricLatency + "_count",
+	source.LatencyMicrometer + "_sum", source.LatencyMicrometer + "_count",
+}
+
+// seriesSample is one Prometheus series as a sample: a latency's _sum or
+// _count series is its family's sum or count.
+func seriesSample(name string, labels map[string]string, v float64) Sample {
+	if base, ok := strings.CutSuffix(name, "_sum"); ok && slices.Contains(latencySeries, name) {
+		return Sample{Name: base, Labels: labels, Sum: v}
+	}
+	if base, ok := strings.CutSuffix(name, "_count"); ok && slices.Contains(latencySeries, name) {
+		return Sample{Name: base, Labels: labels, Count: v}
+	}
+	return Sample{Name: name, Labels: labels, Value: v}
 }

@@ -16,7 +16,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/shardctl/shardctl/internal/human"
 	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
 	"github.com/shardctl/shardctl/internal/registry/registryapi"
 )
@@ -169,14 +168,4 @@ func (h Health) String() string {
 		return fmt.Sprintf("UP %d/%d", h.Proxies, h.Proxies)
 	}
 	return fmt.Sprintf("DOWN %d/%d", h.Down, h.Proxies)
-}
-
-// BacklogReason says why a proxy refuses new instances for a shard's
-// backlog, with its reading.
-func BacklogReason(b proxyapi.BacklogStatus) string {
-	why := fmt.Sprintf("backlog %s records (max %s)", human.Count(b.Records), human.Count(b.Max))
-	if b.Growing {
-		why += fmt.Sprintf(", growing %+.0f/s", b.Slope)
-	}
-	return why
 }

@@ -30,7 +30,8 @@ func TestOf(t *testing.T) {
 
 func TestRefusing(t *testing.T) {
 	admitting := proxyapi.ShardStatus{ID: "a", Health: proxyapi.ShardHealth{Up: true}, Backlog: &proxyapi.BacklogStatus{Records: 10, Max: 1000, Admitting: true}}
-	refusing := proxyapi.ShardStatus{ID: "a", Health: proxyapi.ShardHealth{Up: true}, Backlog: &proxyapi.BacklogStatus{Records: 1234, Max: 1000, Growing: true, Slope: 12.4}}
+	refusing := proxyapi.ShardStatus{ID: "a", Health: proxyapi.ShardHealth{Up: true}, Backlog: &proxyapi.BacklogStatus{Records: 1234, Max: 1000, Growing: true, Slope: 12.4,
+		State: proxyapi.AdmissionRefused, Reason: "backlog 1.2k records (max 1.0k), growing +12/s"}}
 	noMetrics := proxyapi.ShardStatus{ID: "a", Health: proxyapi.ShardHealth{Up: true}}
 	for _, tc := range []struct {
 		name     string
@@ -45,7 +46,7 @@ func TestRefusing(t *testing.T) {
 		h := Of(tc.views, "a")
 		reason := ""
 		if h.Backlog != nil {
-			reason = BacklogReason(*h.Backlog)
+			reason = h.Backlog.Reason
 		}
 		if h.Refusing != tc.refusing || reason != tc.reason {
 			t.Errorf("%s: refusing %d, %q; want %d, %q", tc.name, h.Refusing, reason, tc.refusing, tc.reason)

@@ -82,6 +82,13 @@ type ShardHealth struct {
 	Ejections    int        `json:"ejections"`
 }
 
+// A shard's admission, as BacklogStatus.State says it.
+const (
+	AdmissionOpen    = "admitting" // takes what it is offered
+	AdmissionPaced   = "pacing"    // takes new instances up to a rate
+	AdmissionRefused = "refusing"  // takes no new instance
+)
+
 // BacklogStatus is a shard's backlog as the proxy last read it from the
 // shard's metrics, and what its admission made of it.
 type BacklogStatus struct {
@@ -95,17 +102,35 @@ type BacklogStatus struct {
 	Admitting bool      `json:"admitting"`
 	Max       float64   `json:"max"`
 	At        time.Time `json:"at"`
+	// State is the shard's admission: AdmissionOpen, AdmissionPaced (new
+	// instances up to AdmitRate a second) or AdmissionRefused (none: its
+	// backlog, or its instance limit), with Reason saying why when it is
+	// not open.
+	State  string `json:"state"`
+	Reason string `json:"reason,omitempty"`
+	// QueueDelay is how long its records wait to be processed (seconds):
+	// the stream processor's mean latency over the last interval, or the
+	// records that stayed unprocessed ÷ the rate it processes them, the
+	// longer. Over QueueTarget the shard is paced.
+	QueueDelay  float64 `json:"queueDelay"`
+	QueueTarget float64 `json:"queueTarget"`
+	// Capacity is the most records a second it was measured to process
+	// while it held a queue (0: never saturated lately), and
+	// RecordsPerInstance the records each new instance brought, on
+	// average: the pace is one over the other.
+	Capacity           float64 `json:"capacity"`
+	RecordsPerInstance float64 `json:"recordsPerInstance"`
+	// AdmitRate is the most new instances a second this proxy gives it
+	// (0: no bound): while paced, what keeps its queue at the target;
+	// else, once its capacity is known, a ceiling above it.
+	AdmitRate float64 `json:"admitRate"`
 	// Instances are root instances in flight as last read, InstanceLimit
-	// the most the shard is given (0: none), CompletionRate its best
-	// completions per second over the last minute and InFlightTime the
-	// shortest time an instance spent in flight (Little's law), in seconds.
-	// The limit applies while Congested: the log held records not
-	// processed at this reading or the one before.
-	Instances      float64 `json:"instances"`
-	InstanceLimit  int64   `json:"instanceLimit"`
-	Congested      bool    `json:"congested"`
-	CompletionRate float64 `json:"completionRate"`
-	InFlightTime   float64 `json:"inFlightTime"`
+	// the most the shard is given (--instance-limit; 0: none), applied
+	// while Congested: the log held records not processed at this reading
+	// or the one before.
+	Instances     float64 `json:"instances"`
+	InstanceLimit int64   `json:"instanceLimit"`
+	Congested     bool    `json:"congested"`
 	// Error says why the backlog could not be read (the shard is then
 	// admitted as before: missing data does not refuse work).
 	Error string `json:"error,omitempty"`

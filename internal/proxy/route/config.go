@@ -23,6 +23,7 @@ import (
 //	overloadExcess: 50
 //	maxBacklog: 1000
 //	instanceLimit: 0
+//	queueTarget: 250ms
 //	backlogInterval: 1s
 //	coolingOff: 30s
 //	health: {interval: 2s, timeout: 1s, unhealthyAfter: 2, healthyAfter: 2,
@@ -45,6 +46,7 @@ type FileConfig struct {
 	OverloadExcess      *int                   `json:"overloadExcess"`
 	MaxBacklog          *int64                 `json:"maxBacklog"`
 	InstanceLimit       *int64                 `json:"instanceLimit"`
+	QueueTarget         string                 `json:"queueTarget"`
 	BacklogInterval     string                 `json:"backlogInterval"`
 	CoolingOff          string                 `json:"coolingOff"`
 	Health              FileHealth             `json:"health"`

@@ -64,11 +64,15 @@ type Config struct {
 	// 1000 and 1 s; negative: no admission by backlog).
 	MaxBacklog      int64
 	BacklogInterval time.Duration
-	// InstanceLimit is the most root instances in flight a shard with a
-	// metrics URL is given: InstanceLimitAuto (0) learns it from the
-	// shard's completions (see instances.go), InstanceLimitOff (-1)
-	// gives no limit, a positive number is fixed.
+	// InstanceLimit is how a shard with a metrics URL is kept from its
+	// knee: InstanceLimitAuto (0) paces its new instances by its queue
+	// (pacing.go), InstanceLimitOff (-1) neither paces nor limits, a
+	// positive number is the most root instances in flight a congested
+	// shard is given (instances.go), instead of pacing.
 	InstanceLimit int64
+	// QueueTarget is the queue delay past which a shard is paced
+	// (default DefaultQueueTarget).
+	QueueTarget time.Duration
 	// CoolingOff is how long a shard that answered RESOURCE_EXHAUSTED gets
 	// no new instances.
 	CoolingOff time.Duration
@@ -199,7 +203,13 @@ func (c *Config) validate() error {
 		c.BacklogInterval = DefaultBacklogInterval
 	}
 	if c.InstanceLimit < InstanceLimitOff {
-		return fmt.Errorf("instance limit %d: want a positive number, 0 (learned) or -1 (off)", c.InstanceLimit)
+		return fmt.Errorf("instance limit %d: want a positive number, 0 (pace by the queue) or -1 (off)", c.InstanceLimit)
+	}
+	if c.QueueTarget == 0 {
+		c.QueueTarget = DefaultQueueTarget
+	}
+	if c.QueueTarget < 0 {
+		return fmt.Errorf("queue target %v: want a positive duration", c.QueueTarget)
 	}
 	if c.BacklogInterval < 0 {
 		return fmt.Errorf("backlog interval %v: want a positive duration", c.BacklogInterval)

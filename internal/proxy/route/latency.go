@@ -55,8 +55,14 @@ func (l *latency) faded(bits uint64, now time.Time) float64 {
 // plus one (Finagle's peak EWMA): a stalled shard measures no latency,
 // but its calls pile up, so its cost grows with them. The one latencyRatio
 // times as cheap wins; closer than that, the one with fewer placements in
-// flight (a on a tie: it was drawn at random).
+// flight (a on a tie: it was drawn at random). A shard its queue paces
+// is dearer than one it does not, whatever their latencies: creations
+// are answered before the work behind them is done, so a shard past its
+// knee answers them as fast as any.
 func cheaper(b, a *Shard, now time.Time) bool {
+	if qa, qb := a.admission.pacer.pacing.Load(), b.admission.pacer.pacing.Load(); qa != qb {
+		return qa
+	}
 	pa, pb := a.Placing.Load(), b.Placing.Load()
 	ca, cb := a.current(now)*float64(pa+1), b.current(now)*float64(pb+1)
 	switch {

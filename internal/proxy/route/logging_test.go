@@ -53,7 +53,9 @@ func TestLogsPlacementDecisions(t *testing.T) {
 	}
 	lines.Wait(t, time.Second, "shard refusing new instances", "shard", "a", "reason", "backlog", "records", 150, "maxBacklog", 100)
 	lines.Wait(t, time.Second, "shard admitting new instances", "shard", "a", "reason", "backlog", "records", 40)
-	// By the instance limit: a reading after a refusal, then one after none.
+	// By a fixed instance limit: a reading after a refusal, then one
+	// after none.
+	p.cfg.InstanceLimit = 64
 	a.admission.instances.limited.Store(true)
 	p.admit(a, backlog.Backlog{At: at.Add(5 * time.Second), Lag: 20, InFlight: 70})
 	p.admit(a, backlog.Backlog{At: at.Add(6 * time.Second), Lag: 20, InFlight: 30})
@@ -62,6 +64,16 @@ func TestLogsPlacementDecisions(t *testing.T) {
 	if n := len(lines.Find(t, "shard refusing new instances", "shard", "a")); n != 2 {
 		t.Errorf("%d refusing lines, want one per decision (2)", n)
 	}
+	// Paced by its queue: 400 records standing at 200 a second is 2 s
+	// over a 250 ms target; then three calm readings end it.
+	p.cfg.InstanceLimit = InstanceLimitAuto
+	var pos, created float64
+	for i, lag := range []float64{0, 400, 400, 0, 0, 0, 0} {
+		pos, created = pos+200, created+40
+		p.admit(a, backlog.Backlog{At: at.Add(time.Duration(10+i) * time.Second), Lag: lag, Committed: pos + lag, Processed: pos, Created: created})
+	}
+	lines.Wait(t, time.Second, "shard paced", "shard", "a", "reason", "queue", "queueDelaySeconds", 2, "queueTarget", "250ms", "capacity", 200)
+	lines.Wait(t, time.Second, "shard no longer paced", "shard", "a", "reason", "queue", "queueDelaySeconds", 0)
 
 	// A hundred RESOURCE_EXHAUSTED answers: one line, then a count.
 	exhausted := status.Error(codes.ResourceExhausted, "partition 1 backpressure")

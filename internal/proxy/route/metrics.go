@@ -28,6 +28,8 @@ type Metrics struct {
 	admitting      *prometheus.GaugeVec   // shard
 	instances      *prometheus.GaugeVec   // shard
 	instanceLimit  *prometheus.GaugeVec   // shard
+	queueDelay     *prometheus.GaugeVec   // shard
+	admitRate      *prometheus.GaugeVec   // shard
 	limited        *prometheus.CounterVec // shard
 	checks         *prometheus.CounterVec // shard, result
 	ejections      *prometheus.CounterVec // shard
@@ -98,7 +100,13 @@ func newMetrics(ledgerSize, longCalls func() float64) *Metrics {
 			Name: "shardctl_proxy_shard_instances_in_flight", Help: "Root instances a shard has in flight (activated, not completed or terminated), as the proxy last read them from its metrics.",
 		}, []string{"shard"}),
 		instanceLimit: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "shardctl_proxy_shard_instance_limit", Help: "Root instances in flight past which a shard gets no new instance (0: no limit); learned from its completions unless --instance-limit fixes it.",
+			Name: "shardctl_proxy_shard_instance_limit", Help: "Root instances in flight past which a congested shard gets no new instance (--instance-limit; 0: no limit).",
+		}, []string{"shard"}),
+		queueDelay: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "shardctl_proxy_shard_queue_delay_seconds", Help: "How long a shard's records wait to be processed, as the proxy last read it from its metrics (-1: a queue it does not process at all); over --queue-target the shard is paced.",
+		}, []string{"shard"}),
+		admitRate: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "shardctl_proxy_shard_admit_rate", Help: "New instances a second the proxy gives a shard at most (0: no bound): while it is paced, what keeps its queue at the target; else a ceiling over its known capacity.",
 		}, []string{"shard"}),
 		overloaded: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "shardctl_proxy_shard_overloaded", Help: "1 while a shard has more requests in flight than the overload limit plus its excess, until it is back below the limit.",
@@ -130,7 +138,7 @@ func newMetrics(ledgerSize, longCalls func() float64) *Metrics {
 		Name: "shardctl_proxy_long_calls_open", Help: "Long polls and job streams open now: the workers a stopping proxy has to hand to another replica.",
 	}, longCalls)
 	m.registry.MustRegister(m.inflight, m.requests, m.upstream, m.choices, m.coolingOff, m.HandedBack, m.weights, m.ledger, m.duration,
-		m.up, m.checks, m.ejections, m.ejectionsRefused, m.overloaded, m.limited, m.backlog, m.admitting, m.instances, m.instanceLimit, m.LongCallsEnded, m.StreamsStalled, longOpen,
+		m.up, m.checks, m.ejections, m.ejectionsRefused, m.overloaded, m.limited, m.backlog, m.admitting, m.instances, m.instanceLimit, m.queueDelay, m.admitRate, m.LongCallsEnded, m.StreamsStalled, longOpen,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

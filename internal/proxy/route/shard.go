@@ -113,7 +113,7 @@ func (s *Shard) NoteError(err error) {
 // instance limit, under the in-flight limit, not cooling off.
 func (s *Shard) takesInstances(now time.Time, maxInflight int64) bool {
 	return s.State() == proxyapi.Up && !s.health.down.Load() && !s.health.needsReplay.Load() && !s.health.ejected(now) &&
-		!s.overloaded.Load() && !s.admission.refusing.Load() && s.admission.instances.admits() && (maxInflight <= 0 || s.inflight.Load() < maxInflight) && !s.cooling(now)
+		!s.overloaded.Load() && s.admission.admits(now) && (maxInflight <= 0 || s.inflight.Load() < maxInflight) && !s.cooling(now)
 }
 
 // ServesJobs: shards that may hold work and can be reached.
@@ -147,8 +147,12 @@ func NeverSent(err error) bool {
 func (s *Shard) ObserveLatency(d time.Duration, now time.Time) { s.latency.observe(d, now) }
 
 // NotePlaced counts n instances placed on s since the last reading of
-// its backlog, so its instance limit counts them as in flight.
-func (s *Shard) NotePlaced(n int64) { s.admission.instances.placed.Add(n) }
+// its backlog, so its instance limit counts them as in flight and its
+// pace as taken.
+func (s *Shard) NotePlaced(n int64) {
+	s.admission.instances.placed.Add(n)
+	s.admission.pacer.note(time.Now(), n)
+}
 
 // Down reports whether the health checks hold s DOWN.
 func (s *Shard) Down() bool { return s.health.down.Load() }

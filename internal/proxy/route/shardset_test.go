@@ -191,4 +191,12 @@ func TestCheaper(t *testing.T) {
 	if !cheaper(busy, stalled, now) || cheaper(stalled, busy, now) {
 		t.Error("a shard with 30 placements hanging was cheaper than one 5× slower with none")
 	}
+	// A shard its queue paces answers creations as fast as any: a
+	// slower one that is not paced is cheaper.
+	paced := fakeShard("paced", 6, "")
+	paced.latency.observe(time.Millisecond, now)
+	paced.admission.pacer.pacing.Store(true)
+	if !cheaper(slow, paced, now) || cheaper(paced, slow, now) {
+		t.Error("a paced shard was cheaper than one that is not")
+	}
 }

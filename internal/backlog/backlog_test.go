@@ -125,6 +125,14 @@ func TestFromBothGenerations(t *testing.T) {
 			t.Errorf("%s: names %q incidents %v known %v empty %v missing %v", tc.name, b.MetricNames, b.Incidents, b.Known(), b.Empty(), b.Missing)
 		}
 	}
+	// The processing latency under either name, summed over partitions.
+	for _, name := range []string{source.Latency85, source.LatencyMicrometer} {
+		lat := append(base(), Sample{Name: name, Labels: map[string]string{"partition": "1"}, Sum: 1.5, Count: 300},
+			Sample{Name: name, Labels: map[string]string{"partition": "2"}, Sum: 0.5, Count: 100})
+		if b := From("s", time.Now(), lat); b.LatencySum != 2 || b.LatencyCount != 400 {
+			t.Errorf("latency as %s: %v s over %v records, want 2 over 400", name, b.LatencySum, b.LatencyCount)
+		}
+	}
 	// Two physical tenants, each with a partition 1: their lags add up.
 	var tenants []Sample
 	for _, tenant := range []string{"default", "eu"} {

@@ -35,6 +35,10 @@ func TestReadersAgree(t *testing.T) {
 	if !scraped.Known() || scraped.InFlight != 1 || scraped.OpenJobs["pay"] != 1 || scraped.Empty() {
 		t.Fatalf("scraped: %s (%+v)", scraped.Summary(), scraped)
 	}
+	// What pacing reads: positions, creations and the processing latency.
+	if scraped.Created != 1 || scraped.Processed <= 0 || scraped.Committed < scraped.Processed || scraped.LatencyCount <= 0 || scraped.LatencySum < 0 {
+		t.Errorf("scraped for pacing: created %v, positions %v/%v, latency %v s over %v records", scraped.Created, scraped.Committed, scraped.Processed, scraped.LatencySum, scraped.LatencyCount)
+	}
 
 	prom := proctest.Prometheus(t, "", map[string]string{"blue-1": s.MetricsAddr().String()})
 	p, err := backlog.NewPrometheus(prom)
@@ -54,6 +58,10 @@ func TestReadersAgree(t *testing.T) {
 	})
 	if got.InFlight != scraped.InFlight || got.Lag != scraped.Lag || got.Incidents != scraped.Incidents || got.OpenJobs["pay"] != 1 {
 		t.Errorf("through Prometheus: %s; scraped: %s", got.Summary(), scraped.Summary())
+	}
+	if got.Created != scraped.Created || got.Processed != scraped.Processed || got.LatencyCount != scraped.LatencyCount || got.LatencySum != scraped.LatencySum {
+		t.Errorf("through Prometheus for pacing: created %v, processed %v, latency %v/%v; scraped: %v, %v, %v/%v",
+			got.Created, got.Processed, got.LatencySum, got.LatencyCount, scraped.Created, scraped.Processed, scraped.LatencySum, scraped.LatencyCount)
 	}
 	// By instance, for targets without a cluster label.
 	if b := p.Read(ctx, backlog.Target{Shard: "other-name", MetricsURL: metrics}); b.InFlight != 1 {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/shardctl/shardctl/internal/ledger"
+	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
 	"github.com/shardctl/shardctl/internal/registry/registryapi"
 	"github.com/shardctl/shardctl/internal/registry/registryclient"
 	"github.com/shardctl/shardctl/internal/signals"
@@ -481,6 +482,22 @@ func Current(ctx context.Context, r CutoverRegistry, app string) (registryapi.Cu
 	return *latest, nil
 }
 
+// admissionOf is how the proxies admit new instances to a shard, false
+// when every one of them simply admits it: refused when one refuses it,
+// else paced when one paces it, at the rate the pacing ones give it.
+func admissionOf(h proxies.Health) (signals.Admission, bool) {
+	a := signals.Admission{Of: h.Proxies, Reason: h.AdmissionReason()}
+	switch h.AdmissionState() {
+	case proxyapi.AdmissionRefused:
+		a.State, a.Proxies = signals.AdmissionRefused, h.Refusing
+	case proxyapi.AdmissionPaced:
+		a.State, a.Proxies, a.RatePerSec = signals.AdmissionPaced, h.Paced, h.PacedRate
+	default:
+		return signals.Admission{}, false
+	}
+	return a, true
+}
+
 // takesCutover reports whether a target shard may take work in a
 // cutover: UP, or registered OUT_OF_SERVICE (held out until the first
 // weight step lets it in).
@@ -492,7 +509,8 @@ func takesCutover(state string) bool {
 // shards of app: pools, the weights of the last cutover, and the cutover
 // in progress with what its draining shards still hold; with what the
 // proxies see (views): which shards they hold DOWN, those among them the
-// registry no longer lists, and those they refuse new instances for.
+// registry no longer lists, and how they admit new instances to each
+// (those they pace or refuse, with why).
 func FederationOf(ctx context.Context, r CutoverRegistry, app string, shards []registryapi.Shard, views []proxies.View) (*signals.Federation, error) {
 	f := &signals.Federation{Pools: map[string]string{}}
 	pools := map[string]string{} // by id: the registry's shards and those only the proxies know
@@ -513,11 +531,25 @@ func FederationOf(ctx context.Context, r CutoverRegistry, app string, shards []r
 			}
 			f.Down[id] = id + " " + h.DownLine()
 		}
-		if h.Refusing > 0 {
-			if f.Refused == nil {
-				f.Refused = map[string]string{}
+		if h.Proxies > 0 {
+			if f.Proxies == nil {
+				f.Proxies = map[string]int{}
 			}
-			f.Refused[id] = fmt.Sprintf("%s refused new instances by %d of %d proxies: %s", id, h.Refusing, h.Proxies, h.Backlog.Reason)
+			f.Proxies[id] = h.Proxies
+		}
+		if a, ok := admissionOf(h); ok {
+			if f.Admission == nil {
+				f.Admission = map[string]signals.Admission{}
+			}
+			f.Admission[id] = a
+			lines := &f.Paced
+			if a.State == signals.AdmissionRefused {
+				lines = &f.Refused
+			}
+			if *lines == nil {
+				*lines = map[string]string{}
+			}
+			(*lines)[id] = a.Line(id)
 		}
 	}
 	all, err := r.Cutovers(ctx, app)

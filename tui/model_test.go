@@ -141,17 +141,22 @@ func TestViews(t *testing.T) {
 		}, nil, []string{"gone       DOWN  ? stale", "not in the registry any more"}},
 		{"proxy-refusals", func(context.Context) (signals.Snapshot, error) {
 			snap := snapshot()
-			snap.Federation = &signals.Federation{Pools: map[string]string{"knee": "blue", "half": "blue"},
-				Refused:  map[string]string{"knee": "knee refused new instances by 1 of 1 proxies: backlog 1.2k records (max 1.0k)"},
-				Refusals: &signals.Refusals{AskedPerSec: 150, PerSec: 58.5, Share: 0.39, Shards: map[string]float64{"half": 0.02, "knee": 0}}}
+			snap.Federation = admitted(1, map[string]signals.Admission{"knee": {State: signals.AdmissionRefused, Reason: "backlog 1.2k records (max 1.0k)", Proxies: 1, Of: 1}})
+			snap.Federation.Refusals = &signals.Refusals{AskedPerSec: 150, PerSec: 58.5, Share: 0.39, Shards: map[string]float64{"half": 0.02, "knee": 0}}
 			return snap, nil
 		}, nil, []string{"proxy refused 39% of new instances (58.5/s of 150/s)", " off ", " 2% "}},
 		{"shard-refused", func(context.Context) (signals.Snapshot, error) {
 			snap := snapshot()
-			snap.Federation = &signals.Federation{Pools: map[string]string{"knee": "blue", "half": "blue"},
-				Refused: map[string]string{"knee": "knee refused new instances by 2 of 2 proxies: backlog 1.2k records (max 1.0k), growing +12/s"}}
+			snap.Federation = admitted(2, map[string]signals.Admission{"knee": {State: signals.AdmissionRefused, Reason: "backlog 1.2k records (max 1.0k), growing +12/s", Proxies: 2, Of: 2}})
 			return snap, nil
-		}, nil, []string{"knee refused new instances by 2 of 2 proxies: backlog 1.2k records (max 1.0k), growing +12/s"}},
+		}, nil, []string{"knee refused new instances by 2 of 2 proxies: backlog 1.2k records (max 1.0k), growing +12/s", "off  off", "100%  -    open"}},
+		{"shard-paced", paced, nil, []string{
+			"knee paced by 2 of 2 proxies to 40 new instances/s: queue 310ms over the 250ms target",
+			"ADMIT", "5%    -    ≤40/s", "100%  -    open"}},
+		{"shard-paced-detail", paced, func(tm *teatest.TestModel) {
+			tm.Send(tea.KeyPressMsg{Code: tea.KeyDown})
+			tm.Send(tea.KeyPressMsg{Code: tea.KeyEnter})
+		}, []string{"  • knee paced by 2 of 2 proxies to 40 new instances/s: queue 310ms over the 250ms", "(200 records/s, 5.0 an instance)", "  • scissors"}},
 		{"error", func(context.Context) (signals.Snapshot, error) {
 			return signals.Snapshot{}, errors.New(`prometheus: Get "http://prometheus:9090/api/v1/query": connection refused`)
 		}, nil, []string{"no data yet", "connection refused", "retry 1"}},
@@ -183,16 +188,111 @@ func TestViews(t *testing.T) {
 	}
 }
 
+// paced is the snapshot of a federation whose two proxies pace knee and
+// admit half, as `shardctl top --registry` takes it.
+func paced(context.Context) (signals.Snapshot, error) {
+	snap := snapshot()
+	snap.Federation = admitted(2, map[string]signals.Admission{"knee": {State: signals.AdmissionPaced, Proxies: 2, Of: 2, RatePerSec: 40,
+		Reason: "queue 310ms over the 250ms target: 20 new instances/s keep it there (200 records/s, 5.0 an instance)"}})
+	snap.NoteAdmission()
+	return snap, nil
+}
+
+// admitted is a federation of knee and half, in pool blue, whose n
+// proxies route to both and admit them but as admission says, with the
+// lines FederationOf writes.
+func admitted(n int, admission map[string]signals.Admission) *signals.Federation {
+	f := &signals.Federation{Pools: map[string]string{"knee": "blue", "half": "blue"}, Proxies: map[string]int{"knee": n, "half": n}, Admission: admission}
+	for shard, a := range admission {
+		lines := &f.Paced
+		if a.State == signals.AdmissionRefused {
+			lines = &f.Refused
+		}
+		if *lines == nil {
+			*lines = map[string]string{}
+		}
+		(*lines)[shard] = a.Line(shard)
+	}
+	return f
+}
+
+// The ADMIT cell: "-" where no proxy speaks of a shard, open, the paced
+// rate (the unit when it fits), or off.
+func TestAdmitCell(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		fed  *signals.Federation
+		want string
+	}{
+		{"no registry", nil, "-"},
+		{"no proxy routes to it", &signals.Federation{}, "-"},
+		{"every proxy admits it", admitted(2, nil), "open"},
+		{"refused", admitted(2, map[string]signals.Admission{"knee": {State: signals.AdmissionRefused, Proxies: 1, Of: 2}}), "off"},
+		{"paced", admitted(2, map[string]signals.Admission{"knee": {State: signals.AdmissionPaced, Proxies: 2, Of: 2, RatePerSec: 40}}), "≤40/s"},
+		{"paced slowly", admitted(2, map[string]signals.Admission{"knee": {State: signals.AdmissionPaced, Proxies: 2, Of: 2, RatePerSec: 2.46}}), "≤2.5/s"},
+		{"paced at 120/s", admitted(2, map[string]signals.Admission{"knee": {State: signals.AdmissionPaced, Proxies: 2, Of: 2, RatePerSec: 120}}), "≤120/s"},
+		{"paced past the width", admitted(2, map[string]signals.Admission{"knee": {State: signals.AdmissionPaced, Proxies: 1, Of: 2, RatePerSec: 1234}}), "≤1.2k"},
+		{"paced, no rate yet", admitted(2, map[string]signals.Admission{"knee": {State: signals.AdmissionPaced, Proxies: 1, Of: 2}}), "paced"},
+	} {
+		snap := snapshot()
+		snap.Federation = tc.fed
+		m := New(Options{Window: 10 * time.Minute, Now: func() time.Time { return now }})
+		m.Update(snapshotMsg{snap: snap})
+		got := m.admit("knee")
+		if ansi.Strip(got) != tc.want || ansi.StringWidth(got) > wAdmit {
+			t.Errorf("%s: %q, want %q within %d cells", tc.name, ansi.Strip(got), tc.want, wAdmit)
+		}
+		if warn := got != ansi.Strip(got); warn != (tc.want != "-" && tc.want != "open") {
+			t.Errorf("%s: %q in the warning colour: %v", tc.name, got, warn)
+		}
+	}
+}
+
+// The overview's columns fill the width, never more, with ADMIT beside
+// REF: the queue's strip goes first when the room is short.
+func TestLayout(t *testing.T) {
+	for _, tc := range []struct {
+		width                               int
+		name, scissors, queue, heat, reason int
+	}{
+		{80, 10, 5, 0, 5, 0},
+		{90, 10, 10, 0, 10, 0},
+		{91, 10, 9, 5, 6, 0},
+		{100, 10, 13, 7, 9, 0},
+		{120, 14, 13, 7, 9, 15},
+		{200, 14, 36, 20, 25, 43},
+	} {
+		c := layout(tc.width)
+		want := columns{name: tc.name, scissors: tc.scissors, queue: tc.queue, heat: tc.heat, reason: tc.reason}
+		if c != want {
+			t.Errorf("%d: %+v, want %+v", tc.width, c, want)
+		}
+	}
+	for width := 80; width <= 240; width++ {
+		c := layout(width)
+		used, cells := c.name+fixed+c.scissors+c.heat, 11
+		for _, w := range []int{c.queue, c.reason} {
+			if w > 0 {
+				used, cells = used+w, cells+1
+			}
+		}
+		if used+cells-1 != width {
+			t.Errorf("%d: the columns take %d: %+v", width, used+cells-1, c)
+		}
+	}
+}
+
 // The screen fits the terminal exactly at every size, 80×24 and up.
 func TestSizes(t *testing.T) {
 	note := func() string {
 		return "scenario: 12:00:10 load raised to 80 instances/s, a note longer than the narrowest screen is wide"
 	}
-	for _, size := range [][2]int{{80, 24}, {120, 40}, {200, 50}} {
+	withProxies, _ := paced(context.Background())
+	for _, size := range [][2]int{{80, 24}, {99, 30}, {100, 30}, {120, 40}, {200, 50}} {
 		m := New(Options{Fetch: func(context.Context) (signals.Snapshot, error) { return snapshot(), nil }, Window: 10 * time.Minute,
 			Now: func() time.Time { return now }, Note: note})
 		m.Update(tea.WindowSizeMsg{Width: size[0], Height: size[1]})
-		m.Update(snapshotMsg{snap: snapshot()})
+		m.Update(snapshotMsg{snap: withProxies})
 		for _, v := range []view{overview, detail, helpView} {
 			m.view = v
 			m.frame++

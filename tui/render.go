@@ -147,18 +147,40 @@ type columns struct {
 	name, scissors, queue, heat, reason int
 }
 
+// Widths of the overview's fixed columns.
+const (
+	wState = 5
+	wLevel = 7
+	wRate  = 10 // DONE/NEW/S: two rates of at most 4 characters
+	wRatio = 5
+	wRef   = 4
+	wAdmit = 6
+	wQueue = 7
+	wP99   = 6
+	fixed  = wState + wLevel + wRate + wRatio + wRef + wAdmit + wQueue + wP99
+)
+
+// layout shares a width out: the fixed columns, then the pictures and,
+// from 120 up, the reason. Under 20 cells for the three strips the queue's
+// strip goes (its number and arrow stay): the scissors and the heatmap
+// keep the room.
 func layout(width int) columns {
-	// NAME STATE(5) LEVEL(7) RATE(11) RATIO(5) REFUSED(4) QUEUE(7)
-	// P99(6), spaces between.
-	const fixed = 5 + 7 + 11 + 5 + 4 + 7 + 6 + 9
 	c := columns{name: 10}
+	cells := 12 // name, the fixed, three strips: a space between each
 	if width >= 120 {
 		c.name = 14
+		cells++
 	}
-	rest := max(width-fixed-c.name-3, 12)
+	rest := width - c.name - fixed - (cells - 1)
 	if width >= 120 {
 		c.reason = rest * 35 / 100
-		rest -= c.reason + 1
+		rest -= c.reason
+	}
+	if rest < 20 {
+		rest = max(rest+1, 8) // and the space before the queue's strip
+		c.scissors = rest / 2
+		c.heat = rest - c.scissors
+		return c
 	}
 	c.scissors = rest * 45 / 100
 	c.queue = rest * 25 / 100
@@ -209,7 +231,10 @@ func (m *Model) pictures(s signals.Shard, c columns, sc scales) (string, string,
 			strip.WriteString(styleLineA.Render(string(g)))
 		}
 	}
-	q := sparkline(resample(s.Queue, from, to, c.queue), sc.queue)
+	q := ""
+	if c.queue > 0 {
+		q = sparkline(resample(s.Queue, from, to, c.queue), sc.queue)
+	}
 	hg, p99s := heatColumns(s.Latency, from, to, c.heat)
 	var ht strings.Builder
 	for i, g := range hg {
@@ -236,21 +261,26 @@ func (m *Model) shardLine(r row, c columns, sc scales, selected bool) string {
 	}
 	cells := []string{
 		name,
-		pad(m.state(s.Name), 5),
-		pad(levelTag(s.Level), 7),
-		pad(known(s, human.Rate(s.CompletedPerSec)+"/"+human.Rate(s.CreatedPerSec)), 11),
-		pad(known(s, human.Or(s.Ratio, human.Percent)), 5),
-		pad(m.refused(s.Name), 4),
+		pad(m.state(s.Name), wState),
+		pad(levelTag(s.Level), wLevel),
+		pad(known(s, human.Rate(s.CompletedPerSec)+"/"+human.Rate(s.CreatedPerSec)), wRate),
+		pad(known(s, human.Or(s.Ratio, human.Percent)), wRatio),
+		pad(m.refused(s.Name), wRef),
+		pad(m.admit(s.Name), wAdmit),
 		pad(strip, c.scissors),
-		pad(known(s, trend(s)+human.Count(s.Queue)), 7),
-		pad(q, c.queue),
-		pad(known(s, human.Or(s.P99, human.Latency)), 6),
-		pad(ht, c.heat),
+		pad(known(s, trend(s)+human.Count(s.Queue)), wQueue),
 	}
+	if c.queue > 0 {
+		cells = append(cells, pad(q, c.queue))
+	}
+	cells = append(cells,
+		pad(known(s, human.Or(s.P99, human.Latency)), wP99),
+		pad(ht, c.heat),
+	)
 	if c.reason > 0 {
 		reason := "-"
-		if len(s.Reasons) > 0 {
-			reason = s.Reasons[0]
+		if reasons := m.reasons(s); len(reasons) > 0 {
+			reason = reasons[0]
 		}
 		cells = append(cells, pad(levelStyle(s.Level).Render(reason), c.reason))
 	}
@@ -281,6 +311,40 @@ func (m *Model) refused(name string) string {
 		return styleWarn.Render(human.Percent(share))
 	}
 	return human.Percent(share)
+}
+
+// admit is how the proxies admit new instances to a shard: open, paced
+// to a rate between them (≤40/s), or off (refused), the last two in the
+// warning colour; "-" when no proxy spoke of it.
+func (m *Model) admit(name string) string {
+	f := m.snap.Federation
+	if f == nil {
+		return human.None
+	}
+	if a, ok := f.Admission[name]; ok {
+		return styleWarn.Render(admitCell(a))
+	}
+	if f.Proxies[name] > 0 {
+		return "open"
+	}
+	return human.None
+}
+
+// admitCell is a paced or refused admission in the ADMIT column's width:
+// off, ≤40/s, ≤1.2k (no room for the unit), or paced while no rate is
+// known.
+func admitCell(a signals.Admission) string {
+	switch {
+	case a.State == signals.AdmissionRefused:
+		return "off"
+	case a.RatePerSec <= 0:
+		return "paced"
+	}
+	cell := "≤" + signals.AdmitRate(a.RatePerSec)
+	if lipgloss.Width(cell+"/s") <= wAdmit {
+		cell += "/s"
+	}
+	return cell
 }
 
 // state is a shard's state in the registry, short: UP, DRAIN, OOS, DOWN.
@@ -352,8 +416,12 @@ func (m *Model) renderOverview() string {
 		b.WriteString(pad(line, m.width) + "\n")
 	}
 	c := layout(m.width)
-	head := []string{pad("SHARD", c.name), pad("STATE", 5), pad("LEVEL", 7), pad("DONE/NEW/S", 11), pad("RATIO", 5), pad("REF", 4),
-		pad("SCISSORS ▓░ gap", c.scissors), pad("QUEUE", 7), pad("TREND", c.queue), pad("P99", 6), pad("HEATMAP p99", c.heat)}
+	head := []string{pad("SHARD", c.name), pad("STATE", wState), pad("LEVEL", wLevel), pad("DONE/NEW/S", wRate), pad("RATIO", wRatio),
+		pad("REF", wRef), pad("ADMIT", wAdmit), pad("SCISSORS ▓░ gap", c.scissors), pad("QUEUE", wQueue)}
+	if c.queue > 0 {
+		head = append(head, pad("TREND", c.queue))
+	}
+	head = append(head, pad("P99", wP99), pad("HEATMAP p99", c.heat))
 	if c.reason > 0 {
 		head = append(head, pad("REASON", c.reason))
 	}
@@ -412,12 +480,31 @@ func (m *Model) renderDetail() string {
 			human.Count(s.Queue), s.QueueSlope, s.QueueR2, human.Or(s.P50, human.Latency), human.Or(s.P99, human.Latency), human.Percent(s.SlowShare),
 			human.Percent(s.DropShare), m.refused(s.Name)))
 	}
-	for _, reason := range s.Reasons {
-		b.WriteString(levelStyle(s.Level).Render("  • "+reason) + "\n")
+	// The DOWN line, then how the proxies admit new instances (wrapped,
+	// in the warning colour, once: the snapshot's reasons may carry it
+	// too, from NoteAdmission), then the level's reasons.
+	reasons := m.reasons(s)
+	admission := m.admissionLines(s.Name)
+	first := 0
+	if f := m.snap.Federation; f != nil && len(reasons) > 0 && f.Down[s.Name] != "" && reasons[0] == f.Down[s.Name] {
+		first = 1
+	}
+	var lines []string
+	for _, reason := range reasons[:first] {
+		lines = append(lines, levelStyle(s.Level).Render("  • "+reason))
+	}
+	for _, l := range admission {
+		lines = append(lines, styleWarn.Render(l))
+	}
+	for _, reason := range reasons[first:] {
+		lines = append(lines, levelStyle(s.Level).Render("  • "+reason))
+	}
+	for _, l := range lines {
+		b.WriteString(l + "\n")
 	}
 	const axis = 8
 	w := max(m.width-axis-1, 10)
-	used := 2 + len(s.Reasons) + 1
+	used := 2 + len(lines) + 1
 	left := max(m.height-used-6, 9)
 	hScissors := max(left*35/100, 3)
 	hQueue := max(left*25/100, 3)
@@ -441,6 +528,46 @@ func (m *Model) renderDetail() string {
 	}
 	b.WriteString(pad("", axis) + " " + timeAxis(from, to, w) + "\n")
 	return b.String()
+}
+
+// reasons are a shard's reasons but for the proxies' admission line
+// (NoteAdmission puts it there for signals' table): ADMIT, the lines
+// above the table and the detail view's own line say it.
+func (m *Model) reasons(s signals.Signals) []string {
+	f := m.snap.Federation
+	if f == nil || s.Admission == nil {
+		return s.Reasons
+	}
+	a, ok := f.Admission[s.Name]
+	if !ok {
+		return s.Reasons
+	}
+	line := a.Line(s.Name)
+	return slices.DeleteFunc(slices.Clone(s.Reasons), func(r string) bool { return r == line })
+}
+
+// admissionLines say, in the detail view, how the proxies admit new
+// instances to a shard they pace or refuse, wrapped to the width: none
+// when they all admit it or none spoke of it.
+func (m *Model) admissionLines(name string) []string {
+	f := m.snap.Federation
+	if f == nil {
+		return nil
+	}
+	a, ok := f.Admission[name]
+	if !ok {
+		return nil
+	}
+	text := ansi.Wordwrap(a.Line(name), max(m.width-5, 20), "")
+	lines := strings.Split(text, "\n")
+	for i := range lines {
+		lead := "    "
+		if i == 0 {
+			lead = "  • "
+		}
+		lines[i] = lead + lines[i]
+	}
+	return lines
 }
 
 // plot writes a chart with its y axis labels (top value and zero).
@@ -496,7 +623,10 @@ func (m *Model) renderHelp() string {
   heatmap   per column, the latency bucket holding p99 (higher = slower);
             p99 over %s in the warning colour, over %s critical; · no work
   REF       the part of new instances sent to a shard that it refused, as
-            the proxies saw it; off: a proxy gives it none for its backlog
+            the proxies saw it; off: a proxy gives it none (see ADMIT)
+  ADMIT     how the proxies admit new instances to it: open; ≤40/s paced
+            to that rate between them (its queue is over their target);
+            off: refused (its backlog, or its instance limit)
   levels    ✔ ok · ▲ warn: plan federation · ✖ crit: act now · ? stale:
             no metrics lately, its numbers unknown
 `, human.Percent(th.PlanRatio), human.Percent(th.ActRatio), human.Latency(th.P99Warn), human.Latency(th.P99))
@@ -536,11 +666,12 @@ func wrapIndented(text string, indent, width int) string {
 	return b.String()
 }
 
-// federationLines say what the registry says beside the signals: a
-// cutover in progress, the pools with their weights and shards, and what
-// draining shards still hold.
+// federationLines say what the registry and the proxies say beside the
+// signals: the shards the proxies hold DOWN, refuse and pace, a cutover
+// in progress, the pools with their weights and shards, and what draining
+// shards still hold.
 func federationLines(f *signals.Federation) []string {
-	if f == nil || (len(f.Pools) == 0 && f.Cutover == "" && len(f.Down) == 0 && len(f.Refused) == 0) {
+	if f == nil || (len(f.Pools) == 0 && f.Cutover == "" && len(f.Down) == 0 && len(f.Refused) == 0 && len(f.Paced) == 0) {
 		return nil
 	}
 	var out []string
@@ -549,6 +680,9 @@ func federationLines(f *signals.Federation) []string {
 	}
 	for _, shard := range slices.Sorted(maps.Keys(f.Refused)) {
 		out = append(out, styleWarn.Render(f.Refused[shard]))
+	}
+	for _, shard := range slices.Sorted(maps.Keys(f.Paced)) {
+		out = append(out, styleWarn.Render(f.Paced[shard]))
 	}
 	if f.Cutover != "" {
 		out = append(out, styleWarn.Render("cutover "+f.Cutover))

@@ -151,6 +151,7 @@ func Snapshots(src source.Source, window, step time.Duration) func(context.Conte
 // WithStates adds the shards' registry states to every snapshot, and
 // what the proxies see: a shard a proxy holds DOWN is DOWN on the screen
 // too, one the registry dropped while a proxy still routes to it stays,
+// a shard the proxies pace or refuse says so (and why) among its reasons,
 // and the proxies' refusals show beside the shards' backpressure. A
 // registry or a proxy that does not answer leaves its part out, not the
 // pictures.
@@ -174,6 +175,7 @@ func WithStates(fetch func(context.Context) (signals.Snapshot, error), c *regist
 			snap.Federation.Refusals = meter.Read(ctx, views)
 		}
 		snap.HoldDown()
+		snap.NoteAdmission()
 		snap.CountRefusals()
 		return snap, nil
 	}

@@ -196,6 +196,10 @@ type Signals struct {
 	// MetricNames is which of Zeebe's metric names were read ("8.5" or
 	// "8.6+"), omitted when the source cannot tell.
 	MetricNames string `json:"metricNames,omitempty"`
+	// Admission is how the proxies admit new instances to the shard when
+	// they pace or refuse it (Snapshot.NoteAdmission), omitted when
+	// every proxy admits it or none was asked.
+	Admission *Admission `json:"admission,omitempty"`
 }
 
 // Report is one evaluation: every shard and the whole federation.
@@ -520,9 +524,20 @@ type Federation struct {
 	// Down says, for each shard a proxy holds DOWN, how many of the
 	// proxies do and why.
 	Down map[string]string
-	// Refused says, for each shard a proxy gives no new instances for
-	// its backlog, how many do and the backlog they read.
+	// Refused says, for each shard a proxy gives no new instances (for
+	// its backlog, or its instance limit), how many do and why.
 	Refused map[string]string
+	// Paced says, for each shard a proxy paces (and none refuses), how
+	// many do, the new instances a second they give it and why:
+	// "b paced by 2 of 2 proxies to 40 new instances/s: queue 310ms …".
+	Paced map[string]string
+	// Admission is, by shard, how the proxies admit new instances to it,
+	// for the shards that not every proxy simply admits (paced or
+	// refused); Proxies is, by shard, how many proxies answered and route
+	// to it. A shard in neither no proxy spoke of; one in Proxies only
+	// every proxy admits.
+	Admission map[string]Admission
+	Proxies   map[string]int
 	// Refusals are the new instances the proxies refused, from their own
 	// metrics (nil before two reads of them).
 	Refusals *Refusals

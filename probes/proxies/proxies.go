@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shardctl/shardctl/internal/human"
 	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
 	"github.com/shardctl/shardctl/internal/registry/registryapi"
 )
@@ -88,15 +89,36 @@ type Health struct {
 	Down    int // of those, holding it DOWN
 	// Reasons of the proxies that hold it DOWN, by proxy.
 	Reasons map[string]string
-	// Refusing counts the proxies that give it no new instances for its
-	// backlog; Backlog is one of their readings (the first by proxy id).
+	// Refusing counts the proxies that give it no new instances: their
+	// admission is refusing (its backlog, or its instance limit), or, from
+	// a proxy older than pacing that says no state, it is not admitting.
+	// Backlog is one of their readings (the first by proxy id).
 	Refusing int
 	Backlog  *proxyapi.BacklogStatus
+	// Paced counts the proxies that pace it (new instances up to a rate),
+	// and PacedRate is the new instances a second they give it between
+	// them: the sum of their AdmitRate, 0 when one of them has no rate
+	// yet (it cannot tell what it keeps the queue at).
+	Paced     int
+	PacedRate float64
+	// Admission is the reading to show: the most restrictive among the
+	// proxies' (refusing over pacing), the first by proxy id; nil while
+	// every proxy admits the shard.
+	Admission *proxyapi.BacklogStatus
+}
+
+// refuses says whether a proxy's reading gives the shard no new
+// instances: its state says so, or, from a proxy that predates the
+// state, its Admitting is false.
+func refuses(b *proxyapi.BacklogStatus) bool {
+	return b.State == proxyapi.AdmissionRefused || !b.Admitting
 }
 
 // Of sums the views for one shard.
 func Of(views []View, shard string) Health {
 	h := Health{}
+	var firstPaced *proxyapi.BacklogStatus
+	pacedUnbounded := false
 	for _, v := range views { // sorted by proxy id
 		for _, s := range v.Shards {
 			if s.ID != shard {
@@ -110,15 +132,69 @@ func Of(views []View, shard string) Health {
 				}
 				h.Reasons[v.Proxy] = s.Health.Reason
 			}
-			if b := s.Backlog; b != nil && !b.Admitting {
+			b := s.Backlog
+			switch {
+			case b == nil:
+			case refuses(b):
 				h.Refusing++
 				if h.Backlog == nil {
 					h.Backlog = b
 				}
+			case b.State == proxyapi.AdmissionPaced:
+				h.Paced++
+				h.PacedRate += b.AdmitRate
+				pacedUnbounded = pacedUnbounded || b.AdmitRate <= 0
+				if firstPaced == nil {
+					firstPaced = b
+				}
 			}
 		}
 	}
+	if pacedUnbounded {
+		h.PacedRate = 0
+	}
+	h.Admission = h.Backlog
+	if h.Admission == nil {
+		h.Admission = firstPaced
+	}
 	return h
+}
+
+// AdmissionState is the shard's admission as the proxies give it, the
+// most restrictive first: proxyapi.AdmissionRefused when one refuses it,
+// proxyapi.AdmissionPaced when one paces it, else
+// proxyapi.AdmissionOpen.
+func (h Health) AdmissionState() string {
+	switch {
+	case h.Refusing > 0:
+		return proxyapi.AdmissionRefused
+	case h.Paced > 0:
+		return proxyapi.AdmissionPaced
+	}
+	return proxyapi.AdmissionOpen
+}
+
+// AdmissionReason says why, as the reading shown (Admission) says it: its
+// reason, or, from a proxy that gives none (older than pacing, or paced
+// before it knew a rate), what its numbers say. "" while every proxy
+// admits the shard.
+func (h Health) AdmissionReason() string {
+	b := h.Admission
+	switch {
+	case b == nil:
+		return ""
+	case b.Reason != "":
+		return b.Reason
+	case refuses(b):
+		why := fmt.Sprintf("backlog %s records (max %s)", human.Count(b.Records), human.Count(b.Max))
+		if b.Growing {
+			why += fmt.Sprintf(", growing %+.0f/s", b.Slope)
+		}
+		return why
+	case b.QueueDelay < 0:
+		return fmt.Sprintf("records not processed at all over the %s target", human.Latency(b.QueueTarget))
+	}
+	return fmt.Sprintf("queue %s over the %s target", human.Latency(b.QueueDelay), human.Latency(b.QueueTarget))
 }
 
 // Unlisted are the shards the proxies route to that are not among

@@ -76,7 +76,9 @@ What it runs: BPMN with none, message, signal and conditional start events; end 
 service tasks (zeebe:taskDefinition type, retries); sequence flows; exclusive
 gateways with conditions such as "= amount > 100 and vip" and a default flow;
 parallel gateways; intermediate message catch events (zeebe:subscription
-correlationKey) and signal catch events; error boundary events. Any other
+correlationKey), signal catch events, and timer catch events with an ISO-8601
+timeDuration (an instance waits without writing a record, then goes on);
+error boundary events. Any other
 element is rejected at deploy time with INVALID_ARGUMENT naming it.
 Decisions, forms, modify, migrate and delete resource answer UNIMPLEMENTED.
 
@@ -135,7 +137,7 @@ Fault injection on the --metrics port:
 	f.BoolVar(&o.cfg.Degrade, "degrade", false, "reproduce an overloaded monolith's knee (see above)")
 	f.IntVar(&o.cfg.DegradeThreshold, "degrade-threshold", sim.DefaultDegradeThreshold, "queued records past which --degrade slows the work behind new instances")
 	f.Float64Var(&o.cfg.DegradeMax, "degrade-max", sim.DefaultDegradeMax, "with --degrade: the most a record behind new instances costs, in records (at least 1)")
-	f.DurationVar(&o.cfg.TimerInterval, "timer-interval", sim.DefaultTimerInterval, "how often job deadlines, retry backoffs and message TTLs are checked")
+	f.DurationVar(&o.cfg.TimerInterval, "timer-interval", sim.DefaultTimerInterval, "how often job deadlines, retry backoffs, message TTLs and timer catch events are checked")
 	f.StringVar(&o.cfg.Exporter, "exporter", "", "name of an exporter that exports every record once processed (zeebe_exporter_last_exported_position); none by default")
 	o.tls.addFlags(f, "the gateway")
 	f.Uint32Var(&o.cfg.MaxConcurrentStreams, "max-concurrent-streams", 0, "calls per HTTP/2 connection the gateway advertises and allows (0: no limit)")

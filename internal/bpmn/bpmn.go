@@ -2,8 +2,9 @@
 // message and signal start events; end events; service tasks
 // (zeebe:taskDefinition type, retries); sequence flows; exclusive gateways
 // with simple conditions and a default flow; parallel gateways;
-// intermediate message catch events (zeebe:subscription correlationKey)
-// and signal catch events; and error boundary events. Anything else is rejected with an error that
+// intermediate message catch events (zeebe:subscription correlationKey),
+// signal catch events and timer catch events with an ISO-8601
+// timeDuration; and error boundary events. Anything else is rejected with an error that
 // names the element, as Zeebe rejects a deployment it cannot execute.
 // It imports nothing of this module.
 package bpmn
@@ -13,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Kind is what an element does.
@@ -27,6 +29,7 @@ const (
 	MessageCatchEvent
 	ErrorBoundaryEvent
 	SignalCatchEvent
+	TimerCatchEvent
 )
 
 // BpmnElementType returns Zeebe's element type name, as metrics and
@@ -43,7 +46,7 @@ func (k Kind) BpmnElementType() string {
 		return "EXCLUSIVE_GATEWAY"
 	case ParallelGateway:
 		return "PARALLEL_GATEWAY"
-	case MessageCatchEvent, SignalCatchEvent:
+	case MessageCatchEvent, SignalCatchEvent, TimerCatchEvent:
 		return "INTERMEDIATE_CATCH_EVENT"
 	case ErrorBoundaryEvent:
 		return "BOUNDARY_EVENT"
@@ -82,6 +85,8 @@ type Element struct {
 	CorrelationKey []string
 	// Signal start and catch.
 	SignalName string
+	// Timer catch: how long it waits once activated.
+	TimerDuration time.Duration
 	// Conditional start: when it starts an instance.
 	Condition *Condition
 
@@ -417,12 +422,17 @@ func (p *parser) serviceTask(n *node) (*Element, error) {
 
 func (p *parser) catchEvent(n *node) (*Element, error) {
 	defs := eventDefinitions(n)
-	if len(defs) == 1 && defs[0].name == "signalEventDefinition" {
-		name := literal(p.signals[defs[0].attr("signalRef")])
-		if name == "" {
-			return nil, p.fail("signal catch event '%s' must reference a signal with a name", n.attr("id"))
+	if len(defs) == 1 {
+		switch defs[0].name {
+		case "signalEventDefinition":
+			name := literal(p.signals[defs[0].attr("signalRef")])
+			if name == "" {
+				return nil, p.fail("signal catch event '%s' must reference a signal with a name", n.attr("id"))
+			}
+			return &Element{Kind: SignalCatchEvent, SignalName: name}, nil
+		case "timerEventDefinition":
+			return p.timerCatchEvent(n.attr("id"), defs[0])
 		}
-		return &Element{Kind: SignalCatchEvent, SignalName: name}, nil
 	}
 	if len(defs) != 1 || defs[0].name != "messageEventDefinition" {
 		what := "no event definition"
@@ -444,6 +454,31 @@ func (p *parser) catchEvent(n *node) (*Element, error) {
 	}
 	el.CorrelationKey = key
 	return el, nil
+}
+
+// timerCatchEvent reads a timer that waits a fixed duration. A date or a
+// cycle, or a duration the simulator would have to evaluate FEEL for, is
+// rejected rather than guessed at.
+func (p *parser) timerCatchEvent(id string, def *node) (*Element, error) {
+	for _, other := range []string{"timeDate", "timeCycle"} {
+		if def.child(other) != nil {
+			return nil, p.fail("intermediate timer catch event '%s' with <%s> is not supported by the simulator", id, other)
+		}
+	}
+	td := def.child("timeDuration")
+	if td == nil {
+		return nil, p.fail("intermediate timer catch event '%s' must have a <timeDuration>", id)
+	}
+	text := strings.TrimSpace(td.text.String())
+	value := literal(text)
+	if strings.HasPrefix(value, "=") {
+		return nil, p.fail("intermediate timer catch event '%s': the expression %q is not supported by the simulator (give an ISO-8601 duration like PT10M)", id, text)
+	}
+	d, err := parseDuration(value)
+	if err != nil {
+		return nil, p.fail("intermediate timer catch event '%s': %v", id, err)
+	}
+	return &Element{Kind: TimerCatchEvent, TimerDuration: d}, nil
 }
 
 // correlationKey reads a message's correlation key expression as a

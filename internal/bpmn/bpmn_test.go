@@ -4,6 +4,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseOrder(t *testing.T) {
@@ -167,6 +168,7 @@ func FuzzParse(f *testing.F) {
 	f.Add(seed)
 	f.Add([]byte(head + `<process id="p" isExecutable="true"><startEvent id="s"/></process></definitions>`))
 	f.Add([]byte("<definitions><process"))
+	f.Add(timerProcess(timeDuration("P1W2DT3H4M5.6S")))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		procs, err := Parse("fuzz.bpmn", data)
 		if err == nil && len(procs) == 0 {
@@ -205,4 +207,116 @@ func TestMessageStartNames(t *testing.T) {
 	if got := MessageStartNames([]byte("not xml")); got != nil {
 		t.Errorf("not XML: %q", got)
 	}
+}
+
+// timerProcess is start -> a -> wait (a timer catch event whose
+// timerEventDefinition is def) -> b -> end, with the bpmn: prefix modelers
+// write.
+func timerProcess(def string) []byte {
+	return []byte(`<?xml version="1.0"?><bpmn:definitions xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL" xmlns:zeebe="http://camunda.org/schema/zeebe/1.0" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">
+<bpmn:process id="p" isExecutable="true"><bpmn:startEvent id="s"/>
+<bpmn:serviceTask id="a"><bpmn:extensionElements><zeebe:taskDefinition type="a"/></bpmn:extensionElements></bpmn:serviceTask>
+<bpmn:intermediateCatchEvent id="wait">` + def + `</bpmn:intermediateCatchEvent>
+<bpmn:serviceTask id="b"><bpmn:extensionElements><zeebe:taskDefinition type="b"/></bpmn:extensionElements></bpmn:serviceTask>
+<bpmn:endEvent id="e"/>
+<bpmn:sequenceFlow id="f1" sourceRef="s" targetRef="a"/><bpmn:sequenceFlow id="f2" sourceRef="a" targetRef="wait"/>
+<bpmn:sequenceFlow id="f3" sourceRef="wait" targetRef="b"/><bpmn:sequenceFlow id="f4" sourceRef="b" targetRef="e"/>
+</bpmn:process></bpmn:definitions>`)
+}
+
+func timeDuration(text string) string {
+	return `<bpmn:timerEventDefinition id="td"><bpmn:timeDuration xsi:type="bpmn:tFormalExpression">` + text + `</bpmn:timeDuration></bpmn:timerEventDefinition>`
+}
+
+func TestParseTimerCatchEvent(t *testing.T) {
+	tests := []struct {
+		name, def string
+		want      time.Duration
+	}{
+		{"minutes", timeDuration("PT10M"), 10 * time.Minute},
+		{"fraction of a second", timeDuration("PT0.5S"), 500 * time.Millisecond},
+		{"comma as the decimal mark", timeDuration("PT1,25S"), 1250 * time.Millisecond},
+		{"nanoseconds", timeDuration("PT0.000000001S"), time.Nanosecond},
+		{"a day", timeDuration("P1D"), 24 * time.Hour},
+		{"hours and minutes", timeDuration("PT1H30M"), 90 * time.Minute},
+		{"every field", timeDuration("P1W2DT3H4M5.6S"), 9*24*time.Hour + 3*time.Hour + 4*time.Minute + 5600*time.Millisecond},
+		{"more minutes than an hour has", timeDuration("PT90M"), 90 * time.Minute},
+		{"zero", timeDuration("PT0S"), 0},
+		{"lower case", timeDuration("pt2m"), 2 * time.Minute},
+		{"whitespace around it", timeDuration("\n  PT3S\n"), 3 * time.Second},
+		{"a static FEEL string", timeDuration(`="PT10M"`), 10 * time.Minute},
+		{"no xsi:type, no prefix", `<timerEventDefinition><timeDuration>PT1S</timeDuration></timerEventDefinition>`, time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			procs, err := Parse("t.bpmn", timerProcess(tt.def))
+			if err != nil {
+				t.Fatal(err)
+			}
+			wait := procs[0].Elements["wait"]
+			if wait.Kind != TimerCatchEvent || wait.TimerDuration != tt.want {
+				t.Errorf("wait: kind %d, duration %v; want a timer catch event of %v", wait.Kind, wait.TimerDuration, tt.want)
+			}
+			if got := wait.Kind.BpmnElementType(); got != "INTERMEDIATE_CATCH_EVENT" {
+				t.Errorf("element type %s", got)
+			}
+			if len(wait.Incoming) != 1 || len(wait.Outgoing) != 1 || wait.Outgoing[0].Target.ID != "b" {
+				t.Errorf("wait is not linked between a and b: %+v", wait)
+			}
+		})
+	}
+}
+
+func TestParseTimerCatchEventRejects(t *testing.T) {
+	tests := []struct {
+		name, def, want string
+	}{
+		{"FEEL expression", timeDuration(`=duration("PT" + string(minutes) + "M")`),
+			`intermediate timer catch event 'wait': the expression "=duration(\"PT\" + string(minutes) + \"M\")" is not supported by the simulator`},
+		{"FEEL variable", timeDuration("= wait"), "intermediate timer catch event 'wait': the expression \"= wait\" is not supported by the simulator"},
+		{"time date", `<bpmn:timerEventDefinition><bpmn:timeDate>2030-01-01T00:00:00Z</bpmn:timeDate></bpmn:timerEventDefinition>`,
+			"intermediate timer catch event 'wait' with <timeDate> is not supported by the simulator"},
+		{"time cycle", `<bpmn:timerEventDefinition><bpmn:timeCycle>R3/PT10M</bpmn:timeCycle></bpmn:timerEventDefinition>`,
+			"intermediate timer catch event 'wait' with <timeCycle> is not supported by the simulator"},
+		{"no timer", `<bpmn:timerEventDefinition/>`, "intermediate timer catch event 'wait' must have a <timeDuration>"},
+		{"months", timeDuration("P1M"), `intermediate timer catch event 'wait': duration "P1M": years and months are not supported by the simulator`},
+		{"years", timeDuration("P1Y2D"), "years and months are not supported by the simulator"},
+		{"empty", timeDuration(""), `"" is not an ISO-8601 duration`},
+		{"no P", timeDuration("10M"), `"10M" is not an ISO-8601 duration`},
+		{"only P", timeDuration("P"), `"P" is not an ISO-8601 duration`},
+		{"nothing after T", timeDuration("P1DT"), "nothing follows T"},
+		{"no number", timeDuration("PTS"), "expected a number"},
+		{"negative", timeDuration("PT-5S"), "expected a number"},
+		{"out of order", timeDuration("PT5S1M"), `unexpected "M"`},
+		{"repeated", timeDuration("PT1M1M"), `unexpected "M"`},
+		{"hours in the date part", timeDuration("P1H"), `unexpected "H"`},
+		{"fraction of a minute", timeDuration("PT1.5M"), "only seconds may have a fraction"},
+		{"two decimal marks", timeDuration("PT1.5.1S"), "bad number"},
+		{"more than nine fraction digits", timeDuration("PT0.0000000001S"), "bad number"},
+		{"too long", timeDuration("P999999999D"), "too large"},
+		{"too long in sum", timeDuration("P15000WT9223372036S"), "is too long"},
+		{"no designator", timeDuration("PT5"), `"5" has no designator after it`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse("t.bpmn", timerProcess(tt.def))
+			if err == nil {
+				t.Fatalf("accepted; want an error containing %q", tt.want)
+			}
+			if !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "'t.bpmn'") {
+				t.Errorf("error %q does not name the resource or does not contain %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func FuzzParseDuration(f *testing.F) {
+	for _, s := range []string{"PT10M", "P1W2DT3H4M5.123456789S", "PT1,5S", "P1M", "PT"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if d, err := parseDuration(s); err == nil && d < 0 {
+			t.Fatalf("%q = %v: negative", s, d)
+		}
+	})
 }

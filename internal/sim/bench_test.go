@@ -18,7 +18,7 @@ const benchConcurrency = 64
 
 // runConcurrently calls fn n times from benchConcurrency goroutines and
 // returns the calls per second.
-func runConcurrently(b *testing.B, n int, fn func() error) float64 {
+func runConcurrently(b testing.TB, n int, fn func() error) float64 {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	var failed atomic.Int64

@@ -124,6 +124,10 @@ func (p *partition) enter(s step, steps []step) []step {
 		}
 		waits[ei.key] = ei
 		return steps
+	case bpmn.TimerCatchEvent:
+		p.wait(ei)
+		p.scheduleTimer(ei)
+		return steps
 	}
 	return steps
 }
@@ -266,6 +270,9 @@ func (p *partition) terminateElement(ei *elementInstance) {
 	}
 	if ei.el.Kind == bpmn.SignalCatchEvent {
 		delete(p.state.signalWaits[ei.el.SignalName], ei.key)
+	}
+	if ei.timer != nil {
+		p.cancelTimer(ei)
 	}
 	if ei.incident != nil {
 		p.deleteIncident(ei.incident)

@@ -23,6 +23,7 @@ func (n nullStream[T]) Send(T) error             { return nil }
 func FuzzGatewayRequests(f *testing.F) {
 	f.Add("p", int64(1<<51+5), `{"amount": 500, "orderId": "o-1"}`, "paid", "o-1", int32(1), int32(5), int64(1000), int64(-1), []byte(nil))
 	f.Add("route", int64(2<<51+3), `{"amount": "x"}`, "", "", int32(0), int32(0), int64(-5), int64(0), []byte("<definitions"))
+	f.Add("timer", int64(1<<51+1), `{}`, "a", "", int32(0), int32(1), int64(1), int64(0), []byte(nil))
 	f.Add("", int64(-1), `[`, "audit", "\xff\xfe", int32(-3), int32(1<<30), int64(1<<62), int64(10), linearProcess("q", 2, "b"))
 	// One simulator for every input (closed when they are done): what is
 	// checked is that no request, alone or after others, panics it or
@@ -33,6 +34,7 @@ func FuzzGatewayRequests(f *testing.F) {
 		{Name: "wait.bpmn", Content: []byte(catchProcess)},
 		{Name: "route.bpmn", Content: []byte(gatewayProcess)},
 		{Name: "reserve.bpmn", Content: []byte(errorProcess)},
+		{Name: "timer.bpmn", Content: timerProcess("timer", "PT0.05S")},
 	}})
 	f.Fuzz(func(t *testing.T, id string, key int64, vars, name, corr string, retries, max int32, timeout, reqTimeout int64, xml []byte) {
 		ctx, cancel := context.WithTimeout(context.Background(), budget.Of(2*time.Second))

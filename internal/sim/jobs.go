@@ -248,9 +248,33 @@ func (p *partition) giveBack(key int64) {
 	p.exportJob(j, jobFailedState, false)
 }
 
-// tick is the partition's timer: job deadlines, retry backoffs and message
-// time-to-live, as Zeebe's checkers do.
-func (p *partition) tick() {
+// expiryDue reports whether a job deadline, a retry backoff or a
+// message's time to live has passed: whether expireDue has work.
+func (p *partition) expiryDue(t time.Time) bool {
+	for _, j := range p.state.activated {
+		if t.After(j.deadline) {
+			return true
+		}
+	}
+	for _, j := range p.state.backoff {
+		if !t.Before(j.backoffUntil) {
+			return true
+		}
+	}
+	for _, ms := range p.state.messages {
+		for _, m := range ms {
+			if !t.Before(m.expires) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// expireDue is the record Zeebe's job and message checkers write: job
+// deadlines, retry backoffs and message time-to-live.
+func (p *partition) expireDue() {
+	p.state.expiryQueued = false
 	t := now()
 	for _, j := range p.state.activated {
 		if t.After(j.deadline) {

@@ -74,6 +74,13 @@ type partition struct {
 
 	processedPos int64 // processing goroutine only
 	nextFree     time.Time
+	// inHand: the processor has taken a record off the queue and holds it
+	// back (capacity model, pause); set under mu as it is taken, so that
+	// queueLen still counts it.
+	inHand atomic.Bool
+	// checkRequested: the cluster's timer asks for a due check (checkDue)
+	// before the next record, every TimerInterval.
+	checkRequested atomic.Bool
 
 	pausedUntil atomic.Int64  // unix nanos; a GC-like stall
 	slowFactor  atomic.Uint64 // math.Float64bits; 1 = normal speed
@@ -150,6 +157,9 @@ func (p *partition) appendFollowUps(n int64) {
 
 func (p *partition) next(stop <-chan struct{}) (*command, int) {
 	for {
+		if p.checkRequested.Swap(false) {
+			p.checkDue()
+		}
 		p.mu.Lock()
 		var c *command
 		switch {
@@ -159,6 +169,7 @@ func (p *partition) next(stop <-chan struct{}) (*command, int) {
 			c = p.work.pop()
 		}
 		backlog := p.work.len()
+		p.inHand.Store(c != nil)
 		p.mu.Unlock()
 		if c != nil {
 			return c, backlog
@@ -181,6 +192,7 @@ func (p *partition) run(stop <-chan struct{}) {
 		if !p.throttle(c, backlog, stop) {
 			return
 		}
+		p.inHand.Store(false)
 		// The command's backlog slot is freed before it runs, because
 		// running it answers the client: a client that sends its next
 		// command on the answer must find the slot free.
@@ -273,11 +285,16 @@ func (p *partition) slowdown() float64 {
 	return f
 }
 
-// queueLen is the number of records written and not yet processed.
+// queueLen is the number of records written and not yet processed: those
+// queued and one the processor holds back.
 func (p *partition) queueLen() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.front.len() + p.work.len()
+	n := p.front.len() + p.work.len()
+	if p.inHand.Load() {
+		n++
+	}
+	return n
 }
 
 func float64frombits(b uint64) float64 { return math.Float64frombits(b) }

@@ -65,8 +65,10 @@ type Config struct {
 	Degrade          bool
 	DegradeThreshold int     // default 100
 	DegradeMax       float64 // default 2
-	// TimerInterval is how often job deadlines, retry backoffs and message
-	// TTLs are checked (Zeebe: 30 s for job timeouts; default here 1 s).
+	// TimerInterval is how often job deadlines, retry backoffs, message
+	// TTLs and timer catch events are checked (Zeebe: 30 s for job
+	// timeouts; default here 1 s). A check writes records only for what is
+	// due.
 	TimerInterval time.Duration
 	// Exporter names an exporter that exports every record as soon as it
 	// is processed (zeebe_exporter_last_exported_position); "" exports
@@ -336,7 +338,7 @@ func (s *Sim) timer() {
 		select {
 		case <-t.C:
 			for _, p := range s.cluster.partitions {
-				_ = p.enqueue(classInternal, p.tick)
+				p.requestCheck()
 			}
 		case <-s.cluster.stop:
 			return

@@ -33,6 +33,12 @@ type state struct {
 
 	// Signal catch events waiting on this partition, by signal name.
 	signalWaits map[string]map[int64]*elementInstance
+
+	// Timer catch events waiting, earliest due first.
+	timers timerHeap
+	// An expireDue record is on the log: the due check writes no second
+	// one while a backlog holds the first.
+	expiryQueued bool
 }
 
 func newState() *state {
@@ -97,6 +103,7 @@ type elementInstance struct {
 	subPartition int32
 	subName      string
 	subKey       string
+	timer        *timer // a timer catch event's wait
 	incident     *incident
 	started      time.Time
 }

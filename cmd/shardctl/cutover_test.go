@@ -463,7 +463,10 @@ func TestCutoverRollsBackOnAFailingGate(t *testing.T) {
 	// message reaches every shard too, 60 a second here).
 	f.startSim(t, "green-1", "green", "--status", "OUT_OF_SERVICE", "--partitions", "1", "--capacity", "200")
 	greenAdmin := strings.TrimSuffix(f.sims["green-1"].Line(t, "metrics on "), "/metrics")
-	f.startProxy(t)
+	// Pacing would hold green's queue at its target and send its share to
+	// blue, which is what it is for; this test is about a failing gate and
+	// the rollback, so the proxy lets green's queue grow.
+	f.startProxy(t, "--instance-limit", "-1")
 	client := simtest.Client(t, f.proxy.Addr)
 	ctx := budget.Context(t, 5*time.Minute)
 	deploy(t, ctx, client)

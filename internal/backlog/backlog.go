@@ -73,6 +73,9 @@ type Backlog struct {
 	Ended float64 `json:"-"`
 	// Lag is records committed and not yet processed.
 	Lag float64 `json:"lag"`
+	// JobsEnded counts jobs completed, canceled or ended by an error so
+	// far, of every type but UserTaskJobType (a counter).
+	JobsEnded float64 `json:"-"`
 	// Committed and Processed are the log positions summed over
 	// partitions, Created the root instances activated so far, and
 	// LatencySum and LatencyCount the stream processor's latency so far
@@ -144,6 +147,16 @@ type Sample struct {
 	Sum, Count float64
 }
 
+// UserTaskJobType is the job type of Zeebe's job-based user tasks: a
+// person works them, so an open one waits on purpose.
+const UserTaskJobType = "io.camunda.zeebe:userTask"
+
+// WorkerJobs are the open jobs job workers have to do: every type but
+// UserTaskJobType.
+func (b Backlog) WorkerJobs() float64 {
+	return b.Jobs() - b.OpenJobs[UserTaskJobType]
+}
+
 // jobTerminal are the job events after which a job is gone.
 var jobTerminal = []string{"completed", "canceled", "error thrown"}
 
@@ -192,6 +205,9 @@ func From(shard string, at time.Time, samples []Sample) Backlog {
 				b.Activated[typ] += s.Value
 			case slices.Contains(jobTerminal, action):
 				jobs[typ] -= s.Value
+				if typ != UserTaskJobType {
+					b.JobsEnded += s.Value
+				}
 			}
 		}
 	}

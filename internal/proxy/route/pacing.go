@@ -3,6 +3,7 @@ package route
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,10 +29,18 @@ import (
 //   - the records that stayed unprocessed across two readings ÷ the rate
 //     the shard processes them at, which sees a queue that is not being
 //     processed at all (a stalled or collapsing shard reports no latency
-//     for the records it has not reached).
+//     for the records it has not reached);
+//   - how much longer than working one takes a job waits for its worker
+//     (jobs open ÷ jobs ending a second, less the least that was over
+//     five minutes): past its knee a shard's log can stay short while the
+//     work waits as jobs its workers cannot take, and instances stop
+//     completing. A job-based user task is a person's work and left out.
 //
-// Over QueueTarget the shard is paced: new instances at most at the rate
-// that brings its queue to the target, (capacity − (queue − target
+// Over QueueTarget the shard is paced. Held by its job workers, new
+// instances at most at the rate instances complete (less while the wait
+// is over the target, more while it is well under and the pace refused
+// work). Held by its log, at most at the rate that brings its queue to
+// the target, (capacity − (queue − target
 // queue) ÷ drainTime) ÷ records written per instance, a token bucket on
 // the placement path. Its capacity is the rate it processed at the last
 // time it held a queue through a whole interval (what it can do now: a
@@ -76,6 +85,16 @@ const (
 	// kWeight is the weight of a reading in records per instance, an
 	// average: one second of a bursty job stream says little.
 	kWeight = 0.25
+	// jobWindow is how far back the least time a job was open is taken:
+	// what working one takes, without a queue.
+	jobWindow = 5 * time.Minute
+	// jobSamples is the fewest readings a job's wait is compared with.
+	jobSamples = 10
+	// jobTargets is how many queue targets a job may wait beyond what
+	// working it takes before its shard is paced.
+	jobTargets = 4
+	// completionWeight is a reading's weight in the completion rate.
+	completionWeight = 0.5
 	// minShare is the least share of a shard's instances a proxy paces
 	// for: one that placed none lately still gets a trickle.
 	minShare = 0.05
@@ -88,6 +107,8 @@ type pacingReading struct {
 	at                            time.Time
 	lag, committed, processed     float64
 	created, latencySum, latCount float64
+	// root instances ended, jobs open and ended (not user tasks)
+	ended, jobsOpen, jobsEnded float64
 }
 
 // pacer paces one shard's new instances. The placement path reads it
@@ -111,6 +132,16 @@ type pacer struct {
 	capacityAt time.Time
 	perInst    float64 // records written per instance created (0: not seen yet)
 	share      float64 // of the shard's new instances, this proxy's
+	completion float64 // root instances ended a second, on average
+	lastRate   float64 // the pace set last, for the whole shard (instances/s)
+	// jobTimes are the times a job was open (Little's law), newest last,
+	// within jobWindow: their least is what working a job takes.
+	jobTimes []timedValue
+}
+
+type timedValue struct {
+	at time.Time
+	v  float64
 }
 
 // admits reports whether the shard takes a new instance at now.
@@ -157,7 +188,8 @@ func (pc *pacer) observe(r pacingReading, target time.Duration, partitions int, 
 	pc.prev, pc.havePrev = r, true
 	st := pacingStatus{state: proxyapi.AdmissionOpen, perInstance: pc.perInst}
 	dt := r.at.Sub(prev.at).Seconds()
-	if off || !had || dt <= 0 || r.committed < prev.committed || r.processed < prev.processed || r.created < prev.created || r.latCount < prev.latCount {
+	if off || !had || dt <= 0 || r.committed < prev.committed || r.processed < prev.processed || r.created < prev.created || r.latCount < prev.latCount ||
+		r.ended < prev.ended || r.jobsEnded < prev.jobsEnded {
 		// No rate to read (a first reading, or a partition's leader
 		// changed and its counters restarted): the last decision holds.
 		st.state, st.capacity = pc.stateName(), pc.known(r.at)
@@ -172,7 +204,15 @@ func (pc *pacer) observe(r pacingReading, target time.Duration, partitions int, 
 	processed, written := (r.processed-prev.processed)/dt, (r.committed-prev.committed)/dt
 	created := r.created - prev.created
 	standing := min(prev.lag, r.lag)
-	saturated := standing >= congestedLag
+	// Saturated: a queue stood through the interval and the records it
+	// processed waited in it (or none was processed). Records written
+	// just before each reading stand too, and say nothing of its speed.
+	var latency float64
+	n := r.latCount - prev.latCount
+	if n > 0 {
+		latency = (r.latencySum - prev.latencySum) / n
+	}
+	saturated := standing >= congestedLag && (n == 0 || latency >= target.Seconds()/2)
 	if saturated {
 		// Zero too: a queue nothing is processed from.
 		pc.capacity, pc.capacityAt = processed, r.at
@@ -196,10 +236,6 @@ func (pc *pacer) observe(r pacingReading, target time.Duration, partitions int, 
 	}
 	// The queue delay: the latency the processed records report, or the
 	// standing queue at the rate it is worked off.
-	var latency float64
-	if n := r.latCount - prev.latCount; n > 0 {
-		latency = (r.latencySum - prev.latencySum) / n
-	}
 	delay := latency
 	switch {
 	case standing > 0 && current > 0:
@@ -207,6 +243,12 @@ func (pc *pacer) observe(r pacingReading, target time.Duration, partitions int, 
 	case saturated:
 		delay = math.Inf(1) // a queue and nothing processed
 	}
+	pc.completion += completionWeight * ((r.ended-prev.ended)/dt - pc.completion)
+	// A job's wait is held to jobTargets targets: a worker fleet's own
+	// rhythm (batches, streams refilled) makes it noisier than the log's.
+	jobWait := pc.jobWait(r, (r.jobsEnded-prev.jobsEnded)/dt) / jobTargets
+	jobBound := jobWait > delay
+	delay = max(delay, jobWait)
 	st.queueDelay = delay
 
 	if refused && !saturated && capacity > 0 && delay < target.Seconds()/2 && r.lag/capacity < target.Seconds()/2 {
@@ -234,33 +276,88 @@ func (pc *pacer) observe(r pacingReading, target time.Duration, partitions int, 
 
 	// The rate in records: paced, what brings the queue to the target
 	// within drainTime; else a ceiling over the known capacity.
-	var records float64
+	// Held by its job workers, what completes, less while the jobs'
+	// wait is over the target and more while it is well under and the
+	// pace refused work.
+	var records, instances float64
 	switch {
+	case pc.paced && jobBound:
+		gain := 1.0
+		switch {
+		case delay > target.Seconds():
+			gain = 1 - min(0.5, (delay-target.Seconds())/drainTime.Seconds())
+		case delay < target.Seconds()/2 && refused:
+			gain = probeGain
+		}
+		instances = gain * pc.completion
 	case pc.paced:
 		records = current - (r.lag-target.Seconds()*current)/drainTime.Seconds()
 	case capacity > 0:
 		records = ceiling * capacity
 	}
 	st.state = pc.stateName()
-	if (!pc.paced && capacity == 0) || pc.perInst == 0 {
+	if pc.perInst > 0 && records > 0 {
+		instances = records / pc.perInst
+	}
+	if pc.paced && refused && delay < target.Seconds()/2 {
+		// Calm, and work was refused: the shard may take more than it
+		// is measured to while paced (what it processes or completes
+		// is what the pace lets it), so the pace probes up.
+		instances = max(instances, probeGain*pc.lastRate)
+	}
+	if !pc.paced && (capacity == 0 || pc.perInst == 0) {
 		// Nothing known to pace by.
 		pc.capped.Store(false)
 		return st
 	}
 	floor := minPacedRate * float64(max(partitions, 1))
-	st.rate = max(floor, records/pc.perInst) * max(pc.share, minShare)
+	pc.lastRate = max(floor, instances)
+	st.rate = pc.lastRate * max(pc.share, minShare)
 	pc.bucket.SetLimitAt(r.at, rate.Limit(st.rate))
 	pc.bucket.SetBurstAt(r.at, max(1, int(math.Ceil(st.rate*burstTime.Seconds()))))
 	pc.capped.Store(true)
-	if pc.paced {
+	switch {
+	case pc.paced && jobBound:
+		st.reason = fmt.Sprintf("jobs wait %s for their workers (target %s): %s new instances/s, what completes (%.1f/s)",
+			human.Latency(delay*jobTargets), human.Latency(jobTargets*target.Seconds()), human.Rate(st.rate), pc.completion)
+	case pc.paced:
 		queue := "records not processed at all"
 		if !math.IsInf(delay, 0) {
 			queue = "queue " + human.Latency(delay)
 		}
-		st.reason = fmt.Sprintf("%s over the %s target: %.0f new instances/s keep it there (%.0f records/s, %.1f an instance)",
-			queue, human.Latency(target.Seconds()), st.rate, current, pc.perInst)
+		st.reason = fmt.Sprintf("%s (target %s): %s new instances/s keep it there (%.0f records/s, %.1f an instance)",
+			queue, human.Latency(target.Seconds()), human.Rate(st.rate), current, pc.perInst)
 	}
 	return st
+}
+
+// jobWait is how much longer than working one takes a job now waits for
+// its worker: the jobs open ÷ those ending a second (Little's law), less
+// what it was at the 10th percentile over jobWindow (a reading that found
+// no job open says nothing of what working one takes). A job that takes
+// its worker ten minutes by design is ten minutes' work, not a queue;
+// the same job waiting longer than that is. 0 with no job ending, or
+// fewer than jobSamples readings to compare with.
+func (pc *pacer) jobWait(r pacingReading, ending float64) float64 {
+	cut := 0
+	for cut < len(pc.jobTimes) && r.at.Sub(pc.jobTimes[cut].at) > jobWindow {
+		cut++
+	}
+	pc.jobTimes = pc.jobTimes[cut:]
+	if ending <= 0 {
+		return 0
+	}
+	open := r.jobsOpen / ending
+	pc.jobTimes = append(pc.jobTimes, timedValue{r.at, open})
+	if len(pc.jobTimes) < jobSamples {
+		return 0
+	}
+	times := make([]float64, len(pc.jobTimes))
+	for i, t := range pc.jobTimes {
+		times[i] = t.v
+	}
+	slices.Sort(times)
+	return max(0, open-times[len(times)/10])
 }
 
 func (pc *pacer) stateName() string {

@@ -5,7 +5,7 @@ COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 DATE     ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 LDFLAGS  := -X $(PKG).version=$(VERSION) -X $(PKG).commit=$(COMMIT) -X $(PKG).date=$(DATE)
 
-.PHONY: build test test-long bench bench-tui bench-sim bench-proxy bench-rest bench-search bench-jobs bench-drift bench-capacity bench-registry bench-registry-floor bench-registry-probe bench-resilience fuzz lint snapshot completions clean
+.PHONY: build test test-long bench bench-tui bench-sim bench-proxy bench-rest bench-search bench-jobs bench-drift bench-capacity bench-overload bench-registry bench-registry-floor bench-registry-probe bench-resilience fuzz lint snapshot completions clean
 
 build: ## bin/shardctl with version stamped
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/shardctl ./cmd/shardctl
@@ -41,6 +41,9 @@ bench-jobs: ## the job path: proxy CPU per completed job beside HAProxy's, real 
 
 bench-capacity: ## the headline: probe capacity against one simulated monolith and against the proxy over four, same process and stages (CAPACITY_STAGE, default 10s), knees and their ratio
 	go test -run '^$$' -bench FederationHeadline -benchtime 1x -timeout 60m ./probes/capacity/
+
+bench-overload: ## overload past the knee: the proxy over four --degrade simulators offered 1, 1.5, 2 and 3 times the federation's knee (probe capacity, same run), the three-task streamed process and a one-task one, admission on and --instance-limit -1 beside it; a process with a 10-minute timer stepped from 10% to 60% of the knee, then 2x
+	go test -run '^$$' -bench Overload -benchtime 1x -timeout 120m ./probes/capacity/
 
 bench-registry-floor: ## registrations at 50 concurrent against the memory-store registry and against a net/http endpoint that keeps nothing (the floor of the HTTP stack here), separate processes, 3 rounds, medians and ratios
 	go test -run '^$$' -bench RegisterFloor -benchtime 1x -timeout 20m ./probes/registryprobe/

@@ -30,26 +30,14 @@ var monolith = []string{"--partitions", "1", "--capacity", "200", "--degrade", "
 //	go test -run '^$' -bench FederationHeadline -benchtime 1x -timeout 30m ./probes/capacity/
 func BenchmarkFederationHeadline(b *testing.B) {
 	bin := proctest.Build(b)
-	stage := 10 * time.Second
-	if s := os.Getenv("CAPACITY_STAGE"); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil {
-			b.Fatalf("CAPACITY_STAGE: %v", err)
-		}
-		stage = d
-	}
 	// The published stop conditions: the federation's run ends once it
 	// refuses more than 1% of the offers, the monolith's once its
 	// completions collapse.
-	cfg := Config{Warmup: 2 * stage, Start: 20, Stage: stage, Stream: true}
+	cfg := headlineConfig(b)
+	stage := cfg.Stage
 
-	one := proctest.Start(b, bin, nil, append([]string{"sim", "serve", "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0"}, monolith...)...)
-	args := []string{"proxy", "serve", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"}
-	for i := range 4 {
-		s := proctest.Start(b, bin, nil, append([]string{"sim", "serve", "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0"}, monolith...)...)
-		args = append(args, "--shard", fmt.Sprintf("shard-%d=%s,metrics=%s", i+1, s.Addr, s.Line(b, "metrics on ")))
-	}
-	proxy := proctest.Start(b, bin, nil, args...)
+	one := startMonolith(b, bin)
+	proxy := startFederation(b, bin).proxy
 
 	var reps [2]Report
 	for range b.N {
@@ -98,6 +86,53 @@ func BenchmarkFederationHeadline(b *testing.B) {
 	b.ReportMetric(single.Knee, "knee-one/s")
 	b.ReportMetric(fed.Knee, "knee-federation/s")
 	b.ReportMetric(fed.Knee/single.Knee, "ratio")
+}
+
+// headlineConfig is the headline's probe: a warm-up of two stages at
+// 20/s, then stages of $CAPACITY_STAGE (default 10 s), the built-in
+// process with its jobs streamed.
+func headlineConfig(b *testing.B) Config {
+	stage := envDuration(b, "CAPACITY_STAGE", 10*time.Second)
+	return Config{Warmup: 2 * stage, Start: 20, Stage: stage, Stream: true}
+}
+
+// envDuration is the duration in $name, or def when it is not set.
+func envDuration(b *testing.B, name string, def time.Duration) time.Duration {
+	s := os.Getenv(name)
+	if s == "" {
+		return def
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		b.Fatalf("%s=%q: want a duration above 0 (%v)", name, s, err)
+	}
+	return d
+}
+
+// startMonolith starts one simulated monolith; it stops when the
+// benchmark ends.
+func startMonolith(b *testing.B, bin string) *proctest.Process {
+	return proctest.Start(b, bin, nil, append([]string{"sim", "serve", "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0"}, monolith...)...)
+}
+
+// federation is the proxy in front of four simulated monoliths.
+type federation struct {
+	proxy *proctest.Process
+	// admin is the proxy's GET /shards URL.
+	admin string
+}
+
+// startFederation starts four simulated monoliths and the proxy over
+// them, which reads each one's backlog from its metrics, with its
+// default flags and proxyArgs; all stop when the benchmark ends.
+func startFederation(b *testing.B, bin string, proxyArgs ...string) federation {
+	args := append([]string{"proxy", "serve", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"}, proxyArgs...)
+	for i := range 4 {
+		s := startMonolith(b, bin)
+		args = append(args, "--shard", fmt.Sprintf("shard-%d=%s,metrics=%s", i+1, s.Addr, s.Line(b, "metrics on ")))
+	}
+	proxy := proctest.Start(b, bin, nil, args...)
+	return federation{proxy: proxy, admin: proxy.Line(b, "admin on ")}
 }
 
 type past struct{ started, share, refused float64 }

@@ -12,9 +12,14 @@ import (
 // as the simulator's --degrade plays an overloaded Zeebe.
 type modelShard struct {
 	capacity, perInstance, degradeAt float64
+	// workers complete at most this many jobs a second (0: the shard's
+	// one job per instance is done as soon as it is created); an
+	// instance ends with its job.
+	workers float64
 
 	queue, committed, processed, created float64
 	latencySum, latencyCount             float64
+	jobsOpen, jobsEnded                  float64
 }
 
 func (m *modelShard) rate() float64 {
@@ -33,17 +38,26 @@ func (m *modelShard) step(dt float64) {
 	m.latencyCount += n
 	m.queue -= n
 	m.processed += n
+	if m.workers > 0 {
+		done := min(m.jobsOpen, m.workers*dt)
+		m.jobsOpen -= done
+		m.jobsEnded += done
+	}
 }
 
 func (m *modelShard) place() {
 	m.queue += m.perInstance
 	m.committed += m.perInstance
 	m.created++
+	if m.workers > 0 {
+		m.jobsOpen++
+	}
 }
 
 func (m *modelShard) reading(at time.Time) pacingReading {
 	return pacingReading{at: at, lag: math.Round(m.queue), committed: m.committed, processed: m.processed,
-		created: m.created, latencySum: m.latencySum, latCount: m.latencyCount}
+		created: m.created, latencySum: m.latencySum, latCount: m.latencyCount,
+		ended: m.jobsEnded, jobsOpen: m.jobsOpen, jobsEnded: m.jobsEnded}
 }
 
 // stretch is a load held for secs: offered instances a second, and
@@ -151,6 +165,24 @@ func TestPacing(t *testing.T) {
 		}
 		if o := out[2]; o.maxQueue > 100 || o.firstRefusal > 0.2 {
 			t.Errorf("3x after a known capacity: queue %.0f, first refusal after %.2f s: want refused at once, the queue under 100", o.maxQueue, o.firstRefusal)
+		}
+	})
+	t.Run("held by its job workers", func(t *testing.T) {
+		// The log is far from its knee (1000 records/s, 5 an instance:
+		// 200 instances/s); the workers complete 50 jobs a second. Past
+		// that, jobs wait, and the shard is paced at what completes.
+		shard := &modelShard{capacity: 1000, perInstance: 5, workers: 50}
+		out := drive(t, shard, []stretch{{60, 30}, {60, 100}}, DefaultQueueTarget)
+		if o := out[0]; o.firstRefusal >= 0 {
+			t.Errorf("30/s under the workers' 50: refused from %.1f s", o.firstRefusal)
+		}
+		o := out[1]
+		t.Logf("twice the workers' rate: admitted %.1f/s, refused %.1f/s, first refusal after %.1f s, %.0f jobs open at the end", o.admitted, o.refused, o.firstRefusal, shard.jobsOpen)
+		if o.admitted < 0.9*50 || o.admitted > 1.1*50 {
+			t.Errorf("admitted %.1f/s: want the workers' 50/s within 10%%", o.admitted)
+		}
+		if shard.jobsOpen > 100 {
+			t.Errorf("%.0f jobs open: want the wait held near its target, not growing", shard.jobsOpen)
 		}
 	})
 	t.Run("pacing ends once the load fits", func(t *testing.T) {

@@ -131,9 +131,11 @@ keeps the deployment ledger there, shared by every proxy replica.
 Admission: every --backlog-interval the proxy reads each shard's queue
 from its metrics: how long its records wait to be processed (the stream
 processor's latency, or the records left unprocessed at the rate it
-processes them). Over --queue-target the shard is paced: new instances
-at most at the rate that brings its queue back to the target, which is
-what it processes over the records an instance writes; the rest are
+processes them), and how much longer than working one its jobs wait for
+their workers (held to four targets). Over --queue-target the shard is
+paced: new instances at most at the rate that brings its queue back to
+the target (what it processes over the records an instance writes), or,
+held by its workers, at the rate instances complete; the rest are
 refused with RESOURCE_EXHAUSTED (503) at once, or go to a shard with
 room. Instances that wait on purpose (timers, user tasks, messages)
 write nothing while they wait and are not a queue. A shard once

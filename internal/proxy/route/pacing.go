@@ -12,6 +12,7 @@ import (
 
 	"github.com/shardctl/shardctl/internal/human"
 	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
+	"github.com/shardctl/shardctl/internal/signals"
 )
 
 // Pacing: admission by the shard's own queue. A shard past its knee is
@@ -136,12 +137,7 @@ type pacer struct {
 	lastRate   float64 // the pace set last, for the whole shard (instances/s)
 	// jobTimes are the times a job was open (Little's law), newest last,
 	// within jobWindow: their least is what working a job takes.
-	jobTimes []timedValue
-}
-
-type timedValue struct {
-	at time.Time
-	v  float64
+	jobTimes signals.Series
 }
 
 // admits reports whether the shard takes a new instance at now.
@@ -339,22 +335,18 @@ func (pc *pacer) observe(r pacingReading, target time.Duration, partitions int, 
 // the same job waiting longer than that is. 0 with no job ending, or
 // fewer than jobSamples readings to compare with.
 func (pc *pacer) jobWait(r pacingReading, ending float64) float64 {
-	cut := 0
-	for cut < len(pc.jobTimes) && r.at.Sub(pc.jobTimes[cut].at) > jobWindow {
-		cut++
-	}
-	pc.jobTimes = pc.jobTimes[cut:]
+	pc.jobTimes = pc.jobTimes.Since(r.at.Add(-jobWindow))
 	if ending <= 0 {
 		return 0
 	}
 	open := r.jobsOpen / ending
-	pc.jobTimes = append(pc.jobTimes, timedValue{r.at, open})
+	pc.jobTimes = append(pc.jobTimes, signals.Point{T: r.at, V: open})
 	if len(pc.jobTimes) < jobSamples {
 		return 0
 	}
 	times := make([]float64, len(pc.jobTimes))
 	for i, t := range pc.jobTimes {
-		times[i] = t.v
+		times[i] = t.V
 	}
 	slices.Sort(times)
 	return max(0, open-times[len(times)/10])

@@ -336,12 +336,15 @@ func (l *loaded) shards(t *testing.T) []proxyapi.ShardStatus {
 	return doc.Shards
 }
 
-// Offered 1.5× the federation's knee, four simulators with --degrade
+// Offered twice the federation's knee, four simulators with --degrade
 // (past its knee a simulator serves new instances first and completes
 // fewer the more it accepts): the proxy refuses the excess with
 // RESOURCE_EXHAUSTED, and what it accepts completes at the knee's rate.
 // The knee is measured first in the same run, the published way: stages
-// of a rising rate, the last one taken whole and completed.
+// of a rising rate, the last one taken whole and completed. Admission
+// paces a shard a little before its log is full, so the knee measured
+// through it reads low, by up to a third here: 1.5 times it can fit
+// under the shards' real knee, twice it cannot.
 func TestOverloadPastTheKnee(t *testing.T) {
 	t.Parallel()
 	l := startLoaded(t, 30, []string{"--partitions", "1", "--capacity", "50", "--degrade", "--backlog-limit", "-1"})
@@ -368,10 +371,10 @@ func TestOverloadPastTheKnee(t *testing.T) {
 		knee = rate
 	}
 	if knee == 0 {
-		t.Fatal("the federation did not complete the first stage: no knee to offer 1.5 times")
+		t.Fatal("the federation did not complete the first stage: no knee to offer twice")
 	}
 
-	offered := knee * 3 / 2
+	offered := knee * 2
 	l.rate.Store(int64(offered))
 	step := time.Now()
 	// The first window fills each shard's instance limit; then windows of
@@ -389,7 +392,7 @@ func TestOverloadPastTheKnee(t *testing.T) {
 		t.Logf("offered %d/s (knee %d/s), %v–%v after the step: accepted %.1f/s, refused %.1f/s, failed %d, completed %.1f/s (%.0f%% of the knee)",
 			offered, knee, from.Sub(step), to.Sub(step), perSec(created, window), perSec(refused, window), failed, perSec(completed, window), 100*perSec(completed, window)/float64(knee))
 		if refused == 0 {
-			t.Errorf("window %d: nothing refused at 1.5 times the knee", i+1)
+			t.Errorf("window %d: nothing refused at twice the knee", i+1)
 		}
 		if failed > 0 {
 			t.Errorf("window %d: %d creates failed with another code than RESOURCE_EXHAUSTED", i+1, failed)

@@ -29,15 +29,43 @@ const DefinitionsHead = `<?xml version="1.0" encoding="UTF-8"?>
 
 // Process is a BPMN process of one service task per job type, in a line.
 func Process(id string, jobTypes ...string) []byte {
+	steps := make([]Step, len(jobTypes))
+	for i, typ := range jobTypes {
+		steps[i] = Task(typ)
+	}
+	return ProcessOf(id, steps...)
+}
+
+// Step is one element of a process in a line: a service task or a
+// timer to wait on.
+type Step struct {
+	jobType string // a service task's
+	timer   string // an ISO 8601 duration to wait
+}
+
+// Task is a service task of a job type.
+func Task(jobType string) Step { return Step{jobType: jobType} }
+
+// Timer is an intermediate timer catch event of an ISO 8601 duration
+// ("PT10M"): the instance waits there, holding no job and writing no
+// record until it fires.
+func Timer(duration string) Step { return Step{timer: duration} }
+
+// ProcessOf is a BPMN process of the steps, in a line.
+func ProcessOf(id string, steps ...Step) []byte {
 	var b strings.Builder
 	b.WriteString(DefinitionsHead)
 	fmt.Fprintf(&b, `<bpmn:process id="%s" isExecutable="true"><bpmn:startEvent id="start"/>`, id)
 	prev := "start"
-	for i, typ := range jobTypes {
-		task := fmt.Sprintf("t%d", i+1)
-		fmt.Fprintf(&b, `<bpmn:serviceTask id="%s"><bpmn:extensionElements><zeebe:taskDefinition type="%s"/></bpmn:extensionElements></bpmn:serviceTask>`, task, typ)
-		fmt.Fprintf(&b, `<bpmn:sequenceFlow id="f%s" sourceRef="%s" targetRef="%s"/>`, task, prev, task)
-		prev = task
+	for i, st := range steps {
+		el := fmt.Sprintf("t%d", i+1)
+		if st.timer != "" {
+			fmt.Fprintf(&b, `<bpmn:intermediateCatchEvent id="%s"><bpmn:timerEventDefinition><bpmn:timeDuration>%s</bpmn:timeDuration></bpmn:timerEventDefinition></bpmn:intermediateCatchEvent>`, el, st.timer)
+		} else {
+			fmt.Fprintf(&b, `<bpmn:serviceTask id="%s"><bpmn:extensionElements><zeebe:taskDefinition type="%s"/></bpmn:extensionElements></bpmn:serviceTask>`, el, st.jobType)
+		}
+		fmt.Fprintf(&b, `<bpmn:sequenceFlow id="f%s" sourceRef="%s" targetRef="%s"/>`, el, prev, el)
+		prev = el
 	}
 	fmt.Fprintf(&b, `<bpmn:endEvent id="end"/><bpmn:sequenceFlow id="fend" sourceRef="%s" targetRef="end"/></bpmn:process></bpmn:definitions>`, prev)
 	return []byte(b.String())

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"net/http"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/shardctl/shardctl/internal/bpmn"
 	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/load"
 	"github.com/shardctl/shardctl/internal/proctest"
@@ -71,5 +73,39 @@ func TestRESTErrors(t *testing.T) {
 	budget.Eventually(t, 10*time.Second, "the partition to be full", func() bool { return s.QueueLength()[0] == 1 })
 	if _, err := c.Create(ctx, "bp"); !errors.Is(err, load.ErrRefused) {
 		t.Errorf("create on a full partition: %v, want ErrRefused", err)
+	}
+}
+
+// A process in a line parses as the simulator reads it: each step its
+// element, in order, a timer waiting its duration.
+func TestProcessOf(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		data  []byte
+		steps []string // job type, or the timer's wait
+	}{
+		{"tasks", load.Process("p", "a", "b"), []string{"a", "b"}},
+		{"a timer between two tasks", load.ProcessOf("p", load.Task("a"), load.Timer("PT10M"), load.Task("b")), []string{"a", "10m0s", "b"}},
+		{"nothing but a timer", load.ProcessOf("p", load.Timer("PT1S")), []string{"1s"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			procs, err := bpmn.Parse("p.bpmn", tc.data)
+			if err != nil || len(procs) != 1 {
+				t.Fatalf("parse: %v (%d processes)", err, len(procs))
+			}
+			var got []string
+			for el := procs[0].NoneStart; len(el.Outgoing) == 1; {
+				el = el.Outgoing[0].Target
+				switch {
+				case el.JobType != "":
+					got = append(got, el.JobType)
+				case el.TimerDuration > 0:
+					got = append(got, el.TimerDuration.String())
+				}
+			}
+			if !slices.Equal(got, tc.steps) {
+				t.Errorf("steps %v, want %v", got, tc.steps)
+			}
+		})
 	}
 }

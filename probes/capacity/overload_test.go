@@ -44,14 +44,7 @@ const (
 // timerProcess is start → task A → a ten-minute timer → task B → end:
 // an instance leaves its shard's queue once A is done and stays in
 // flight, waiting, for ten minutes.
-var timerProcess = []byte(load.DefinitionsHead + `<bpmn:process id="shardctl-timer" isExecutable="true"><bpmn:startEvent id="start"/>` +
-	`<bpmn:serviceTask id="a"><bpmn:extensionElements><zeebe:taskDefinition type="` + timerTaskA + `"/></bpmn:extensionElements></bpmn:serviceTask>` +
-	`<bpmn:intermediateCatchEvent id="wait"><bpmn:timerEventDefinition><bpmn:timeDuration>PT10M</bpmn:timeDuration></bpmn:timerEventDefinition></bpmn:intermediateCatchEvent>` +
-	`<bpmn:serviceTask id="b"><bpmn:extensionElements><zeebe:taskDefinition type="` + timerTaskB + `"/></bpmn:extensionElements></bpmn:serviceTask>` +
-	`<bpmn:endEvent id="end"/>` +
-	`<bpmn:sequenceFlow id="f1" sourceRef="start" targetRef="a"/><bpmn:sequenceFlow id="f2" sourceRef="a" targetRef="wait"/>` +
-	`<bpmn:sequenceFlow id="f3" sourceRef="wait" targetRef="b"/><bpmn:sequenceFlow id="f4" sourceRef="b" targetRef="end"/>` +
-	`</bpmn:process></bpmn:definitions>`)
+var timerProcess = load.ProcessOf("shardctl-timer", load.Task(timerTaskA), load.Timer("PT10M"), load.Task(timerTaskB))
 
 // BenchmarkOverload is admission measured past the knee. For the
 // built-in three-task process and a one-task one (jobs streamed): the

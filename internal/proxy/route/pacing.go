@@ -39,8 +39,8 @@ import (
 //
 // Over QueueTarget the shard is paced. Held by its job workers, new
 // instances at most at the rate instances complete (less while the wait
-// is over the target, more while it is well under and the pace refused
-// work). Held by its log, at most at the rate that brings its queue to
+// is over the target, more while it is under and the pace refused work:
+// by probeGain under half the target, nearGain over). Held by its log, at most at the rate that brings its queue to
 // the target, (capacity − (queue − target
 // queue) ÷ drainTime) ÷ records written per instance, a token bucket on
 // the placement path. Its capacity is the rate it processed at the last
@@ -74,6 +74,12 @@ const (
 	// work while no queue stood.
 	ceiling   = 1.1
 	probeGain = 1.25
+	// nearGain is the probe's gain while the queue is under the target
+	// but over half of it: a pace that refuses work there may sit below
+	// what the shard can do (a worker fleet's wait does not fall when
+	// its load does), so it rises, more gently, until the queue says it
+	// is past.
+	nearGain = 1.05
 	// calmReadings under half the target, with nothing refused, end
 	// pacing.
 	calmReadings = 3
@@ -273,8 +279,8 @@ func (pc *pacer) observe(r pacingReading, target time.Duration, partitions int, 
 	// The rate in records: paced, what brings the queue to the target
 	// within drainTime; else a ceiling over the known capacity.
 	// Held by its job workers, what completes, less while the jobs'
-	// wait is over the target and more while it is well under and the
-	// pace refused work.
+	// wait is over the target and more while it is under and the pace
+	// refused work.
 	var records, instances float64
 	switch {
 	case pc.paced && jobBound:
@@ -282,8 +288,8 @@ func (pc *pacer) observe(r pacingReading, target time.Duration, partitions int, 
 		switch {
 		case delay > target.Seconds():
 			gain = 1 - min(0.5, (delay-target.Seconds())/drainTime.Seconds())
-		case delay < target.Seconds()/2 && refused:
-			gain = probeGain
+		case refused:
+			gain = probe(delay, target)
 		}
 		instances = gain * pc.completion
 	case pc.paced:
@@ -295,11 +301,11 @@ func (pc *pacer) observe(r pacingReading, target time.Duration, partitions int, 
 	if pc.perInst > 0 && records > 0 {
 		instances = records / pc.perInst
 	}
-	if pc.paced && refused && delay < target.Seconds()/2 {
+	if pc.paced && refused && delay <= target.Seconds() {
 		// Calm, and work was refused: the shard may take more than it
 		// is measured to while paced (what it processes or completes
 		// is what the pace lets it), so the pace probes up.
-		instances = max(instances, probeGain*pc.lastRate)
+		instances = max(instances, probe(delay, target)*pc.lastRate)
 	}
 	if !pc.paced && (capacity == 0 || pc.perInst == 0) {
 		// Nothing known to pace by.
@@ -325,6 +331,15 @@ func (pc *pacer) observe(r pacingReading, target time.Duration, partitions int, 
 			queue, human.Latency(target.Seconds()), human.Rate(st.rate), current, pc.perInst)
 	}
 	return st
+}
+
+// probe is how much a pace that refused work rises at a queue delay
+// under the target: probeGain under half of it, nearGain over.
+func probe(delay float64, target time.Duration) float64 {
+	if delay < target.Seconds()/2 {
+		return probeGain
+	}
+	return nearGain
 }
 
 // jobWait is how much longer than working one takes a job now waits for

@@ -16,10 +16,17 @@ type modelShard struct {
 	// one job per instance is done as soon as it is created); an
 	// instance ends with its job.
 	workers float64
+	// batching: a job takes its workers longer the busier they are
+	// (fetched and completed in ever larger batches), 1.3 s at their
+	// rate, as a real fleet's jobs do: their wait rises long before the
+	// workers are full.
+	batching bool
+	placing  float64 // placements a second, on average (batching)
 
 	queue, committed, processed, created float64
 	latencySum, latencyCount             float64
 	jobsOpen, jobsEnded                  float64
+	placed                               float64 // since the last reading (batching)
 }
 
 func (m *modelShard) rate() float64 {
@@ -39,13 +46,19 @@ func (m *modelShard) step(dt float64) {
 	m.queue -= n
 	m.processed += n
 	if m.workers > 0 {
-		done := min(m.jobsOpen, m.workers*dt)
+		most := m.workers * dt
+		if m.batching {
+			latency := 0.1 + 1.2*min(1, m.placing/m.workers)
+			most = min(most, m.jobsOpen*dt/latency)
+		}
+		done := min(m.jobsOpen, most)
 		m.jobsOpen -= done
 		m.jobsEnded += done
 	}
 }
 
 func (m *modelShard) place() {
+	m.placed++
 	m.queue += m.perInstance
 	m.committed += m.perInstance
 	m.created++
@@ -55,6 +68,8 @@ func (m *modelShard) place() {
 }
 
 func (m *modelShard) reading(at time.Time) pacingReading {
+	m.placing += 0.5 * (m.placed - m.placing) // read every second
+	m.placed = 0
 	return pacingReading{at: at, lag: math.Round(m.queue), committed: m.committed, processed: m.processed,
 		created: m.created, latencySum: m.latencySum, latCount: m.latencyCount,
 		ended: m.jobsEnded, jobsOpen: m.jobsOpen, jobsEnded: m.jobsEnded}
@@ -183,6 +198,19 @@ func TestPacing(t *testing.T) {
 		}
 		if shard.jobsOpen > 100 {
 			t.Errorf("%.0f jobs open: want the wait held near its target, not growing", shard.jobsOpen)
+		}
+	})
+	t.Run("a pace an overload left low rises to what the workers do", func(t *testing.T) {
+		// The workers' wait rises with their load well before they are
+		// full: it sits between half the target and the target at
+		// paces well under their 60 a second, and the pace must not
+		// stay wherever the overload left it.
+		shard := &modelShard{capacity: 1000, perInstance: 5, workers: 60, batching: true}
+		out := drive(t, shard, []stretch{{60, 5}, {30, 200}, {120, 100}}, DefaultQueueTarget)
+		o := out[2]
+		t.Logf("past the workers' rate after an overload: admitted %.1f/s, refused %.1f/s, %.0f jobs open at the end", o.admitted, o.refused, shard.jobsOpen)
+		if o.admitted < 0.85*60 {
+			t.Errorf("admitted %.1f/s after the overload: want at least 85%% of the workers' 60/s", o.admitted)
 		}
 	})
 	t.Run("pacing ends once the load fits", func(t *testing.T) {

@@ -70,7 +70,40 @@ type Config struct {
 	// word is found though no call is in flight. Zero: no pings.
 	KeepAlive        time.Duration
 	KeepAliveTimeout time.Duration
+	// HandshakeTimeout (server): the client's preface and first
+	// SETTINGS (after the TLS handshake, if any) must come within it, or
+	// the connection ends: a client that connects and sends nothing, or
+	// a byte at a time, holds no descriptor for long. Zero: none.
+	HandshakeTimeout time.Duration
+	// IdleTimeout: a connection with no stream open, and none opened,
+	// for this long (found within twice it) is sent GOAWAY and ends.
+	// Zero: never.
+	IdleTimeout time.Duration
+	// ResetBudget (server): how many more streams the peer may reset
+	// before this side answered them than it let complete. Spent, the
+	// connection is sent GOAWAY ENHANCE_YOUR_CALM and ends: the
+	// rapid-reset attack (CVE-2023-44487) opens streams and resets them
+	// at once, so that the server starts work the limit of concurrent
+	// streams never counts. A completed stream earns one back, and the
+	// whole budget refills over resetRefill, so that a client that
+	// cancels now and then is never cut off. Zero: none.
+	ResetBudget int
+	// CutOff, if set, hears why this side ended a peer's connection for
+	// its conduct (server), once a connection.
+	CutOff func(CutOff)
 }
+
+// CutOff is why a server ended a client's connection for its conduct.
+type CutOff string
+
+// Reasons a server cuts a client off.
+const (
+	CutResets    CutOff = "resets"    // over its ResetBudget
+	CutHandshake CutOff = "handshake" // no preface and SETTINGS within HandshakeTimeout
+)
+
+// resetRefill is how long a spent ResetBudget takes to refill whole.
+const resetRefill = 10 * time.Second
 
 func (c *Config) withDefaults() Config {
 	out := *c
@@ -185,6 +218,18 @@ type Conn struct {
 	lastRead  atomic.Int64
 	keepAlive *time.Timer
 	pingedAt  time.Time
+
+	// handshook: the peer's preface and first SETTINGS came (server).
+	handshook atomic.Bool
+	handshake *time.Timer
+	// streamEvents counts the streams opened and closed (c.mu), idleSeen
+	// what it was at the idle timer's last look.
+	streamEvents, idleSeen uint64
+	idle                   *time.Timer
+	// resetTokens is what is left of ResetBudget (c.mu), as of resetAt.
+	resetTokens float64
+	resetAt     time.Time
+	cutOff      sync.Once
 }
 
 // outBuf collects encoded frames; the writer swaps it out whole and
@@ -283,11 +328,18 @@ func (c *Conn) start(preface func() error) {
 		_ = c.cfr.WriteWindowUpdate(0, uint32(more))
 		c.recvWindow += more
 	}
+	c.resetTokens, c.resetAt = float64(c.cfg.ResetBudget), time.Now()
 	c.mu.Unlock()
 	c.wakeWriter()
 	c.lastRead.Store(time.Now().UnixNano())
 	if c.cfg.KeepAlive > 0 {
 		c.keepAlive = time.AfterFunc(c.cfg.KeepAlive, c.checkAlive)
+	}
+	if c.server && c.cfg.HandshakeTimeout > 0 {
+		c.handshake = time.AfterFunc(c.cfg.HandshakeTimeout, c.checkHandshake)
+	}
+	if c.cfg.IdleTimeout > 0 {
+		c.idle = time.AfterFunc(c.cfg.IdleTimeout, c.checkIdle)
 	}
 	go c.writeLoop()
 	go func() {
@@ -304,8 +356,10 @@ func (c *Conn) start(preface func() error) {
 		if c.sock != nil {
 			c.sock.Stop()
 		}
-		if c.keepAlive != nil {
-			c.keepAlive.Stop()
+		for _, t := range []*time.Timer{c.keepAlive, c.handshake, c.idle} {
+			if t != nil {
+				t.Stop()
+			}
 		}
 		<-c.writerEnd
 		close(c.done)

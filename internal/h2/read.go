@@ -130,6 +130,10 @@ func (c *Conn) parseFrame() error {
 		if sf, ok := f.(*http2.SettingsFrame); !ok || sf.IsAck() {
 			return c.connError(http2.ErrCodeProtocol, "the first frame must be SETTINGS")
 		}
+		c.handshook.Store(true)
+		if c.handshake != nil {
+			c.handshake.Stop()
+		}
 	}
 	switch f := f.(type) {
 	case *http2.SettingsFrame:
@@ -461,9 +465,13 @@ func (c *Conn) onReset(f *http2.RSTStreamFrame) error {
 		}
 		return nil
 	}
+	within := c.spendResetLocked(s)
 	c.closeStreamLocked(s)
 	c.mu.Unlock()
 	c.h.Closed(s, http2.StreamError{StreamID: f.StreamID, Code: f.ErrCode, Cause: errResetByPeer})
+	if !within {
+		return c.resetsSpent()
+	}
 	return nil
 }
 

@@ -49,6 +49,7 @@ func (s *Stream) Conn() *Conn { return s.c }
 func (c *Conn) newStreamLocked(id uint32) *Stream {
 	s := &Stream{c: c, id: id, window: int64(c.peerInitWindow), recvWindow: int64(c.cfg.StreamWindow), wantLen: -1}
 	c.streams[id] = s
+	c.streamEvents++
 	return s
 }
 
@@ -346,6 +347,10 @@ func (c *Conn) closeStreamLocked(s *Stream) {
 	s.pending = nil
 	s.notifyDrained()
 	delete(c.streams, s.id)
+	c.streamEvents++
+	if s.peerEnded && s.sentEnd {
+		c.earnResetLocked()
+	}
 	if c.goingAway && len(c.streams) == 0 {
 		c.stopReading()
 	}

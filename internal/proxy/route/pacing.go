@@ -301,11 +301,17 @@ func (pc *pacer) observe(r pacingReading, target time.Duration, partitions int, 
 	if pc.perInst > 0 && records > 0 {
 		instances = records / pc.perInst
 	}
-	if pc.paced && refused && delay <= target.Seconds() {
+	switch {
+	case pc.paced && refused && delay <= target.Seconds():
 		// Calm, and work was refused: the shard may take more than it
 		// is measured to while paced (what it processes or completes
 		// is what the pace lets it), so the pace probes up.
 		instances = max(instances, probe(delay, target)*pc.lastRate)
+	case pc.paced && !refused && delay <= target.Seconds():
+		// The pace refused nothing: what the shard completed or
+		// processed is what it was offered, not what it can do (a lull
+		// in the load, or the end of one), and the pace holds.
+		instances = max(instances, pc.lastRate)
 	}
 	if !pc.paced && (capacity == 0 || pc.perInst == 0) {
 		// Nothing known to pace by.

@@ -213,6 +213,20 @@ func TestPacing(t *testing.T) {
 			t.Errorf("admitted %.1f/s after the overload: want at least 85%% of the workers' 60/s", o.admitted)
 		}
 	})
+	t.Run("a lull does not lower the pace", func(t *testing.T) {
+		// What completes in a lull is what was offered: the knee
+		// offered again after one is taken within seconds, not probed
+		// back up from the floor.
+		for name, shard := range map[string]*modelShard{
+			"held by its log":         newShard(),
+			"held by its job workers": {capacity: 1000, perInstance: 5, workers: knee},
+		} {
+			out := drive(t, shard, []stretch{{30, 2 * knee}, {2, 0}, {6, knee}}, DefaultQueueTarget)
+			if o := out[2]; o.admitted < 0.9*knee {
+				t.Errorf("%s, the knee offered after a lull: admitted %.1f/s, refused %.1f/s in its last 3 s: want at least 90%% of it", name, o.admitted, o.refused)
+			}
+		}
+	})
 	t.Run("pacing ends once the load fits", func(t *testing.T) {
 		out := drive(t, newShard(), []stretch{{30, 2 * knee}, {10, 0.7 * knee}}, DefaultQueueTarget)
 		if o := out[1]; o.paced || o.refused > 0 {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -115,5 +116,58 @@ func TestProxyServeSizesProcs(t *testing.T) {
 			t.Errorf("%v with GOMAXPROCS=2: %v Ps, want %v", tt.args, got, tt.want)
 		}
 		p.Terminate(t)
+	}
+}
+
+// A proxy out of file descriptors (ulimit -n 40) stops taking new
+// connections without stopping: those it serves go on, the rest wait in
+// the listen backlog, and once descriptors free up it takes them and
+// serves again. Each state change is one log line.
+func TestProxyOutOfDescriptors(t *testing.T) {
+	t.Parallel()
+	_, sim := startServe(t, "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--partitions", "1")
+	// Go raises its soft limit to the hard one at start: both are set.
+	px := proctest.Start(t, "/bin/sh", nil, "-c", `ulimit -n 40 && exec "$0" "$@"`, bin, "proxy", "serve", "--listen", "127.0.0.1:0",
+		"--admin", "127.0.0.1:0", "--conns-per-shard", "1", "--shard", "shard-1="+sim)
+	served := simtest.Client(t, px.Addr)
+	ctx := budget.Context(t, time.Minute)
+	if _, err := served.NewTopologyCommand().Send(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Connections until the proxy has no descriptor left to accept one.
+	var held []net.Conn
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	for range 60 {
+		c, err := net.Dial("tcp", px.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	budget.Eventually(t, 10*time.Second, "the proxy to log that accepting failed", func() bool {
+		return strings.Contains(px.Stderr(), "accepting client connections failed")
+	})
+	if _, err := served.NewTopologyCommand().Send(ctx); err != nil {
+		t.Errorf("a client served before the descriptors ran out: %v", err)
+	}
+	for _, c := range held {
+		c.Close()
+	}
+	held = nil
+	budget.Eventually(t, 10*time.Second, "the proxy to log that it accepts again", func() bool {
+		return strings.Contains(px.Stderr(), "accepting client connections again")
+	})
+	late := simtest.Client(t, px.Addr)
+	if _, err := late.NewTopologyCommand().Send(ctx); err != nil {
+		t.Errorf("a client that connected once descriptors freed up: %v", err)
+	}
+	select {
+	case <-px.Done():
+		t.Fatalf("the proxy ended: %v", px.Err())
+	default:
 	}
 }

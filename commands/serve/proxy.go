@@ -155,9 +155,11 @@ proxy, idle threads waking each other cost more CPU than they serve.
 --config FILE is YAML; a flag given beside it wins. Every field, with its
 flag: listen (--listen), restListen (--rest-listen), searchTimeout, searchPartial, admin (--admin), front, legacyShard,
 maxInflightPerShard, overloadLimit, overloadExcess, maxBacklog,
-instanceLimit, queueTarget, backlogInterval, coolingOff, health (interval, timeout,
+instanceLimit, queueTarget, backlogInterval, coolingOff, deployTimeout, health (interval, timeout,
 unhealthyAfter, healthyAfter, outlierFailures, ejectionTime,
-maxEjectionPercent), tls (cert, key, clientCA), upstreamCA, and shards, a
+maxEjectionPercent), clients (maxConnections, handshakeTimeout,
+idleTimeout, keepAlive, resetBudget: the --max-client-connections and
+--client-* flags), tls (cert, key, clientCA), upstreamCA, and shards, a
 list of {id, address, slot, state, pool, metrics, rest, tls,
 physicalTenants}. A --shard without slot= gets its place among the
 --shard flags as its slot; tenant= may be given several times:
@@ -198,6 +200,7 @@ physicalTenants}. A --shard without slot= gets its place among the
 	f.DurationVar(&o.cfg.QueueTarget, "queue-target", route.DefaultQueueTarget, "the time a shard's records may wait to be processed before its new instances are paced (see Admission)")
 	f.DurationVar(&o.cfg.BacklogInterval, "backlog-interval", route.DefaultBacklogInterval, "how often each shard's backlog is read from its metrics")
 	f.IntVar(&o.cfg.OverloadExcess, "overload-excess", route.DefaultOverloadExcess, "percent over --overload-limit past which a shard is overloaded: no new instances")
+	f.DurationVar(&o.cfg.DeployTimeout, "deploy-timeout", route.DefaultDeployTimeout, "how long a deployment may take on each shard: one that has not taken it by then catches up from the ledger, and the client hears which")
 	f.DurationVar(&o.coolingOff, "cooling-off", route.DefaultCoolingOff, "how long a shard that answered RESOURCE_EXHAUSTED gets no new instances")
 	f.DurationVar(&o.cfg.Health.Interval, "health-interval", route.DefaultHealthInterval, "how often each shard's health is checked with a Topology call (negative: never)")
 	f.DurationVar(&o.cfg.Health.Timeout, "health-timeout", route.DefaultHealthTimeout, "how long one health check may take (at most --health-interval)")
@@ -211,6 +214,11 @@ physicalTenants}. A --shard without slot= gets its place among the
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long the whole stop may take (delay, stream drain, in-flight calls) before what is left is cut")
 	f.IntVar(&o.cfg.ConnsPerShard, "conns-per-shard", 0, "HTTP/2 connections to each shard (0: enough for --max-inflight-per-shard calls at the concurrent streams the shard advertises, at most 16)")
 	f.DurationVar(&o.cfg.StreamStallTimeout, "stream-stall-timeout", route.DefaultStreamStallTimeout, "how long a job stream's worker may read nothing while a job waits for it: then the stream ends with RESOURCE_EXHAUSTED and its jobs go back to other workers")
+	f.IntVar(&o.cfg.Clients.MaxConns, "max-client-connections", route.DefaultMaxClientConns, "the most client connections served at once: one past it is sent GOAWAY and closed (negative: no cap; frame front)")
+	f.DurationVar(&o.cfg.Clients.HandshakeTimeout, "client-handshake-timeout", route.DefaultClientHandshakeTimeout, "how long a client connection may take to finish its TLS and HTTP/2 handshake before it is closed (negative: no limit)")
+	f.DurationVar(&o.cfg.Clients.IdleTimeout, "client-idle-timeout", route.DefaultClientIdleTimeout, "a client connection with no call for this long is sent GOAWAY; the client reconnects for its next call (negative: never)")
+	f.DurationVar(&o.cfg.Clients.KeepAlive, "client-keepalive", route.DefaultClientKeepAlive, "a client connection quiet this long is pinged, and closed if no answer comes in 20s (negative: no pings)")
+	f.IntVar(&o.cfg.Clients.ResetBudget, "client-reset-budget", route.DefaultClientResetBudget, "how many more calls a connection may cancel before their answer than it completes (refilled over 10s); past it: GOAWAY (negative: off)")
 	f.BoolVar(&o.cfg.Profiling, "profiling", false, "serve Go's /debug/pprof on the admin address")
 	f.BoolVar(&o.sizeProcs, "size-procs", true, "run Go code on as few threads as the load needs (see Threads above; false: always GOMAXPROCS)")
 	f.StringVar(&o.app, "app", registryapi.DefaultShardsApp, "registry application of the shards (registry mode)")
@@ -257,6 +265,7 @@ func (o *ProxyServeOptions) Complete(cmd *cobra.Command, _ []string) error {
 		dur("backlog-interval", fc.BacklogInterval, &o.cfg.BacklogInterval)
 		dur("queue-target", fc.QueueTarget, &o.cfg.QueueTarget)
 		dur("cooling-off", fc.CoolingOff, &o.coolingOff)
+		dur("deploy-timeout", fc.DeployTimeout, &o.cfg.DeployTimeout)
 		h := fc.Health
 		dur("health-interval", h.Interval, &o.cfg.Health.Interval)
 		dur("health-timeout", h.Timeout, &o.cfg.Health.Timeout)
@@ -269,6 +278,12 @@ func (o *ProxyServeOptions) Complete(cmd *cobra.Command, _ []string) error {
 		str("tls-key", fc.TLS.Key, &o.tls.key)
 		str("tls-client-ca", fc.TLS.ClientCA, &o.tls.clientCA)
 		str("upstream-ca", fc.UpstreamCA, &o.cfg.UpstreamCA)
+		cl := fc.Clients
+		fromFile(flags, "max-client-connections", cl.MaxConnections, &o.cfg.Clients.MaxConns)
+		dur("client-handshake-timeout", cl.HandshakeTimeout, &o.cfg.Clients.HandshakeTimeout)
+		dur("client-idle-timeout", cl.IdleTimeout, &o.cfg.Clients.IdleTimeout)
+		dur("client-keepalive", cl.KeepAlive, &o.cfg.Clients.KeepAlive)
+		fromFile(flags, "client-reset-budget", cl.ResetBudget, &o.cfg.Clients.ResetBudget)
 		o.cfg.Shards = append(o.cfg.Shards, fc.Shards...)
 	}
 	for _, v := range o.shardFlags {

@@ -35,7 +35,11 @@ func TestReplayOnReturn(t *testing.T) {
 	}
 	cfgs[1].State = proxyapi.Up
 	p.Want(cfgs)
-	budget.Eventually(t, 5*time.Second, "shard-2 UP", func() bool { return p.ShardByID("shard-2").State() == proxyapi.Up })
+	// UP at once, it takes instances once the ledger is replayed to it.
+	budget.Eventually(t, 5*time.Second, "shard-2 UP and replayed", func() bool {
+		s := p.ShardByID("shard-2")
+		return s.State() == proxyapi.Up && !s.NeedsReplay()
+	})
 	on2 := 0
 	for range 40 {
 		resp, err := c.NewCreateInstanceCommand().BPMNProcessId("order").LatestVersion().Send(ctx)

@@ -74,6 +74,10 @@ func New(cfg Config) (*Proxy, error) {
 	return &Proxy{Core: core, failed: make(chan error, 3)}, nil
 }
 
+// clientPingTimeout is how long a client has to answer the proxy's
+// keep-alive ping.
+const clientPingTimeout = 20 * time.Second
+
 // Start connects to every shard (refusing one with too many partitions),
 // loads the ledger and serves.
 func (p *Proxy) Start(ctx context.Context) error {
@@ -93,6 +97,15 @@ func (p *Proxy) Start(ctx context.Context) error {
 		// its connection after two pings).
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 30 * time.Second, PermitWithoutStream: true}),
 		grpc.NumStreamWorkers(streamWorkers)}
+	// The grpc front holds its clients to the same limits where grpc-go
+	// has them (its own rapid-reset defence counts streams whose handler
+	// still runs; it has no connection cap).
+	if cl := cfg.Clients; cl.KeepAlive > 0 || cl.IdleTimeout > 0 {
+		opts = append(opts, grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: max(cl.IdleTimeout, 0), Time: max(cl.KeepAlive, 0), Timeout: clientPingTimeout}))
+	}
+	if cfg.Clients.HandshakeTimeout > 0 {
+		opts = append(opts, grpc.ConnectionTimeout(cfg.Clients.HandshakeTimeout))
+	}
 	if cfg.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS.Config())))
 	}

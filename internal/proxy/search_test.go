@@ -214,7 +214,7 @@ func TestFederatedSearchWalks(t *testing.T) {
 					t.Fatal(err)
 				}
 			case round == join && page == 0:
-				if err := p.AddShard(budget.Context(t, 30*time.Second), cfgs[3]); err != nil {
+				if err := p.AddShard(budget.Context(t, 30*time.Second), cfgs[3], true); err != nil {
 					t.Fatal(err)
 				}
 				members, joinedAt = 4, r.Items[len(r.Items)-1]

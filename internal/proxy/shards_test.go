@@ -219,7 +219,7 @@ func TestAddShardReplaysAndDrainingShardsKeepServingJobs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := p.AddShard(ctx, cfgs[2]); err != nil {
+	if err := p.AddShard(ctx, cfgs[2], true); err != nil {
 		t.Fatal(err)
 	}
 	// The newcomer has both versions, with the same numbers.

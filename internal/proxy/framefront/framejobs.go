@@ -39,6 +39,7 @@ var activateJobsResponse = (&pb.ActivateJobsResponse{}).ProtoReflect().Descripto
 // goes to the local handler instead.
 type jobCall struct {
 	f      *Front
+	fc     *frontConn // the worker's connection
 	cs     *h2.Stream // the worker's
 	rh     requestHead
 	fields []hpack.HeaderField
@@ -84,8 +85,8 @@ type sentBatch struct {
 	raw []byte
 }
 
-func (f *Front) newJobCall(s *h2.Stream, head *requestHead, fields []hpack.HeaderField) *jobCall {
-	jc := &jobCall{f: f, cs: s, rh: *head, fields: slices.Clone(fields), start: time.Now()} // the connection reuses fields
+func (f *Front) newJobCall(fc *frontConn, s *h2.Stream, head *requestHead, fields []hpack.HeaderField) *jobCall {
+	jc := &jobCall{f: f, fc: fc, cs: s, rh: *head, fields: slices.Clone(fields), start: time.Now()} // the connection reuses fields
 	if head.hasTimeout {
 		jc.deadline = jc.start.Add(head.timeout)
 		jc.timer = time.AfterFunc(head.timeout, jc.expire)
@@ -218,7 +219,7 @@ func (jc *jobCall) toLocal(raw []byte) {
 		jc.timer.Stop()
 	}
 	ctx, cancel := f.ctxFor(&jc.rh, jc.fields)
-	lc := &localCall{f: f, s: jc.cs, m: localMethods[activateJobsPath], ctx: ctx, cancel: cancel, req: raw}
+	lc := &localCall{f: f, fc: jc.fc, s: jc.cs, m: localMethods[activateJobsPath], ctx: ctx, cancel: cancel, req: raw}
 	jc.cs.Value = lc
 	lc.requestEnded()
 }

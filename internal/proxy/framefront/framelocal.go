@@ -86,6 +86,7 @@ func (s jobStream) Send(j *pb.ActivatedJob) error { return s.SendMsg(j) }
 // goroutine of its own and writes its answers on the client's stream.
 type localCall struct {
 	f      *Front
+	fc     *frontConn
 	s      *h2.Stream
 	m      *localMethod
 	ctx    context.Context
@@ -118,9 +119,9 @@ func (f *Front) ctxFor(head *requestHead, fields []hpack.HeaderField) (context.C
 	return metadata.NewIncomingContext(ctx, md), cancel
 }
 
-func (f *Front) local(s *h2.Stream, m *localMethod, head *requestHead, fields []hpack.HeaderField, end bool) {
+func (f *Front) local(fc *frontConn, s *h2.Stream, m *localMethod, head *requestHead, fields []hpack.HeaderField, end bool) {
 	ctx, cancel := f.ctxFor(head, fields)
-	c := &localCall{f: f, s: s, m: m, ctx: ctx, cancel: cancel}
+	c := &localCall{f: f, fc: fc, s: s, m: m, ctx: ctx, cancel: cancel}
 	s.Value = c
 	if end {
 		c.requestEnded()
@@ -158,10 +159,7 @@ func (c *localCall) requestEnded() {
 	c.started = true
 	req := c.req
 	c.mu.Unlock()
-	f := c.f
-	f.handlers.Add(1)
-	go func() {
-		defer f.handlers.Done()
+	started := c.fc.startHandler(c.s, func() {
 		defer c.cancel()
 		msg, err := grpcwire.OneMessage(req)
 		if err == nil {
@@ -170,7 +168,10 @@ func (c *localCall) requestEnded() {
 		if !errors.Is(err, errAnswered) {
 			c.finish(err)
 		}
-	}()
+	})
+	if !started {
+		c.cancel()
+	}
 }
 
 func (c *localCall) run(msg []byte) error {

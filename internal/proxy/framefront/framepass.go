@@ -56,13 +56,13 @@ func (f *Front) pass(fc *frontConn, s *h2.Stream, fields []hpack.HeaderField, he
 	}
 	r = r.WithContext(ctx)
 	w := &streamWriter{s: s, header: http.Header{}}
-	f.handlers.Add(1)
-	go func() {
-		defer f.handlers.Done()
+	if !fc.startHandler(s, func() {
 		defer cancel()
 		f.grpc.ServeHTTP(w, r)
 		w.finish()
-	}()
+	}) {
+		cancel()
+	}
 }
 
 // streamWriter is an http.ResponseWriter on a stream of the front.

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -105,23 +106,37 @@ func New(p *grpcfront.Server, grpc http.Handler, ln net.Listener, tc *tls.Config
 	return f
 }
 
-// Serve accepts clients until the listener closes.
+// Serve accepts clients until the listener closes. An accept that
+// fails (out of file descriptors, most often) is retried after a
+// back-off, doubling from 5 ms to 1 s, as net/http and grpc-go do: the
+// clients already served go on, and new ones are taken once descriptors
+// free up. A connection past the cap is told so and closed.
 func (f *Front) Serve() error {
+	limits, m, log := f.p.Config().Clients, f.p.Metrics(), f.p.Logger()
+	cfg := h2.Config{HandshakeTimeout: positive(limits.HandshakeTimeout), IdleTimeout: positive(limits.IdleTimeout),
+		KeepAlive: positive(limits.KeepAlive), ResetBudget: max(limits.ResetBudget, 0),
+		CutOff: func(why h2.CutOff) { m.ClientsCutOff.WithLabelValues(string(why)).Inc() }}
+	var backoff time.Duration
 	for {
 		nc, err := f.ln.Accept()
 		if err != nil {
 			f.mu.Lock()
 			closing := f.closing
 			f.mu.Unlock()
-			if closing {
+			if closing || errors.Is(err, net.ErrClosed) {
 				return nil
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				time.Sleep(10 * time.Millisecond)
-				continue
+			m.AcceptErrors.Inc()
+			if backoff == 0 {
+				log.Warn("accepting client connections failed: backing off, the connections served go on", "err", err)
 			}
-			return err
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			time.Sleep(backoff)
+			continue
+		}
+		if backoff > 0 {
+			log.Info("accepting client connections again")
+			backoff = 0
 		}
 		if tcp, ok := nc.(*net.TCPConn); ok {
 			_ = tcp.SetNoDelay(true)
@@ -135,19 +150,38 @@ func (f *Front) Serve() error {
 			nc.Close()
 			return nil
 		}
-		c := h2.Server(nc, h2.Config{}, &frontConn{f: f})
+		if limits.MaxConns > 0 && len(f.conns) >= limits.MaxConns {
+			f.accepted.Add(1)
+			f.mu.Unlock()
+			m.ClientsCutOff.WithLabelValues(cutConns).Inc()
+			go func() {
+				defer f.accepted.Done()
+				h2.Refuse(nc, http2.ErrCodeEnhanceYourCalm, fmt.Sprintf("the proxy serves its limit of %d client connections", limits.MaxConns))
+			}()
+			continue
+		}
+		c := h2.Server(nc, cfg, &frontConn{f: f})
 		f.conns[c] = struct{}{}
 		f.accepted.Add(1)
 		f.mu.Unlock()
+		m.ClientConns.Inc()
 		go func() {
 			defer f.accepted.Done()
 			<-c.Done()
 			f.mu.Lock()
 			delete(f.conns, c)
 			f.mu.Unlock()
+			m.ClientConns.Dec()
 		}()
 	}
 }
+
+// cutConns is the reason a connection past --max-client-connections is
+// counted under.
+const cutConns = "connections"
+
+// positive is d, or 0 (none) for a limit turned off.
+func positive(d time.Duration) time.Duration { return max(d, 0) }
 
 // Shutdown stops accepting, sends every client GOAWAY and waits until
 // their calls are done, or ctx ends (then every connection is cut).
@@ -185,7 +219,39 @@ func (f *Front) Shutdown(ctx context.Context) {
 // frontConn hears one client connection.
 type frontConn struct {
 	f *Front
+	// running counts the handlers running in goroutines of their own for
+	// this connection, those of streams the client reset included: a
+	// reset ends the stream at once, its handler only when it notices.
+	running atomic.Int32
 }
+
+// maxHandlers is the most handlers a connection may have running, as
+// many as the streams it may open (h2's default): a stream past it is
+// refused (REFUSED_STREAM, safe to retry) rather than started. Go's
+// HTTP/2 server holds its handlers to the same number since the
+// rapid-reset attack.
+const maxHandlers = 1000
+
+// startHandler runs handler in a goroutine the front waits for, unless
+// the connection has maxHandlers running: then the stream is refused,
+// and startHandler says so (false).
+func (fc *frontConn) startHandler(s *h2.Stream, handler func()) bool {
+	if fc.running.Add(1) > maxHandlers {
+		fc.running.Add(-1)
+		fc.f.p.Metrics().ClientsCutOff.WithLabelValues(cutHandlers).Inc()
+		s.Reset(http2.ErrCodeRefusedStream)
+		return false
+	}
+	fc.f.handlers.Go(func() {
+		defer fc.running.Add(-1)
+		handler()
+	})
+	return true
+}
+
+// cutHandlers is the reason a stream refused for maxHandlers is counted
+// under.
+const cutHandlers = "handlers"
 
 func (fc *frontConn) Headers(s *h2.Stream, fields []hpack.HeaderField, end, truncated bool) {
 	switch v := s.Value.(type) {
@@ -255,7 +321,7 @@ func (fc *frontConn) open(s *h2.Stream, fields []hpack.HeaderField, end, truncat
 		return
 	}
 	if req.path == activateJobsPath && req.fast() {
-		jc := fc.f.newJobCall(s, &req, fields)
+		jc := fc.f.newJobCall(fc, s, &req, fields)
 		s.Value = jc
 		if end {
 			jc.requestEnded()
@@ -263,7 +329,7 @@ func (fc *frontConn) open(s *h2.Stream, fields []hpack.HeaderField, end, truncat
 		return
 	}
 	if m := localMethods[req.path]; m != nil && req.fast() {
-		fc.f.local(s, m, &req, fields, end)
+		fc.f.local(fc, s, m, &req, fields, end)
 		return
 	}
 	fc.f.pass(fc, s, fields, &req, end)

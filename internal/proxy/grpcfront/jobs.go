@@ -25,6 +25,9 @@ const defaultLongPoll = 10 * time.Second
 // streamBuffer bounds the jobs waiting for one worker's job stream.
 const streamBuffer = 64
 
+// handBackTimeout bounds the hand-back of one batch of jobs.
+const handBackTimeout = 10 * time.Second
+
 // HandBack returns activated jobs the proxy cannot deliver: FailJob with
 // the job's own retries and no backoff makes a job activatable again at
 // once without using a retry, which is how Zeebe's gateway gives jobs
@@ -36,15 +39,21 @@ func (p *Server) HandBack(s *route.Shard, jobs []*pb.ActivatedJob, reason string
 	}
 	p.Metrics().HandedBack.WithLabelValues(s.ID, reason).Add(float64(len(jobs)))
 	p.Go(func() {
+		// One deadline for the batch: a shard that never answers holds
+		// it handBackTimeout, not that much a job (its jobs then time
+		// out there, as any job of a gone worker).
+		ctx, cancel := context.WithTimeout(p.Background(), handBackTimeout)
+		defer cancel()
 		for _, j := range jobs {
-			ctx, cancel := context.WithTimeout(p.Background(), 10*time.Second)
 			_, err := s.Conn.Client().FailJob(ctx, &pb.FailJobRequest{
 				JobKey: j.GetKey(), Retries: j.GetRetries(), RetryBackOff: 0,
 				ErrorMessage: "handed back by the shardctl proxy: " + reason,
 			})
-			cancel()
 			if err != nil {
 				s.NoteError(err)
+				if ctx.Err() != nil {
+					return
+				}
 			}
 		}
 	})

@@ -3,6 +3,7 @@ package grpcfront
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -256,15 +257,15 @@ func (sv *Server) EvaluateConditional(ctx context.Context, req *pb.EvaluateCondi
 }
 
 // deployTargets are the shards a deployment to a physical tenant goes
-// to, in slot order: every shard that serves it but those DOWN, which are
-// replayed the ledger when they are back.
+// to, in slot order: every shard that serves it but those DOWN and those
+// that need a replay, which take it from the ledger, in order.
 func (p *Server) deployTargets(tenant string) ([]*route.Shard, error) {
 	return p.servingWhere(tenant, func(s *route.Shard) bool {
 		if s.RoutingState() == proxyapi.Down {
-			s.SetNeedsReplay()
+			p.NeedsReplay(s)
 			return false
 		}
-		return true
+		return !s.NeedsReplay()
 	})
 }
 
@@ -278,34 +279,65 @@ func (p *Server) servingWhere(tenant string, keep func(*route.Shard) bool) ([]*r
 	return slices.DeleteFunc(serving, func(s *route.Shard) bool { return !keep(s) }), nil
 }
 
-// deployAll sends a deployment to every shard in slot order, serialised,
-// records it in the ledger, and answers with the lowest slot's response.
+// deployAll sends a deployment to every target shard at once, one
+// deployment at a time per proxy (the deploy slot), records it in the
+// ledger, and answers with the lowest slot's response. A shard that does
+// not take it within DeployTimeout (or fails) does not hold the others
+// up: the deployment is recorded, the shard catches up from the ledger
+// before it takes instances again, and the client hears which shard it
+// was when that shard is UP (deploying again is safe: it is idempotent).
 func deployAll[Resp proto.Message](ctx context.Context, sv *Server, rpc string, resources []ledger.Resource,
 	send func(context.Context, pb.GatewayClient) (Resp, error), processes func(Resp) []*pb.ProcessMetadata) (Resp, error) {
 	p := sv
 	start := time.Now()
 	var zero Resp
-	defer p.LockDeploys()()
+	release, err := p.TakeDeploySlot(ctx)
+	if err != nil {
+		sv.observe(rpc, start, err)
+		return zero, err
+	}
+	defer release()
 	tenant := physicaltenant.Sent(ctx)
 	targets, err := p.deployTargets(tenant)
 	if err != nil {
 		sv.observe(rpc, start, err)
 		return zero, err
 	}
+	type result struct {
+		resp Resp
+		err  error
+	}
+	results := make([]result, len(targets))
+	var wg sync.WaitGroup
+	for i, s := range targets {
+		wg.Go(func() {
+			sctx, cancel := context.WithTimeout(ctx, p.cfg.DeployTimeout)
+			defer cancel()
+			results[i].resp, results[i].err = call(sctx, p, s, rpc, send)
+		})
+	}
+	wg.Wait()
 	d := ledger.Deployment{Resources: resources, MessageStarts: route.MessageStartsOf(resources), PhysicalTenant: tenant}
 	index := map[string]int{} // process version -> position in d.Processes
 	var first Resp
 	var firstShard *route.Shard
-	for _, s := range targets {
-		resp, err := call(ctx, p, s, rpc, send)
+	var behind []*route.Shard // targets that did not take it
+	var missed []string       // those of them UP: the client hears of them
+	code := codes.Unavailable
+	for i, s := range targets {
+		resp, err := results[i].resp, results[i].err
 		if err != nil {
-			if s.State() != proxyapi.Up {
-				s.SetNeedsReplay() // only UP shards must accept; the others catch up
-				continue
+			behind = append(behind, s)
+			if s.State() == proxyapi.Up {
+				st := status.Convert(err)
+				if st.Code() == codes.DeadlineExceeded && ctx.Err() == nil {
+					missed = append(missed, fmt.Sprintf("%s (no answer within %v)", s.ID, p.cfg.DeployTimeout))
+				} else {
+					missed = append(missed, fmt.Sprintf("%s (%s)", s.ID, st.Message()))
+				}
+				code = st.Code()
 			}
-			err = OnShard(s, err)
-			sv.observe(rpc, start, err)
-			return zero, err
+			continue
 		}
 		for _, pm := range processes(resp) {
 			ref := ledger.ProcessRef(pm.GetBpmnProcessId(), pm.GetVersion())
@@ -323,16 +355,42 @@ func deployAll[Resp proto.Message](ctx context.Context, sv *Server, rpc string, 
 	}
 	if firstShard == nil {
 		err := status.Error(codes.Unavailable, "Expected to deploy to the shards, but none is available")
+		if len(missed) > 0 {
+			err = status.Errorf(code, "Expected to deploy to the shards, but none took it: %s", strings.Join(missed, ", "))
+		}
 		sv.observe(rpc, start, err)
 		return zero, err
 	}
-	rec, err := p.cfg.Ledger.Append(ctx, d)
+	// Recorded whatever became of the client: the shards that took it
+	// have it, and those that did not take it from the ledger.
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.DeployTimeout)
+	rec, err := p.cfg.Ledger.Append(lctx, d)
+	cancel()
+	// Marked once it is recorded, so that their replays find it: those
+	// that did not take it, and those that joined or finished a replay
+	// since the targets were chosen.
+	for _, s := range behind {
+		p.NeedsReplay(s)
+	}
+	if serving, serr := p.Serving(tenant); serr == nil {
+		for _, s := range serving {
+			if !slices.Contains(targets, s) && s.RoutingState() != proxyapi.Down {
+				p.NeedsReplay(s)
+			}
+		}
+	}
 	if err != nil {
 		err = status.Errorf(codes.Unavailable, "deployed to every shard, but recording it in the deployment ledger failed: %v; deploy again (it is idempotent)", err)
 		sv.observe(rpc, start, err)
 		return zero, err
 	}
 	p.Ledger().Add(rec)
+	if len(missed) > 0 {
+		err := status.Errorf(code, "deployed and recorded in the deployment ledger, but not taken by %s: it takes no new instances until the ledger is replayed to it; deploying again is safe (it is idempotent)",
+			strings.Join(missed, ", "))
+		sv.observe(rpc, start, err)
+		return zero, err
+	}
 	pbkeys.Stamp(first.ProtoReflect(), firstShard.Slot)
 	sv.observe(rpc, start, nil)
 	return first, nil

@@ -51,6 +51,8 @@ type admission struct {
 	// limiting: at the last reading, the instance limit had refused a
 	// placement since the reading before (what the log said last).
 	limiting bool
+	// logLines are a reading's state changes, logged once mu is let go.
+	logLines []func()
 }
 
 // admits reports whether the shard's admission takes a new instance at
@@ -79,7 +81,16 @@ func (p *Core) admit(s *Shard, b backlog.Backlog) {
 	a := &s.admission
 	max := float64(p.cfg.MaxBacklog)
 	a.mu.Lock()
-	defer a.mu.Unlock()
+	defer func() {
+		// Logged once the lock is let go: GET /shards reads the status
+		// under it, and a log sink may block.
+		lines := a.logLines
+		a.logLines = nil
+		a.mu.Unlock()
+		for _, line := range lines {
+			line()
+		}
+	}()
 	a.status.Max, a.status.At, a.status.QueueTarget = max, b.At, p.cfg.QueueTarget.Seconds()
 	if !b.LagKnown() {
 		// Nothing read: every decision stands, as it would had the
@@ -123,11 +134,15 @@ func (p *Core) pace(s *Shard, b backlog.Backlog) {
 		return
 	}
 	if st.state == proxyapi.AdmissionPaced {
-		p.logShard(slog.LevelWarn, s, "shard paced", "reason", "queue", "queueDelaySeconds", finite(st.queueDelay),
-			"queueTarget", logDuration(p.cfg.QueueTarget), "admitRate", st.rate, "capacity", st.capacity, "recordsPerInstance", st.perInstance)
+		a.logLines = append(a.logLines, func() {
+			p.logShard(slog.LevelWarn, s, "shard paced", "reason", "queue", "queueDelaySeconds", finite(st.queueDelay),
+				"queueTarget", logDuration(p.cfg.QueueTarget), "admitRate", st.rate, "capacity", st.capacity, "recordsPerInstance", st.perInstance)
+		})
 	} else {
-		p.logShard(slog.LevelInfo, s, "shard no longer paced", "reason", "queue", "queueDelaySeconds", finite(st.queueDelay),
-			"queueTarget", logDuration(p.cfg.QueueTarget))
+		a.logLines = append(a.logLines, func() {
+			p.logShard(slog.LevelInfo, s, "shard no longer paced", "reason", "queue", "queueDelaySeconds", finite(st.queueDelay),
+				"queueTarget", logDuration(p.cfg.QueueTarget))
+		})
 	}
 }
 
@@ -149,11 +164,15 @@ func (p *Core) limitInstances(s *Shard, b backlog.Backlog) {
 	}
 	a.limiting = refused
 	if refused {
-		p.logShard(slog.LevelWarn, s, "shard refusing new instances", "reason", "instance limit",
-			"instances", b.InFlight, "instanceLimit", limit)
+		a.logLines = append(a.logLines, func() {
+			p.logShard(slog.LevelWarn, s, "shard refusing new instances", "reason", "instance limit",
+				"instances", b.InFlight, "instanceLimit", limit)
+		})
 	} else {
-		p.logShard(slog.LevelInfo, s, "shard admitting new instances", "reason", "instance limit",
-			"instances", b.InFlight, "instanceLimit", limit)
+		a.logLines = append(a.logLines, func() {
+			p.logShard(slog.LevelInfo, s, "shard admitting new instances", "reason", "instance limit",
+				"instances", b.InFlight, "instanceLimit", limit)
+		})
 	}
 }
 
@@ -179,11 +198,15 @@ func (p *Core) refuseBacklog(s *Shard, b backlog.Backlog, max float64) {
 	a.refusing.Store(refusing)
 	p.metrics.admitting.WithLabelValues(s.ID).Set(map[bool]float64{true: 0, false: 1}[refusing])
 	if refusing {
-		p.logShard(slog.LevelWarn, s, "shard refusing new instances", "reason", "backlog",
-			"records", b.Lag, "maxBacklog", max, "growing", growing, "slope", slope)
+		a.logLines = append(a.logLines, func() {
+			p.logShard(slog.LevelWarn, s, "shard refusing new instances", "reason", "backlog",
+				"records", b.Lag, "maxBacklog", max, "growing", growing, "slope", slope)
+		})
 	} else {
-		p.logShard(slog.LevelInfo, s, "shard admitting new instances", "reason", "backlog",
-			"records", b.Lag, "maxBacklog", max)
+		a.logLines = append(a.logLines, func() {
+			p.logShard(slog.LevelInfo, s, "shard admitting new instances", "reason", "backlog",
+				"records", b.Lag, "maxBacklog", max)
+		})
 	}
 }
 

@@ -26,8 +26,10 @@ import (
 //	queueTarget: 250ms
 //	backlogInterval: 1s
 //	coolingOff: 30s
+//	deployTimeout: 30s
 //	health: {interval: 2s, timeout: 1s, unhealthyAfter: 2, healthyAfter: 2,
 //	         outlierFailures: 5, ejectionTime: 30s, maxEjectionPercent: 50}
+//	clients: {maxConnections: 10000, handshakeTimeout: 10s, idleTimeout: 1h, keepAlive: 1m, resetBudget: 200}
 //	tls: {cert: /etc/shardctl/tls.crt, key: /etc/shardctl/tls.key, clientCA: /etc/shardctl/ca.crt}
 //	upstreamCA: /etc/shardctl/zeebe-ca.crt
 //	shards:
@@ -49,7 +51,9 @@ type FileConfig struct {
 	QueueTarget         string                 `json:"queueTarget"`
 	BacklogInterval     string                 `json:"backlogInterval"`
 	CoolingOff          string                 `json:"coolingOff"`
+	DeployTimeout       string                 `json:"deployTimeout"`
 	Health              FileHealth             `json:"health"`
+	Clients             FileClients            `json:"clients"`
 	TLS                 FileTLS                `json:"tls"`
 	UpstreamCA          string                 `json:"upstreamCA"`
 	Shards              []proxyapi.ShardConfig `json:"shards"`
@@ -60,6 +64,15 @@ type FileTLS struct {
 	Cert     string `json:"cert"`
 	Key      string `json:"key"`
 	ClientCA string `json:"clientCA"`
+}
+
+// FileClients is the file's clients section (ClientLimits).
+type FileClients struct {
+	MaxConnections   *int   `json:"maxConnections"`
+	HandshakeTimeout string `json:"handshakeTimeout"`
+	IdleTimeout      string `json:"idleTimeout"`
+	KeepAlive        string `json:"keepAlive"`
+	ResetBudget      *int   `json:"resetBudget"`
 }
 
 // FileHealth is the file's health section (HealthConfig); what it leaves
@@ -82,7 +95,8 @@ func LoadFile(path string) (FileConfig, error) {
 		return fc, fmt.Errorf("proxy config: %w", err)
 	}
 	for field, v := range map[string]string{"coolingOff": fc.CoolingOff, "health.interval": fc.Health.Interval,
-		"health.timeout": fc.Health.Timeout, "health.ejectionTime": fc.Health.EjectionTime, "backlogInterval": fc.BacklogInterval, "searchTimeout": fc.SearchTimeout} {
+		"health.timeout": fc.Health.Timeout, "health.ejectionTime": fc.Health.EjectionTime, "backlogInterval": fc.BacklogInterval, "searchTimeout": fc.SearchTimeout, "deployTimeout": fc.DeployTimeout,
+		"clients.handshakeTimeout": fc.Clients.HandshakeTimeout, "clients.idleTimeout": fc.Clients.IdleTimeout, "clients.keepAlive": fc.Clients.KeepAlive} {
 		if v == "" {
 			continue
 		}

@@ -14,13 +14,11 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/shardctl/shardctl/internal/certs"
-	pb "github.com/shardctl/shardctl/internal/gatewaypb"
 	"github.com/shardctl/shardctl/internal/keyslot"
 	"github.com/shardctl/shardctl/internal/ledger"
 	"github.com/shardctl/shardctl/internal/logs"
@@ -73,6 +71,10 @@ type Config struct {
 	// QueueTarget is the queue delay past which a shard is paced
 	// (default DefaultQueueTarget).
 	QueueTarget time.Duration
+	// DeployTimeout is how long a client's deployment may take on each
+	// shard: one that does not take it by then catches up from the ledger
+	// (default DefaultDeployTimeout).
+	DeployTimeout time.Duration
 	// CoolingOff is how long a shard that answered RESOURCE_EXHAUSTED gets
 	// no new instances.
 	CoolingOff time.Duration
@@ -123,6 +125,8 @@ type Config struct {
 	// Front is how clients are served: FrontFrames or FrontGRPC (""
 	// takes DefaultFront).
 	Front string
+	// Clients are the limits the front holds client connections to.
+	Clients ClientLimits
 	// Logger gets one line per state change: shards added and removed,
 	// DOWN and back, ejected and returned, ledger replays, states, pools
 	// and pool weights from the registry, admission refusing and
@@ -208,6 +212,15 @@ func (c *Config) validate() error {
 	if c.QueueTarget == 0 {
 		c.QueueTarget = DefaultQueueTarget
 	}
+	if c.DeployTimeout == 0 {
+		c.DeployTimeout = DefaultDeployTimeout
+	}
+	if c.DeployTimeout < 0 {
+		return fmt.Errorf("deploy timeout %v: want a positive duration", c.DeployTimeout)
+	}
+	if err := c.Clients.validate(); err != nil {
+		return err
+	}
 	if c.QueueTarget < 0 {
 		return fmt.Errorf("queue target %v: want a positive duration", c.QueueTarget)
 	}
@@ -262,7 +275,12 @@ type Core struct {
 	upstreamRoots *x509.CertPool // nil: the system's
 	metrics       *Metrics
 	index         *LedgerIndex
-	deploy        sync.Mutex // deployments are serialised per proxy
+	// deploySlot is held by the one client deployment under way:
+	// deployments are serialised per proxy, so that every shard gives a
+	// process the same version, each on every shard within
+	// DeployTimeout; a caller waits for the slot no longer than its
+	// deadline.
+	deploySlot chan struct{}
 
 	// set is the shards and pool weights in force, replaced whole under
 	// members by every change and read without a lock.
@@ -306,7 +324,7 @@ func New(cfg Config) (*Core, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	p := &Core{cfg: cfg, index: newLedgerIndex(), stopFollow: func() {}, log: logs.Or(cfg.Logger)}
+	p := &Core{cfg: cfg, index: newLedgerIndex(), stopFollow: func() {}, log: logs.Or(cfg.Logger), deploySlot: make(chan struct{}, 1)}
 	p.repeats = logs.NewRepeats(p.log, 0, nil)
 	if cfg.UpstreamCA != "" {
 		roots, err := certs.Pool(cfg.UpstreamCA)
@@ -325,9 +343,12 @@ func New(cfg Config) (*Core, error) {
 	return p, nil
 }
 
-// AddShard connects a shard, replays the ledger to it, and only then lets
-// it take new instances.
-func (p *Core) AddShard(ctx context.Context, sc proxyapi.ShardConfig) error {
+// AddShard connects a shard and replays the ledger to it; it takes new
+// instances and client deployments only once that is done. It waits for
+// the replay (Open's shards: the proxy serves once they are replayed)
+// when wait is set; else the replay runs on by itself (the registry's
+// follow loop must not wait on one shard).
+func (p *Core) AddShard(ctx context.Context, sc proxyapi.ShardConfig, wait bool) error {
 	if err := validateShard(sc); err != nil {
 		return err
 	}
@@ -350,88 +371,31 @@ func (p *Core) AddShard(ctx context.Context, sc proxyapi.ShardConfig) error {
 		s.Conn.Close()
 		return err
 	}
-	if err := p.replay(ctx, s); err != nil {
-		s.Conn.Close()
-		return err
-	}
+	s.health.mark()
 	s.inflightGauge = p.metrics.inflight.WithLabelValues(s.ID)
 	p.metrics.up.WithLabelValues(s.ID).Set(1)
 	s.Choices = p.metrics.choices.WithLabelValues(s.ID)
 	p.members.Lock()
-	defer p.members.Unlock()
 	set := p.set.Load()
 	if taken := set.bySlot[s.Slot]; taken != nil {
+		p.members.Unlock()
 		s.Conn.Close()
 		return fmt.Errorf("slot %d is taken by shard %q", sc.Slot, taken.ID)
 	}
 	p.set.Store(set.with(s, p.cfg.LegacyShard))
+	p.members.Unlock()
 	p.logShard(slog.LevelInfo, s, "shard added", "address", s.Addr, "pool", s.Pool(), "state", s.State(),
 		"partitions", s.partitions, "connections", s.Conn.Connections())
-	return nil
-}
-
-// replay deploys every ledger entry to a joining shard, in order, and
-// records the keys it issued.
-func (p *Core) replay(ctx context.Context, s *Shard) error {
-	p.deploy.Lock()
-	defer p.deploy.Unlock()
-	deployments, err := p.cfg.Ledger.All(ctx)
-	if err != nil {
-		err = fmt.Errorf("read the deployment ledger: %w", err)
-		p.logShardRepeating(slog.LevelWarn, s, "ledger replay failed", "err", err)
-		return err
-	}
-	if len(deployments) == 0 {
+	done := p.startReplay(s, wait)
+	if !wait {
 		return nil
 	}
-	// A shard the health checks keep trying may start a replay every
-	// interval: these lines may repeat.
-	start := time.Now()
-	p.logShardRepeating(slog.LevelInfo, s, "ledger replay started", "deployments", len(deployments))
-	if err := p.replayLocked(ctx, s, deployments); err != nil {
-		p.logShardRepeating(slog.LevelWarn, s, "ledger replay failed", "deployments", len(deployments), "err", err)
+	select {
+	case err := <-done:
 		return err
+	case <-ctx.Done():
+		return fmt.Errorf("shard %s: replay the deployment ledger: %w", s.ID, ctx.Err())
 	}
-	p.logShardRepeating(slog.LevelInfo, s, "ledger replay finished", "deployments", len(deployments), "took", logDuration(time.Since(start)))
-	return nil
-}
-
-// replayLocked deploys deployments to s; callers hold p.deploy.
-func (p *Core) replayLocked(ctx context.Context, s *Shard, deployments []ledger.Deployment) error {
-	for _, d := range deployments {
-		if !s.Serves(d.PhysicalTenant) {
-			continue // its tenant is not here; Sync re-adds a shard whose tenants change
-		}
-		req := &pb.DeployResourceRequest{}
-		for _, r := range d.Resources {
-			req.Resources = append(req.Resources, &pb.Resource{Name: r.Name, Content: r.Content})
-		}
-		dctx := ctx
-		if d.PhysicalTenant != "" {
-			dctx = metadata.AppendToOutgoingContext(ctx, physicaltenant.Header, d.PhysicalTenant)
-		}
-		resp, err := s.Conn.Client().DeployResource(dctx, req)
-		if err != nil {
-			return fmt.Errorf("shard %s: replay deployment %d of the ledger: %w", s.ID, d.Seq, err)
-		}
-		keys := map[string]int64{}
-		for _, dep := range resp.GetDeployments() {
-			if pm := dep.GetProcess(); pm != nil {
-				keys[ledger.ProcessRef(pm.GetBpmnProcessId(), pm.GetVersion())] = pm.GetProcessDefinitionKey()
-			}
-		}
-		if err := p.cfg.Ledger.SetKeys(ctx, d.Seq, s.ID, keys); err != nil {
-			return err
-		}
-		mine := ledger.Deployment{Seq: d.Seq, MessageStarts: d.MessageStarts, PhysicalTenant: d.PhysicalTenant}
-		for _, pr := range d.Processes {
-			if k, ok := keys[ledger.ProcessRef(pr.BpmnProcessID, pr.Version)]; ok {
-				mine.Processes = append(mine.Processes, ledger.ProcessID{BpmnProcessID: pr.BpmnProcessID, Version: pr.Version, Keys: map[string]int64{s.ID: k}})
-			}
-		}
-		p.index.Add(mine)
-	}
-	return nil
 }
 
 // SetState changes a shard's state, as the registry or an operator does.
@@ -663,7 +627,7 @@ func (p *Core) Open(ctx context.Context) error {
 		return err
 	}
 	for _, sc := range p.cfg.Shards {
-		if err := p.AddShard(ctx, sc); err != nil {
+		if err := p.AddShard(ctx, sc, true); err != nil {
 			p.CloseShards()
 			return err
 		}
@@ -737,6 +701,9 @@ func (p *Core) Shutdown() {
 // Metrics are the proxy's Prometheus metrics, the fronts' and the core's.
 func (p *Core) Metrics() *Metrics { return p.metrics }
 
+// Logger is where the proxy's state changes are logged.
+func (p *Core) Logger() *slog.Logger { return p.log }
+
 // Ledger is the index of the deployment ledger: which process a
 // definition key is on each shard, and which messages start a process.
 func (p *Core) Ledger() *LedgerIndex { return p.index }
@@ -744,11 +711,15 @@ func (p *Core) Ledger() *LedgerIndex { return p.index }
 // LongCalls are the open long polls and job streams, which a stop ends.
 func (p *Core) LongCalls() *LongCalls { return &p.long }
 
-// LockDeploys serialises deployments: a fan-out and its ledger entry,
-// against a replay to a joining shard. It returns the unlock.
-func (p *Core) LockDeploys() (unlock func()) {
-	p.deploy.Lock()
-	return p.deploy.Unlock
+// TakeDeploySlot waits, no longer than ctx, for the one deployment
+// under way to end, and returns the release of the slot it takes.
+func (p *Core) TakeDeploySlot(ctx context.Context) (release func(), err error) {
+	select {
+	case p.deploySlot <- struct{}{}:
+		return func() { <-p.deploySlot }, nil
+	case <-ctx.Done():
+		return nil, status.Errorf(status.FromContextError(ctx.Err()).Code(), "waiting for the deployment under way in the proxy: %v", ctx.Err())
+	}
 }
 
 // IsLegacy reports whether s is the legacy shard: keys without a slot

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -102,6 +103,10 @@ type health struct {
 	since     time.Time  // of the last change between up and DOWN
 	reason    string     // why it is DOWN
 	lastEject time.Time
+	// gen counts what makes a replay's success stale: markDown's calls
+	// (a replay that began before one proves nothing of the shard after
+	// it) and deployments it missed (mark).
+	gen uint64
 
 	// fails is owned by the health loop; oks too, but markDown resets it
 	// from any call.
@@ -112,24 +117,43 @@ type health struct {
 func (h *health) ejected(now time.Time) bool { return now.UnixNano() < h.ejectedUntil.Load() }
 
 // everyShard runs do on every shard that is still in the registry (not
-// DOWN there), all at once, every interval until the proxy stops; a round
-// ends when its slowest shard is done.
+// DOWN there) every interval until the proxy stops, each shard on its
+// own: a shard whose last run has not ended (a check that waits out its
+// timeout) skips this one, and delays no other shard's.
 func (p *Core) everyShard(interval time.Duration, do func(*Shard)) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	running := map[*Shard]chan struct{}{} // closed when the shard's run ends
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	for {
 		select {
 		case <-p.stopping.Done():
 			return
 		case <-t.C:
 		}
-		var wg sync.WaitGroup
-		for _, s := range p.Snapshot() {
-			if s.State() != proxyapi.Down {
-				wg.Go(func() { do(s) })
+		snapshot := p.Snapshot()
+		for s, done := range running {
+			select {
+			case <-done:
+				delete(running, s)
+			default:
+				if !slices.Contains(snapshot, s) {
+					delete(running, s) // it left; its run ends by itself
+				}
 			}
 		}
-		wg.Wait()
+		for _, s := range snapshot {
+			if _, busy := running[s]; busy || s.State() == proxyapi.Down {
+				continue
+			}
+			done := make(chan struct{})
+			running[s] = done
+			wg.Go(func() {
+				defer close(done)
+				do(s)
+			})
+		}
 	}
 }
 
@@ -163,18 +187,25 @@ func (p *Core) check(s *Shard) {
 	oks := h.oks.Add(1)
 	down := h.down.Load()
 	if (down && int(oks) >= p.cfg.Health.HealthyAfter) || (!down && h.needsReplay.Load()) {
-		rctx, cancel := context.WithTimeout(p.stopping, time.Minute)
-		err := p.replay(rctx, s)
-		cancel()
-		if err != nil {
-			s.NoteError(err)
-			return
-		}
-		h.needsReplay.Store(false)
-		if down {
-			p.markUp(s)
-		}
+		p.startReplay(s, true) // back once it is done (replayed), outside this round; the next round tries again
 	}
+}
+
+// mark records that s misses a deployment: it needs a replay, and one
+// under way when this came must run again.
+func (h *health) mark() {
+	h.mu.Lock()
+	h.gen++
+	h.needsReplay.Store(true)
+	h.mu.Unlock()
+}
+
+// generation is what a replay starting now must still find when it ends
+// for its success to count.
+func (h *health) generation() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.gen
 }
 
 // markDown takes s out of routing: no new instances, jobs or messages,
@@ -182,6 +213,7 @@ func (p *Core) check(s *Shard) {
 func (p *Core) markDown(s *Shard, reason string) {
 	h := &s.health
 	h.mu.Lock()
+	h.gen++
 	changed := !h.down.Load()
 	if changed {
 		h.since, h.reason = time.Now(), reason
@@ -196,20 +228,6 @@ func (p *Core) markDown(s *Shard, reason string) {
 		// from and to are what the proxy routes by (RoutingState).
 		p.logShard(slog.LevelWarn, s, "shard down", "from", s.State(), "to", proxyapi.Down, "reason", reason)
 	}
-}
-
-func (p *Core) markUp(s *Shard) {
-	h := &s.health
-	h.mu.Lock()
-	now := time.Now()
-	downFor := now.Sub(h.since)
-	h.since, h.reason = now, ""
-	h.down.Store(false)
-	h.consecutive.Store(0)
-	h.mu.Unlock()
-	p.metrics.up.WithLabelValues(s.ID).Set(1)
-	p.logShard(slog.LevelInfo, s, "shard up", "from", proxyapi.Down, "to", s.State(),
-		"reason", fmt.Sprintf("%d health checks passed and the ledger is replayed to it", p.cfg.Health.HealthyAfter), "downFor", logDuration(downFor))
 }
 
 // noteFailure reads a failed call for what it says of the shard: a
@@ -238,6 +256,14 @@ func (p *Core) noteFailure(clientEnded bool, s *Shard, err error) {
 // ejection, unless that would eject more than MaxEjectionPercent of the
 // shards.
 func (p *Core) eject(s *Shard, reason string) {
+	// Logged once the lock is let go: a log sink that blocks must not
+	// hold every call that fails on a shard.
+	var logLine func()
+	defer func() {
+		if logLine != nil {
+			logLine()
+		}
+	}()
 	p.ejectMu.Lock()
 	defer p.ejectMu.Unlock()
 	now := time.Now()
@@ -255,8 +281,10 @@ func (p *Core) eject(s *Shard, reason string) {
 	}
 	if ejected*100 > len(shards)*p.cfg.Health.MaxEjectionPercent {
 		p.metrics.ejectionsRefused.WithLabelValues(s.ID).Inc()
-		p.logShardRepeating(slog.LevelWarn, s, "shard not ejected: too many shards ejected already", "ejected", ejected-1, "shards", len(shards),
-			"maxEjectionPercent", p.cfg.Health.MaxEjectionPercent, "reason", reason)
+		logLine = func() {
+			p.logShardRepeating(slog.LevelWarn, s, "shard not ejected: too many shards ejected already", "ejected", ejected-1, "shards", len(shards),
+				"maxEjectionPercent", p.cfg.Health.MaxEjectionPercent, "reason", reason)
+		}
 		return
 	}
 	h.mu.Lock()
@@ -272,8 +300,11 @@ func (p *Core) eject(s *Shard, reason string) {
 	p.metrics.ejections.WithLabelValues(s.ID).Inc()
 	s.NoteError(fmt.Errorf("ejected for %v: %s", d, reason))
 	h.ejectionLogged.Store(true)
-	p.logShard(slog.LevelWarn, s, "shard ejected from placement", "for", logDuration(d), "until", now.Add(d).UTC(),
-		"ejections", h.ejections.Load(), "reason", reason)
+	ejections := h.ejections.Load()
+	logLine = func() {
+		p.logShard(slog.LevelWarn, s, "shard ejected from placement", "for", logDuration(d), "until", now.Add(d).UTC(),
+			"ejections", ejections, "reason", reason)
+	}
 }
 
 // noteReturned logs the end of an ejection, which ends with time: the

@@ -88,7 +88,6 @@ func (p *Core) Sync(ctx context.Context, want []proxyapi.ShardConfig) error {
 	// States first: they are instant, and a drain must not wait behind a
 	// new shard that takes seconds to connect and replay.
 	var joining []proxyapi.ShardConfig
-	var catchUp []*Shard
 	seen := map[string]bool{}
 	for _, sc := range sorted {
 		if sc.State == "" {
@@ -96,11 +95,13 @@ func (p *Core) Sync(ctx context.Context, want []proxyapi.ShardConfig) error {
 		}
 		seen[sc.ID] = true
 		cur := p.ShardByID(sc.ID)
-		if cur != nil && (cur.Addr != sc.Addr || cur.Slot != sc.Slot || cur.Metrics != sc.Metrics || cur.REST != sc.REST || !slices.Equal(cur.PhysicalTenants, sc.PhysicalTenants)) {
+		if cur != nil && (cur.Addr != sc.Addr || cur.Slot != sc.Slot || cur.Metrics != sc.Metrics || cur.REST != sc.REST || cur.TLS != sc.TLS ||
+			!slices.Equal(cur.PhysicalTenants, sc.PhysicalTenants)) {
 			// Re-added, a shard with other physical tenants is replayed
-			// the deployments of those it serves now.
-			p.removeShard(cur, fmt.Sprintf("the registry moved it to address %s, slot %d, metrics %q, REST API %q, physical tenants %s",
-				sc.Addr, sc.Slot, sc.Metrics, sc.REST, physicaltenant.Describe(sc.PhysicalTenants)))
+			// the deployments of those it serves now, and one with
+			// another TLS setting is dialled again with it.
+			p.removeShard(cur, fmt.Sprintf("the registry moved it to address %s, slot %d, metrics %q, REST API %q, tls %q, physical tenants %s",
+				sc.Addr, sc.Slot, sc.Metrics, sc.REST, sc.TLS, physicaltenant.Describe(sc.PhysicalTenants)))
 			cur = nil
 		}
 		if cur == nil {
@@ -110,9 +111,10 @@ func (p *Core) Sync(ctx context.Context, want []proxyapi.ShardConfig) error {
 		switch {
 		case cur.State() == sc.State:
 		case sc.State == proxyapi.Up && cur.health.needsReplay.Load():
-			// It missed a deployment while it was not UP: it catches up
-			// before it takes instances, after the other states changed.
-			catchUp = append(catchUp, cur)
+			// It missed a deployment while it was not UP: it is UP at
+			// once, and takes instances once its replay caught it up.
+			p.setState(cur, sc.State, "shard state changed", "the registry's; it takes new instances once the ledger is replayed to it")
+			p.NeedsReplay(cur)
 		default:
 			p.setState(cur, sc.State, "shard state changed", "the registry's")
 		}
@@ -127,21 +129,13 @@ func (p *Core) Sync(ctx context.Context, want []proxyapi.ShardConfig) error {
 		}
 	}
 	var errs []error
-	for _, s := range catchUp {
-		if err := p.replay(ctx, s); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		s.health.needsReplay.Store(false)
-		p.setState(s, proxyapi.Up, "shard state changed", "the registry's, once the ledger was replayed to it")
-	}
 	for _, sc := range joining {
 		// The registry gives a slot to a new shard only once the shard
 		// that had it left with its slot released: so does the proxy.
 		if old := p.set.Load().bySlot[sc.Slot]; old != nil && !seen[old.ID] {
 			p.removeShard(old, fmt.Sprintf("its slot went to shard %s", sc.ID))
 		}
-		if err := p.AddShard(ctx, sc); err != nil {
+		if err := p.AddShard(ctx, sc, false); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -151,14 +145,37 @@ func (p *Core) Sync(ctx context.Context, want []proxyapi.ShardConfig) error {
 	return nil
 }
 
-// removeShard takes a shard out of routing and closes its connection.
+// removeShard takes a shard out of routing at once and closes its
+// connections once the calls in flight on it finished, or RemoveGrace
+// passed, as grpc-go's graceful close does: a create the shard is
+// answering is answered, and new calls go elsewhere.
 func (p *Core) removeShard(s *Shard, reason string) {
 	p.members.Lock()
 	p.set.Store(p.set.Load().without(s, p.cfg.LegacyShard))
 	p.members.Unlock()
-	s.Conn.Close()
-	p.logShard(slog.LevelInfo, s, "shard removed", "address", s.Addr, "reason", reason)
+	p.logShard(slog.LevelInfo, s, "shard removed", "address", s.Addr, "reason", reason, "inFlight", s.inflight.Load())
+	p.owned.Go(func() {
+		defer s.Conn.Close()
+		grace := time.NewTimer(RemoveGrace)
+		defer grace.Stop()
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for s.inflight.Load() > 0 {
+			select {
+			case <-tick.C:
+			case <-grace.C:
+				p.logShard(slog.LevelWarn, s, "removed shard's calls cut", "inFlight", s.inflight.Load(), "grace", logDuration(RemoveGrace))
+				return
+			case <-p.bg.Done():
+				return // Close ran out of time
+			}
+		}
+	})
 }
+
+// RemoveGrace is how long the calls in flight on a shard that left may
+// take to finish before its connections close.
+const RemoveGrace = 30 * time.Second
 
 // RefreshLedger reads the ledger again, so that deployments another proxy
 // replica made are known here (definition keys, message start names).

@@ -25,14 +25,21 @@ type Metrics struct {
 	// long polls and job streams a stopping proxy ended
 	LongCallsEnded prometheus.Counter
 	StreamsStalled prometheus.Counter
-	admitting      *prometheus.GaugeVec   // shard
-	instances      *prometheus.GaugeVec   // shard
-	instanceLimit  *prometheus.GaugeVec   // shard
-	queueDelay     *prometheus.GaugeVec   // shard
-	admitRate      *prometheus.GaugeVec   // shard
-	limited        *prometheus.CounterVec // shard
-	checks         *prometheus.CounterVec // shard, result
-	ejections      *prometheus.CounterVec // shard
+	// ClientsCutOff counts client connections the front ended or refused
+	// for their conduct or its limits, by reason; ClientConns is how many
+	// it serves; AcceptErrors the accepts that failed (out of
+	// descriptors), each followed by a back-off.
+	ClientsCutOff *prometheus.CounterVec
+	ClientConns   prometheus.Gauge
+	AcceptErrors  prometheus.Counter
+	admitting     *prometheus.GaugeVec   // shard
+	instances     *prometheus.GaugeVec   // shard
+	instanceLimit *prometheus.GaugeVec   // shard
+	queueDelay    *prometheus.GaugeVec   // shard
+	admitRate     *prometheus.GaugeVec   // shard
+	limited       *prometheus.CounterVec // shard
+	checks        *prometheus.CounterVec // shard, result
+	ejections     *prometheus.CounterVec // shard
 	// ejections the max ejection percent refused, by shard
 	ejectionsRefused *prometheus.CounterVec
 	ledger           prometheus.GaugeFunc     // deployments
@@ -84,6 +91,15 @@ func newMetrics(ledgerSize, longCalls func() float64) *Metrics {
 		weights: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "shardctl_proxy_pool_weight", Help: "Each pool's share of new instances in percent, while a cutover sets weights.",
 		}, []string{"pool"}),
+		ClientsCutOff: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shardctl_proxy_clients_cut_off_total", Help: "Client connections the proxy ended or refused, by reason: resets (more calls reset before their answer than --client-reset-budget), handshake (none within --client-handshake-timeout), connections (over --max-client-connections); and handlers: calls refused (REFUSED_STREAM) on a connection with 1000 handlers running.",
+		}, []string{"reason"}),
+		ClientConns: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "shardctl_proxy_client_connections", Help: "Client connections the proxy serves.",
+		}),
+		AcceptErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "shardctl_proxy_accept_errors_total", Help: "Client connections the proxy failed to accept (out of file descriptors, most often); each is followed by a back-off, and accepting goes on.",
+		}),
 		LongCallsEnded: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "shardctl_proxy_long_calls_ended_total", Help: "Long polls and job streams a stopping proxy ended, --drain-batch a second.",
 		}),
@@ -139,6 +155,7 @@ func newMetrics(ledgerSize, longCalls func() float64) *Metrics {
 	}, longCalls)
 	m.registry.MustRegister(m.inflight, m.requests, m.upstream, m.choices, m.coolingOff, m.HandedBack, m.weights, m.ledger, m.duration,
 		m.up, m.checks, m.ejections, m.ejectionsRefused, m.overloaded, m.limited, m.backlog, m.admitting, m.instances, m.instanceLimit, m.queueDelay, m.admitRate, m.LongCallsEnded, m.StreamsStalled, longOpen,
+		m.ClientsCutOff, m.ClientConns, m.AcceptErrors,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

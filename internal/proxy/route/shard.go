@@ -28,6 +28,8 @@ type Shard struct {
 	state    atomic.Value // proxyapi.State
 	pool     atomic.Value // string; the registry may move a shard
 	inflight atomic.Int64
+	// replaying: a replay of the ledger to it runs (replays.go).
+	replaying atomic.Bool
 	// placing counts the requests in flight that place something new
 	// (instances, start messages): what power-of-two-choices compares. All
 	// requests in flight would include bursts of job completions, which
@@ -157,6 +159,6 @@ func (s *Shard) NotePlaced(n int64) {
 // Down reports whether the health checks hold s DOWN.
 func (s *Shard) Down() bool { return s.health.down.Load() }
 
-// SetNeedsReplay marks s as missing a deployment: it takes no new
-// instances until the ledger is replayed to it.
-func (s *Shard) SetNeedsReplay() { s.health.needsReplay.Store(true) }
+// NeedsReplay reports whether s misses a deployment: it takes no new
+// instances and no client deployment until the ledger is replayed to it.
+func (s *Shard) NeedsReplay() bool { return s.health.needsReplay.Load() }

@@ -132,7 +132,7 @@ func TestShardJoiningUnderReaders(t *testing.T) {
 		}()
 	}
 	for _, sc := range cfgs[1:] {
-		if err := p.AddShard(ctx, sc); err != nil {
+		if err := p.AddShard(ctx, sc, true); err != nil {
 			t.Error(err)
 		}
 		time.Sleep(20 * time.Millisecond)

@@ -1,0 +1,149 @@
+package proxy
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+
+	"github.com/shardctl/shardctl/internal/budget"
+	pb "github.com/shardctl/shardctl/internal/gatewaypb"
+	"github.com/shardctl/shardctl/internal/proxy/route"
+	"github.com/shardctl/shardctl/internal/sim"
+	"github.com/shardctl/shardctl/internal/sim/simtest"
+)
+
+// rawClient is an HTTP/2 client connection that has sent its preface
+// and SETTINGS and reads what the server sends: its GOAWAY, and the end.
+type rawClient struct {
+	nc     net.Conn
+	goAway chan *http2.GoAwayFrame // the server's GOAWAY, once
+	ended  chan struct{}           // the server closed the connection
+}
+
+func dialRaw(t *testing.T, addr string) *rawClient {
+	t.Helper()
+	nc, err := net.DialTimeout("tcp", addr, budget.Of(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hello bytes.Buffer
+	hello.WriteString(http2.ClientPreface)
+	_ = http2.NewFramer(&hello, nil).WriteSettings()
+	if _, err := nc.Write(hello.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	c := &rawClient{nc: nc, goAway: make(chan *http2.GoAwayFrame, 1), ended: make(chan struct{})}
+	go c.read()
+	t.Cleanup(func() { nc.Close(); <-c.ended })
+	return c
+}
+
+func (c *rawClient) read() {
+	defer close(c.ended)
+	fr := http2.NewFramer(io.Discard, c.nc)
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			return
+		}
+		if ga, ok := f.(*http2.GoAwayFrame); ok {
+			select {
+			case c.goAway <- ga:
+			default:
+			}
+		}
+	}
+}
+
+// A proxy serving its cap of client connections sends the next one
+// GOAWAY saying so and closes it, counted; once one of them ends, a new
+// connection is served again. Those served go on throughout.
+func TestClientConnectionCap(t *testing.T) {
+	shards := simtest.StartN(t, 1, sim.Config{Partitions: 1})
+	p := startProxy(t, Config{Shards: simtest.ShardConfigs(shards), Front: route.FrontFrames, Clients: route.ClientLimits{MaxConns: 2}})
+	addr := p.Addr().String()
+	first := dialRaw(t, addr)
+	gw := pb.NewGatewayClient(dial(t, addr))
+	ctx := budget.Context(t, time.Minute)
+	if _, err := gw.Topology(ctx, &pb.TopologyRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	over := dialRaw(t, addr)
+	select {
+	case ga := <-over.goAway:
+		if ga.ErrCode != http2.ErrCodeEnhanceYourCalm || !strings.Contains(string(ga.DebugData()), "limit of 2 client connections") {
+			t.Errorf("GOAWAY %v %q: want ENHANCE_YOUR_CALM naming the limit", ga.ErrCode, ga.DebugData())
+		}
+	case <-time.After(budget.Of(5 * time.Second)):
+		t.Fatal("the connection past the cap was not sent GOAWAY")
+	}
+	select {
+	case <-over.ended:
+	case <-time.After(budget.Of(5 * time.Second)):
+		t.Fatal("the connection past the cap was not closed")
+	}
+	if n := proxyMetric(t, p, "shardctl_proxy_clients_cut_off_total", `reason="connections"`); n != 1 {
+		t.Errorf("clients cut off for the cap: %v, want 1", n)
+	}
+	if _, err := gw.Topology(ctx, &pb.TopologyRequest{}); err != nil {
+		t.Errorf("a served client past the cap: %v", err)
+	}
+	first.nc.Close()
+	budget.Eventually(t, 5*time.Second, "the proxy to serve one connection fewer", func() bool {
+		v, err := simtest.ReadMetric("http://"+p.AdminAddr().String()+"/metrics", "shardctl_proxy_client_connections")
+		return err == nil && v == 1
+	})
+	again := dialRaw(t, addr)
+	select {
+	case ga := <-again.goAway:
+		t.Fatalf("a connection under the cap again was sent GOAWAY %v %q", ga.ErrCode, ga.DebugData())
+	case <-again.ended:
+		t.Fatal("a connection under the cap again was closed")
+	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+// Connections that send nothing, half a preface, or a preface and no
+// SETTINGS (slowloris) are closed at the handshake deadline, counted; a
+// Zeebe client's connection beside them is served throughout.
+func TestClientHandshakeDeadline(t *testing.T) {
+	shards := simtest.StartN(t, 1, sim.Config{Partitions: 1})
+	const deadline = 300 * time.Millisecond
+	p := startProxy(t, Config{Shards: simtest.ShardConfigs(shards), Front: route.FrontFrames, Clients: route.ClientLimits{HandshakeTimeout: deadline}})
+	addr := p.Addr().String()
+	gw := pb.NewGatewayClient(dial(t, addr))
+	ctx := budget.Context(t, time.Minute)
+	sends := []string{"", http2.ClientPreface[:7], http2.ClientPreface}
+	start := time.Now()
+	for _, s := range sends {
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		if _, err := io.WriteString(nc, s); err != nil {
+			t.Fatal(err)
+		}
+		ended := make(chan error, 1)
+		go func() { _, err := io.Copy(io.Discard, nc); ended <- err }()
+		select {
+		case <-ended:
+			if took := time.Since(start); took < deadline/2 {
+				t.Errorf("sent %q: closed after %v, before the %v deadline", s, took, deadline)
+			}
+		case <-time.After(budget.Of(5 * time.Second)):
+			t.Fatalf("sent %q: not closed at the %v handshake deadline", s, deadline)
+		}
+	}
+	if _, err := gw.Topology(ctx, &pb.TopologyRequest{}); err != nil {
+		t.Errorf("a Zeebe client beside them: %v", err)
+	}
+	if n := proxyMetric(t, p, "shardctl_proxy_clients_cut_off_total", `reason="handshake"`); n != float64(len(sends)) {
+		t.Errorf("clients cut off at the handshake: %v, want %d", n, len(sends))
+	}
+}

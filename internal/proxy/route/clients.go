@@ -1,0 +1,64 @@
+package route
+
+import (
+	"fmt"
+	"time"
+)
+
+// ClientLimits hold the front's client connections to what a proxy in
+// front of production clusters can keep: a client that opens and resets
+// streams in a loop, connects and says nothing, or opens connections
+// without end is cut off, and the cut counted
+// (shardctl_proxy_clients_cut_off_total). Zero values take the defaults;
+// a negative one turns that limit off.
+type ClientLimits struct {
+	// MaxConns is the most client connections served at once; one past
+	// it is told so (GOAWAY) and closed.
+	MaxConns int
+	// HandshakeTimeout: a connection's TLS handshake, HTTP/2 preface and
+	// first SETTINGS must come within it.
+	HandshakeTimeout time.Duration
+	// IdleTimeout: a connection with no call for this long is sent
+	// GOAWAY (its client reconnects when it has a call to make).
+	IdleTimeout time.Duration
+	// KeepAlive: a connection quiet for this long is pinged, and closed
+	// if the ping goes unanswered for 20 s: a client gone without a word
+	// holds nothing for long.
+	KeepAlive time.Duration
+	// ResetBudget is how many more calls a connection may cancel before
+	// their answer than it lets complete (refilled over 10 s): past it,
+	// GOAWAY ENHANCE_YOUR_CALM.
+	ResetBudget int
+}
+
+// Client limit defaults: kept by a real deployment. A Zeebe client makes
+// one connection and keeps it; its calls complete far more often than it
+// cancels them.
+const (
+	DefaultMaxClientConns         = 10000
+	DefaultClientHandshakeTimeout = 10 * time.Second
+	DefaultClientIdleTimeout      = time.Hour
+	DefaultClientKeepAlive        = time.Minute
+	DefaultClientResetBudget      = 200
+)
+
+func (l *ClientLimits) validate() error {
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{{&l.HandshakeTimeout, DefaultClientHandshakeTimeout}, {&l.IdleTimeout, DefaultClientIdleTimeout}, {&l.KeepAlive, DefaultClientKeepAlive}} {
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+	}
+	if l.MaxConns == 0 {
+		l.MaxConns = DefaultMaxClientConns
+	}
+	if l.ResetBudget == 0 {
+		l.ResetBudget = DefaultClientResetBudget
+	}
+	if l.KeepAlive > 0 && l.KeepAlive < 10*time.Second {
+		return fmt.Errorf("client keepalive %v: want at least 10s (or negative: none)", l.KeepAlive)
+	}
+	return nil
+}

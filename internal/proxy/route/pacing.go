@@ -98,10 +98,8 @@ const (
 	// jobSamples is the fewest readings a job's wait is compared with.
 	jobSamples = 10
 	// jobTargets is how many queue targets a job may wait beyond what
-	// working it takes before its shard is paced, for jobConfirm
-	// readings in a row.
+	// working it takes before its shard is paced.
 	jobTargets = 4
-	jobConfirm = 2
 	// completionWeight is a reading's weight in the completion rate.
 	completionWeight = 0.5
 	// minShare is the least share of a shard's instances a proxy paces
@@ -146,7 +144,6 @@ type pacer struct {
 	// jobTimes are the times a job was open (Little's law), newest last,
 	// within jobWindow: their least is what working a job takes.
 	jobTimes signals.Series
-	jobOver  int // readings in a row with jobs waiting over the target
 }
 
 // admits reports whether the shard takes a new instance at now.
@@ -252,16 +249,6 @@ func (pc *pacer) observe(r pacingReading, target time.Duration, partitions int, 
 	// A job's wait is held to jobTargets targets: a worker fleet's own
 	// rhythm (batches, streams refilled) makes it noisier than the log's.
 	jobWait := pc.jobWait(r, (r.jobsEnded-prev.jobsEnded)/dt) / jobTargets
-	if jobWait > target.Seconds() {
-		// Over the target for one reading is what a step up in load
-		// looks like (jobs open at once, their ends a second behind);
-		// the second in a row is a queue.
-		if pc.jobOver++; pc.jobOver < jobConfirm {
-			jobWait = target.Seconds()
-		}
-	} else {
-		pc.jobOver = 0
-	}
 	jobBound := jobWait > delay
 	delay = max(delay, jobWait)
 	st.queueDelay = delay

@@ -16,7 +16,6 @@ import (
 
 	"github.com/camunda/zeebe/clients/go/v8/pkg/entities"
 	"github.com/camunda/zeebe/clients/go/v8/pkg/worker"
-	"github.com/camunda/zeebe/clients/go/v8/pkg/zbc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -34,18 +33,16 @@ type loaded struct {
 	simArgs []string
 	ports   []int
 	sims    []*proctest.Process
-	metrics []string   // each simulator's admin base URL
-	admin   string     // the proxy's /shards
-	client  zbc.Client // to the proxy
+	metrics []string // each simulator's admin base URL
+	admin   string   // the proxy's /shards
 
 	mu        sync.Mutex
 	creates   []event
 	completed map[int64]time.Time
 	failures  []event // failed completions
 
-	rate    atomic.Int64           // instances offered per second
-	process atomic.Pointer[string] // the process they are of
-	stop    func()
+	rate atomic.Int64 // instances offered per second
+	stop func()
 }
 
 type event struct {
@@ -82,7 +79,6 @@ func startLoaded(t *testing.T, rate int, simArgs []string, proxyArgs ...string) 
 	px := proctest.Start(t, bin, nil, args...)
 	l.admin = px.Line(t, "admin on ")
 	c := simtest.Client(t, px.Addr)
-	l.client = c
 	// Past the longest scenario: each stops its load itself.
 	ctx := budget.Context(t, 8*time.Minute)
 	if _, err := c.NewDeployResourceCommand().AddResource(load.Process("order", "work"), "order.bpmn").Send(ctx); err != nil {
@@ -122,8 +118,6 @@ func startLoaded(t *testing.T, rate int, simArgs []string, proxyArgs ...string) 
 	}
 	loadCtx, stop := context.WithCancel(ctx)
 	l.rate.Store(int64(rate))
-	order := "order"
-	l.process.Store(&order)
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		// On a clock, whatever the answers take; the rate may change.
@@ -137,7 +131,7 @@ func startLoaded(t *testing.T, rate int, simArgs []string, proxyArgs ...string) 
 				cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 				defer cancel()
 				sent := time.Now()
-				resp, err := c.NewCreateInstanceCommand().BPMNProcessId(*l.process.Load()).LatestVersion().Send(cctx)
+				resp, err := c.NewCreateInstanceCommand().BPMNProcessId("order").LatestVersion().Send(cctx)
 				e := event{at: sent, done: time.Now(), err: err}
 				if err == nil {
 					e.key, e.slot = resp.GetProcessInstanceKey(), slotOf(resp.GetProcessInstanceKey())
@@ -449,82 +443,4 @@ func TestOverloadPastTheKnee(t *testing.T) {
 	}
 	l.stop()
 	l.settle(t, 0)
-}
-
-// firstRefusal is how long after from the first create sent since then
-// was refused with RESOURCE_EXHAUSTED (-1: none was).
-func (l *loaded) firstRefusal(from time.Time) time.Duration {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	first := time.Duration(-1)
-	for _, e := range l.creates {
-		if e.at.Before(from) || status.Code(e.err) != codes.ResourceExhausted {
-			continue
-		}
-		if d := e.done.Sub(from); first < 0 || d < first {
-			first = d
-		}
-	}
-	return first
-}
-
-// Instances that wait on a timer are no queue: past the knee measured in
-// the same run, a process whose instances wait ten minutes between two
-// tasks is offered 10% of the knee, then 60% in one step, and nothing is
-// refused, though the shards hold ever more instances in flight; offered
-// twice the knee, it is refused within seconds.
-func TestWaitingInstancesAreNoQueue(t *testing.T) {
-	t.Parallel()
-	l := startLoaded(t, 30, []string{"--partitions", "1", "--capacity", "50", "--degrade", "--backlog-limit", "-1"})
-	knee, _ := l.knee(t)
-	ctx := budget.Context(t, time.Minute)
-	waiting := "waiting"
-	bpmn := load.ProcessOf(waiting, load.Task("work"), load.Timer("PT10M"), load.Task("work-after"))
-	if _, err := l.client.NewDeployResourceCommand().AddResource(bpmn, "waiting.bpmn").Send(ctx); err != nil {
-		t.Fatal(err)
-	}
-	l.process.Store(&waiting)
-	for _, st := range []struct {
-		name   string
-		rate   int
-		length time.Duration
-	}{
-		{"10%", max(1, knee/10), 20 * time.Second},
-		{"60%", knee * 6 / 10, 40 * time.Second},
-	} {
-		l.rate.Store(int64(st.rate))
-		from := time.Now()
-		time.Sleep(st.length)
-		to := time.Now()
-		created, _, _ := l.window(from, to, 0)
-		refused, failed := l.refusedIn(from, to)
-		t.Logf("%s of the knee (%d/s of %d/s): accepted %.1f/s, refused %d, failed %d", st.name, st.rate, knee, perSec(created, st.length), refused, failed)
-		if refused > 0 || failed > 0 {
-			t.Errorf("%s of the knee: %d refused, %d failed: want neither, waiting instances are no queue", st.name, refused, failed)
-		}
-	}
-	var inFlight float64
-	for _, s := range l.shards(t) {
-		if s.Backlog != nil {
-			inFlight += s.Backlog.Instances
-			t.Logf("%s at 60%%: %s, queue %.2f s, %.0f instances in flight", s.ID, s.Backlog.State, s.Backlog.QueueDelay, s.Backlog.Instances)
-		}
-	}
-	if inFlight < float64(knee*6/10*20) {
-		t.Errorf("%.0f instances in flight at 60%%: want them waiting on their timers (at least 20 s of creates)", inFlight)
-	}
-
-	l.rate.Store(int64(2 * knee))
-	step := time.Now()
-	time.Sleep(15 * time.Second)
-	first := l.firstRefusal(step)
-	_, failed := l.refusedIn(step, time.Now())
-	t.Logf("twice the knee (%d/s): first refusal %v after the step, %d failed otherwise", 2*knee, first, failed)
-	if limit := budget.Of(5 * time.Second); first < 0 || first > limit {
-		t.Errorf("twice the knee: first refusal %v after the step (-1: none): want within %v", first, limit)
-	}
-	if failed > 0 {
-		t.Errorf("twice the knee: %d creates failed with another code than RESOURCE_EXHAUSTED", failed)
-	}
-	l.stop()
 }

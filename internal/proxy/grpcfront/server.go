@@ -303,20 +303,7 @@ func deployAll[Resp proto.Message](ctx context.Context, sv *Server, rpc string, 
 		sv.observe(rpc, start, err)
 		return zero, err
 	}
-	type result struct {
-		resp Resp
-		err  error
-	}
-	results := make([]result, len(targets))
-	var wg sync.WaitGroup
-	for i, s := range targets {
-		wg.Go(func() {
-			sctx, cancel := context.WithTimeout(ctx, p.cfg.DeployTimeout)
-			defer cancel()
-			results[i].resp, results[i].err = call(sctx, p, s, rpc, send)
-		})
-	}
-	wg.Wait()
+	results := callEach(ctx, p, targets, rpc, p.cfg.DeployTimeout, send)
 	d := ledger.Deployment{Resources: resources, MessageStarts: route.MessageStartsOf(resources), PhysicalTenant: tenant}
 	index := map[string]int{} // process version -> position in d.Processes
 	var first Resp
@@ -432,19 +419,7 @@ func fanOut[Resp proto.Message](ctx context.Context, sv *Server, rpc string, sen
 		sv.observe(rpc, start, err)
 		return zero, err
 	}
-	type result struct {
-		resp Resp
-		err  error
-	}
-	results := make([]result, len(targets))
-	var wg sync.WaitGroup
-	for i, s := range targets {
-		wg.Go(func() {
-			r, err := call(ctx, sv, s, rpc, send)
-			results[i] = result{r, err}
-		})
-	}
-	wg.Wait()
+	results := callEach(ctx, sv, targets, rpc, 0, send)
 	var failed []error
 	var reached []string
 	first := -1
@@ -630,6 +605,32 @@ func outgoing(ctx context.Context) context.Context {
 		}
 	}
 	return ctx
+}
+
+// answer is one shard's answer to a call made on several at once.
+type answer[T any] struct {
+	resp T
+	err  error
+}
+
+// callEach makes a call on every target at once, each within d (0: the
+// caller's deadline only), and returns their answers in targets' order.
+func callEach[T any](ctx context.Context, p *Server, targets []*route.Shard, rpc string, d time.Duration, fn func(context.Context, pb.GatewayClient) (T, error)) []answer[T] {
+	answers := make([]answer[T], len(targets))
+	var wg sync.WaitGroup
+	for i, s := range targets {
+		wg.Go(func() {
+			sctx := ctx
+			if d > 0 {
+				var cancel context.CancelFunc
+				sctx, cancel = context.WithTimeout(ctx, d)
+				defer cancel()
+			}
+			answers[i].resp, answers[i].err = call(sctx, p, s, rpc, fn)
+		})
+	}
+	wg.Wait()
+	return answers
 }
 
 // call runs one request to a shard, with in-flight accounting, the

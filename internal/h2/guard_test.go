@@ -109,7 +109,9 @@ func TestResetBudget(t *testing.T) {
 // A client that sends nothing, or half a preface, is cut off at the
 // handshake timeout; one that finished its handshake is not.
 func TestHandshakeTimeout(t *testing.T) {
-	const timeout = 100 * time.Millisecond
+	// Long enough for a real client's SETTINGS to be read on a busy
+	// machine; each case waits it out.
+	timeout := budget.Capped(100*time.Millisecond, 2*time.Second)
 	for _, tc := range []struct {
 		name  string
 		sends string // what the client sends (raw) after it connects

@@ -113,7 +113,8 @@ func TestClientConnectionCap(t *testing.T) {
 // Zeebe client's connection beside them is served throughout.
 func TestClientHandshakeDeadline(t *testing.T) {
 	shards := simtest.StartN(t, 1, sim.Config{Partitions: 1})
-	const deadline = 300 * time.Millisecond
+	// Long enough for the Zeebe client's handshake on a busy machine.
+	deadline := budget.Capped(300*time.Millisecond, 3*time.Second)
 	p := startProxy(t, Config{Shards: simtest.ShardConfigs(shards), Front: route.FrontFrames, Clients: route.ClientLimits{HandshakeTimeout: deadline}})
 	addr := p.Addr().String()
 	gw := pb.NewGatewayClient(dial(t, addr))

@@ -2,7 +2,9 @@ package proxy
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/load"
 	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
+	"github.com/shardctl/shardctl/internal/proxy/route"
 	"github.com/shardctl/shardctl/internal/sim"
 	"github.com/shardctl/shardctl/internal/sim/simtest"
 )
@@ -61,4 +64,14 @@ func shardStatus(p *Proxy, id string) proxyapi.ShardStatus {
 		}
 	}
 	return proxyapi.ShardStatus{}
+}
+
+// shardsReady waits for the proxy to have n shards, each replayed the
+// ledger (a shard from the registry takes work only then).
+func shardsReady(t testing.TB, p *Proxy, n int) {
+	t.Helper()
+	budget.Eventually(t, 10*time.Second, fmt.Sprintf("%d shards, replayed", n), func() bool {
+		shards := p.Snapshot()
+		return len(shards) == n && !slices.ContainsFunc(shards, (*route.Shard).NeedsReplay)
+	})
 }

@@ -23,7 +23,7 @@ func TestReplayOnReturn(t *testing.T) {
 	p := startProxy(t, Config{Dynamic: true, Health: route.HealthConfig{Interval: -1}})
 	cfgs[1].State = proxyapi.OutOfService
 	p.Want(cfgs)
-	budget.Eventually(t, 5*time.Second, "two shards", func() bool { return len(p.Shards()) == 2 })
+	shardsReady(t, p, 2)
 	sims[1].Refuse()
 	c := newClient(t, p.Addr().String())
 	ctx := budget.Context(t, time.Minute)

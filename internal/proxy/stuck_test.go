@@ -32,7 +32,7 @@ func TestStuckShardDuringADeploy(t *testing.T) {
 	interval := budget.Capped(100*time.Millisecond, 500*time.Millisecond)
 	p := startProxy(t, Config{Dynamic: true, DeployTimeout: deployTimeout, Health: route.HealthConfig{Interval: interval, Timeout: interval}})
 	p.Want(cfgs)
-	budget.Eventually(t, 10*time.Second, "three shards", func() bool { return len(p.Shards()) == 3 })
+	shardsReady(t, p, 3)
 	c := newClient(t, p.Addr().String())
 	ctx := budget.Context(t, time.Minute)
 
@@ -107,7 +107,7 @@ func TestShardMovedUnderLoad(t *testing.T) {
 	cfgs := simtest.ShardConfigs(sims)
 	p := startProxy(t, Config{Dynamic: true, Health: route.HealthConfig{Interval: -1}})
 	p.Want(cfgs[:2])
-	budget.Eventually(t, 10*time.Second, "two shards", func() bool { return len(p.Shards()) == 2 })
+	shardsReady(t, p, 2)
 	c := newClient(t, p.Addr().String())
 	ctx := budget.Context(t, time.Minute)
 	if _, err := c.NewDeployResourceCommand().AddResource(load.Process("order", "work"), "order.bpmn").Send(ctx); err != nil {

@@ -47,7 +47,7 @@ func physicalTenantsRouted(t *testing.T, front string) {
 	shards[2].PhysicalTenants = []string{"acme"}
 	p := startProxy(t, Config{Dynamic: true, Front: front, RESTListen: "127.0.0.1:0", Health: route.HealthConfig{Interval: -1}})
 	p.Want(shards[:2])
-	budget.Eventually(t, 5*time.Second, "two shards", func() bool { return len(p.Shards()) == 2 })
+	shardsReady(t, p, 2)
 
 	gw := pb.NewGatewayClient(dial(t, p.Addr().String()))
 	ctx := budget.Context(t, time.Minute)
@@ -147,7 +147,7 @@ func physicalTenantsRouted(t *testing.T, front string) {
 	// A shard serving acme only joins: it is replayed acme's deployment
 	// in acme and not default's, which it could not take.
 	p.Want(shards)
-	budget.Eventually(t, 10*time.Second, "three shards", func() bool { return len(p.Shards()) == 3 })
+	shardsReady(t, p, 3)
 	if _, err := direct(late).CreateProcessInstance(acme, create("a")); err != nil {
 		t.Errorf("acme's process on the shard that joined: %v", err)
 	}

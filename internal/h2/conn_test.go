@@ -102,7 +102,17 @@ func pair(t *testing.T, ccfg, scfg Config, ch, sh Handler) (*Conn, *Conn) {
 	nc, snc := proctest.TCPPair(t)
 	server := Server(snc, scfg, sh)
 	client := Client(nc, ccfg, ch)
-	t.Cleanup(func() { client.Close(); server.Close() })
+	t.Cleanup(func() {
+		for _, c := range []*Conn{client, server} {
+			closed := make(chan struct{})
+			go func() { c.Close(); close(closed) }()
+			select {
+			case <-closed:
+			case <-time.After(budget.Of(10 * time.Second)):
+				t.Error("a connection did not end on Close: one of its goroutines waits")
+			}
+		}
+	})
 	return client, server
 }
 

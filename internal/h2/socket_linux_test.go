@@ -130,11 +130,13 @@ func TestFailDuringAnInlineFlush(t *testing.T) {
 	}
 	var target atomic.Pointer[Conn]
 	var once sync.Once
+	var fired atomic.Bool
 	testHookInlineFlush = func(c *Conn) {
 		if c != target.Load() {
 			return
 		}
 		once.Do(func() {
+			fired.Store(true)
 			c.fail(errors.New("failed during an inline flush"))
 			// Give the woken writer time to find the output busy.
 			time.Sleep(50 * time.Millisecond)
@@ -142,10 +144,25 @@ func TestFailDuringAnInlineFlush(t *testing.T) {
 	}
 	// Registered before pair's: runs after both connections are closed.
 	t.Cleanup(func() { testHookInlineFlush = nil })
-	client, server := pair(t, Config{}, Config{}, newRecorder(), srv)
+	client, server := pair(t, Config{}, Config{}, answered{}, srv)
 	target.Store(server)
-	if _, err := client.Open(request, true, nil); err != nil {
-		t.Fatal(err)
+	// An answer goes out inline only when the writer is idle: one that
+	// found it busy (an ACK of SETTINGS, say) is the writer's to send and
+	// passes no hook, so ask again until one did.
+	for i := 0; !fired.Load(); i++ {
+		if i == 1000 {
+			t.Fatal("no answer was flushed inline in 1000 requests")
+		}
+		done := make(chan struct{})
+		if _, err := client.Open(request, true, done); err != nil {
+			break // the server failed meanwhile
+		}
+		select {
+		case <-done:
+		case <-server.Done():
+		case <-time.After(budget.Of(5 * time.Second)):
+			t.Fatal("no answer to a request")
+		}
 	}
 	ends(t, server, "a connection that failed during an inline flush did not end: its writer waits")
 }

@@ -230,6 +230,7 @@ type Conn struct {
 	resetTokens float64
 	resetAt     time.Time
 	cutOff      sync.Once
+	cutting     atomic.Bool // ended for its conduct: no linger
 }
 
 // outBuf collects encoded frames; the writer swaps it out whole and
@@ -553,7 +554,13 @@ func (c *Conn) linger() {
 	c.flushing = true
 	c.mu.Unlock()
 	c.wakeWriter()
-	t := time.NewTimer(lingerTime)
+	wait := lingerTime
+	if c.cutting.Load() {
+		// A client cut off for its conduct gets its GOAWAY if it reads
+		// it at once, and nothing more: what it still sends is not read.
+		wait = cutLinger
+	}
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case <-c.flushed:
@@ -562,13 +569,19 @@ func (c *Conn) linger() {
 	case <-t.C:
 		return
 	}
+	if c.cutting.Load() {
+		return
+	}
 	if hc, ok := c.nc.(interface{ CloseWrite() error }); ok && hc.CloseWrite() == nil {
 		_ = c.nc.SetReadDeadline(time.Now().Add(lingerTime))
 		_, _ = io.Copy(io.Discard, c.nc)
 	}
 }
 
-const lingerTime = time.Second
+const (
+	lingerTime = time.Second
+	cutLinger  = 100 * time.Millisecond
+)
 
 // flushNow writes what is queued from the calling goroutine, when no
 // other write is under way: one non-blocking system call, with no

@@ -79,6 +79,7 @@ func (c *Conn) resetsSpent() error {
 }
 
 func (c *Conn) cut(why CutOff) {
+	c.cutting.Store(true)
 	if c.cfg.CutOff != nil {
 		c.cutOff.Do(func() { c.cfg.CutOff(why) })
 	}

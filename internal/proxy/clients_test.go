@@ -25,9 +25,18 @@ type rawClient struct {
 	ended  chan struct{}           // the server closed the connection
 }
 
-func dialRaw(t *testing.T, addr string) *rawClient {
+// dialFrom connects to addr from 127.0.0.n.
+func dialFrom(addr string, n int) (net.Conn, error) {
+	d := net.Dialer{Timeout: budget.Of(time.Second), LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(n))}}
+	return d.Dial("tcp", addr)
+}
+
+func dialRaw(t *testing.T, addr string) *rawClient { return dialRawFrom(t, addr, 1) }
+
+// dialRawFrom is dialRaw from 127.0.0.n.
+func dialRawFrom(t *testing.T, addr string, n int) *rawClient {
 	t.Helper()
-	nc, err := net.DialTimeout("tcp", addr, budget.Of(time.Second))
+	nc, err := dialFrom(addr, n)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,20 +118,28 @@ func TestClientConnectionCap(t *testing.T) {
 }
 
 // Connections that send nothing, half a preface, or a preface and no
-// SETTINGS (slowloris) are closed at the handshake deadline, counted; a
-// Zeebe client's connection beside them is served throughout.
+// SETTINGS (slowloris) are closed at the handshake deadline, counted;
+// new connections from their address are then closed at once for the
+// cool-down; a Zeebe client's connection made before is served
+// throughout.
 func TestClientHandshakeDeadline(t *testing.T) {
 	shards := simtest.StartN(t, 1, sim.Config{Partitions: 1})
 	// Long enough for the Zeebe client's handshake on a busy machine.
 	deadline := budget.Capped(300*time.Millisecond, 3*time.Second)
-	p := startProxy(t, Config{Shards: simtest.ShardConfigs(shards), Front: route.FrontFrames, Clients: route.ClientLimits{HandshakeTimeout: deadline}})
+	p := startProxy(t, Config{Shards: simtest.ShardConfigs(shards), Front: route.FrontFrames,
+		Clients: route.ClientLimits{HandshakeTimeout: deadline, Cooldown: time.Minute}})
 	addr := p.Addr().String()
 	gw := pb.NewGatewayClient(dial(t, addr))
 	ctx := budget.Context(t, time.Minute)
+	if _, err := gw.Topology(ctx, &pb.TopologyRequest{}); err != nil {
+		t.Fatal(err)
+	}
 	sends := []string{"", http2.ClientPreface[:7], http2.ClientPreface}
 	start := time.Now()
-	for _, s := range sends {
-		nc, err := net.Dial("tcp", addr)
+	for i, s := range sends {
+		// Each from a loopback address of its own: a cut cools its
+		// address down.
+		nc, err := dialFrom(addr, i+2)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -146,5 +163,16 @@ func TestClientHandshakeDeadline(t *testing.T) {
 	}
 	if n := proxyMetric(t, p, "shardctl_proxy_clients_cut_off_total", `reason="handshake"`); n != float64(len(sends)) {
 		t.Errorf("clients cut off at the handshake: %v, want %d", n, len(sends))
+	}
+	// An address cut off is cooling down: its next connection is closed
+	// at once, before any handshake.
+	again := dialRawFrom(t, addr, 2)
+	select {
+	case <-again.ended:
+	case <-time.After(budget.Of(5 * time.Second)):
+		t.Fatal("a new connection from an address cut off was not closed at once")
+	}
+	if n := proxyMetric(t, p, "shardctl_proxy_clients_cut_off_total", `reason="cooldown"`); n != 1 {
+		t.Errorf("connections closed for the cool-down: %v, want 1", n)
 	}
 }

@@ -88,6 +88,8 @@ type Front struct {
 	ln   net.Listener
 	tls  *tls.Config
 
+	cooling cooldowns // client addresses cut off lately
+
 	mu      sync.Mutex
 	conns   map[*h2.Conn]struct{}
 	closing bool
@@ -114,8 +116,7 @@ func New(p *grpcfront.Server, grpc http.Handler, ln net.Listener, tc *tls.Config
 func (f *Front) Serve() error {
 	limits, m, log := f.p.Config().Clients, f.p.Metrics(), f.p.Logger()
 	cfg := h2.Config{HandshakeTimeout: positive(limits.HandshakeTimeout), IdleTimeout: positive(limits.IdleTimeout),
-		KeepAlive: positive(limits.KeepAlive), ResetBudget: max(limits.ResetBudget, 0),
-		CutOff: func(why h2.CutOff) { m.ClientsCutOff.WithLabelValues(string(why)).Inc() }}
+		KeepAlive: positive(limits.KeepAlive), ResetBudget: max(limits.ResetBudget, 0)}
 	var backoff time.Duration
 	for {
 		nc, err := f.ln.Accept()
@@ -137,6 +138,12 @@ func (f *Front) Serve() error {
 		if backoff > 0 {
 			log.Info("accepting client connections again")
 			backoff = 0
+		}
+		src := remoteAddr(nc)
+		if limits.Cooldown > 0 && src.IsValid() && f.cooling.holds(src, time.Now()) {
+			m.ClientsCutOff.WithLabelValues(cutCooldown).Inc()
+			nc.Close()
+			continue
 		}
 		if tcp, ok := nc.(*net.TCPConn); ok {
 			_ = tcp.SetNoDelay(true)
@@ -160,7 +167,14 @@ func (f *Front) Serve() error {
 			}()
 			continue
 		}
-		c := h2.Server(nc, cfg, &frontConn{f: f})
+		ccfg := cfg
+		ccfg.CutOff = func(why h2.CutOff) {
+			m.ClientsCutOff.WithLabelValues(string(why)).Inc()
+			if limits.Cooldown > 0 && src.IsValid() {
+				f.cooling.start(src, time.Now(), limits.Cooldown)
+			}
+		}
+		c := h2.Server(nc, ccfg, &frontConn{f: f})
 		f.conns[c] = struct{}{}
 		f.accepted.Add(1)
 		f.mu.Unlock()
@@ -176,9 +190,12 @@ func (f *Front) Serve() error {
 	}
 }
 
-// cutConns is the reason a connection past --max-client-connections is
-// counted under.
-const cutConns = "connections"
+// Reasons a connection is counted under when it is refused: past
+// --max-client-connections, or from an address cooling down.
+const (
+	cutConns    = "connections"
+	cutCooldown = "cooldown"
+)
 
 // positive is d, or 0 (none) for a limit turned off.
 func positive(d time.Duration) time.Duration { return max(d, 0) }

@@ -29,6 +29,10 @@ type ClientLimits struct {
 	// their answer than it lets complete (refilled over 10 s): past it,
 	// GOAWAY ENHANCE_YOUR_CALM.
 	ResetBudget int
+	// Cooldown: after a connection is cut off for its conduct (resets,
+	// no handshake), new connections from its address are closed at once
+	// for this long; those already served go on.
+	Cooldown time.Duration
 }
 
 // Client limit defaults: kept by a real deployment. A Zeebe client makes
@@ -40,13 +44,15 @@ const (
 	DefaultClientIdleTimeout      = time.Hour
 	DefaultClientKeepAlive        = time.Minute
 	DefaultClientResetBudget      = 200
+	DefaultClientCooldown         = 10 * time.Second
 )
 
 func (l *ClientLimits) validate() error {
 	for _, d := range []struct {
 		v   *time.Duration
 		def time.Duration
-	}{{&l.HandshakeTimeout, DefaultClientHandshakeTimeout}, {&l.IdleTimeout, DefaultClientIdleTimeout}, {&l.KeepAlive, DefaultClientKeepAlive}} {
+	}{{&l.HandshakeTimeout, DefaultClientHandshakeTimeout}, {&l.IdleTimeout, DefaultClientIdleTimeout}, {&l.KeepAlive, DefaultClientKeepAlive},
+		{&l.Cooldown, DefaultClientCooldown}} {
 		if *d.v == 0 {
 			*d.v = d.def
 		}

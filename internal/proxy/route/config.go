@@ -29,7 +29,7 @@ import (
 //	deployTimeout: 30s
 //	health: {interval: 2s, timeout: 1s, unhealthyAfter: 2, healthyAfter: 2,
 //	         outlierFailures: 5, ejectionTime: 30s, maxEjectionPercent: 50}
-//	clients: {maxConnections: 10000, handshakeTimeout: 10s, idleTimeout: 1h, keepAlive: 1m, resetBudget: 200}
+//	clients: {maxConnections: 10000, handshakeTimeout: 10s, idleTimeout: 1h, keepAlive: 1m, resetBudget: 200, cooldown: 10s}
 //	tls: {cert: /etc/shardctl/tls.crt, key: /etc/shardctl/tls.key, clientCA: /etc/shardctl/ca.crt}
 //	upstreamCA: /etc/shardctl/zeebe-ca.crt
 //	shards:
@@ -73,6 +73,7 @@ type FileClients struct {
 	IdleTimeout      string `json:"idleTimeout"`
 	KeepAlive        string `json:"keepAlive"`
 	ResetBudget      *int   `json:"resetBudget"`
+	Cooldown         string `json:"cooldown"`
 }
 
 // FileHealth is the file's health section (HealthConfig); what it leaves
@@ -96,7 +97,7 @@ func LoadFile(path string) (FileConfig, error) {
 	}
 	for field, v := range map[string]string{"coolingOff": fc.CoolingOff, "health.interval": fc.Health.Interval,
 		"health.timeout": fc.Health.Timeout, "health.ejectionTime": fc.Health.EjectionTime, "backlogInterval": fc.BacklogInterval, "searchTimeout": fc.SearchTimeout, "deployTimeout": fc.DeployTimeout,
-		"clients.handshakeTimeout": fc.Clients.HandshakeTimeout, "clients.idleTimeout": fc.Clients.IdleTimeout, "clients.keepAlive": fc.Clients.KeepAlive} {
+		"clients.handshakeTimeout": fc.Clients.HandshakeTimeout, "clients.idleTimeout": fc.Clients.IdleTimeout, "clients.keepAlive": fc.Clients.KeepAlive, "clients.cooldown": fc.Clients.Cooldown} {
 		if v == "" {
 			continue
 		}

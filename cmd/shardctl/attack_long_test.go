@@ -52,14 +52,15 @@ func rapidReset(t *testing.T, exe, addr string, conns int, d time.Duration) atta
 // attackReport is the attacker's (rapidreset's Report).
 type attackReport struct {
 	Resets, Dials, Refused int64
-	CutOff                 int
+	CutOff, Unanswered     int
 	LongestMillis          int64
 	GoAways                map[string]int
 }
 
 // A rapid-reset attack on four connections for 30 s beside a Zeebe
 // client creating instances through the same proxy: the proxy cuts every
-// attacking connection off within a second of its preface, its
+// attacking connection it serves off within a second of its preface,
+// holds those it dials again during the cool-down unanswered, its
 // goroutines and memory stay bounded, and the client keeps at least half
 // the creates a second it made alone just before (the attacker shares
 // the machine's two cores, so part of the loss is its own CPU).
@@ -133,8 +134,8 @@ func TestRapidResetAttack(t *testing.T) {
 	<-watched
 	longest, cut := time.Duration(attack.LongestMillis)*time.Millisecond, attack.CutOff
 	ratio := during / alone
-	t.Logf("rapid reset on 4 connections for 30 s: %d streams written and reset on %d connections, %d cut off (GOAWAY codes %v), the longest after %v; %d dials refused",
-		attack.Resets, attack.Dials, cut, attack.GoAways, longest, attack.Refused)
+	t.Logf("rapid reset on 4 connections for 30 s: %d streams written and reset on %d connections, %d cut off (%d of them served, GOAWAY codes %v, the longest after %v; %d closed unanswered, held for the cool-down); %d dials refused",
+		attack.Resets, attack.Dials, cut, cut-attack.Unanswered, attack.GoAways, longest, attack.Unanswered, attack.Refused)
 	t.Logf("the client: %.0f creates/s alone, %.0f/s under attack (%.2f); the proxy's goroutines %.0f → at most %.0f, RSS %.0f MiB → at most %.0f MiB",
 		alone, during, ratio, goroutines0, maxGoroutines, rss0/(1<<20), maxRSS/(1<<20))
 	if len(unread) > 0 {
@@ -142,6 +143,9 @@ func TestRapidResetAttack(t *testing.T) {
 	}
 	if ratio < 0.5 {
 		t.Errorf("the client kept %.0f%% of its creates a second under attack: want at least half", 100*ratio)
+	}
+	if cut-attack.Unanswered == 0 {
+		t.Error("no attacking connection was served before it was cut off: the attack never reached the proxy's defences")
 	}
 	if cut == 0 || int64(cut) < attack.Dials-4 {
 		t.Errorf("%d of %d attacking connections were cut off: want every one but those the attack's end closed", cut, attack.Dials)

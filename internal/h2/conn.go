@@ -48,6 +48,15 @@ type Handler interface {
 	Closed(s *Stream, err error)
 }
 
+// BatchEnder is a Handler that also hears when the reader has handled
+// every frame one read brought, before what they caused is flushed. A
+// server that starts its calls there, not on each request's last frame,
+// never starts one the same read also reset: a rapid-reset attacker's
+// streams then cost their parsing, not a call to a backend.
+type BatchEnder interface {
+	BatchEnded()
+}
+
 // Config of a connection. Zero values take the defaults.
 type Config struct {
 	// MaxConcurrentStreams the peer may open (server; default 1000).
@@ -153,12 +162,13 @@ type Conn struct {
 	cfg    Config
 	h      Handler
 	// the reader's
-	fr       *http2.Framer
-	hdec     *headerDecoder
-	in       *input
-	batch    batch
-	sawFirst bool  // the peer's first frame came (and was SETTINGS)
-	readErr  error // what ended a raw read's frames
+	batchEnder BatchEnder // h, when it is one
+	fr         *http2.Framer
+	hdec       *headerDecoder
+	in         *input
+	batch      batch
+	sawFirst   bool  // the peer's first frame came (and was SETTINGS)
+	readErr    error // what ended a raw read's frames
 
 	mu  sync.Mutex
 	out outBuf // encoded frames waiting for the writer, in order
@@ -295,6 +305,7 @@ func newConn(nc net.Conn, server bool, cfg Config, h Handler) *Conn {
 		streams: map[uint32]*Stream{}, peerMaxStreams: ^uint32(0), peerInitWindow: defaultWindow,
 		peerMaxFrameSize: defaultFrameSize, sendWindow: defaultWindow, recvWindow: defaultWindow,
 		wake: make(chan struct{}, 1), outSpace: make(chan struct{}, 1), done: make(chan struct{}), writerEnd: make(chan struct{}), flushed: make(chan struct{})}
+	c.batchEnder, _ = h.(BatchEnder)
 	var src io.Reader = nc
 	if c.sock = rawsock.New(nc); c.sock != nil {
 		src = c.sock

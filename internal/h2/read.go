@@ -24,6 +24,7 @@ func Refused(err error) bool {
 }
 
 func (c *Conn) readLoop() error {
+	// Not endBatch: a connection that ends starts nothing it was asked.
 	defer c.batch.end()
 	err := c.readFrames()
 	var ne net.Error
@@ -50,7 +51,7 @@ func (c *Conn) readFrames() error {
 		if err != nil {
 			return err
 		}
-		c.batch.end()
+		c.endBatch()
 		c.waitOutput()
 		switch {
 		case next == frameLong:
@@ -86,8 +87,17 @@ func (c *Conn) gotInput(n int) bool {
 		c.readErr = err
 		return false
 	}
-	c.batch.end()
+	c.endBatch()
 	return !c.ended.Load() && next == framePart && !c.outputOver()
+}
+
+// endBatch ends the reader's batch, if one is under way, after telling
+// the handler.
+func (c *Conn) endBatch() {
+	if c.batch.on && c.batchEnder != nil {
+		c.batchEnder.BatchEnded()
+	}
+	c.batch.end()
 }
 
 // parseWhole handles every whole frame the input holds, and says what

@@ -9,9 +9,12 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/shardctl/shardctl/internal/budget"
 	pb "github.com/shardctl/shardctl/internal/gatewaypb"
+	"github.com/shardctl/shardctl/internal/proxy/grpcwire"
 	"github.com/shardctl/shardctl/internal/proxy/route"
 	"github.com/shardctl/shardctl/internal/sim"
 	"github.com/shardctl/shardctl/internal/sim/simtest"
@@ -119,8 +122,8 @@ func TestClientConnectionCap(t *testing.T) {
 
 // Connections that send nothing, half a preface, or a preface and no
 // SETTINGS (slowloris) are closed at the handshake deadline, counted;
-// new connections from their address are then closed at once for the
-// cool-down; a Zeebe client's connection made before is served
+// new connections from their address are then held a moment and closed
+// for the cool-down; a Zeebe client's connection made before is served
 // throughout.
 func TestClientHandshakeDeadline(t *testing.T) {
 	shards := simtest.StartN(t, 1, sim.Config{Partitions: 1})
@@ -164,15 +167,82 @@ func TestClientHandshakeDeadline(t *testing.T) {
 	if n := proxyMetric(t, p, "shardctl_proxy_clients_cut_off_total", `reason="handshake"`); n != float64(len(sends)) {
 		t.Errorf("clients cut off at the handshake: %v, want %d", n, len(sends))
 	}
-	// An address cut off is cooling down: its next connection is closed
-	// at once, before any handshake.
+	// An address cut off is cooling down: its next connection is held a
+	// moment unread and closed, with no handshake.
+	held := time.Now()
 	again := dialRawFrom(t, addr, 2)
 	select {
 	case <-again.ended:
+		if took := time.Since(held); took < 500*time.Millisecond {
+			t.Errorf("a new connection from an address cut off was closed after %v: want it held a moment, so the client does not dial again at once", took)
+		}
 	case <-time.After(budget.Of(5 * time.Second)):
-		t.Fatal("a new connection from an address cut off was not closed at once")
+		t.Fatal("a new connection from an address cut off was not closed")
+	}
+	select {
+	case ga := <-again.goAway:
+		t.Errorf("a connection from an address cut off was served: GOAWAY %v", ga.ErrCode)
+	default:
 	}
 	if n := proxyMetric(t, p, "shardctl_proxy_clients_cut_off_total", `reason="cooldown"`); n != 1 {
 		t.Errorf("connections closed for the cool-down: %v, want 1", n)
+	}
+}
+
+// Calls whose request and reset arrive in one read (the rapid-reset
+// attack's pattern) never reach a shard; a whole call after them in the
+// same read does, and is answered.
+func TestCallsResetInTheirReadNeverStart(t *testing.T) {
+	shards := simtest.StartN(t, 1, sim.Config{Partitions: 1})
+	p := startProxy(t, Config{Shards: simtest.ShardConfigs(shards), Front: route.FrontFrames})
+	nc, err := dialFrom(p.Addr().String(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	var block bytes.Buffer
+	enc := hpack.NewEncoder(&block)
+	for _, f := range []hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"},
+		{Name: ":path", Value: "/gateway_protocol.Gateway/CreateProcessInstance"}, {Name: ":authority", Value: "proxy"},
+		{Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"}} {
+		_ = enc.WriteField(f)
+	}
+	msg, err := proto.Marshal(&pb.CreateProcessInstanceRequest{BpmnProcessId: "absent", Version: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := grpcwire.SetPrefix(append(grpcwire.Framed(len(msg)), msg...))
+	var out bytes.Buffer
+	out.WriteString(http2.ClientPreface)
+	fr := http2.NewFramer(&out, nil)
+	_ = fr.WriteSettings()
+	const resets = 50
+	id := uint32(1)
+	for ; id < 2*resets; id += 2 {
+		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block.Bytes(), EndHeaders: true})
+		_ = fr.WriteData(id, true, body)
+		_ = fr.WriteRSTStream(id, http2.ErrCodeCancel)
+	}
+	_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block.Bytes(), EndHeaders: true})
+	_ = fr.WriteData(id, true, body)
+	if _, err := nc.Write(out.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	_ = nc.SetReadDeadline(time.Now().Add(budget.Of(10 * time.Second)))
+	in := http2.NewFramer(io.Discard, nc)
+	for {
+		f, err := in.ReadFrame()
+		if err != nil {
+			t.Fatalf("no answer to the whole call: %v", err)
+		}
+		if h, ok := f.(*http2.HeadersFrame); ok && h.StreamID == id && h.StreamEnded() {
+			break
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // a reset call that reached the shard is counted once it ends
+	// The socket may split the write across two reads: one call at the
+	// split may start.
+	if n := proxyMetric(t, p, "shardctl_proxy_shard_requests_total", `rpc="CreateProcessInstance"`); n < 1 || n > 2 {
+		t.Errorf("%v calls reached the shard: want the whole one, not the %d reset in their read", n, resets)
 	}
 }

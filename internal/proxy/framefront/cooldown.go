@@ -70,3 +70,62 @@ func remoteAddr(nc net.Conn) netip.Addr {
 	}
 	return netip.Addr{}
 }
+
+// tarpit holds connections from addresses cooling down, unread, for a
+// moment before closing them. Closing one at once lets an attacker dial
+// again at once, thousands of times a second, and every accept and close
+// is the proxy's CPU; held, its writes fill the socket's buffers and it
+// waits. At most maxHeld are held; past that one is closed at once.
+type tarpit struct {
+	mu     sync.Mutex
+	held   map[net.Conn]*time.Timer
+	closed bool
+	wg     sync.WaitGroup // one for each connection held
+}
+
+const (
+	tarpitHold = time.Second
+	maxHeld    = 256
+)
+
+// hold closes nc after tarpitHold, or reports false (nc untouched) when
+// the tarpit is full or closed.
+func (t *tarpit) hold(nc net.Conn) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed || len(t.held) >= maxHeld {
+		return false
+	}
+	if t.held == nil {
+		t.held = map[net.Conn]*time.Timer{}
+	}
+	t.wg.Add(1)
+	t.held[nc] = time.AfterFunc(tarpitHold, func() { t.release(nc) })
+	return true
+}
+
+func (t *tarpit) release(nc net.Conn) {
+	t.mu.Lock()
+	_, ok := t.held[nc]
+	delete(t.held, nc)
+	t.mu.Unlock()
+	if ok {
+		_ = nc.Close()
+		t.wg.Done()
+	}
+}
+
+// Close closes every connection held and takes no more; safe twice.
+func (t *tarpit) Close() {
+	t.mu.Lock()
+	t.closed = true
+	held := t.held
+	t.held = nil
+	t.mu.Unlock()
+	for nc, timer := range held {
+		timer.Stop()
+		_ = nc.Close()
+		t.wg.Done()
+	}
+	t.wg.Wait()
+}

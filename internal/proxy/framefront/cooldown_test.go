@@ -1,10 +1,15 @@
 package framefront
 
 import (
+	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/shardctl/shardctl/internal/budget"
 )
 
 // An address cooling down holds until its end and is then forgotten; a
@@ -39,5 +44,55 @@ func TestCooldowns(t *testing.T) {
 	}
 	if n := len(c.until); n > maxCooldowns {
 		t.Errorf("%d addresses remembered: want at most %d", n, maxCooldowns)
+	}
+}
+
+// The tarpit holds connections until tarpitHold, up to maxHeld of them;
+// Close closes those it holds at once and takes no more, and is safe
+// twice.
+func TestTarpit(t *testing.T) {
+	var tp tarpit
+	defer tp.Close()
+	ends := func(peer net.Conn, within time.Duration) bool {
+		_ = peer.SetReadDeadline(time.Now().Add(within))
+		_, err := peer.Read(make([]byte, 1))
+		return errors.Is(err, io.EOF)
+	}
+	nc, peer := net.Pipe()
+	start := time.Now()
+	if !tp.hold(nc) {
+		t.Fatal("an empty tarpit refused a connection")
+	}
+	if ends(peer, tarpitHold/2) {
+		t.Fatal("a held connection closed before its time")
+	}
+	if !ends(peer, budget.Of(5*time.Second)) {
+		t.Fatal("a held connection was not closed")
+	}
+	if took := time.Since(start); took < tarpitHold {
+		t.Errorf("held for %v: want %v", took, tarpitHold)
+	}
+
+	peers := make([]net.Conn, 0, maxHeld)
+	for range maxHeld {
+		nc, peer := net.Pipe()
+		if !tp.hold(nc) {
+			t.Fatalf("refused with %d held: want %d held", len(peers), maxHeld)
+		}
+		peers = append(peers, peer)
+	}
+	extra, _ := net.Pipe()
+	if tp.hold(extra) {
+		t.Errorf("took one past %d held", maxHeld)
+	}
+	tp.Close()
+	tp.Close()
+	for i, peer := range peers {
+		if !ends(peer, time.Second) {
+			t.Fatalf("held connection %d still open after Close", i)
+		}
+	}
+	if tp.hold(extra) {
+		t.Error("a closed tarpit took a connection")
 	}
 }

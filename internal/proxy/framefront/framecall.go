@@ -81,7 +81,7 @@ func newFastCall(p *grpcfront.Server, s *h2.Stream, m *fastMethod, req *requestH
 }
 
 // received collects the request.
-func (c *fastCall) received(data []byte, end bool) {
+func (c *fastCall) received(data []byte) {
 	c.mu.Lock()
 	if c.state != receiving {
 		c.mu.Unlock()
@@ -94,9 +94,6 @@ func (c *fastCall) received(data []byte, end bool) {
 	}
 	c.req = append(c.req, data...)
 	c.mu.Unlock()
-	if end {
-		c.requestEnded()
-	}
 }
 
 // requestEnded: the client's side is done; route the call.

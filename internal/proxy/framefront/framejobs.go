@@ -94,7 +94,7 @@ func (f *Front) newJobCall(fc *frontConn, s *h2.Stream, head *requestHead, field
 	return jc
 }
 
-func (jc *jobCall) received(data []byte, end bool) {
+func (jc *jobCall) received(data []byte) {
 	jc.mu.Lock()
 	if jc.started {
 		jc.mu.Unlock()
@@ -108,16 +108,13 @@ func (jc *jobCall) received(data []byte, end bool) {
 	}
 	jc.req = append(jc.req, data...)
 	jc.mu.Unlock()
-	if end {
-		jc.requestEnded()
-	}
 }
 
 // requestEnded: the worker's request is whole; relay it to the lone
 // shard that serves jobs, or hand it to the local handler.
 func (jc *jobCall) requestEnded() {
 	jc.mu.Lock()
-	if jc.started {
+	if jc.started || jc.gone {
 		jc.mu.Unlock()
 		return
 	}

@@ -95,6 +95,7 @@ type localCall struct {
 	mu      sync.Mutex
 	req     []byte
 	started bool
+	reset   bool // the client reset the stream
 	// written by the handler's goroutine only
 	headSent bool
 }
@@ -124,11 +125,11 @@ func (f *Front) local(fc *frontConn, s *h2.Stream, m *localMethod, head *request
 	c := &localCall{f: f, fc: fc, s: s, m: m, ctx: ctx, cancel: cancel}
 	s.Value = c
 	if end {
-		c.requestEnded()
+		fc.ended = append(fc.ended, c)
 	}
 }
 
-func (c *localCall) received(data []byte, end bool) {
+func (c *localCall) received(data []byte) {
 	c.mu.Lock()
 	if c.started {
 		c.mu.Unlock()
@@ -144,15 +145,13 @@ func (c *localCall) received(data []byte, end bool) {
 	}
 	c.req = append(c.req, data...)
 	c.mu.Unlock()
-	if end {
-		c.requestEnded()
-	}
 }
 
-// requestEnded runs the handler, in a goroutine the front waits for.
+// requestEnded runs the handler, in a goroutine the front waits for,
+// unless the client reset the stream first.
 func (c *localCall) requestEnded() {
 	c.mu.Lock()
-	if c.started {
+	if c.started || c.reset {
 		c.mu.Unlock()
 		return
 	}
@@ -252,7 +251,12 @@ func (c *localCall) finish(err error) {
 }
 
 // clientGone: the client reset the stream or its connection ended.
-func (c *localCall) clientGone() { c.cancel() }
+func (c *localCall) clientGone() {
+	c.mu.Lock()
+	c.reset = true
+	c.mu.Unlock()
+	c.cancel()
+}
 
 // localStream is the grpc.ServerStream a local streaming handler sees;
 // its request was read already.

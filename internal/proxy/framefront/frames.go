@@ -89,6 +89,7 @@ type Front struct {
 	tls  *tls.Config
 
 	cooling cooldowns // client addresses cut off lately
+	tarpit  tarpit    // their new connections, held a moment
 
 	mu      sync.Mutex
 	conns   map[*h2.Conn]struct{}
@@ -142,7 +143,9 @@ func (f *Front) Serve() error {
 		src := remoteAddr(nc)
 		if limits.Cooldown > 0 && src.IsValid() && f.cooling.holds(src, time.Now()) {
 			m.ClientsCutOff.WithLabelValues(cutCooldown).Inc()
-			nc.Close()
+			if !f.tarpit.hold(nc) {
+				nc.Close()
+			}
 			continue
 		}
 		if tcp, ok := nc.(*net.TCPConn); ok {
@@ -211,6 +214,7 @@ func (f *Front) Shutdown(ctx context.Context) {
 	}
 	f.mu.Unlock()
 	_ = f.ln.Close()
+	f.tarpit.Close()
 	for _, c := range conns {
 		c.GoAway()
 	}
@@ -240,6 +244,25 @@ type frontConn struct {
 	// this connection, those of streams the client reset included: a
 	// reset ends the stream at once, its handler only when it notices.
 	running atomic.Int32
+	// ended are the calls whose request ended in the read under way; they
+	// start when the reader has handled all it brought (BatchEnded), so
+	// one the same read reset never starts. The reader's alone.
+	ended []startable
+}
+
+// startable is a call that starts once its request has ended; one whose
+// client reset it first does not.
+type startable interface{ requestEnded() }
+
+var _ h2.BatchEnder = (*frontConn)(nil)
+
+// BatchEnded starts the calls whose request ended in the read.
+func (fc *frontConn) BatchEnded() {
+	for i, c := range fc.ended {
+		c.requestEnded()
+		fc.ended[i] = nil
+	}
+	fc.ended = fc.ended[:0]
 }
 
 // maxHandlers is the most handlers a connection may have running, as
@@ -274,12 +297,8 @@ func (fc *frontConn) Headers(s *h2.Stream, fields []hpack.HeaderField, end, trun
 	switch v := s.Value.(type) {
 	case nil:
 		fc.open(s, fields, end, truncated)
-	case *fastCall:
-		v.requestEnded()
-	case *localCall:
-		v.requestEnded()
-	case *jobCall:
-		v.requestEnded()
+	case startable: // trailers end the request
+		fc.ended = append(fc.ended, v)
 	case *passCall:
 		v.body.close(nil)
 	}
@@ -288,11 +307,11 @@ func (fc *frontConn) Headers(s *h2.Stream, fields []hpack.HeaderField, end, trun
 func (fc *frontConn) Data(s *h2.Stream, data []byte, end bool) {
 	switch v := s.Value.(type) {
 	case *fastCall:
-		v.received(data, end)
+		v.received(data)
 	case *localCall:
-		v.received(data, end)
+		v.received(data)
 	case *jobCall:
-		v.received(data, end)
+		v.received(data)
 	case *passCall:
 		if err := v.body.write(data, maxRecv); err != nil {
 			s.Reset(http2.ErrCodeCancel)
@@ -300,6 +319,12 @@ func (fc *frontConn) Data(s *h2.Stream, data []byte, end bool) {
 		}
 		if end {
 			v.body.close(nil)
+		}
+		return
+	}
+	if end {
+		if c, ok := s.Value.(startable); ok {
+			fc.ended = append(fc.ended, c)
 		}
 	}
 }
@@ -333,7 +358,7 @@ func (fc *frontConn) open(s *h2.Stream, fields []hpack.HeaderField, end, truncat
 		call := newFastCall(fc.f.p, s, m, &req)
 		s.Value = call
 		if end {
-			call.requestEnded()
+			fc.ended = append(fc.ended, call)
 		}
 		return
 	}
@@ -341,7 +366,7 @@ func (fc *frontConn) open(s *h2.Stream, fields []hpack.HeaderField, end, truncat
 		jc := fc.f.newJobCall(fc, s, &req, fields)
 		s.Value = jc
 		if end {
-			jc.requestEnded()
+			fc.ended = append(fc.ended, jc)
 		}
 		return
 	}

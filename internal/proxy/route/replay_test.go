@@ -2,6 +2,7 @@ package route
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,18 +13,19 @@ import (
 	"github.com/shardctl/shardctl/internal/sim/simtest"
 )
 
-// gatedLedger is a ledger whose reads wait at a gate once it is armed.
+// gatedLedger is a ledger whose first read after arm waits at a gate
+// until release is closed.
 type gatedLedger struct {
 	ledger.MemoryLedger
-	armed   chan struct{} // a read reached the gate
+	armed   atomic.Bool
+	reached chan struct{} // the armed read came to the gate (buffered: 1)
 	release chan struct{}
 }
 
 func (l *gatedLedger) All(ctx context.Context) ([]ledger.Deployment, error) {
-	select {
-	case l.armed <- struct{}{}:
+	if l.armed.CompareAndSwap(true, false) {
+		l.reached <- struct{}{}
 		<-l.release
-	default:
 	}
 	return l.MemoryLedger.All(ctx)
 }
@@ -33,7 +35,7 @@ func (l *gatedLedger) All(ctx context.Context) ([]ledger.Deployment, error) {
 // than the failure, and the shard is replayed again before it is back.
 func TestMarkDownDuringAReplayWins(t *testing.T) {
 	shards := simtest.StartN(t, 1, sim.Config{Partitions: 1})
-	l := &gatedLedger{armed: make(chan struct{}), release: make(chan struct{})}
+	l := &gatedLedger{reached: make(chan struct{}, 1), release: make(chan struct{})}
 	ctx := budget.Context(t, time.Minute)
 	if _, err := l.Append(ctx, ledger.Deployment{Resources: []ledger.Resource{{Name: "p.bpmn", Content: load.Process("p", "t")}}}); err != nil {
 		t.Fatal(err)
@@ -48,11 +50,13 @@ func TestMarkDownDuringAReplayWins(t *testing.T) {
 	t.Cleanup(func() { _ = p.Close(context.Background()) })
 	p.cfg.Health.Interval = time.Hour // checks run, but no loop: the test runs them
 	s := p.Snapshot()[0]
+	replayEnds(t, s) // the first, at Open
 	p.markDown(s, "a first failure")
 
+	l.armed.Store(true)
 	p.check(s) // passes: the replay starts, outside the check
 	select {
-	case <-l.armed: // the replay reads the ledger
+	case <-l.reached: // the replay reads the ledger
 	case <-time.After(budget.Of(10 * time.Second)):
 		t.Fatal("the health check did not start a replay")
 	}

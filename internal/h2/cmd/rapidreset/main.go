@@ -36,8 +36,11 @@ type Report struct {
 	Dials   int64 `json:"dials"`   // connections made
 	CutOff  int   `json:"cutOff"`  // of them, ended by the server
 	Refused int64 `json:"refused"` // dials refused or closed before the preface was written
-	// LongestMillis is the longest a connection lasted before the server
-	// cut it off, from its preface.
+	// Unanswered are the connections of CutOff the server closed without
+	// a frame: it did not serve them.
+	Unanswered int `json:"unanswered"`
+	// LongestMillis is the longest a connection the server answered
+	// lasted before it was cut off, from its preface.
 	LongestMillis int64          `json:"longestMillis"`
 	GoAways       map[string]int `json:"goAways"` // by error code
 }
@@ -71,9 +74,10 @@ type attack struct {
 	block, body            []byte
 	resets, dials, refused atomic.Int64
 
-	mu        sync.Mutex
-	lifetimes []time.Duration
-	goAways   map[string]int
+	mu         sync.Mutex
+	lifetimes  []time.Duration // of the connections answered
+	unanswered int
+	goAways    map[string]int
 }
 
 func newAttack(addr, process string) *attack {
@@ -111,6 +115,7 @@ func (a *attack) connection(ctx context.Context) {
 	a.dials.Add(1)
 	stop := context.AfterFunc(ctx, func() { nc.Close() })
 	var settings atomic.Bool // the server's SETTINGS wait for their ACK
+	var answered atomic.Bool // the server sent a frame
 	var away atomic.Pointer[string]
 	cut := make(chan struct{})
 	go func() {
@@ -121,6 +126,7 @@ func (a *attack) connection(ctx context.Context) {
 			if err != nil {
 				return
 			}
+			answered.Store(true)
 			switch f := f.(type) {
 			case *http2.SettingsFrame:
 				if !f.IsAck() {
@@ -146,7 +152,7 @@ func (a *attack) connection(ctx context.Context) {
 	for id := uint32(1); id < 1<<31-2; id += 2 {
 		select {
 		case <-cut:
-			a.cutOff(time.Since(start), away.Load())
+			a.cutOff(time.Since(start), answered.Load(), away.Load())
 			return
 		default:
 		}
@@ -161,7 +167,7 @@ func (a *attack) connection(ctx context.Context) {
 			if err := w.Flush(); err != nil {
 				if ctx.Err() == nil {
 					<-cut
-					a.cutOff(time.Since(start), away.Load())
+					a.cutOff(time.Since(start), answered.Load(), away.Load())
 				}
 				return
 			}
@@ -169,9 +175,13 @@ func (a *attack) connection(ctx context.Context) {
 	}
 }
 
-func (a *attack) cutOff(lived time.Duration, away *string) {
+func (a *attack) cutOff(lived time.Duration, answered bool, away *string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if !answered {
+		a.unanswered++
+		return
+	}
 	a.lifetimes = append(a.lifetimes, lived)
 	if away != nil {
 		a.goAways[*away]++
@@ -181,7 +191,7 @@ func (a *attack) cutOff(lived time.Duration, away *string) {
 func (a *attack) report() Report {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	r := Report{Resets: a.resets.Load(), Dials: a.dials.Load(), Refused: a.refused.Load(), CutOff: len(a.lifetimes), GoAways: a.goAways}
+	r := Report{Resets: a.resets.Load(), Dials: a.dials.Load(), Refused: a.refused.Load(), CutOff: len(a.lifetimes) + a.unanswered, Unanswered: a.unanswered, GoAways: a.goAways}
 	if len(a.lifetimes) > 0 {
 		r.LongestMillis = slices.Max(a.lifetimes).Milliseconds()
 	}

@@ -73,6 +73,16 @@ type Config struct {
 	// encoded bytes wait for the socket (default 1 MiB), so a peer that
 	// does not read cannot make the connection hold more.
 	OutputLimit int
+	// BacklogLimit (server): new streams are refused (REFUSED_STREAM,
+	// safe to retry) while what waits for the socket and the data the
+	// streams hold for the peer's windows are over it together. A
+	// client that reads nothing stops this side's data at its window,
+	// and the answers of more calls would wait in memory; the reader
+	// does not stop for them, since the WINDOW_UPDATE that lets them go
+	// is among what it reads. Zero: none.
+	BacklogLimit int
+	// Backlogged, if set, hears each stream refused for BacklogLimit.
+	Backlogged func()
 	// KeepAlive: after this long without a frame from the peer, a PING
 	// goes out, and the connection ends if nothing comes within
 	// KeepAliveTimeout (default 20 s): a peer that vanished without a
@@ -197,6 +207,7 @@ type Conn struct {
 	closed      bool
 	flushing    bool // the reader ended: the writer says when all is written
 	writing     int  // bytes the writer took and has not written yet
+	pending     int  // bytes the streams hold for the peer's windows
 	// busy: a goroutine writes to the socket, the writer or one that
 	// flushes inline; carry is what an inline flush could not write,
 	// which goes out before anything else. The buffers are the busy
@@ -518,8 +529,7 @@ func (c *Conn) fail(err error) {
 	for _, s := range c.streams {
 		s.closed = true
 		s.dropped = len(s.pending)
-		s.pending = nil
-		s.notifyDrained()
+		c.dropPendingLocked(s)
 		streams = append(streams, s)
 	}
 	c.streams = map[uint32]*Stream{}
@@ -755,6 +765,12 @@ func (c *Conn) writeLoop() {
 			}
 		}
 	}
+}
+
+// backloggedLocked: what waits for the socket and for the peer's windows
+// is over BacklogLimit.
+func (c *Conn) backloggedLocked() bool {
+	return c.server && c.cfg.BacklogLimit > 0 && c.queuedLocked()+c.writing+c.pending > c.cfg.BacklogLimit
 }
 
 // outputOver: more is queued for the socket than OutputLimit allows.

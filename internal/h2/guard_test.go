@@ -1,9 +1,11 @@
 package h2
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -186,4 +188,63 @@ func TestIdleTimeout(t *testing.T) {
 	if heard.String() != "" {
 		t.Errorf("CutOff heard %q for an idle connection: want nothing", heard.String())
 	}
+}
+
+// bigAnswerer answers every request with size bytes of data.
+type bigAnswerer struct {
+	size     int
+	answered atomic.Int64
+}
+
+func (b *bigAnswerer) Headers(s *Stream, _ []hpack.HeaderField, end, _ bool) {
+	if end {
+		_ = s.Respond([]hpack.HeaderField{{Name: ":status", Value: "200"}}, make([]byte, b.size), nil)
+		b.answered.Add(1)
+	}
+}
+func (*bigAnswerer) Data(*Stream, []byte, bool) {}
+func (*bigAnswerer) Closed(*Stream, error)      {}
+
+// A client that asks and never reads (nor gives back a window) stops
+// the server's answers at its window; past BacklogLimit, what waits for it
+// stays bounded: its new streams are refused (REFUSED_STREAM), each
+// counted, and the server goes on reading.
+func TestClientThatNeverReads(t *testing.T) {
+	const limit, size, requests = 256 << 10, 64 << 10, 200
+	var refused atomic.Int64
+	nc, snc := proctest.TCPPair(t)
+	ans := &bigAnswerer{size: size}
+	server := Server(snc, Config{BacklogLimit: limit, Backlogged: func() { refused.Add(1) }}, ans)
+	t.Cleanup(func() { server.Close() })
+	var out bytes.Buffer
+	out.WriteString(http2.ClientPreface)
+	fr := http2.NewFramer(&out, nil)
+	_ = fr.WriteSettings()
+	var block bytes.Buffer
+	enc := hpack.NewEncoder(&block)
+	for _, f := range request {
+		_ = enc.WriteField(f)
+	}
+	for i := range requests {
+		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: uint32(2*i + 1), BlockFragment: block.Bytes(), EndHeaders: true, EndStream: true})
+	}
+	if _, err := nc.Write(out.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	budget.Eventually(t, 10*time.Second, "the server to answer or refuse every request", func() bool {
+		return ans.answered.Load()+refused.Load() == requests
+	})
+	server.mu.Lock()
+	held := server.queuedLocked() + server.writing + server.pending
+	server.mu.Unlock()
+	if max := limit + size; held > max {
+		t.Errorf("the server holds %d bytes for a client that reads nothing: want at most %d (the limit and one answer)", held, max)
+	}
+	if n := refused.Load(); n < requests/2 {
+		t.Errorf("%d of %d requests refused: want those past the limit", n, requests)
+	}
+	if ended(server) {
+		t.Error("the connection ended: a slow reader is refused streams, not cut off")
+	}
+	t.Logf("%d answered, %d refused; %d bytes held (limit %d)", ans.answered.Load(), refused.Load(), held, limit)
 }

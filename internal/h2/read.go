@@ -324,6 +324,14 @@ func (c *Conn) onHeaders(f *headerBlock) error {
 			c.streamError(id, http2.ErrCodeRefusedStream)
 			return nil
 		}
+		if c.backloggedLocked() {
+			c.mu.Unlock()
+			c.streamError(id, http2.ErrCodeRefusedStream)
+			if c.cfg.Backlogged != nil {
+				c.cfg.Backlogged()
+			}
+			return nil
+		}
 		s = c.newStreamLocked(id)
 		s.wantLen = contentLength(f.fields)
 	} else {

@@ -96,7 +96,8 @@ func (c *Conn) request(fields []hpack.HeaderField, body []byte, value any, paced
 	}
 	s.paced = paced
 	if len(body) > 0 {
-		s.pending, s.endQueued = body, true
+		c.queueLocked(s, body)
+		s.endQueued = true
 		c.sendPendingLocked(s)
 	}
 	c.mu.Unlock()
@@ -178,7 +179,8 @@ func (s *Stream) Respond(head []hpack.HeaderField, data []byte, trailers []hpack
 		return ErrStreamClosed
 	}
 	c.writeHeadersLocked(s, head, false)
-	s.pending, s.endQueued, s.trailers = data, true, trailers
+	c.queueLocked(s, data)
+	s.endQueued, s.trailers = true, trailers
 	c.sendPendingLocked(s)
 	c.mu.Unlock()
 	c.flush()
@@ -195,11 +197,7 @@ func (s *Stream) WriteData(data []byte, end bool) error {
 		c.mu.Unlock()
 		return ErrStreamClosed
 	}
-	if len(s.pending) == 0 {
-		s.pending = data
-	} else {
-		s.pending = append(s.pending, data...)
-	}
+	c.queueLocked(s, data)
 	s.endQueued = end
 	c.sendPendingLocked(s)
 	c.mu.Unlock()
@@ -233,8 +231,7 @@ func (s *Stream) Withdraw(n int) bool {
 	if s.closed || len(s.pending) != n || s.endQueued {
 		return false
 	}
-	s.pending = nil
-	s.notifyDrained()
+	c.dropPendingLocked(s)
 	return true
 }
 
@@ -295,6 +292,24 @@ func (s *Stream) Reset(code http2.ErrCode) {
 
 var errResetHere = fmt.Errorf("reset by this side")
 
+// queueLocked adds data to what s has to send (s keeps it: the caller
+// must not change it).
+func (c *Conn) queueLocked(s *Stream, data []byte) {
+	if len(s.pending) == 0 {
+		s.pending = data
+	} else {
+		s.pending = append(s.pending, data...)
+	}
+	c.pending += len(data)
+}
+
+// dropPendingLocked forgets what s had left to send.
+func (c *Conn) dropPendingLocked(s *Stream) {
+	c.pending -= len(s.pending)
+	s.pending = nil
+	s.notifyDrained()
+}
+
 // sendPendingLocked sends as much queued data as both windows and the
 // peer's frame size allow, then the trailers or END_STREAM when all is
 // out.
@@ -315,6 +330,7 @@ func (c *Conn) sendPendingLocked(s *Stream) {
 		wroteEnd = end
 		s.window -= n
 		c.sendWindow -= n
+		c.pending -= int(n)
 		s.pending = s.pending[n:]
 	}
 	s.pending = nil
@@ -344,8 +360,7 @@ func (c *Conn) closeStreamLocked(s *Stream) {
 	}
 	s.closed = true
 	s.dropped = len(s.pending)
-	s.pending = nil
-	s.notifyDrained()
+	c.dropPendingLocked(s)
 	delete(c.streams, s.id)
 	c.streamEvents++
 	if s.peerEnded && s.sentEnd {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/shardctl/shardctl/internal/budget"
 	pb "github.com/shardctl/shardctl/internal/gatewaypb"
+	"github.com/shardctl/shardctl/internal/load"
 	"github.com/shardctl/shardctl/internal/proxy/grpcwire"
 	"github.com/shardctl/shardctl/internal/proxy/route"
 	"github.com/shardctl/shardctl/internal/sim"
@@ -189,6 +190,25 @@ func TestClientHandshakeDeadline(t *testing.T) {
 	}
 }
 
+// writeCall writes a whole gRPC call, HEADERS and DATA, on stream id.
+func writeCall(fr *http2.Framer, id uint32, path string, m proto.Message) {
+	var block bytes.Buffer
+	enc := hpack.NewEncoder(&block)
+	for _, f := range []hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"},
+		{Name: ":path", Value: path}, {Name: ":authority", Value: "proxy"},
+		{Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"}} {
+		_ = enc.WriteField(f)
+	}
+	msg, err := proto.Marshal(m)
+	if err != nil {
+		panic(err)
+	}
+	_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block.Bytes(), EndHeaders: true})
+	_ = fr.WriteData(id, true, grpcwire.SetPrefix(append(grpcwire.Framed(len(msg)), msg...)))
+}
+
+const createPath = "/gateway_protocol.Gateway/CreateProcessInstance"
+
 // Calls whose request and reset arrive in one read (the rapid-reset
 // attack's pattern) never reach a shard; a whole call after them in the
 // same read does, and is answered.
@@ -200,18 +220,7 @@ func TestCallsResetInTheirReadNeverStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	var block bytes.Buffer
-	enc := hpack.NewEncoder(&block)
-	for _, f := range []hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"},
-		{Name: ":path", Value: "/gateway_protocol.Gateway/CreateProcessInstance"}, {Name: ":authority", Value: "proxy"},
-		{Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"}} {
-		_ = enc.WriteField(f)
-	}
-	msg, err := proto.Marshal(&pb.CreateProcessInstanceRequest{BpmnProcessId: "absent", Version: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	body := grpcwire.SetPrefix(append(grpcwire.Framed(len(msg)), msg...))
+	req := &pb.CreateProcessInstanceRequest{BpmnProcessId: "absent", Version: -1}
 	var out bytes.Buffer
 	out.WriteString(http2.ClientPreface)
 	fr := http2.NewFramer(&out, nil)
@@ -219,12 +228,10 @@ func TestCallsResetInTheirReadNeverStart(t *testing.T) {
 	const resets = 50
 	id := uint32(1)
 	for ; id < 2*resets; id += 2 {
-		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block.Bytes(), EndHeaders: true})
-		_ = fr.WriteData(id, true, body)
+		writeCall(fr, id, createPath, req)
 		_ = fr.WriteRSTStream(id, http2.ErrCodeCancel)
 	}
-	_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block.Bytes(), EndHeaders: true})
-	_ = fr.WriteData(id, true, body)
+	writeCall(fr, id, createPath, req)
 	if _, err := nc.Write(out.Bytes()); err != nil {
 		t.Fatal(err)
 	}
@@ -244,5 +251,59 @@ func TestCallsResetInTheirReadNeverStart(t *testing.T) {
 	// split may start.
 	if n := proxyMetric(t, p, "shardctl_proxy_shard_requests_total", `rpc="CreateProcessInstance"`); n < 1 || n > 2 {
 		t.Errorf("%v calls reached the shard: want the whole one, not the %d reset in their read", n, resets)
+	}
+}
+
+// A client that makes calls and reads nothing (its windows closed) has
+// its calls past --client-output-limit of waiting answers refused with
+// REFUSED_STREAM, counted; its connection stays, and another client is
+// served throughout.
+func TestClientThatNeverReadsIsRefused(t *testing.T) {
+	shards := simtest.StartN(t, 1, sim.Config{Partitions: 1})
+	const limit = 8 << 10 // 400 answers (31 bytes of data each) are over it
+	p := startProxy(t, Config{Shards: simtest.ShardConfigs(shards), Front: route.FrontFrames, Clients: route.ClientLimits{OutputLimit: limit}})
+	gw := pb.NewGatewayClient(dial(t, p.Addr().String()))
+	ctx := budget.Context(t, time.Minute)
+	if _, err := gw.DeployResource(ctx, &pb.DeployResourceRequest{Resources: []*pb.Resource{{Name: "c.bpmn", Content: load.Process("c", "none")}}}); err != nil {
+		t.Fatal(err)
+	}
+	nc, err := dialFrom(p.Addr().String(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	var out bytes.Buffer
+	out.WriteString(http2.ClientPreface)
+	fr := http2.NewFramer(&out, nil)
+	_ = fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0}) // no answer's data may come
+	// Calls in two rounds: those of the second come once the answers of
+	// the first wait for the client.
+	const round = 400
+	id := uint32(1)
+	for r := range 2 {
+		for range round {
+			writeCall(fr, id, createPath, &pb.CreateProcessInstanceRequest{BpmnProcessId: "c", Version: -1})
+			id += 2
+		}
+		if _, err := nc.Write(out.Bytes()); err != nil {
+			t.Fatal(err)
+		}
+		out.Reset()
+		if r == 0 {
+			budget.Eventually(t, 20*time.Second, "the first round to be answered", func() bool {
+				v, err := simtest.ReadMetric("http://"+p.AdminAddr().String()+"/metrics", "shardctl_proxy_requests_total", `rpc="CreateProcessInstance"`)
+				return err == nil && v >= round
+			})
+		}
+	}
+	budget.Eventually(t, 20*time.Second, "every call of the second round to be refused", func() bool {
+		v, err := simtest.ReadMetric("http://"+p.AdminAddr().String()+"/metrics", "shardctl_proxy_clients_cut_off_total", `reason="output"`)
+		return err == nil && v == round
+	})
+	if _, err := gw.Topology(ctx, &pb.TopologyRequest{}); err != nil {
+		t.Errorf("a client beside it: %v", err)
+	}
+	if n := proxyMetric(t, p, "shardctl_proxy_client_connections"); n != 2 {
+		t.Errorf("%v client connections: want both, the one that reads nothing refused calls, not cut off", n)
 	}
 }

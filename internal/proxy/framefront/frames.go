@@ -117,7 +117,8 @@ func New(p *grpcfront.Server, grpc http.Handler, ln net.Listener, tc *tls.Config
 func (f *Front) Serve() error {
 	limits, m, log := f.p.Config().Clients, f.p.Metrics(), f.p.Logger()
 	cfg := h2.Config{HandshakeTimeout: positive(limits.HandshakeTimeout), IdleTimeout: positive(limits.IdleTimeout),
-		KeepAlive: positive(limits.KeepAlive), ResetBudget: max(limits.ResetBudget, 0)}
+		KeepAlive: positive(limits.KeepAlive), ResetBudget: max(limits.ResetBudget, 0),
+		BacklogLimit: max(limits.OutputLimit, 0), Backlogged: func() { m.ClientsCutOff.WithLabelValues(cutOutput).Inc() }}
 	var backoff time.Duration
 	for {
 		nc, err := f.ln.Accept()
@@ -198,6 +199,7 @@ func (f *Front) Serve() error {
 const (
 	cutConns    = "connections"
 	cutCooldown = "cooldown"
+	cutOutput   = "output" // calls refused (h2's Backlogged)
 )
 
 // positive is d, or 0 (none) for a limit turned off.

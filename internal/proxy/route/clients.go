@@ -30,9 +30,14 @@ type ClientLimits struct {
 	// GOAWAY ENHANCE_YOUR_CALM.
 	ResetBudget int
 	// Cooldown: after a connection is cut off for its conduct (resets,
-	// no handshake), new connections from its address are closed at once
-	// for this long; those already served go on.
+	// no handshake), new connections from its address are held a second
+	// unanswered and closed, for this long; those already served go on.
 	Cooldown time.Duration
+	// OutputLimit is how many bytes of answers a connection may have
+	// waiting, for the socket or for the client's flow-control window:
+	// past it, its new calls are refused (REFUSED_STREAM, safe to retry)
+	// until it reads. A client that asks and never reads holds no more.
+	OutputLimit int
 }
 
 // Client limit defaults: kept by a real deployment. A Zeebe client makes
@@ -45,6 +50,7 @@ const (
 	DefaultClientKeepAlive        = time.Minute
 	DefaultClientResetBudget      = 200
 	DefaultClientCooldown         = 10 * time.Second
+	DefaultClientOutputLimit      = 4 << 20
 )
 
 func (l *ClientLimits) validate() error {
@@ -62,6 +68,9 @@ func (l *ClientLimits) validate() error {
 	}
 	if l.ResetBudget == 0 {
 		l.ResetBudget = DefaultClientResetBudget
+	}
+	if l.OutputLimit == 0 {
+		l.OutputLimit = DefaultClientOutputLimit
 	}
 	if l.KeepAlive > 0 && l.KeepAlive < 10*time.Second {
 		return fmt.Errorf("client keepalive %v: want at least 10s (or negative: none)", l.KeepAlive)

@@ -29,7 +29,7 @@ import (
 //	deployTimeout: 30s
 //	health: {interval: 2s, timeout: 1s, unhealthyAfter: 2, healthyAfter: 2,
 //	         outlierFailures: 5, ejectionTime: 30s, maxEjectionPercent: 50}
-//	clients: {maxConnections: 10000, handshakeTimeout: 10s, idleTimeout: 1h, keepAlive: 1m, resetBudget: 200, cooldown: 10s}
+//	clients: {maxConnections: 10000, handshakeTimeout: 10s, idleTimeout: 1h, keepAlive: 1m, resetBudget: 200, cooldown: 10s, outputLimit: 4194304}
 //	tls: {cert: /etc/shardctl/tls.crt, key: /etc/shardctl/tls.key, clientCA: /etc/shardctl/ca.crt}
 //	upstreamCA: /etc/shardctl/zeebe-ca.crt
 //	shards:
@@ -74,6 +74,7 @@ type FileClients struct {
 	KeepAlive        string `json:"keepAlive"`
 	ResetBudget      *int   `json:"resetBudget"`
 	Cooldown         string `json:"cooldown"`
+	OutputLimit      *int   `json:"outputLimit"`
 }
 
 // FileHealth is the file's health section (HealthConfig); what it leaves

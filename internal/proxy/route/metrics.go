@@ -92,7 +92,7 @@ func newMetrics(ledgerSize, longCalls func() float64) *Metrics {
 			Name: "shardctl_proxy_pool_weight", Help: "Each pool's share of new instances in percent, while a cutover sets weights.",
 		}, []string{"pool"}),
 		ClientsCutOff: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "shardctl_proxy_clients_cut_off_total", Help: "Client connections the proxy ended or refused, by reason: resets (more calls reset before their answer than --client-reset-budget), handshake (none within --client-handshake-timeout), connections (over --max-client-connections), cooldown (from an address cut off within --client-cooldown); and handlers: calls refused (REFUSED_STREAM) on a connection with 1000 handlers running.",
+			Name: "shardctl_proxy_clients_cut_off_total", Help: "Client connections the proxy ended or refused, by reason: resets (more calls reset before their answer than --client-reset-budget), handshake (none within --client-handshake-timeout), connections (over --max-client-connections), cooldown (from an address cut off within --client-cooldown); and calls refused (REFUSED_STREAM): handlers (on a connection with 1000 handlers running), output (on a connection with more than --client-output-limit of answers waiting for its client to read).",
 		}, []string{"reason"}),
 		ClientConns: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "shardctl_proxy_client_connections", Help: "Client connections the proxy serves.",

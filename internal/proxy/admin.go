@@ -2,8 +2,10 @@ package proxy
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/pprof"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -15,6 +17,13 @@ func (p *Proxy) adminHandler() http.Handler {
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !p.ready.Load() {
 			http.Error(w, "not ready: starting or stopping", http.StatusServiceUnavailable)
+			return
+		}
+		// Still ready without the registry: the proxy routes on the
+		// shard set it last sent, and says so.
+		if since, lost := p.RegistryLost(); lost {
+			fmt.Fprintf(w, "ok\nwarning: the registry has been unreachable since %s (%s): routing on the last shard set it sent\n",
+				since.UTC().Format(time.RFC3339), time.Since(since).Round(time.Second))
 			return
 		}
 		_, _ = w.Write([]byte("ok\n"))

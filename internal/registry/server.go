@@ -32,6 +32,10 @@ type Config struct {
 	// Logger gets the registry's, the replica's and the HTTP layer's
 	// lines (Options.Logger, when set, the registry's and the replica's).
 	Logger *slog.Logger
+	// WatchKeepAlive is how often an idle watch stream gets a comment,
+	// so that its clients can tell a quiet registry from a dead
+	// connection (0: 15 s).
+	WatchKeepAlive time.Duration
 }
 
 // Server is the registry runtime: New → Start → Addr → Close.
@@ -93,7 +97,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, reg: reg, etcd: member}
 	s.http = &http.Server{
-		Handler:           httpfront.Handler(reg, httpfront.Options{WriteToken: writeToken, ReadToken: readTok, Logger: cfg.Logger, Metrics: httpfront.NewMetrics(reg)}),
+		Handler:           httpfront.Handler(reg, httpfront.Options{WriteToken: writeToken, ReadToken: readTok, Logger: cfg.Logger, Metrics: httpfront.NewMetrics(reg), Heartbeat: cfg.WatchKeepAlive}),
 		ReadHeaderTimeout: 10 * time.Second,
 		MaxHeaderBytes:    64 << 10,
 	}

@@ -282,20 +282,33 @@ func unstamp(jobs []*pb.ActivatedJob) []*pb.ActivatedJob {
 // proxy that stops ends them, rather than wait out a poll.
 func (sv *Server) longPoll(ctx context.Context, shards []*route.Shard, req *pb.ActivateJobsRequest, wait time.Duration, stream pb.Gateway_ActivateJobsServer, want int) error {
 	p := sv
-	var mu sync.Mutex // guards the fields below and the worker's stream
-	closed, winner, remaining := false, -1, want
+	var mu sync.Mutex // guards the fields below, never held across a send
+	closed, winner := false, -1
 	exhausted := 0 // polls the shard refused with RESOURCE_EXHAUSTED
 	winnerDone := make(chan struct{})
+	// The winner's goroutine alone sends to the worker, and counts what
+	// it may still send; the handler returns only once no send is under
+	// way (grpc-go forbids one after it). A worker that reads nothing
+	// then blocks only the winner: the others hand back at once.
+	remaining := want
+	var sending sync.WaitGroup
 
 	deliver := func(i int, s *route.Shard, jobs []*pb.ActivatedJob) {
 		mu.Lock()
-		defer mu.Unlock()
 		if closed || (winner >= 0 && winner != i) {
+			mu.Unlock()
 			p.HandBack(s, jobs, "lost the long poll")
 			return
 		}
 		winner = i
-		closed = !p.deliver(s, jobs, &remaining, stream)
+		sending.Add(1)
+		mu.Unlock()
+		defer sending.Done()
+		if !p.deliver(s, jobs, &remaining, stream) {
+			mu.Lock()
+			closed = true
+			mu.Unlock()
+		}
 	}
 
 	// The call stays a long call until the last shard's poll ends, not
@@ -366,6 +379,7 @@ func (sv *Server) longPoll(ctx context.Context, shards []*route.Shard, req *pb.A
 		err = ExhaustedShards(req)
 	}
 	mu.Unlock()
+	sending.Wait()
 	return err
 }
 

@@ -271,7 +271,10 @@ func validateShard(s proxyapi.ShardConfig) error {
 // and books, and the loops that keep them (health, admission, the
 // registry's follow). The fronts turn each call into calls on it.
 type Core struct {
-	cfg           Config
+	cfg Config
+	// registryLost is when the registry's watch broke, while it stays
+	// broken (nil: heard, or no registry followed).
+	registryLost  atomic.Pointer[time.Time]
 	upstreamRoots *x509.CertPool // nil: the system's
 	metrics       *Metrics
 	index         *LedgerIndex

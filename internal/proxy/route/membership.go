@@ -200,6 +200,8 @@ func (p *Core) followRegistry(ctx context.Context) {
 	heard := func() {
 		if broken {
 			broken = false
+			p.registryLost.Store(nil)
+			p.metrics.registryReachable.Set(1)
 			p.logRepeating(slog.LevelInfo, "registry watch reconnected", "registry", p.cfg.Registry.Base.String())
 		}
 	}
@@ -211,12 +213,28 @@ func (p *Core) followRegistry(ctx context.Context) {
 				p.logRepeating(slog.LevelWarn, "ledger refresh failed", "err", err)
 			}
 		},
-		Cutovers: func(cs []registryapi.Cutover) { heard(); p.SetWeights(WeightsOf(cs)) },
+		Cutovers:  func(cs []registryapi.Cutover) { heard(); p.SetWeights(WeightsOf(cs)) },
+		Connected: heard,
 		Error: func(err error) {
+			if !broken {
+				now := time.Now()
+				p.registryLost.Store(&now)
+				p.metrics.registryReachable.Set(0)
+			}
 			broken = true
 			p.logRepeating(slog.LevelWarn, "registry watch broken, reconnecting", "registry", p.cfg.Registry.Base.String(), "err", err)
 		},
 	})
+}
+
+// RegistryLost is when the proxy last lost the registry's watch, while
+// it has not heard it again; false while it hears it or follows none.
+// Meanwhile it routes on the last shard set the registry sent.
+func (p *Core) RegistryLost() (time.Time, bool) {
+	if t := p.registryLost.Load(); t != nil {
+		return *t, true
+	}
+	return time.Time{}, false
 }
 
 // announce registers the proxy in registry.ProxiesApp with its admin

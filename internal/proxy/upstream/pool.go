@@ -30,6 +30,11 @@ type Pool struct {
 	// freed is made while someone waits for a stream to end.
 	freed atomic.Pointer[chan struct{}]
 
+	dials sync.WaitGroup // dials in the background, which Close waits for
+	// stop ends the dials under way when the pool closes.
+	stop   context.Context
+	cancel context.CancelFunc
+
 	mu      sync.Mutex
 	conns   []*h2.Conn
 	dialing int
@@ -67,6 +72,7 @@ const upstreamDialTimeout = 5 * time.Second
 // used (tc nil: plain text).
 func NewPool(addr string, tc *tls.Config, size int) *Pool {
 	u := &Pool{addr: addr, tls: tc, size: max(size, 1), scheme: "http"}
+	u.stop, u.cancel = context.WithCancel(context.Background())
 	u.h = upstreamHandler{u}
 	if tc != nil {
 		u.tls = tc.Clone()
@@ -222,8 +228,28 @@ func (u *Pool) conn() (*h2.Conn, error) {
 		return nil, &errDial{err}
 	}
 	u.dialing++
+	if best != nil {
+		// One more for the load: dialled in the background, so that the
+		// caller (often a client connection's reader) does not wait up
+		// to upstreamDialTimeout for it; this call takes the best now.
+		u.dials.Add(1)
+		u.mu.Unlock()
+		go func() {
+			defer u.dials.Done()
+			_, _ = u.dialed(u.dial())
+		}()
+		return best, nil
+	}
 	u.mu.Unlock()
-	c, err := u.dial()
+	c, err := u.dialed(u.dial())
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// dialed takes a dial's result into the pool.
+func (u *Pool) dialed(c *h2.Conn, err error) (*h2.Conn, error) {
 	u.mu.Lock()
 	u.dialing--
 	closed := u.closed
@@ -238,8 +264,6 @@ func (u *Pool) conn() (*h2.Conn, error) {
 	}
 	u.mu.Unlock()
 	switch {
-	case err != nil && best != nil:
-		return best, nil
 	case err != nil:
 		return nil, &errDial{err}
 	case closed:
@@ -250,7 +274,7 @@ func (u *Pool) conn() (*h2.Conn, error) {
 }
 
 func (u *Pool) dial() (*h2.Conn, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), upstreamDialTimeout)
+	ctx, cancel := context.WithTimeout(u.stop, upstreamDialTimeout)
 	defer cancel()
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, "tcp", u.addr)
@@ -285,4 +309,6 @@ func (u *Pool) Close() {
 	for _, c := range conns {
 		c.Close()
 	}
+	u.cancel()
+	u.dials.Wait() // a dial that ends now closes its connection
 }

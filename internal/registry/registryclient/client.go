@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/shardctl/shardctl/internal/ledger"
@@ -33,7 +34,13 @@ type Client struct {
 	Base  *url.URL
 	Token string
 	HTTP  *http.Client
+	// WatchSilence: a watch stream that brings nothing for this long,
+	// not even the keep-alive the registry sends every 15 s, is taken
+	// for a half-open connection and dialled again (0: 45 s).
+	WatchSilence time.Duration
 }
+
+const defaultWatchSilence = 45 * time.Second
 
 // New parses the registry URL as users give it (--registry).
 func New(base, token string) (*Client, error) {
@@ -315,6 +322,9 @@ type Watcher struct {
 	Cutovers func(cutovers []registryapi.Cutover)
 	// Error gets the errors of broken streams, which are reopened.
 	Error func(error)
+	// Connected is told each time a stream is open (the registry
+	// answered), before its first event.
+	Connected func()
 }
 
 // Watch follows the shards of app until ctx ends. A broken stream is
@@ -334,7 +344,7 @@ func (c *Client) Watch(ctx context.Context, app string, w Watcher) {
 	var since uint64
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		err := c.stream(ctx, app, &since, func(e registryapi.WatchEvent) {
+		err := c.stream(ctx, app, &since, w.Connected, func(e registryapi.WatchEvent) {
 			backoff = 100 * time.Millisecond
 			switch {
 			case e.Action == registryapi.ActionLedger:
@@ -391,7 +401,7 @@ func (c *Client) Watch(ctx context.Context, app string, w Watcher) {
 }
 
 // stream reads one server-sent-events watch until it breaks.
-func (c *Client) stream(ctx context.Context, app string, since *uint64, on func(registryapi.WatchEvent)) error {
+func (c *Client) stream(ctx context.Context, app string, since *uint64, connected func(), on func(registryapi.WatchEvent)) error {
 	q := appQuery(app)
 	q.Set("since", strconv.FormatUint(*since, 10))
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.own("/shardctl/v1/watch", q), nil)
@@ -402,8 +412,22 @@ func (c *Client) stream(ctx context.Context, app string, since *uint64, on func(
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}
-	// No client timeout: the stream is long-lived; ctx ends it.
+	// No client timeout: the stream is long-lived. It ends with ctx,
+	// or when it has been silent too long.
+	silence := c.WatchSilence
+	if silence <= 0 {
+		silence = defaultWatchSilence
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	req = req.WithContext(ctx)
+	var silent atomic.Bool
+	watchdog := time.AfterFunc(silence, func() { silent.Store(true); cancel() })
+	defer watchdog.Stop()
 	resp, err := (&http.Client{Transport: c.HTTP.Transport}).Do(req)
+	if silent.Load() {
+		return fmt.Errorf("registry watch: no answer within %v", silence)
+	}
 	if err != nil {
 		return c.unreachable(err)
 	}
@@ -412,10 +436,14 @@ func (c *Client) stream(ctx context.Context, app string, since *uint64, on func(
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 		return &HTTPError{Method: http.MethodGet, URL: req.URL.String(), Code: resp.StatusCode, Body: string(b)}
 	}
+	if connected != nil {
+		connected()
+	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	var data []byte
 	for sc.Scan() {
+		watchdog.Reset(silence)
 		line := sc.Bytes()
 		switch {
 		case len(line) == 0:
@@ -431,6 +459,9 @@ func (c *Client) stream(ctx context.Context, app string, since *uint64, on func(
 		case bytes.HasPrefix(line, []byte("data:")):
 			data = append(data, bytes.TrimSpace(line[5:])...)
 		}
+	}
+	if silent.Load() {
+		return fmt.Errorf("registry watch: nothing heard for %v, not even a keep-alive: the connection is taken for dead", silence)
 	}
 	if err := sc.Err(); err != nil {
 		return fmt.Errorf("registry watch: %w", err)

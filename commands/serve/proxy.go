@@ -219,7 +219,7 @@ physicalTenants}. A --shard without slot= gets its place among the
 	f.DurationVar(&o.cfg.Clients.IdleTimeout, "client-idle-timeout", route.DefaultClientIdleTimeout, "a client connection with no call for this long is sent GOAWAY; the client reconnects for its next call (negative: never)")
 	f.DurationVar(&o.cfg.Clients.KeepAlive, "client-keepalive", route.DefaultClientKeepAlive, "a client connection quiet this long is pinged, and closed if no answer comes in 20s (negative: no pings)")
 	f.DurationVar(&o.cfg.Clients.Cooldown, "client-cooldown", route.DefaultClientCooldown, "after a client connection is cut off (resets, no handshake), new ones from its address are held a second unanswered and closed, for this long (negative: off)")
-	f.IntVar(&o.cfg.Clients.OutputLimit, "client-output-limit", route.DefaultClientOutputLimit, "bytes of answers a client connection may have waiting for it to read; past it, its new calls are refused (REFUSED_STREAM, safe to retry) until it reads (negative: no limit; frame front)")
+	f.IntVar(&o.cfg.Clients.OutputLimit, "client-output-limit", route.DefaultClientOutputLimit, "bytes of answers a client connection may have waiting for it to read; past it, its new calls are refused (REFUSED_STREAM) until it reads (negative: none)")
 	f.IntVar(&o.cfg.Clients.ResetBudget, "client-reset-budget", route.DefaultClientResetBudget, "how many more calls a connection may cancel before their answer than it completes (refilled over 10s); past it: GOAWAY (negative: off)")
 	f.BoolVar(&o.cfg.Profiling, "profiling", false, "serve Go's /debug/pprof on the admin address")
 	f.BoolVar(&o.sizeProcs, "size-procs", true, "run Go code on as few threads as the load needs (see Threads above; false: always GOMAXPROCS)")

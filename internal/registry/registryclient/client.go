@@ -425,10 +425,10 @@ func (c *Client) stream(ctx context.Context, app string, since *uint64, connecte
 	watchdog := time.AfterFunc(silence, func() { silent.Store(true); cancel() })
 	defer watchdog.Stop()
 	resp, err := (&http.Client{Transport: c.HTTP.Transport}).Do(req)
-	if silent.Load() {
-		return fmt.Errorf("registry watch: no answer within %v", silence)
-	}
 	if err != nil {
+		if silent.Load() {
+			return fmt.Errorf("registry watch: no answer within %v", silence)
+		}
 		return c.unreachable(err)
 	}
 	defer resp.Body.Close()

@@ -126,6 +126,16 @@ func ends(t *testing.T, c *Conn, why string) {
 	}
 }
 
+// encodeBlock encodes fields as a raw client's HEADERS carry them.
+func encodeBlock(fields []hpack.HeaderField) []byte {
+	var b bytes.Buffer
+	enc := hpack.NewEncoder(&b)
+	for _, f := range fields {
+		_ = enc.WriteField(f)
+	}
+	return b.Bytes()
+}
+
 var request = []hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"}, {Name: ":path", Value: "/x"}, {Name: ":authority", Value: "a"}}
 
 // A request and a response with data bigger than every window and
@@ -266,11 +276,7 @@ func TestOutputIsBounded(t *testing.T) {
 	defer nc.Close()
 	// A raw client with the largest windows, which then reads nothing.
 	fr := http2.NewFramer(nc, nc)
-	var hb bytes.Buffer
-	enc := hpack.NewEncoder(&hb)
-	for _, f := range request {
-		_ = enc.WriteField(f)
-	}
+	block := encodeBlock(request)
 	_, _ = nc.Write([]byte(http2.ClientPreface))
 	_ = fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: maxWindow})
 	_ = fr.WriteWindowUpdate(0, maxWindow-defaultWindow)
@@ -280,7 +286,7 @@ func TestOutputIsBounded(t *testing.T) {
 	payload := make([]byte, 16<<10)
 	sent := 0
 	for id := uint32(1); id < 2000; id += 2 {
-		if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hb.Bytes(), EndHeaders: true}); err != nil {
+		if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block, EndHeaders: true}); err != nil {
 			break
 		}
 		if err := fr.WriteData(id, true, payload); err != nil {

@@ -53,12 +53,8 @@ func FuzzServer(f *testing.F) {
 	var seed bytes.Buffer
 	fr := http2.NewFramer(&seed, nil)
 	_ = fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 20})
-	var hb bytes.Buffer
-	enc := hpack.NewEncoder(&hb)
-	for _, hf := range []hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"}, {Name: ":path", Value: "/gateway_protocol.Gateway/Topology"}, {Name: "content-type", Value: "application/grpc"}} {
-		_ = enc.WriteField(hf)
-	}
-	_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: true})
+	block := encodeBlock([]hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"}, {Name: ":path", Value: "/gateway_protocol.Gateway/Topology"}, {Name: "content-type", Value: "application/grpc"}})
+	_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block, EndHeaders: true})
 	_ = fr.WriteData(1, true, []byte{0, 0, 0, 0, 0})
 	_ = fr.WritePing(false, [8]byte{1})
 	_ = fr.WriteWindowUpdate(0, 1000)

@@ -220,13 +220,9 @@ func TestClientThatNeverReads(t *testing.T) {
 	out.WriteString(http2.ClientPreface)
 	fr := http2.NewFramer(&out, nil)
 	_ = fr.WriteSettings()
-	var block bytes.Buffer
-	enc := hpack.NewEncoder(&block)
-	for _, f := range request {
-		_ = enc.WriteField(f)
-	}
+	block := encodeBlock(request)
 	for i := range requests {
-		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: uint32(2*i + 1), BlockFragment: block.Bytes(), EndHeaders: true, EndStream: true})
+		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: uint32(2*i + 1), BlockFragment: block, EndHeaders: true, EndStream: true})
 	}
 	if _, err := nc.Write(out.Bytes()); err != nil {
 		t.Fatal(err)

@@ -9,13 +9,11 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/shardctl/shardctl/internal/budget"
 	pb "github.com/shardctl/shardctl/internal/gatewaypb"
 	"github.com/shardctl/shardctl/internal/load"
-	"github.com/shardctl/shardctl/internal/proxy/grpcwire"
 	"github.com/shardctl/shardctl/internal/proxy/route"
 	"github.com/shardctl/shardctl/internal/sim"
 	"github.com/shardctl/shardctl/internal/sim/simtest"
@@ -191,20 +189,10 @@ func TestClientHandshakeDeadline(t *testing.T) {
 }
 
 // writeCall writes a whole gRPC call, HEADERS and DATA, on stream id.
-func writeCall(fr *http2.Framer, id uint32, path string, m proto.Message) {
-	var block bytes.Buffer
-	enc := hpack.NewEncoder(&block)
-	for _, f := range []hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"},
-		{Name: ":path", Value: path}, {Name: ":authority", Value: "proxy"},
-		{Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"}} {
-		_ = enc.WriteField(f)
-	}
-	msg, err := proto.Marshal(m)
-	if err != nil {
-		panic(err)
-	}
-	_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block.Bytes(), EndHeaders: true})
-	_ = fr.WriteData(id, true, grpcwire.SetPrefix(append(grpcwire.Framed(len(msg)), msg...)))
+func writeCall(t *testing.T, fr *http2.Framer, id uint32, path string, m proto.Message) {
+	block, body := rawCall(t, path, m)
+	_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block, EndHeaders: true})
+	_ = fr.WriteData(id, true, body)
 }
 
 const createPath = "/gateway_protocol.Gateway/CreateProcessInstance"
@@ -228,10 +216,10 @@ func TestCallsResetInTheirReadNeverStart(t *testing.T) {
 	const resets = 50
 	id := uint32(1)
 	for ; id < 2*resets; id += 2 {
-		writeCall(fr, id, createPath, req)
+		writeCall(t, fr, id, createPath, req)
 		_ = fr.WriteRSTStream(id, http2.ErrCodeCancel)
 	}
-	writeCall(fr, id, createPath, req)
+	writeCall(t, fr, id, createPath, req)
 	if _, err := nc.Write(out.Bytes()); err != nil {
 		t.Fatal(err)
 	}
@@ -282,7 +270,7 @@ func TestClientThatNeverReadsIsRefused(t *testing.T) {
 	id := uint32(1)
 	for r := range 2 {
 		for range round {
-			writeCall(fr, id, createPath, &pb.CreateProcessInstanceRequest{BpmnProcessId: "c", Version: -1})
+			writeCall(t, fr, id, createPath, &pb.CreateProcessInstanceRequest{BpmnProcessId: "c", Version: -1})
 			id += 2
 		}
 		if _, err := nc.Write(out.Bytes()); err != nil {

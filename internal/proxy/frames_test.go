@@ -96,8 +96,6 @@ func TestClientThatStopsReading(t *testing.T) {
 	}
 }
 
-// rawCall is a gRPC call to path with message m as a client's HTTP/2
-// frames carry it: the header block, and the DATA (prefix and message).
 // stallWriter fails a write that makes no progress within stall.
 type stallWriter struct {
 	nc    net.Conn
@@ -109,6 +107,8 @@ func (s stallWriter) Write(b []byte) (int, error) {
 	return s.nc.Write(b)
 }
 
+// rawCall is a gRPC call to path with message m as a client's HTTP/2
+// frames carry it: the header block, and the DATA (prefix and message).
 func rawCall(t *testing.T, path string, m proto.Message) (block, body []byte) {
 	t.Helper()
 	var hb bytes.Buffer

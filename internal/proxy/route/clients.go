@@ -1,6 +1,7 @@
 package route
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 )
@@ -54,24 +55,13 @@ const (
 )
 
 func (l *ClientLimits) validate() error {
-	for _, d := range []struct {
-		v   *time.Duration
-		def time.Duration
-	}{{&l.HandshakeTimeout, DefaultClientHandshakeTimeout}, {&l.IdleTimeout, DefaultClientIdleTimeout}, {&l.KeepAlive, DefaultClientKeepAlive},
-		{&l.Cooldown, DefaultClientCooldown}} {
-		if *d.v == 0 {
-			*d.v = d.def
-		}
-	}
-	if l.MaxConns == 0 {
-		l.MaxConns = DefaultMaxClientConns
-	}
-	if l.ResetBudget == 0 {
-		l.ResetBudget = DefaultClientResetBudget
-	}
-	if l.OutputLimit == 0 {
-		l.OutputLimit = DefaultClientOutputLimit
-	}
+	l.HandshakeTimeout = cmp.Or(l.HandshakeTimeout, DefaultClientHandshakeTimeout)
+	l.IdleTimeout = cmp.Or(l.IdleTimeout, DefaultClientIdleTimeout)
+	l.KeepAlive = cmp.Or(l.KeepAlive, DefaultClientKeepAlive)
+	l.Cooldown = cmp.Or(l.Cooldown, DefaultClientCooldown)
+	l.MaxConns = cmp.Or(l.MaxConns, DefaultMaxClientConns)
+	l.ResetBudget = cmp.Or(l.ResetBudget, DefaultClientResetBudget)
+	l.OutputLimit = cmp.Or(l.OutputLimit, DefaultClientOutputLimit)
 	if l.KeepAlive > 0 && l.KeepAlive < 10*time.Second {
 		return fmt.Errorf("client keepalive %v: want at least 10s (or negative: none)", l.KeepAlive)
 	}

@@ -342,7 +342,13 @@ func New(cfg Config) (*Core, error) {
 	p.set.Store(emptySet)
 	p.follow.wake = make(chan struct{}, 1)
 	p.follow.onSync = cfg.OnSync
-	p.metrics = newMetrics(func() float64 { return float64(p.index.size()) }, func() float64 { return float64(p.long.count()) })
+	p.metrics = newMetrics(func() float64 { return float64(p.index.size()) }, func() float64 { return float64(p.long.count()) },
+		func() float64 {
+			if _, lost := p.RegistryLost(); lost {
+				return 0
+			}
+			return 1
+		})
 	return p, nil
 }
 

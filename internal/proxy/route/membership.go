@@ -195,13 +195,10 @@ func (p *Core) RefreshLedger(ctx context.Context) error {
 // watch pushes becomes a Want, every ledger change a RefreshLedger.
 func (p *Core) followRegistry(ctx context.Context) {
 	p.log.Info("following the registry", "registry", p.cfg.Registry.Base.String(), "app", p.cfg.App)
-	// The watch calls back from one goroutine: broken needs no lock.
-	broken := false
+	// The watch calls back from one goroutine: only it changes
+	// registryLost.
 	heard := func() {
-		if broken {
-			broken = false
-			p.registryLost.Store(nil)
-			p.metrics.registryReachable.Set(1)
+		if p.registryLost.Swap(nil) != nil {
 			p.logRepeating(slog.LevelInfo, "registry watch reconnected", "registry", p.cfg.Registry.Base.String())
 		}
 	}
@@ -216,12 +213,10 @@ func (p *Core) followRegistry(ctx context.Context) {
 		Cutovers:  func(cs []registryapi.Cutover) { heard(); p.SetWeights(WeightsOf(cs)) },
 		Connected: heard,
 		Error: func(err error) {
-			if !broken {
+			if p.registryLost.Load() == nil {
 				now := time.Now()
 				p.registryLost.Store(&now)
-				p.metrics.registryReachable.Set(0)
 			}
-			broken = true
 			p.logRepeating(slog.LevelWarn, "registry watch broken, reconnecting", "registry", p.cfg.Registry.Base.String(), "err", err)
 		},
 	})

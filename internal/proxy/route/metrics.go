@@ -32,17 +32,14 @@ type Metrics struct {
 	ClientsCutOff *prometheus.CounterVec
 	ClientConns   prometheus.Gauge
 	AcceptErrors  prometheus.Counter
-	// registryReachable is 1 while the registry's watch is heard, 0
-	// while the proxy routes on the last shard set it sent.
-	registryReachable prometheus.Gauge
-	admitting         *prometheus.GaugeVec   // shard
-	instances         *prometheus.GaugeVec   // shard
-	instanceLimit     *prometheus.GaugeVec   // shard
-	queueDelay        *prometheus.GaugeVec   // shard
-	admitRate         *prometheus.GaugeVec   // shard
-	limited           *prometheus.CounterVec // shard
-	checks            *prometheus.CounterVec // shard, result
-	ejections         *prometheus.CounterVec // shard
+	admitting     *prometheus.GaugeVec   // shard
+	instances     *prometheus.GaugeVec   // shard
+	instanceLimit *prometheus.GaugeVec   // shard
+	queueDelay    *prometheus.GaugeVec   // shard
+	admitRate     *prometheus.GaugeVec   // shard
+	limited       *prometheus.CounterVec // shard
+	checks        *prometheus.CounterVec // shard, result
+	ejections     *prometheus.CounterVec // shard
 	// ejections the max ejection percent refused, by shard
 	ejectionsRefused *prometheus.CounterVec
 	ledger           prometheus.GaugeFunc     // deployments
@@ -68,9 +65,9 @@ func (m *Metrics) Observe(rpc string, code codes.Code, took time.Duration) {
 	o.(prometheus.Observer).Observe(took.Seconds())
 }
 
-// newMetrics builds the proxy's metrics; ledgerSize and longCalls are read
-// at each scrape.
-func newMetrics(ledgerSize, longCalls func() float64) *Metrics {
+// newMetrics builds the proxy's metrics; ledgerSize, longCalls and
+// registryReachable are read at each scrape.
+func newMetrics(ledgerSize, longCalls, registryReachable func() float64) *Metrics {
 	m := &Metrics{
 		registry: prometheus.NewRegistry(),
 		inflight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -97,9 +94,6 @@ func newMetrics(ledgerSize, longCalls func() float64) *Metrics {
 		ClientsCutOff: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shardctl_proxy_clients_cut_off_total", Help: "Client connections the proxy ended or refused, by reason: resets (more calls reset before their answer than --client-reset-budget), handshake (none within --client-handshake-timeout), connections (over --max-client-connections), cooldown (from an address cut off within --client-cooldown); and calls refused (REFUSED_STREAM): handlers (on a connection with 1000 handlers running), output (on a connection with more than --client-output-limit of answers waiting for its client to read).",
 		}, []string{"reason"}),
-		registryReachable: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "shardctl_proxy_registry_reachable", Help: "1 while the proxy hears the registry's watch (or follows none), 0 while it cannot reach it and routes on the last shard set the registry sent.",
-		}),
 		ClientConns: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "shardctl_proxy_client_connections", Help: "Client connections the proxy serves.",
 		}),
@@ -153,16 +147,18 @@ func newMetrics(ledgerSize, longCalls func() float64) *Metrics {
 			Buckets: []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
 		}, []string{"rpc"}),
 	}
-	m.registryReachable.Set(1)
 	m.ledger = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "shardctl_proxy_ledger_deployments", Help: "Deployments in the deployment ledger.",
 	}, ledgerSize)
 	longOpen := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "shardctl_proxy_long_calls_open", Help: "Long polls and job streams open now: the workers a stopping proxy has to hand to another replica.",
 	}, longCalls)
+	reachable := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "shardctl_proxy_registry_reachable", Help: "1 while the proxy hears the registry's watch (or follows none), 0 while it cannot reach it and routes on the last shard set the registry sent.",
+	}, registryReachable)
 	m.registry.MustRegister(m.inflight, m.requests, m.upstream, m.choices, m.coolingOff, m.HandedBack, m.weights, m.ledger, m.duration,
 		m.up, m.checks, m.ejections, m.ejectionsRefused, m.overloaded, m.limited, m.backlog, m.admitting, m.instances, m.instanceLimit, m.queueDelay, m.admitRate, m.LongCallsEnded, m.StreamsStalled, longOpen,
-		m.ClientsCutOff, m.ClientConns, m.AcceptErrors, m.registryReachable,
+		m.ClientsCutOff, m.ClientConns, m.AcceptErrors, reachable,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -241,11 +241,7 @@ func (u *Pool) conn() (*h2.Conn, error) {
 		return best, nil
 	}
 	u.mu.Unlock()
-	c, err := u.dialed(u.dial())
-	if err != nil {
-		return nil, err
-	}
-	return c, nil
+	return u.dialed(u.dial())
 }
 
 // dialed takes a dial's result into the pool.

@@ -19,7 +19,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/shardctl/shardctl/internal/ledger"
@@ -41,6 +40,9 @@ type Client struct {
 }
 
 const defaultWatchSilence = 45 * time.Second
+
+// errSilent ends a watch stream that was silent for too long.
+var errSilent = errors.New("registry watch: silent too long")
 
 // New parses the registry URL as users give it (--registry).
 func New(base, token string) (*Client, error) {
@@ -418,15 +420,15 @@ func (c *Client) stream(ctx context.Context, app string, since *uint64, connecte
 	if silence <= 0 {
 		silence = defaultWatchSilence
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	req = req.WithContext(ctx)
-	var silent atomic.Bool
-	watchdog := time.AfterFunc(silence, func() { silent.Store(true); cancel() })
+	watchdog := time.AfterFunc(silence, func() { cancel(errSilent) })
 	defer watchdog.Stop()
+	silent := func() bool { return errors.Is(context.Cause(ctx), errSilent) }
 	resp, err := (&http.Client{Transport: c.HTTP.Transport}).Do(req)
 	if err != nil {
-		if silent.Load() {
+		if silent() {
 			return fmt.Errorf("registry watch: no answer within %v", silence)
 		}
 		return c.unreachable(err)
@@ -460,7 +462,7 @@ func (c *Client) stream(ctx context.Context, app string, since *uint64, connecte
 			data = append(data, bytes.TrimSpace(line[5:])...)
 		}
 	}
-	if silent.Load() {
+	if silent() {
 		return fmt.Errorf("registry watch: nothing heard for %v, not even a keep-alive: the connection is taken for dead", silence)
 	}
 	if err := sc.Err(); err != nil {

@@ -15,15 +15,13 @@ import (
 	"syscall"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
 	"github.com/shardctl/shardctl/internal/backlog"
 	pb "github.com/shardctl/shardctl/internal/gatewaypb"
 	"github.com/shardctl/shardctl/internal/human"
 	"github.com/shardctl/shardctl/internal/physicaltenant"
 	"github.com/shardctl/shardctl/internal/registry/registryapi"
 	"github.com/shardctl/shardctl/internal/registry/registryclient"
+	"github.com/shardctl/shardctl/internal/shardconn"
 	"github.com/shardctl/shardctl/internal/signals"
 	"github.com/shardctl/shardctl/migrate/drain"
 	"github.com/shardctl/shardctl/migrate/kube"
@@ -183,8 +181,10 @@ type Runner struct {
 	// Poll and StuckAfter are the drain's.
 	Poll       time.Duration
 	StuckAfter int
-	// Topology checks a gateway (nil: Zeebe's Topology over gRPC).
-	Topology func(ctx context.Context, addr string) error
+	// Shards is how the preflight reaches the target pool's gateways:
+	// each shard's TLS mode and credential as its registry metadata names
+	// them, as the proxy reaches it (nil: plain text, no credential).
+	Shards *shardconn.Access
 	// Kube is the cluster a plan with a Kubernetes step changes (nil in
 	// registry mode); RolloutPoll how often a rollout is read.
 	Kube        *kube.Cluster
@@ -601,11 +601,11 @@ func (s *session) preflight(ctx context.Context) error {
 		if !takesCutover(sh.State) {
 			return s.fail(ctx, 0, fmt.Sprintf("preflight: %s is %s: want UP, or OUT_OF_SERVICE until the first step", sh.ID, sh.State))
 		}
-		topo := s.r.Topology
-		if topo == nil {
-			topo = GatewayTopology
+		t, err := s.r.Shards.Target(sh.ID, sh.Address, sh.Metadata[registryapi.MetaTLS], sh.Metadata[registryapi.MetaCredential])
+		if err == nil {
+			err = GatewayTopology(ctx, t)
 		}
-		if err := topo(ctx, sh.Address); err != nil {
+		if err != nil {
 			return s.fail(ctx, 0, fmt.Sprintf("preflight: %s: %v", sh.ID, err))
 		}
 		served := registryapi.PhysicalTenants(sh.Metadata)
@@ -907,10 +907,11 @@ func (r *Runner) Rollback(ctx context.Context, name string, o RollbackOptions) (
 
 // GatewayTopology checks a Zeebe gateway: every partition has a healthy
 // leader.
-func GatewayTopology(ctx context.Context, addr string) error {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+func GatewayTopology(ctx context.Context, t shardconn.Target) error {
+	addr := t.Addr
+	conn, err := t.Dial()
 	if err != nil {
-		return fmt.Errorf("gateway %s: %w", addr, err)
+		return err
 	}
 	defer conn.Close()
 	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,14 +22,7 @@ import (
 )
 
 // buildAttacker builds internal/h2/cmd/rapidreset.
-func buildAttacker(t *testing.T) string {
-	t.Helper()
-	exe := filepath.Join(t.TempDir(), "rapidreset")
-	if out, err := exec.Command("go", "build", "-o", exe, "github.com/shardctl/shardctl/internal/h2/cmd/rapidreset").CombinedOutput(); err != nil {
-		t.Fatalf("build the attacker: %v\n%s", err, out)
-	}
-	return exe
-}
+func buildAttacker(t *testing.T) string { return buildHelper(t, "internal/h2/cmd/rapidreset") }
 
 // rapidReset runs the attacker exe against addr on conns connections for
 // d, in a process of its own, and returns its report.

@@ -148,6 +148,9 @@ var notRunnable = map[string]string{
 		"TestCutoverEndToEnd runs plan, apply and status with 12-second steps against a federation under load",
 	"shardctl sim serve --listen 127.0.0.1:26500 --metrics 127.0.0.1:9600 --rest-listen 127.0.0.1:8080": "app.mjs is the reader's application; " +
 		"internal/restgateway's TestCamundaSDK runs Camunda's SDK against a simulator serving --rest-listen, and TestCommandsOverREST every endpoint",
+	"shardctl proxy serve --shard a=10.0.0.5:26500 --shard-token-url https://login.example/realms/camunda/protocol/openid-connect/token " +
+		"--shard-client-id shardctl-proxy --shard-client-secret-file /etc/shardctl/client-secret --shard-audience zeebe-api": "its token endpoint and shard are the reader's; " +
+		"TestSecuredFederation runs these flags against an OpenID provider and simulators that require its tokens, with zbctl logging in through the proxy",
 	"make build": "each target takes minutes: make test already builds shardctl, runs make lint's three checks " +
 		"and goreleaser check; the bench targets print their own figures and snapshot cross-compiles eight platforms",
 }

@@ -548,11 +548,13 @@ type CutoverApplyOptions struct {
 	pf       planFlags
 	rf       runnerFlags
 	planFile string
-	yes      bool
-	dryRun   string
-	dry      kube.DryRun
-	printer  *output.Printer
-	c        *registryclient.Client
+	// shards is how the preflight reaches the target pool's gateways.
+	shards  cmdutil.ShardAccessFlags
+	yes     bool
+	dryRun  string
+	dry     kube.DryRun
+	printer *output.Printer
+	c       *registryclient.Client
 	// given are the plan flags the command line set.
 	given []string
 }
@@ -571,6 +573,7 @@ func newCmdCutoverApply(f *cmdutil.RegistryFlags) *cobra.Command {
 	o.pf.add(cmd)
 	o.pf.completions(cmd)
 	o.rf.add(cmd)
+	o.shards.AddFlags(cmd.Flags())
 	cmd.Flags().StringVar(&o.planFile, "plan", "", "run a plan saved by cutover plan --out (refused if the registry moved on since); only --pause-before and --drain-timeout may change how it runs")
 	cmd.Flags().BoolVar(&o.yes, "yes", false, "do not ask; required without a terminal")
 	addDryRunFlag(cmd, &o.dryRun)
@@ -726,6 +729,10 @@ func (o *CutoverApplyOptions) Run(ctx context.Context) error {
 		return err
 	}
 	defer ep.close()
+	if r.Shards, err = o.shards.Access(nil); err != nil {
+		return err
+	}
+	defer r.Shards.Close()
 	_, err = r.Apply(ctx, plan)
 	if err == nil {
 		err = ep.err

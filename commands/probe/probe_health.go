@@ -26,6 +26,7 @@ type ProbeHealthOptions struct {
 	timeout  time.Duration
 	watch    bool
 	interval time.Duration
+	shards   cmdutil.ShardAccessFlags
 
 	targets []health.Target
 	rc      *registryclient.Client
@@ -46,6 +47,14 @@ func newCmdProbeHealth(g *cmdutil.Globals) *cobra.Command {
   registry=URL          the registry's /readyz (its Eureka URL will do)
   proxy=URL             the proxy's admin /readyz
   prometheus=URL        Prometheus's /-/ready
+
+A shard is reached as the proxies reach it: over the TLS and with the
+credential its registry metadata names (tls, credential), checked against
+--upstream-ca, the credential defined by --shard-credentials FILE (a
+credentials: map, as the proxy's configuration) or the --shard-* flags (the
+"default" one). A shard that refuses the credential is named so
+(UNAUTHENTICATED), never as unreachable; so is one that refuses the
+proxies' own (they cannot replay deployments to it).
 
 With no TARGET, every shard the registry lists (by id), the registry
 itself, every proxy registered there (its gateway and its admin), a proxy
@@ -73,6 +82,7 @@ with -o json), and exits with the last round's code.`,
 	f.DurationVar(&o.timeout, "timeout", health.DefaultTimeout, "the most one target's check takes")
 	f.BoolVar(&o.watch, "watch", false, "check again every --interval until interrupted")
 	f.DurationVar(&o.interval, "interval", 2*time.Second, "with --watch: how often to check")
+	o.shards.AddFlags(f)
 	return cmd
 }
 
@@ -110,7 +120,12 @@ func (o *ProbeHealthOptions) Validate() error {
 }
 
 func (o *ProbeHealthOptions) Run(ctx context.Context) error {
-	checker := &health.Checker{Timeout: o.timeout}
+	access, err := o.shards.Access(nil)
+	if err != nil {
+		return err
+	}
+	defer access.Close()
+	checker := &health.Checker{Timeout: o.timeout, Shards: access}
 	stream := o.printer.Stream()
 	for {
 		targets := o.targets

@@ -36,7 +36,9 @@ type ProxyServeOptions struct {
 	coolingOff      time.Duration
 	shutdownTimeout time.Duration
 	tls             tlsFiles
-	sizeProcs       bool
+	// cred is the --shard-* flags: the proxy's "default" credential.
+	cred      cmdutil.CredentialFlags
+	sizeProcs bool
 	// registry mode: shards, states and the ledger come from the registry
 	app, tokenFile string
 	registry       *registryclient.Client
@@ -159,9 +161,21 @@ instanceLimit, queueTarget, backlogInterval, coolingOff, deployTimeout, health (
 unhealthyAfter, healthyAfter, outlierFailures, ejectionTime,
 maxEjectionPercent), clients (maxConnections, handshakeTimeout,
 idleTimeout, keepAlive, resetBudget, cooldown, outputLimit: the --max-client-connections and
---client-* flags), tls (cert, key, clientCA), upstreamCA, and shards, a
-list of {id, address, slot, state, pool, metrics, rest, tls,
-physicalTenants}. A --shard without slot= gets its place among the
+--client-* flags), tls (cert, key, clientCA), upstreamCA, credentials, and
+shards, a list of {id, address, slot, state, pool, metrics, rest, tls,
+credential, physicalTenants}.
+
+Credentials. Clients' calls carry the client's own Authorization to the
+shard. The proxy's own calls (health checks, ledger replays, jobs handed
+back) carry the credential the shard names (credential=, or its
+registry metadata), else the one named "default" (the --shard-* flags):
+credentials: is a map of names to {tokenFile} (a bearer token), {username,
+passwordFile} (Basic) or {tokenURL, clientID, clientSecretFile, audience,
+scopes, tokenCA} (OAuth 2 client credentials, refreshed before expiry).
+Secrets are read from files, again when they change. A shard that
+refuses the proxy's credential is not DOWN: /shards says so under
+health.auth; while a ledger replay it needs is refused, it takes no new
+work. A --shard without slot= gets its place among the
 --shard flags as its slot; tenant= may be given several times:
 
   listen: 127.0.0.1:26500
@@ -170,7 +184,9 @@ physicalTenants}. A --shard without slot= gets its place among the
   health: {interval: 2s, unhealthyAfter: 2}
   shards:
   - {id: blue-0, address: 10.0.0.5:26500, slot: 1}
-  - {id: green-1, address: 10.0.1.5:26500, slot: 2, state: DRAINING, tls: "true", physicalTenants: [default, acme]}`,
+  - {id: green-1, address: 10.0.1.5:26500, slot: 2, state: DRAINING, tls: "true", physicalTenants: [default, acme]}
+  credentials:
+    default: {tokenURL: https://login.example/oauth/token, clientID: shardctl, clientSecretFile: /etc/shardctl/secret, audience: zeebe-api}`,
 		Example: `  shardctl proxy serve --listen 127.0.0.1:26500 --admin 127.0.0.1:9700 \
       --shard blue=127.0.0.1:26501 --shard green=127.0.0.1:26502,slot=2
 
@@ -229,6 +245,7 @@ physicalTenants}. A --shard without slot= gets its place among the
 	o.tls.addFlags(f, "clients")
 	f.StringVar(&o.tls.clientCA, "tls-client-ca", "", "CA file client certificates must be signed by: clients without one are refused (read again when it changes)")
 	f.StringVar(&o.cfg.UpstreamCA, "upstream-ca", "", "CA file the certificates of shards with tls=true are checked against (default: the system's roots)")
+	o.cred.AddFlags(f)
 	o.logs.addFlags(cmd)
 	return cmd
 }
@@ -289,7 +306,13 @@ func (o *ProxyServeOptions) Complete(cmd *cobra.Command, _ []string) error {
 		dur("client-cooldown", cl.Cooldown, &o.cfg.Clients.Cooldown)
 		fromFile(flags, "client-output-limit", cl.OutputLimit, &o.cfg.Clients.OutputLimit)
 		o.cfg.Shards = append(o.cfg.Shards, fc.Shards...)
+		o.cfg.Credentials = fc.Credentials
 	}
+	creds, err := o.cred.Add(o.cfg.Credentials)
+	if err != nil {
+		return err
+	}
+	o.cfg.Credentials = creds
 	for _, v := range o.shardFlags {
 		sc, err := route.ParseShardFlag(v, len(o.cfg.Shards)+1)
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/shardctl/shardctl/commands/cmdutil"
+	"github.com/shardctl/shardctl/internal/authn"
 	"github.com/shardctl/shardctl/internal/keyslot"
 	"github.com/shardctl/shardctl/internal/physicaltenant"
 	"github.com/shardctl/shardctl/internal/registry/registryapi"
@@ -33,6 +34,7 @@ type SimServeOptions struct {
 	version         string
 	reg             simRegistration
 	tls             tlsFiles
+	auth            authn.Config
 	logs            logFlags
 }
 
@@ -41,6 +43,7 @@ type SimServeOptions struct {
 // Zeebe gateway.
 type simRegistration struct {
 	url, tokenFile       string
+	credential           string
 	app, shardID, pool   string
 	advertise, status    string
 	slot                 int
@@ -151,6 +154,13 @@ Fault injection on the --metrics port:
 	f.StringVar(&o.reg.advertise, "advertise", "", "gateway address to register, HOST:PORT (default: the address --listen bound)")
 	f.DurationVar(&o.reg.renewal, "renewal-interval", 30*time.Second, "how often to renew the registration (with --register)")
 	f.DurationVar(&o.reg.leaseLength, "lease-duration", 90*time.Second, "how long the registry keeps the shard without a renewal (with --register)")
+	f.StringVar(&o.reg.credential, "credential", "", "the credential proxies' own calls to this shard carry, by the name their configuration gives it (with --register)")
+	f.StringVar(&o.auth.Mode, "auth", authn.ModeNone, "what every gRPC and REST call must carry: none, oidc (a JWT of --issuer for --audience) or basic (--basic-user and --basic-password-file)")
+	f.StringVar(&o.auth.Issuer, "issuer", "", "with --auth oidc: the OpenID Connect issuer URL whose keys sign the tokens")
+	f.StringVar(&o.auth.Audience, "audience", "", "with --auth oidc: what a token's aud must hold (Camunda's is zeebe-api)")
+	f.StringVar(&o.auth.IssuerCA, "issuer-ca", "", "with --auth oidc: CA file the issuer's certificate is checked against (default: the system's roots)")
+	f.StringVar(&o.auth.Username, "basic-user", "", "with --auth basic: the user let in")
+	f.StringVar(&o.auth.PasswordFile, "basic-password-file", "", "with --auth basic: file with its password (read again when it changes)")
 	f.StringVar(&o.reg.tokenFile, "registry-token-file", "", "file with the bearer token the registry wants for writes (env "+cmdutil.EnvRegistryToken+")")
 	o.logs.addFlags(cmd)
 	return cmd
@@ -204,8 +214,8 @@ func (o *SimServeOptions) Validate() error {
 		return fmt.Errorf("--timer-interval must be positive and --shutdown-timeout not negative")
 	}
 	if o.reg.url == "" {
-		if o.reg.shardID != "" || o.reg.pool != "" || o.reg.slot != 0 {
-			return fmt.Errorf("--shard-id, --pool and --slot describe the registration: add --register URL")
+		if o.reg.shardID != "" || o.reg.pool != "" || o.reg.slot != 0 || o.reg.credential != "" {
+			return fmt.Errorf("--shard-id, --pool, --slot and --credential describe the registration: add --register URL")
 		}
 		return nil
 	}
@@ -228,6 +238,9 @@ func (o *SimServeOptions) Run(ctx context.Context) error {
 		return err
 	}
 	o.cfg.TLS = tlsServer
+	if o.cfg.Auth, err = authn.New(o.auth); err != nil {
+		return cmdutil.UsageError(err)
+	}
 	errOut := o.g.Streams.ErrOut
 	log, held := o.logs.logger(errOut)
 	defer held.Open()
@@ -280,7 +293,7 @@ func (o *SimServeOptions) startHeartbeat(ctx context.Context, gateway, metrics, 
 	in, err := registryapi.NewShardInstance(registryapi.ShardRegistration{
 		App: o.reg.app, ID: id, Address: addr, Pool: o.reg.pool, Slot: o.reg.slot,
 		Metrics: "http://" + metrics + "/metrics", REST: rest, PhysicalTenants: o.cfg.PhysicalTenants, RenewalInterval: o.reg.renewal, LeaseDuration: o.reg.leaseLength,
-		Status: registryapi.Status(o.reg.status), TLS: o.registeredTLS(),
+		Status: registryapi.Status(o.reg.status), TLS: o.registeredTLS(), Credential: o.reg.credential,
 	})
 	if err != nil {
 		return nil, cmdutil.UsageError(err)

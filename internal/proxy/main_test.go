@@ -67,6 +67,7 @@ var frontTests = []string{
 	"TestTLSClientsAndShards",
 	"TestTLSUpstreamRefusals",
 	"TestForwardsAuthorization",
+	"TestSecuredShards",
 }
 
 func flagSet(name string) bool {

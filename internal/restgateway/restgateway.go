@@ -33,6 +33,7 @@ import (
 	pb "github.com/shardctl/shardctl/internal/gatewaypb"
 	"github.com/shardctl/shardctl/internal/physicaltenant"
 	"github.com/shardctl/shardctl/internal/search"
+	"github.com/shardctl/shardctl/internal/shardconn"
 )
 
 // DefaultMaxBody is the largest request body, as Camunda's default
@@ -59,7 +60,11 @@ type Options struct {
 	// served; its error is the answer (a gateway that does not serve the
 	// tenant). Unset, every tenant is passed on as metadata.
 	PhysicalTenant func(tenant string) error
-	Logger         *slog.Logger
+	// Authenticate, when set, is asked about every request's
+	// Authorization header ("" for none) before it is served; its error
+	// is the answer (UNAUTHENTICATED: 401), as a secured gateway's.
+	Authenticate func(ctx context.Context, authorization string) error
+	Logger       *slog.Logger
 }
 
 type front struct {
@@ -112,7 +117,7 @@ func Handler(gw pb.GatewayServer, opts Options) http.Handler {
 	f.routeQueries(route)
 	mux.HandleFunc("/", noEndpoint)
 	// Creations, most of a workload's calls, skip the mux's matching.
-	return withCallMetadata(opts.PhysicalTenant, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+	return withCallMetadata(opts.PhysicalTenant, opts.Authenticate, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if req.Method == http.MethodPost && req.URL.Path == "/v2/process-instances" {
 			create(w, req)
 			return
@@ -131,7 +136,7 @@ func noEndpoint(w http.ResponseWriter, req *http.Request) {
 // that 8.10 names in the path (/physical-tenants/{id}/v2/…) and in a
 // header over gRPC.
 const (
-	AuthorizationMD  = "authorization"
+	AuthorizationMD  = shardconn.AuthorizationMD
 	PhysicalTenantMD = physicaltenant.Header
 )
 
@@ -139,8 +144,17 @@ const (
 // caller as incoming gRPC metadata, and serves a physical tenant's
 // prefixed paths as the plain ones (once check, if any, passed the
 // tenant).
-func withCallMetadata(check func(string) error, next http.Handler) http.Handler {
+func withCallMetadata(check func(string) error, authenticate func(context.Context, string) error, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if authenticate != nil {
+			if err := authenticate(req.Context(), req.Header.Get("Authorization")); err != nil {
+				if status.Code(err) == codes.Unauthenticated {
+					w.Header().Set("WWW-Authenticate", "Bearer")
+				}
+				writeError(w, req, err)
+				return
+			}
+		}
 		var md metadata.MD
 		if rest, ok := strings.CutPrefix(req.URL.Path, physicaltenant.PathPrefix); ok {
 			tenant, path, _ := strings.Cut(rest, "/")

@@ -27,6 +27,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/shardctl/shardctl/internal/authn"
 	"github.com/shardctl/shardctl/internal/certs"
 	pb "github.com/shardctl/shardctl/internal/gatewaypb"
 	"github.com/shardctl/shardctl/internal/keyslot"
@@ -92,6 +93,12 @@ type Config struct {
 	// its processes apart; instances, jobs, messages and metrics are the
 	// cluster's as one (see README: what the simulator leaves out).
 	PhysicalTenants []string
+	// Auth, when set, is asked about every call's Authorization, gRPC and
+	// REST, as a gateway with authentication on (OIDC or Basic,
+	// internal/authn): a refused call gets UNAUTHENTICATED (401). The
+	// metrics and admin listener stay open, as a gateway's management
+	// port.
+	Auth authn.Checker
 	// GRPCOptions are added to the gateway's grpc-go server: a test's
 	// interceptors, which see the calls as the gateway receives them.
 	GRPCOptions []grpc.ServerOption
@@ -270,6 +277,9 @@ func (s *Sim) listenGateway(addr string) error {
 	if s.cfg.MaxConcurrentStreams > 0 {
 		opts = append(opts, grpc.MaxConcurrentStreams(s.cfg.MaxConcurrentStreams))
 	}
+	if s.cfg.Auth != nil {
+		opts = append(opts, authn.ServerOptions(s.cfg.Auth)...)
+	}
 	if s.cfg.Version.physicalTenants() {
 		// Older releases ignore the header: their calls skip the check.
 		opts = append(opts, s.cluster.physicalTenantInterceptors()...)
@@ -290,7 +300,11 @@ func (s *Sim) listenREST(addr string) error {
 	if err != nil {
 		return fmt.Errorf("listen for the REST API on %s: %w", addr, err)
 	}
-	srv := &http.Server{Handler: restgateway.Handler(s.gw, restgateway.Options{Logger: s.cfg.Logger, Queries: queries{s.cluster}, PhysicalTenant: s.cluster.restPhysicalTenant}), ReadHeaderTimeout: 10 * time.Second}
+	ro := restgateway.Options{Logger: s.cfg.Logger, Queries: queries{s.cluster}, PhysicalTenant: s.cluster.restPhysicalTenant}
+	if s.cfg.Auth != nil {
+		ro.Authenticate = s.cfg.Auth.Check
+	}
+	srv := &http.Server{Handler: restgateway.Handler(s.gw, ro), ReadHeaderTimeout: 10 * time.Second}
 	s.mu.Lock()
 	s.rest, s.restAddr = srv, ln.Addr()
 	s.mu.Unlock()

@@ -8,6 +8,7 @@
 package health
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,13 +24,13 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	pb "github.com/shardctl/shardctl/internal/gatewaypb"
 	"github.com/shardctl/shardctl/internal/human"
 	"github.com/shardctl/shardctl/internal/registry/registryapi"
 	"github.com/shardctl/shardctl/internal/registry/registryclient"
+	"github.com/shardctl/shardctl/internal/shardconn"
 	"github.com/shardctl/shardctl/probes/proxies"
 )
 
@@ -53,6 +54,9 @@ type Target struct {
 	Name    string
 	Kind    string
 	Address string // HOST:PORT for zeebe, a base URL for the others
+	// TLS and Credential are how a zeebe target is reached, as a shard's
+	// registry metadata names them (see shardconn.Access.Target).
+	TLS, Credential string
 	// Held says why the proxies hold a shard DOWN ("" when none does):
 	// such a shard is unhealthy whatever it answers us, for the work
 	// goes through the proxies.
@@ -159,6 +163,10 @@ type Checker struct {
 	Timeout time.Duration
 	// HTTP is the client of the HTTP checks; nil is one of its own.
 	HTTP *http.Client
+	// Shards is how zeebe targets are reached: the CA and the
+	// credentials their TLS and Credential name (nil: the system's roots,
+	// no credential).
+	Shards *shardconn.Access
 }
 
 // Check checks every target at once and returns when all are done.
@@ -184,7 +192,7 @@ func (c *Checker) check(ctx context.Context, t Target) Result {
 	var err error
 	switch t.Kind {
 	case KindZeebe:
-		res.Topology, err = topology(ctx, t.Address)
+		res.Topology, err = c.topology(ctx, t)
 		if err == nil {
 			err = res.Topology.problem()
 		}
@@ -211,15 +219,23 @@ func (c *Checker) check(ctx context.Context, t Target) Result {
 	return res
 }
 
-// topology asks a gateway for its cluster's topology.
-func topology(ctx context.Context, addr string) (*Topology, error) {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+// topology asks a gateway for its cluster's topology, over the TLS and
+// with the credential its target names.
+func (c *Checker) topology(ctx context.Context, t Target) (*Topology, error) {
+	st, err := c.Shards.Target(t.Name, t.Address, t.TLS, t.Credential)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := st.Dial()
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close()
 	resp, err := pb.NewGatewayClient(conn).Topology(ctx, &pb.TopologyRequest{}, grpc.WaitForReady(false))
 	if err != nil {
+		if shardconn.Refused(err) {
+			return nil, fmt.Errorf("%s (credential %s)", shardconn.Refusal(err), cmp.Or(st.Credential.Name(), "none: give this command one with --shard-* or --shard-credentials"))
+		}
 		return nil, gatewayError(err)
 	}
 	return summarize(resp), nil
@@ -411,14 +427,18 @@ func FederationTargets(ctx context.Context, c *registryclient.Client, app, proxy
 	// one the registry dropped while they still route to it is checked.
 	views, _ := proxies.Read(ctx, c) // a proxy that cannot be asked hides nothing listed
 	held := func(id string) string {
-		if h := proxies.Of(views, id); h.Down > 0 {
+		switch h := proxies.Of(views, id); {
+		case h.Down > 0:
 			return h.DownLine()
+		case h.AuthRefused > 0:
+			return h.AuthLine()
 		}
 		return ""
 	}
 	var out []Target
 	for _, s := range shards {
-		out = append(out, Target{Name: s.ID, Kind: KindZeebe, Address: s.Address, Held: held(s.ID)})
+		out = append(out, Target{Name: s.ID, Kind: KindZeebe, Address: s.Address, Held: held(s.ID),
+			TLS: s.Metadata[registryapi.MetaTLS], Credential: s.Metadata[registryapi.MetaCredential]})
 	}
 	for _, s := range proxies.Unlisted(views, shards) {
 		why := held(s.ID)

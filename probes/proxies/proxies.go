@@ -101,6 +101,10 @@ type Health struct {
 	// yet (it cannot tell what it keeps the queue at).
 	Paced     int
 	PacedRate float64
+	// AuthRefused counts the proxies whose own calls it refuses for their
+	// credential; AuthReasons are what it said to each, by proxy.
+	AuthRefused int
+	AuthReasons map[string]string
 	// Admission is the reading to show: the most restrictive among the
 	// proxies' (refusing over pacing), the first by proxy id; nil while
 	// every proxy admits the shard.
@@ -131,6 +135,13 @@ func Of(views []View, shard string) Health {
 					h.Reasons = map[string]string{}
 				}
 				h.Reasons[v.Proxy] = s.Health.Reason
+			}
+			if s.Health.Auth != "" {
+				h.AuthRefused++
+				if h.AuthReasons == nil {
+					h.AuthReasons = map[string]string{}
+				}
+				h.AuthReasons[v.Proxy] = s.Health.Auth
 			}
 			b := s.Backlog
 			switch {
@@ -224,14 +235,25 @@ func (h Health) DownLine() string {
 	return fmt.Sprintf("DOWN in %d of %d proxies (%s)", h.Down, h.Proxies, h.Reason())
 }
 
+// AuthLine says how many proxies the shard refuses and why it refused
+// the first: "refuses the credential of 2 of 2 proxies (proxy-a:
+// UNAUTHENTICATED: …)".
+func (h Health) AuthLine() string {
+	return fmt.Sprintf("refuses the credential of %d of %d proxies (%s): they cannot replay deployments to it or hand jobs back", h.AuthRefused, h.Proxies, firstNamed(h.AuthReasons))
+}
+
 // Reason is one proxy's reason for DOWN, named ("" when none holds it
 // DOWN): the first proxy by id, so that it reads the same every time.
-func (h Health) Reason() string {
-	if len(h.Reasons) == 0 {
+func (h Health) Reason() string { return firstNamed(h.Reasons) }
+
+// firstNamed is the first proxy's entry by id, "proxy: entry" ("" for
+// none).
+func firstNamed(byProxy map[string]string) string {
+	if len(byProxy) == 0 {
 		return ""
 	}
-	first := slices.Sorted(maps.Keys(h.Reasons))[0]
-	return first + ": " + h.Reasons[first]
+	first := slices.Sorted(maps.Keys(byProxy))[0]
+	return first + ": " + byProxy[first]
 }
 
 // String reads as a table cell: "-" when no proxy routes to the shard,

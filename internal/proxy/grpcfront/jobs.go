@@ -44,6 +44,11 @@ func (p *Server) HandBack(s *route.Shard, jobs []*pb.ActivatedJob, reason string
 		// out there, as any job of a gone worker).
 		ctx, cancel := context.WithTimeout(p.Background(), handBackTimeout)
 		defer cancel()
+		ctx, err := s.Conn.Own(ctx)
+		if err != nil {
+			s.NoteError(err) // the jobs time out on the shard, as any job of a gone worker
+			return
+		}
 		for _, j := range jobs {
 			_, err := s.Conn.Client().FailJob(ctx, &pb.FailJobRequest{
 				JobKey: j.GetKey(), Retries: j.GetRetries(), RetryBackOff: 0,

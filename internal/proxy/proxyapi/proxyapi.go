@@ -55,6 +55,9 @@ type ShardStatus struct {
 	AssignedState State       `json:"assignedState"`
 	Health        ShardHealth `json:"health"`
 	Pool          string      `json:"pool,omitempty"`
+	// Credential names what the proxy's own calls to it carry (absent:
+	// nothing); never the secret.
+	Credential string `json:"credential,omitempty"`
 	// PhysicalTenants are the 8.10 physical tenants it serves (absent:
 	// "default" only).
 	PhysicalTenants []string `json:"physicalTenants,omitempty"`
@@ -80,6 +83,13 @@ type ShardHealth struct {
 	Reason       string     `json:"reason,omitempty"`
 	EjectedUntil *time.Time `json:"ejectedUntil,omitempty"`
 	Ejections    int        `json:"ejections"`
+	// Auth is set while the shard refuses the proxy's own calls for
+	// their credential ("UNAUTHENTICATED: " or "PERMISSION_DENIED: " and
+	// the shard's message, with why the proxy had no token when it had
+	// none), since AuthSince. The shard answered: it is not DOWN for it,
+	// but what needs the proxy's own calls (a ledger replay) waits.
+	Auth      string     `json:"auth,omitempty"`
+	AuthSince *time.Time `json:"authSince,omitempty"`
 }
 
 // A shard's admission, as BacklogStatus.State says it.
@@ -161,4 +171,10 @@ type ShardConfig struct {
 	// over TLS checked against the upstream CA, "insecure" over TLS
 	// without checking the shard's certificate (tests, self-signed labs).
 	TLS string `json:"tls,omitempty"`
+	// Credential names the proxy's credential its own calls to the shard
+	// carry (health checks, ledger replays, jobs handed back): one the
+	// proxy's configuration defines, never a secret ("": the proxy's
+	// "default" credential, if it has one). Clients' calls carry the
+	// client's own.
+	Credential string `json:"credential,omitempty"`
 }

@@ -36,9 +36,9 @@ import (
 	"github.com/shardctl/shardctl/internal/physicaltenant"
 	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
 	"github.com/shardctl/shardctl/internal/proxy/route"
-	"github.com/shardctl/shardctl/internal/proxy/upstream"
 	"github.com/shardctl/shardctl/internal/restgateway"
 	"github.com/shardctl/shardctl/internal/search"
+	"github.com/shardctl/shardctl/internal/shardconn"
 )
 
 // DefaultTimeout bounds a search across the shards.
@@ -81,15 +81,15 @@ func New(core *route.Core, opts Options) *Federation {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	f := &Federation{core: core, opts: opts, clients: map[string]*http.Client{}}
-	for _, mode := range []string{upstream.TLSPlain, upstream.TLSVerified, upstream.TLSInsecure} {
+	for _, mode := range []string{shardconn.TLSPlain, shardconn.TLSVerified, shardconn.TLSInsecure} {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.MaxIdleConnsPerHost = 16
 		// An https:// REST address is checked as the shard's gRPC address
 		// is (plain: as verified).
-		if tc := upstream.TLSConfig(mode, core.UpstreamRoots()); tc != nil {
+		if tc := shardconn.TLSConfig(mode, core.UpstreamRoots()); tc != nil {
 			t.TLSClientConfig = tc
 		} else {
-			t.TLSClientConfig = upstream.TLSConfig(upstream.TLSVerified, core.UpstreamRoots())
+			t.TLSClientConfig = shardconn.TLSConfig(shardconn.TLSVerified, core.UpstreamRoots())
 		}
 		f.clients[mode] = &http.Client{Transport: t}
 	}
@@ -376,7 +376,7 @@ func (f *Federation) remote(ctx context.Context, s *route.Shard) (search.Remote,
 		return search.Remote{}, errors.New("the proxy knows no REST API address for it (rest= in --shard, or the rest metadata of its registration)")
 	}
 	auth, tenant := restgateway.CallMetadata(ctx)
-	mode, _ := upstream.ParseTLS(s.TLS) // checked when the shard was added
+	mode, _ := shardconn.ParseTLS(s.TLS) // checked when the shard was added
 	return search.Remote{Client: f.clients[mode], Base: s.REST, Auth: auth, Tenant: tenant}, nil
 }
 

@@ -125,7 +125,7 @@ func (p *Core) admit(s *Shard, b backlog.Backlog) {
 func (p *Core) pace(s *Shard, b backlog.Backlog) {
 	a := &s.admission
 	st := a.pacer.observe(pacingReading{at: b.At, lag: b.Lag, committed: b.Committed, processed: b.Processed,
-		created: b.Created, latencySum: b.LatencySum, latCount: b.LatencyCount, ended: b.Ended, jobsOpen: b.WorkerJobs(), jobsEnded: b.JobsEnded}, p.cfg.QueueTarget, int(s.partitions), p.cfg.InstanceLimit != InstanceLimitAuto)
+		created: b.Created, latencySum: b.LatencySum, latCount: b.LatencyCount, ended: b.Ended, jobsOpen: b.WorkerJobs(), jobsEnded: b.JobsEnded}, p.cfg.QueueTarget, int(s.partitions.Load()), p.cfg.InstanceLimit != InstanceLimitAuto)
 	a.status.State, a.status.Reason = st.state, st.reason
 	a.status.QueueDelay, a.status.Capacity, a.status.RecordsPerInstance, a.status.AdmitRate = finite(st.queueDelay), st.capacity, st.perInstance, st.rate
 	p.metrics.queueDelay.WithLabelValues(s.ID).Set(finite(st.queueDelay))

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shardctl/shardctl/internal/credential"
 	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
 	"github.com/shardctl/shardctl/internal/yamlfile"
 )
@@ -32,31 +33,38 @@ import (
 //	clients: {maxConnections: 10000, handshakeTimeout: 10s, idleTimeout: 1h, keepAlive: 1m, resetBudget: 200, cooldown: 10s, outputLimit: 4194304}
 //	tls: {cert: /etc/shardctl/tls.crt, key: /etc/shardctl/tls.key, clientCA: /etc/shardctl/ca.crt}
 //	upstreamCA: /etc/shardctl/zeebe-ca.crt
+//	credentials:
+//	  default: {tokenURL: https://login.example/oauth/token, clientID: shardctl-proxy,
+//	            clientSecretFile: /etc/shardctl/client-secret, audience: zeebe-api}
+//	  eu: {tokenFile: /etc/shardctl/eu-token}
 //	shards:
 //	- {id: blue-0, address: 10.0.0.5:26500, slot: 1}
-//	- {id: green-1, address: 10.0.1.5:26500, slot: 2, state: DRAINING, tls: "true"}
+//	- {id: green-1, address: 10.0.1.5:26500, slot: 2, state: DRAINING, tls: "true", credential: eu}
 type FileConfig struct {
-	Listen              string                 `json:"listen"`
-	RESTListen          string                 `json:"restListen"`
-	SearchTimeout       string                 `json:"searchTimeout"`
-	SearchPartial       *bool                  `json:"searchPartial"`
-	Admin               string                 `json:"admin"`
-	Front               string                 `json:"front"`
-	LegacyShard         string                 `json:"legacyShard"`
-	MaxInflightPerShard *int64                 `json:"maxInflightPerShard"`
-	OverloadLimit       *int64                 `json:"overloadLimit"`
-	OverloadExcess      *int                   `json:"overloadExcess"`
-	MaxBacklog          *int64                 `json:"maxBacklog"`
-	InstanceLimit       *int64                 `json:"instanceLimit"`
-	QueueTarget         string                 `json:"queueTarget"`
-	BacklogInterval     string                 `json:"backlogInterval"`
-	CoolingOff          string                 `json:"coolingOff"`
-	DeployTimeout       string                 `json:"deployTimeout"`
-	Health              FileHealth             `json:"health"`
-	Clients             FileClients            `json:"clients"`
-	TLS                 FileTLS                `json:"tls"`
-	UpstreamCA          string                 `json:"upstreamCA"`
-	Shards              []proxyapi.ShardConfig `json:"shards"`
+	Listen              string      `json:"listen"`
+	RESTListen          string      `json:"restListen"`
+	SearchTimeout       string      `json:"searchTimeout"`
+	SearchPartial       *bool       `json:"searchPartial"`
+	Admin               string      `json:"admin"`
+	Front               string      `json:"front"`
+	LegacyShard         string      `json:"legacyShard"`
+	MaxInflightPerShard *int64      `json:"maxInflightPerShard"`
+	OverloadLimit       *int64      `json:"overloadLimit"`
+	OverloadExcess      *int        `json:"overloadExcess"`
+	MaxBacklog          *int64      `json:"maxBacklog"`
+	InstanceLimit       *int64      `json:"instanceLimit"`
+	QueueTarget         string      `json:"queueTarget"`
+	BacklogInterval     string      `json:"backlogInterval"`
+	CoolingOff          string      `json:"coolingOff"`
+	DeployTimeout       string      `json:"deployTimeout"`
+	Health              FileHealth  `json:"health"`
+	Clients             FileClients `json:"clients"`
+	TLS                 FileTLS     `json:"tls"`
+	UpstreamCA          string      `json:"upstreamCA"`
+	// Credentials are the proxy's own credentials for shards, by name
+	// (see Config.Credentials).
+	Credentials map[string]credential.Config `json:"credentials"`
+	Shards      []proxyapi.ShardConfig       `json:"shards"`
 }
 
 // FileTLS is the file's tls section: the clients' listener.
@@ -109,13 +117,13 @@ func LoadFile(path string) (FileConfig, error) {
 	return fc, nil
 }
 
-// ParseShardFlag reads --shard ID=HOST:PORT[,slot=N][,state=S][,pool=P][,metrics=URL][,rest=URL][,tls=T][,tenant=NAME]...;
+// ParseShardFlag reads --shard ID=HOST:PORT[,slot=N][,state=S][,pool=P][,metrics=URL][,rest=URL][,tls=T][,credential=C][,tenant=NAME]...;
 // without a slot the shard gets position (1-based) as its slot; each
 // tenant= adds a physical tenant it serves (none: "default" only).
 func ParseShardFlag(v string, position int) (proxyapi.ShardConfig, error) {
 	id, rest, ok := strings.Cut(v, "=")
 	if !ok || id == "" || rest == "" {
-		return proxyapi.ShardConfig{}, fmt.Errorf("--shard %q: want ID=HOST:PORT[,slot=N][,state=UP|DRAINING|OUT_OF_SERVICE][,pool=NAME][,metrics=URL][,rest=URL][,tls=true|insecure][,tenant=NAME] (tenant= repeatable)", v)
+		return proxyapi.ShardConfig{}, fmt.Errorf("--shard %q: want ID=HOST:PORT[,slot=N][,state=UP|DRAINING|OUT_OF_SERVICE][,pool=NAME][,metrics=URL][,rest=URL][,tls=true|insecure][,credential=NAME][,tenant=NAME] (tenant= repeatable)", v)
 	}
 	parts := strings.Split(rest, ",")
 	sc := proxyapi.ShardConfig{ID: id, Addr: parts[0], Slot: position}
@@ -142,12 +150,14 @@ func ParseShardFlag(v string, position int) (proxyapi.ShardConfig, error) {
 			sc.REST = val
 		case "tls":
 			sc.TLS = val
+		case "credential":
+			sc.Credential = val
 		case "tenant":
 			if !slices.Contains(sc.PhysicalTenants, val) {
 				sc.PhysicalTenants = append(sc.PhysicalTenants, val)
 			}
 		default:
-			return sc, fmt.Errorf("--shard %q: unknown option %q (slot=N, state=S, pool=P, metrics=URL, rest=URL, tls=true|insecure or tenant=NAME)", v, k)
+			return sc, fmt.Errorf("--shard %q: unknown option %q (slot=N, state=S, pool=P, metrics=URL, rest=URL, tls=true|insecure, credential=NAME or tenant=NAME)", v, k)
 		}
 	}
 	return sc, validateShard(sc)

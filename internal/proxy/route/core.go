@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/shardctl/shardctl/internal/certs"
+	"github.com/shardctl/shardctl/internal/credential"
 	"github.com/shardctl/shardctl/internal/keyslot"
 	"github.com/shardctl/shardctl/internal/ledger"
 	"github.com/shardctl/shardctl/internal/logs"
@@ -27,6 +28,7 @@ import (
 	"github.com/shardctl/shardctl/internal/proxy/upstream"
 	"github.com/shardctl/shardctl/internal/registry/registryapi"
 	"github.com/shardctl/shardctl/internal/registry/registryclient"
+	"github.com/shardctl/shardctl/internal/shardconn"
 )
 
 // Config of a proxy. Zero values take the defaults below.
@@ -122,6 +124,13 @@ type Config struct {
 	// checked against ("": the system's roots).
 	TLS        *certs.Server
 	UpstreamCA string
+	// Credentials are what the proxy's own calls to shards carry (health
+	// checks, ledger replays, jobs handed back), by name: a shard names
+	// its own (ShardConfig.Credential), else it gets DefaultCredential's
+	// when there is one. Clients' calls carry the client's own
+	// Authorization, never these: a client the shard would refuse is not
+	// let in on the proxy's.
+	Credentials map[string]credential.Config
 	// Front is how clients are served: FrontFrames or FrontGRPC (""
 	// takes DefaultFront).
 	Front string
@@ -168,6 +177,17 @@ func (c *Config) validate() error {
 			return fmt.Errorf("shards %q and %q both have slot %d: every shard needs its own slot (1-%d)", other, s.ID, s.Slot, keyslot.MaxSlot)
 		}
 		ids[s.ID], slots[s.Slot] = true, s.ID
+		if _, ok := c.Credentials[s.Credential]; s.Credential != "" && !ok {
+			return fmt.Errorf("shard %q names credential %q, which the configuration does not define", s.ID, s.Credential)
+		}
+	}
+	for name, cc := range c.Credentials {
+		if err := registryapi.CheckCredentialName(name); err != nil {
+			return err
+		}
+		if _, err := cc.Kind(); err != nil {
+			return fmt.Errorf("credential %q: %w", name, err)
+		}
 	}
 	if c.LegacyShard != "" && !ids[c.LegacyShard] && !c.Dynamic {
 		return fmt.Errorf("legacy shard %q is not one of the shards", c.LegacyShard)
@@ -251,8 +271,13 @@ func validateShard(s proxyapi.ShardConfig) error {
 			return fmt.Errorf("shard %q: %w", s.ID, err)
 		}
 	}
-	if _, err := upstream.ParseTLS(s.TLS); err != nil {
+	if _, err := shardconn.ParseTLS(s.TLS); err != nil {
 		return fmt.Errorf("shard %q: %w", s.ID, err)
+	}
+	if s.Credential != "" {
+		if err := registryapi.CheckCredentialName(s.Credential); err != nil {
+			return fmt.Errorf("shard %q: %w", s.ID, err)
+		}
 	}
 	if s.REST != "" {
 		if err := registryapi.CheckREST(s.REST); err != nil {
@@ -274,10 +299,12 @@ type Core struct {
 	cfg Config
 	// registryLost is when the registry's watch broke, while it stays
 	// broken (nil: heard, or no registry followed).
-	registryLost  atomic.Pointer[time.Time]
-	upstreamRoots *x509.CertPool // nil: the system's
-	metrics       *Metrics
-	index         *LedgerIndex
+	registryLost atomic.Pointer[time.Time]
+	// access is the upstream CA and the proxy's credentials, which
+	// CloseShards closes.
+	access  *shardconn.Access
+	metrics *Metrics
+	index   *LedgerIndex
 	// deploySlot is held by the one client deployment under way:
 	// deployments are serialised per proxy, so that every shard gives a
 	// process the same version, each on every shard within
@@ -329,13 +356,11 @@ func New(cfg Config) (*Core, error) {
 	}
 	p := &Core{cfg: cfg, index: newLedgerIndex(), stopFollow: func() {}, log: logs.Or(cfg.Logger), deploySlot: make(chan struct{}, 1)}
 	p.repeats = logs.NewRepeats(p.log, 0, nil)
-	if cfg.UpstreamCA != "" {
-		roots, err := certs.Pool(cfg.UpstreamCA)
-		if err != nil {
-			return nil, fmt.Errorf("--upstream-ca: %w", err)
-		}
-		p.upstreamRoots = roots
+	access, err := shardconn.NewAccess(cfg.UpstreamCA, cfg.Credentials, p.log)
+	if err != nil {
+		return nil, err
 	}
+	p.access = access
 	p.overloadAt = cfg.OverloadLimit + cfg.OverloadLimit*int64(cfg.OverloadExcess)/100
 	p.bg, p.cancelBG = context.WithCancel(context.Background())
 	p.stopping, p.stop = context.WithCancel(p.bg)
@@ -364,11 +389,15 @@ func (p *Core) AddShard(ctx context.Context, sc proxyapi.ShardConfig, wait bool)
 	if taken := p.set.Load().bySlot[sc.Slot]; taken != nil {
 		return fmt.Errorf("slot %d is taken by shard %q", sc.Slot, taken.ID)
 	}
+	t, err := p.access.Target(sc.ID, sc.Addr, sc.TLS, sc.Credential)
+	if err != nil {
+		return err
+	}
 	n, advertised := p.cfg.ConnsPerShard, uint32(0)
 	if n == 0 {
-		n, advertised = upstream.Plan(ctx, sc.Addr, sc.TLS, p.upstreamRoots, p.cfg.MaxInflightPerShard)
+		n, advertised = upstream.Plan(ctx, t, p.cfg.MaxInflightPerShard)
 	}
-	conn, err := upstream.Dial(sc.ID, sc.Addr, sc.TLS, p.upstreamRoots, n, p.cfg.Front == FrontFrames)
+	conn, err := upstream.Dial(sc.ID, t, n, p.cfg.Front == FrontFrames)
 	if err != nil {
 		return err
 	}
@@ -376,13 +405,16 @@ func (p *Core) AddShard(ctx context.Context, sc proxyapi.ShardConfig, wait bool)
 	s := newShard(sc, conn)
 	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := s.checkTopology(tctx); err != nil {
+	refused, err := s.checkTopology(tctx)
+	if err != nil {
 		s.Conn.Close()
 		return err
 	}
 	s.health.mark()
 	s.inflightGauge = p.metrics.inflight.WithLabelValues(s.ID)
 	p.metrics.up.WithLabelValues(s.ID).Set(1)
+	p.metrics.authRefused.WithLabelValues(s.ID).Set(0)
+	p.noteAuth(s, refused)
 	s.Choices = p.metrics.choices.WithLabelValues(s.ID)
 	p.members.Lock()
 	set := p.set.Load()
@@ -394,7 +426,7 @@ func (p *Core) AddShard(ctx context.Context, sc proxyapi.ShardConfig, wait bool)
 	p.set.Store(set.with(s, p.cfg.LegacyShard))
 	p.members.Unlock()
 	p.logShard(slog.LevelInfo, s, "shard added", "address", s.Addr, "pool", s.Pool(), "state", s.State(),
-		"partitions", s.partitions, "connections", s.Conn.Connections())
+		"partitions", s.partitions.Load(), "connections", s.Conn.Connections())
 	done := p.startReplay(s, wait)
 	if !wait {
 		return nil
@@ -426,7 +458,7 @@ func (p *Core) setState(s *Shard, st proxyapi.State, msg, reason string) {
 
 // UpstreamRoots are the CAs a shard's certificate is checked against
 // (nil: the system's).
-func (p *Core) UpstreamRoots() *x509.CertPool { return p.upstreamRoots }
+func (p *Core) UpstreamRoots() *x509.CertPool { return p.access.Roots() }
 
 // ShardByID is the shard with id, or nil.
 func (p *Core) ShardByID(id string) *Shard { return p.set.Load().byID(id) }
@@ -590,11 +622,13 @@ func (p *Core) upstreamCounter(s *Shard, rpc string, code codes.Code) prometheus
 	return c
 }
 
-// CloseShards closes every shard's connections.
+// CloseShards closes every shard's connections, and the credentials
+// they carried.
 func (p *Core) CloseShards() {
 	for _, s := range p.Snapshot() {
 		s.Conn.Close()
 	}
+	p.access.Close()
 }
 
 // The fronts a proxy can serve clients with.
@@ -613,7 +647,7 @@ func (p *Core) Shards() []proxyapi.ShardStatus {
 	out := []proxyapi.ShardStatus{}
 	for _, s := range p.Snapshot() {
 		st := proxyapi.ShardStatus{ID: s.ID, Slot: s.Slot, Address: s.Addr, State: s.RoutingState(), AssignedState: s.State(), Health: s.healthStatus(now),
-			Pool: s.Pool(), PhysicalTenants: s.PhysicalTenants, Partitions: s.partitions, InFlight: s.inflight.Load(), Connections: s.Conn.Connections(), MaxStreams: s.Conn.Advertised, CoolingOff: s.cooling(now),
+			Pool: s.Pool(), PhysicalTenants: s.PhysicalTenants, Partitions: s.partitions.Load(), Credential: s.Conn.Credential().Name(), InFlight: s.inflight.Load(), Connections: s.Conn.Connections(), MaxStreams: s.Conn.Advertised, CoolingOff: s.cooling(now),
 			Overloaded: s.overloaded.Load(), Backlog: s.backlogStatus()}
 		s.mu.Lock()
 		if s.lastErr != "" {

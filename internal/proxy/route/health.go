@@ -13,7 +13,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	pb "github.com/shardctl/shardctl/internal/gatewaypb"
 	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
 )
 
@@ -102,6 +101,8 @@ type health struct {
 	mu        sync.Mutex // the fields below
 	since     time.Time  // of the last change between up and DOWN
 	reason    string     // why it is DOWN
+	auth      string     // why it refuses the proxy's own calls ("": it does not)
+	authSince time.Time
 	lastEject time.Time
 	// gen counts what makes a replay's success stale: markDown's calls
 	// (a replay that began before one proves nothing of the shard after
@@ -168,10 +169,18 @@ func (p *Core) check(s *Shard) {
 	h := &s.health
 	p.noteReturned(s, time.Now())
 	ctx, cancel := context.WithTimeout(p.stopping, p.cfg.Health.Timeout)
-	_, err := s.Conn.Client().Topology(ctx, &pb.TopologyRequest{})
+	refused, err := s.topology(ctx)
 	cancel()
 	if p.stopping.Err() != nil {
 		return
+	}
+	if err == nil {
+		// It answered, whatever it made of the proxy's credential.
+		p.noteAuth(s, refused)
+		if perr := s.checkPartitions(); perr != nil {
+			p.markDown(s, perr.Error())
+			return
+		}
 	}
 	if err != nil {
 		p.metrics.checks.WithLabelValues(s.ID, "failure").Inc()
@@ -188,6 +197,36 @@ func (p *Core) check(s *Shard) {
 	down := h.down.Load()
 	if (down && int(oks) >= p.cfg.Health.HealthyAfter) || (!down && h.needsReplay.Load()) {
 		p.startReplay(s, true) // back once it is done (replayed), outside this round; the next round tries again
+	}
+}
+
+// noteAuth records what s made of the proxy's credential at its last
+// answer (refused nil: it took it), and logs a change. A refusal asks
+// the credential for a new token: it may have been revoked.
+func (p *Core) noteAuth(s *Shard, refused error) {
+	h := &s.health
+	why := ""
+	if refused != nil {
+		why = refused.Error()
+		s.Conn.Credential().Refused()
+	}
+	h.mu.Lock()
+	was := h.auth
+	if why != was {
+		h.auth = why
+		if was == "" || why == "" {
+			h.authSince = time.Now()
+		}
+	}
+	h.mu.Unlock()
+	switch {
+	case why == was:
+	case why == "":
+		p.metrics.authRefused.WithLabelValues(s.ID).Set(0)
+		p.logShard(slog.LevelInfo, s, "shard accepts the proxy's credential", "credential", s.Conn.Credential().Name())
+	case was == "":
+		p.metrics.authRefused.WithLabelValues(s.ID).Set(1)
+		p.logShard(slog.LevelWarn, s, "shard refuses the proxy's credential", "credential", s.Conn.Credential().Name(), "reason", why)
 	}
 }
 
@@ -335,6 +374,10 @@ func (s *Shard) healthStatus(now time.Time) proxyapi.ShardHealth {
 		out.Since = &since
 	}
 	out.Reason = h.reason
+	if h.auth != "" {
+		since := h.authSince.UTC()
+		out.Auth, out.AuthSince = h.auth, &since
+	}
 	h.mu.Unlock()
 	if h.ejected(now) {
 		until := time.Unix(0, h.ejectedUntil.Load()).UTC()

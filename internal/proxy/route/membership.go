@@ -95,13 +95,13 @@ func (p *Core) Sync(ctx context.Context, want []proxyapi.ShardConfig) error {
 		}
 		seen[sc.ID] = true
 		cur := p.ShardByID(sc.ID)
-		if cur != nil && (cur.Addr != sc.Addr || cur.Slot != sc.Slot || cur.Metrics != sc.Metrics || cur.REST != sc.REST || cur.TLS != sc.TLS ||
+		if cur != nil && (cur.Addr != sc.Addr || cur.Slot != sc.Slot || cur.Metrics != sc.Metrics || cur.REST != sc.REST || cur.TLS != sc.TLS || cur.Credential != sc.Credential ||
 			!slices.Equal(cur.PhysicalTenants, sc.PhysicalTenants)) {
 			// Re-added, a shard with other physical tenants is replayed
 			// the deployments of those it serves now, and one with
-			// another TLS setting is dialled again with it.
-			p.removeShard(cur, fmt.Sprintf("the registry moved it to address %s, slot %d, metrics %q, REST API %q, tls %q, physical tenants %s",
-				sc.Addr, sc.Slot, sc.Metrics, sc.REST, sc.TLS, physicaltenant.Describe(sc.PhysicalTenants)))
+			// another TLS setting or credential is dialled again with it.
+			p.removeShard(cur, fmt.Sprintf("the registry moved it to address %s, slot %d, metrics %q, REST API %q, tls %q, credential %q, physical tenants %s",
+				sc.Addr, sc.Slot, sc.Metrics, sc.REST, sc.TLS, sc.Credential, physicaltenant.Describe(sc.PhysicalTenants)))
 			cur = nil
 		}
 		if cur == nil {
@@ -288,6 +288,7 @@ func fromRegistry(shards []registryapi.Shard) []proxyapi.ShardConfig {
 			st = proxyapi.Down
 		}
 		out = append(out, proxyapi.ShardConfig{ID: s.ID, Addr: s.Address, Slot: s.Slot, State: st, Pool: s.Pool, Metrics: s.Metadata[registryapi.MetaMetrics], REST: s.Metadata[registryapi.MetaREST], TLS: s.Metadata[registryapi.MetaTLS],
+			Credential:      s.Metadata[registryapi.MetaCredential],
 			PhysicalTenants: registryapi.PhysicalTenants(s.Metadata)})
 	}
 	return out

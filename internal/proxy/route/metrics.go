@@ -20,8 +20,10 @@ type Metrics struct {
 	HandedBack *prometheus.CounterVec // shard, reason
 	weights    *prometheus.GaugeVec   // pool
 	up         *prometheus.GaugeVec   // shard
-	overloaded *prometheus.GaugeVec   // shard
-	backlog    *prometheus.GaugeVec   // shard
+	// authRefused: 1 while a shard refuses the proxy's own credential
+	authRefused *prometheus.GaugeVec // shard
+	overloaded  *prometheus.GaugeVec // shard
+	backlog     *prometheus.GaugeVec // shard
 	// long polls and job streams a stopping proxy ended
 	LongCallsEnded prometheus.Counter
 	StreamsStalled prometheus.Counter
@@ -133,6 +135,9 @@ func newMetrics(ledgerSize, longCalls, registryReachable func() float64) *Metric
 		up: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "shardctl_proxy_shard_up", Help: "1 while a shard passes its health checks, 0 while the proxy holds it DOWN.",
 		}, []string{"shard"}),
+		authRefused: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "shardctl_proxy_shard_auth_refused", Help: "1 while a shard refuses the credential of the proxy's own calls (UNAUTHENTICATED, PERMISSION_DENIED, or no token to send); the shard answers, so it is not DOWN for it.",
+		}, []string{"shard"}),
 		checks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shardctl_proxy_health_checks_total", Help: "Active health checks (Topology calls) by shard and result.",
 		}, []string{"shard", "result"}),
@@ -157,7 +162,7 @@ func newMetrics(ledgerSize, longCalls, registryReachable func() float64) *Metric
 		Name: "shardctl_proxy_registry_reachable", Help: "1 while the proxy hears the registry's watch (or follows none), 0 while it cannot reach it and routes on the last shard set the registry sent.",
 	}, registryReachable)
 	m.registry.MustRegister(m.inflight, m.requests, m.upstream, m.choices, m.coolingOff, m.HandedBack, m.weights, m.ledger, m.duration,
-		m.up, m.checks, m.ejections, m.ejectionsRefused, m.overloaded, m.limited, m.backlog, m.admitting, m.instances, m.instanceLimit, m.queueDelay, m.admitRate, m.LongCallsEnded, m.StreamsStalled, longOpen,
+		m.up, m.authRefused, m.checks, m.ejections, m.ejectionsRefused, m.overloaded, m.limited, m.backlog, m.admitting, m.instances, m.instanceLimit, m.queueDelay, m.admitRate, m.LongCallsEnded, m.StreamsStalled, longOpen,
 		m.ClientsCutOff, m.ClientConns, m.AcceptErrors, reachable,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

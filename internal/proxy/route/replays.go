@@ -166,9 +166,12 @@ func (p *Core) replayOne(ctx context.Context, s *Shard, d ledger.Deployment) err
 	for _, r := range d.Resources {
 		req.Resources = append(req.Resources, &pb.Resource{Name: r.Name, Content: r.Content})
 	}
-	dctx := ctx
+	dctx, err := s.Conn.Own(ctx)
+	if err != nil {
+		return fmt.Errorf("shard %s: replay deployment %d of the ledger: %w", s.ID, d.Seq, err)
+	}
 	if d.PhysicalTenant != "" {
-		dctx = metadata.AppendToOutgoingContext(ctx, physicaltenant.Header, d.PhysicalTenant)
+		dctx = metadata.AppendToOutgoingContext(dctx, physicaltenant.Header, d.PhysicalTenant)
 	}
 	resp, err := s.Conn.Client().DeployResource(dctx, req)
 	if err != nil {

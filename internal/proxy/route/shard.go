@@ -2,6 +2,7 @@ package route
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	"github.com/shardctl/shardctl/internal/physicaltenant"
 	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
 	"github.com/shardctl/shardctl/internal/proxy/upstream"
+	"github.com/shardctl/shardctl/internal/shardconn"
 )
 
 // Shard is one Zeebe cluster behind the proxy.
@@ -38,9 +40,11 @@ type Shard struct {
 	coolingUntil atomic.Int64 // unix nanos
 	latency      latency      // of placements, for power-of-two-choices
 	overloaded   atomic.Bool  // over the overload limit plus its excess, not yet back below the limit
-	partitions   int32
-	health       health
-	admission    admission
+	// partitions is the shard's partition count: 0 until a topology
+	// call answered (one that refused the proxy's credential did not).
+	partitions atomic.Int32
+	health     health
+	admission  admission
 
 	mu      sync.Mutex
 	lastErr string
@@ -80,17 +84,55 @@ func (s *Shard) swapState(st proxyapi.State) proxyapi.State { return s.state.Swa
 func (s *Shard) swapPool(p string) string                   { return s.pool.Swap(p).(string) }
 
 // checkTopology reads the shard's partition count and refuses a shard
-// whose keys would reach into the slot bits.
-func (s *Shard) checkTopology(ctx context.Context) error {
-	topo, err := s.Conn.Client().Topology(ctx, &pb.TopologyRequest{})
+// whose keys would reach into the slot bits. A shard that refuses the
+// proxy's credential is not refused for it (refused says why): it joins,
+// shown so, its partitions read once it lets the proxy in.
+func (s *Shard) checkTopology(ctx context.Context) (refused, err error) {
+	refused, err = s.topology(ctx)
 	if err != nil {
-		return fmt.Errorf("shard %s (%s): read its topology: %w", s.ID, s.Addr, err)
+		return nil, fmt.Errorf("shard %s (%s): read its topology: %w", s.ID, s.Addr, err)
 	}
-	if topo.GetPartitionsCount() > keyslot.MaxPartitions {
+	return refused, s.checkPartitions()
+}
+
+// topology asks the shard for its topology with the proxy's credential
+// and keeps its partition count: err is why it did not answer, refused
+// why it refused what the proxy sent (it answered). A credential with no
+// token to give asks without one, so a live shard still tells itself
+// from a dead one.
+func (s *Shard) topology(ctx context.Context) (refused, err error) {
+	octx, noToken := s.Conn.Own(ctx)
+	if noToken != nil {
+		octx = ctx
+	}
+	topo, err := s.Conn.Client().Topology(octx, &pb.TopologyRequest{})
+	switch {
+	case shardconn.Refused(err):
+		if noToken != nil {
+			return fmt.Errorf("%s (no token to send: %s)", shardconn.Refusal(err), status.Convert(noToken).Message()), nil
+		}
+		if s.Conn.Credential() == nil {
+			return fmt.Errorf("%s (the proxy has no credential for it)", shardconn.Refusal(err)), nil
+		}
+		return fmt.Errorf("%s (credential %s)", shardconn.Refusal(err), s.Conn.Credential().Name()), nil
+	case err != nil:
+		return nil, err
+	}
+	s.partitions.Store(topo.GetPartitionsCount())
+	if noToken != nil {
+		// It answered without one, but the proxy's credential is broken.
+		return errors.New(status.Convert(noToken).Message()), nil
+	}
+	return nil, nil
+}
+
+// checkPartitions refuses a partition count that reaches into the slot
+// bits of a key.
+func (s *Shard) checkPartitions() error {
+	if n := s.partitions.Load(); n > keyslot.MaxPartitions {
 		return fmt.Errorf("shard %s (%s) has %d partitions: at most %d fit beside the shard slot in a key; split it or use fewer partitions",
-			s.ID, s.Addr, topo.GetPartitionsCount(), keyslot.MaxPartitions)
+			s.ID, s.Addr, n, keyslot.MaxPartitions)
 	}
-	s.partitions = topo.GetPartitionsCount()
 	return nil
 }
 

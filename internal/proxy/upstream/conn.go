@@ -1,6 +1,6 @@
-// Package upstream is the proxy's connections to its shards: one place
-// that builds a shard's connection with its TLS mode, sized to what the
-// shard advertises. With the frame front the calls go as streams on the
+// Package upstream is the proxy's connections to its shards, built from
+// a shardconn.Target (its TLS mode and the proxy's credential for it, as
+// the tools build theirs) and sized to what the shard advertises. With the frame front the calls go as streams on the
 // proxy's own HTTP/2 pool (Pool, and a gRPC client over it); else over
 // grpc-go's ClientConns. It imports nothing of the proxy but its wire
 // helpers (internal/proxy/grpcwire).
@@ -9,7 +9,6 @@ package upstream
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"math"
@@ -20,52 +19,12 @@ import (
 	"golang.org/x/net/http2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/shardctl/shardctl/internal/credential"
 	pb "github.com/shardctl/shardctl/internal/gatewaypb"
+	"github.com/shardctl/shardctl/internal/shardconn"
 )
-
-// The TLS modes of a shard: "" or "false" in plain text, "true" over TLS
-// checked against the upstream CA, "insecure" over TLS without checking
-// the shard's certificate (tests, self-signed labs).
-const (
-	TLSPlain    = "false"
-	TLSVerified = "true"
-	TLSInsecure = "insecure"
-)
-
-// ParseTLS reads a shard's TLS mode.
-func ParseTLS(v string) (string, error) {
-	switch v {
-	case "", TLSPlain:
-		return TLSPlain, nil
-	case TLSVerified, TLSInsecure:
-		return v, nil
-	}
-	return "", fmt.Errorf("tls %q: want true, insecure or false", v)
-}
-
-// TLSConfig is the TLS configuration of a mode (nil: plain text); roots
-// nil checks against the system's.
-func TLSConfig(mode string, roots *x509.CertPool) *tls.Config {
-	switch mode {
-	case TLSVerified:
-		return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots}
-	case TLSInsecure:
-		return &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: true}
-	}
-	return nil
-}
-
-// transport is how grpc-go dials a shard.
-func transport(mode string, roots *x509.CertPool) credentials.TransportCredentials {
-	if c := TLSConfig(mode, roots); c != nil {
-		return credentials.NewTLS(c)
-	}
-	return insecure.NewCredentials()
-}
 
 // Conn is one shard's connections; calls go round-robin between them.
 type Conn struct {
@@ -78,25 +37,39 @@ type Conn struct {
 	conns   []*grpc.ClientConn
 	clients []pb.GatewayClient
 	next    atomic.Uint32
+	cred    *credential.Source
 }
 
-// Dial readies n connections to the shard id at addr in a TLS mode: the
-// frame front's own (frames), else grpc-go's. It does not wait for the
-// shard: calls find out.
-func Dial(id, addr, mode string, roots *x509.CertPool, n int, frames bool) (*Conn, error) {
-	mode, err := ParseTLS(mode)
+// Own is ctx carrying the proxy's own credential for this shard, for a
+// call the proxy makes itself (a health check, a replay, a hand-back).
+func (c *Conn) Own(ctx context.Context) (context.Context, error) {
+	return shardconn.Own(ctx, c.cred)
+}
+
+// Credential is what the proxy's own calls to the shard carry (nil:
+// nothing).
+func (c *Conn) Credential() *credential.Source { return c.cred }
+
+// Dial readies n connections to the shard id at t: the frame front's
+// own (frames), else grpc-go's. It does not wait for the shard: calls
+// find out. The connections carry no credential of their own: a
+// client's call carries the client's, and the proxy's own calls add
+// t.Credential to theirs (Own).
+func Dial(id string, t shardconn.Target, n int, frames bool) (*Conn, error) {
+	tc, err := t.TLSConfig()
 	if err != nil {
 		return nil, fmt.Errorf("shard %s: %w", id, err)
 	}
-	c := &Conn{}
+	c := &Conn{cred: t.Credential}
 	if frames {
-		c.Frames = NewPool(addr, TLSConfig(mode, roots), n)
-		c.clients = []pb.GatewayClient{pb.NewGatewayClient(&grpcConn{u: c.Frames, id: id, authority: addr})}
+		c.Frames = NewPool(t.Addr, tc, n)
+		c.clients = []pb.GatewayClient{pb.NewGatewayClient(&grpcConn{u: c.Frames, id: id, authority: t.Addr})}
 		return c, nil
 	}
+	transport, _ := t.Transport() // its TLS mode was read above
 	for range max(n, 1) {
-		conn, err := grpc.NewClient(addr,
-			grpc.WithTransportCredentials(transport(mode, roots)),
+		conn, err := grpc.NewClient(t.Addr,
+			grpc.WithTransportCredentials(transport),
 			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(math.MaxInt32)),
 			// The proxy decides itself what may be retried (never an
 			// ambiguous call); grpc-go's own retries would also buffer
@@ -112,7 +85,7 @@ func Dial(id, addr, mode string, roots *x509.CertPool, n int, frames bool) (*Con
 		)
 		if err != nil {
 			c.Close()
-			return nil, fmt.Errorf("shard %s (%s): %w", id, addr, err)
+			return nil, fmt.Errorf("shard %s (%s): %w", id, t.Addr, err)
 		}
 		c.conns = append(c.conns, conn)
 		c.clients = append(c.clients, pb.NewGatewayClient(conn))
@@ -227,15 +200,17 @@ func AdvertisedStreams(ctx context.Context, addr string, tlsConfig *tls.Config) 
 	}
 }
 
-// Plan decides how many connections to open to a shard at addr in a TLS
-// mode: enough for want calls in flight (0 or less: StreamsWhenUnlimited)
+// Plan decides how many connections to open to a shard at t: enough for want calls in flight (0 or less: StreamsWhenUnlimited)
 // at the concurrency the shard advertises, which it returns too; one when
 // that cannot be read (the calls then find out).
-func Plan(ctx context.Context, addr, mode string, roots *x509.CertPool, want int64) (int, uint32) {
-	mode, _ = ParseTLS(mode)
+func Plan(ctx context.Context, t shardconn.Target, want int64) (int, uint32) {
+	tc, err := t.TLSConfig()
+	if err != nil {
+		return 1, 0
+	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	adv, err := AdvertisedStreams(ctx, addr, TLSConfig(mode, roots))
+	adv, err := AdvertisedStreams(ctx, t.Addr, tc)
 	if err != nil {
 		return 1, 0
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/shardctl/shardctl/internal/h2"
 	"github.com/shardctl/shardctl/internal/proxy/grpcwire"
 	"github.com/shardctl/shardctl/internal/restgateway"
+	"github.com/shardctl/shardctl/internal/shardconn"
 )
 
 // grpcConn is the frame front's gRPC client of one shard: the proxy's
@@ -179,7 +180,7 @@ func (r *rpcStream) SendMsg(m any) error {
 			if strings.HasSuffix(k, "-bin") {
 				v = base64.RawStdEncoding.EncodeToString([]byte(v))
 			}
-			fields = append(fields, hpack.HeaderField{Name: k, Value: v, Sensitive: k == "authorization"})
+			fields = append(fields, hpack.HeaderField{Name: k, Value: v, Sensitive: k == shardconn.AuthorizationMD})
 		}
 	}
 	s, err := r.sc.u.OpenOwn(r.ctx, fields, body, r)

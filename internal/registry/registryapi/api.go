@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -195,8 +196,10 @@ type ShardRegistration struct {
 	Metrics string // URL of its /metrics, if any
 	REST    string // base URL of its REST API (/v2 below it), if any
 	TLS     string // how a proxy connects to it: "" plain, "true" or "insecure" (MetaTLS)
-	Admin   string // URL of a proxy's admin endpoints (/shards), if any
-	Static  bool   // registered by an operator: never expires
+	// Credential names the proxies' credential for it (MetaCredential).
+	Credential string
+	Admin      string // URL of a proxy's admin endpoints (/shards), if any
+	Static     bool   // registered by an operator: never expires
 	// PhysicalTenants it serves (8.10; nil: "default" only).
 	PhysicalTenants []string
 	// Status it registers with: UP (the default), or OUT_OF_SERVICE to be
@@ -265,6 +268,12 @@ func NewShardInstance(r ShardRegistration) (*Instance, error) {
 		in.Metadata[MetaTLS] = r.TLS
 	default:
 		return nil, fmt.Errorf("shard TLS %q: want true, insecure or false", r.TLS)
+	}
+	if r.Credential != "" {
+		if err := CheckCredentialName(r.Credential); err != nil {
+			return nil, err
+		}
+		in.Metadata[MetaCredential] = r.Credential
 	}
 	if r.Static {
 		in.Metadata[MetaStatic] = "true"
@@ -442,6 +451,22 @@ func CheckPhysicalTenants(meta map[string]string) error {
 // "true" over TLS checked against the proxy's --upstream-ca, "insecure"
 // over TLS unchecked.
 const MetaTLS = "tls"
+
+// MetaCredential names the credential a proxy's own calls to a shard
+// carry: one each proxy's configuration defines (credentials: in its
+// file), never the secret itself; absent, the proxy's "default" one.
+const MetaCredential = "credential"
+
+// CheckCredentialName refuses what cannot be a credential's name: a
+// secret pasted where its name belongs would show in every listing.
+func CheckCredentialName(name string) error {
+	if len(name) > 63 || !credentialName.MatchString(name) {
+		return fmt.Errorf("credential name %q: want at most 63 of a-z, 0-9 and '-', starting with a letter (the name a proxy's configuration gives it, never the secret)", name)
+	}
+	return nil
+}
+
+var credentialName = regexp.MustCompile(`^[a-z]([a-z0-9-]*[a-z0-9])?$`)
 
 // MetaAdmin is the URL of a proxy's admin endpoints.
 const MetaAdmin = "admin"

@@ -1,0 +1,166 @@
+package credential
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"golang.org/x/oauth2"
+)
+
+// Refresh timing. A token is fetched again when a third of its life is
+// left, at most renewAhead before it expires: callers never wait for a
+// token while one is due, and a token endpoint that fails for a while
+// leaves time for the retries before the token runs out.
+const (
+	renewAhead   = 5 * time.Minute
+	fetchTimeout = 10 * time.Second
+	retryFirst   = time.Second
+	retryMost    = 30 * time.Second
+	earlyEvery   = time.Second
+)
+
+// refresher keeps an OAuth 2 token current in its own goroutine, which
+// close stops and waits for.
+type refresher struct {
+	fetch func(context.Context) (*oauth2.Token, error)
+	log   *slog.Logger
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wake   chan struct{}
+	done   chan struct{}
+
+	mu        sync.Mutex
+	tok       *oauth2.Token
+	err       error         // the last fetch's, until one succeeds
+	changed   chan struct{} // closed (and replaced) at each fetch's end
+	lastEarly time.Time
+}
+
+func newRefresher(fetch func(context.Context) (*oauth2.Token, error), log *slog.Logger) *refresher {
+	r := &refresher{fetch: fetch, log: log, wake: make(chan struct{}, 1), done: make(chan struct{}), changed: make(chan struct{})}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	go r.run()
+	return r
+}
+
+func (r *refresher) run() {
+	defer close(r.done)
+	retry := retryFirst
+	failing := false
+	for {
+		ctx, cancel := context.WithTimeout(r.ctx, fetchTimeout)
+		tok, err := r.fetch(ctx)
+		cancel()
+		if r.ctx.Err() != nil {
+			return
+		}
+		now := time.Now()
+		var wait time.Duration
+		r.mu.Lock()
+		if err != nil {
+			r.err = err
+			wait, retry = retry, min(retry*2, retryMost)
+		} else {
+			r.tok, r.err = tok, nil
+			wait, retry = renewIn(tok, now), retryFirst
+		}
+		close(r.changed)
+		r.changed = make(chan struct{})
+		r.mu.Unlock()
+		switch {
+		case err != nil && !failing:
+			failing = true
+			r.log.Warn("credential login failed", "err", err, "retryIn", wait.String())
+		case err == nil && failing:
+			failing = false
+			r.log.Info("credential login succeeded again", "expiresIn", expiresIn(tok, now))
+		case err == nil:
+			r.log.Debug("credential token refreshed", "expiresIn", expiresIn(tok, now))
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-r.ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		case <-r.wake:
+			t.Stop()
+		}
+	}
+}
+
+// renewIn is how long tok may serve before the next fetch.
+func renewIn(tok *oauth2.Token, now time.Time) time.Duration {
+	if tok.Expiry.IsZero() {
+		return 1<<63 - 1 // it never expires: fetched again only when refused
+	}
+	life := tok.Expiry.Sub(now)
+	if life <= 0 {
+		return retryFirst // expired on arrival (a clock apart): try again soon
+	}
+	return life - min(life/3, renewAhead)
+}
+
+func expiresIn(tok *oauth2.Token, now time.Time) string {
+	if tok.Expiry.IsZero() {
+		return "never"
+	}
+	return tok.Expiry.Sub(now).Round(time.Millisecond).String()
+}
+
+// current is a token that has not expired: at once when there is one,
+// else the first fetch's (waiting at most until ctx ends), else why the
+// last fetch failed.
+func (r *refresher) current(ctx context.Context) (*oauth2.Token, error) {
+	for {
+		r.mu.Lock()
+		tok, err, changed := r.tok, r.err, r.changed
+		r.mu.Unlock()
+		now := time.Now()
+		if tok != nil && (tok.Expiry.IsZero() || now.Before(tok.Expiry)) {
+			return tok, nil
+		}
+		if err != nil {
+			if tok != nil {
+				return nil, fmt.Errorf("the token expired %s ago and no new one came: %w", now.Sub(tok.Expiry).Round(time.Millisecond), err)
+			}
+			return nil, err
+		}
+		if tok != nil {
+			r.early() // expired while its refresh is late: hurry it
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("no token yet: %w", ctx.Err())
+		case <-r.done:
+			return nil, errors.New("the credential is closed")
+		}
+	}
+}
+
+// early asks for a fetch now, at most once every earlyEvery.
+func (r *refresher) early() {
+	r.mu.Lock()
+	now := time.Now()
+	if now.Sub(r.lastEarly) < earlyEvery {
+		r.mu.Unlock()
+		return
+	}
+	r.lastEarly = now
+	r.mu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (r *refresher) close() {
+	r.cancel()
+	<-r.done
+}

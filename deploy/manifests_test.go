@@ -38,7 +38,7 @@ func TestManifestsApply(t *testing.T) {
 		t.Fatal(err)
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco))
-	for _, dir := range []string{".", "rehearsal"} {
+	for _, dir := range []string{".", "rehearsal", "secure"} {
 		t.Run(dir, func(t *testing.T) {
 			ns := kc.Namespace(t)
 			abs, err := filepath.Abs(dir)

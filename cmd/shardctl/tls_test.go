@@ -66,3 +66,43 @@ func TestProxyServeTLS(t *testing.T) {
 		}
 	}
 }
+
+// The registry over TLS with client certificates: a simulator registers
+// and a proxy follows it through https with --registry-ca and a client
+// certificate, shards list reads it the same way (the flags or their
+// environment variables), and a client without a certificate or with an
+// unknown CA is refused, saying why.
+func TestRegistryServeTLS(t *testing.T) {
+	t.Parallel()
+	f := certstest.Write(t, t.TempDir())
+	reg := proctest.Start(t, bin, nil, "registry", "serve", "--listen", "127.0.0.1:0",
+		"--tls-cert", f.Server, "--tls-key", f.ServerKey, "--tls-client-ca", f.CA)
+	url := "https://" + reg.Addr + "/eureka"
+	if line := reg.Line(t, "eureka at "); !strings.HasPrefix(line, url+",") {
+		t.Errorf("the registry says it serves %q, want %s", line, url)
+	}
+	tlsFlags := []string{"--registry", url, "--registry-ca", f.CA, "--registry-cert", f.Client, "--registry-key", f.ClientKey}
+	proctest.Start(t, bin, nil, append([]string{"sim", "serve", "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--partitions", "1",
+		"--register", url, "--shard-id", "blue-1", "--pool", "blue"}, tlsFlags[2:]...)...).Line(t, "registered as shard ")
+	px := proctest.Start(t, bin, nil, append([]string{"proxy", "serve", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"}, tlsFlags...)...)
+	budget.Eventually(t, 20*time.Second, "the proxy following the https registry", func() bool {
+		return strings.Contains(px.Stderr(), `msg="shard added" shard=blue-1`)
+	})
+	env := append(baseEnv(), "SHARDCTL_REGISTRY="+url, "SHARDCTL_REGISTRY_CA="+f.CA, "SHARDCTL_REGISTRY_CERT="+f.Client, "SHARDCTL_REGISTRY_KEY="+f.ClientKey)
+	if r := runBin(t, bin, env, "", "shards", "list"); r.code != 0 || !strings.Contains(r.stdout, "blue-1") {
+		t.Errorf("shards list over TLS: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	for _, tc := range []struct {
+		flags []string
+		want  string
+	}{
+		{[]string{"--registry-ca", f.CA}, "certificate"},                                                           // no client certificate
+		{[]string{"--registry-ca", f.OtherCA, "--registry-cert", f.Client, "--registry-key", f.ClientKey}, "x509"}, // the registry's CA unknown
+		{[]string{"--registry-cert", f.Client}, "--registry-cert and --registry-key go together"},
+	} {
+		r := runBin(t, bin, baseEnv(), "", append([]string{"shards", "list", "--registry", url}, tc.flags...)...)
+		if r.code == 0 || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("shards list %v: exit %d, stderr %q, want an error with %q", tc.flags, r.code, r.stderr, tc.want)
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/shardctl/shardctl/commands/output"
 	"github.com/shardctl/shardctl/completions"
+	"github.com/shardctl/shardctl/internal/certs"
 	"github.com/shardctl/shardctl/internal/registry/registryapi"
 	"github.com/shardctl/shardctl/internal/registry/registryclient"
 	"github.com/shardctl/shardctl/plugins"
@@ -32,11 +33,14 @@ type Globals struct {
 	DisplayName string
 	Plugins     plugins.Finder
 
-	Registry   string
-	Prometheus string
-	Scrape     []string
-	Output     string
-	NoColor    bool
+	Registry string
+	// RegistryCA, RegistryCert and RegistryKey are how an https registry
+	// is trusted, and the client certificate shown when it asks for one.
+	RegistryCA, RegistryCert, RegistryKey string
+	Prometheus                            string
+	Scrape                                []string
+	Output                                string
+	NoColor                               bool
 	// Kube resolves --kubeconfig/--context/-n exactly as kubectl does. It
 	// reads nothing until a command asks it for a client or a namespace.
 	Kube *genericclioptions.ConfigFlags
@@ -46,6 +50,9 @@ type Globals struct {
 func (g *Globals) AddFlags(cmd *cobra.Command) {
 	f := cmd.PersistentFlags()
 	f.StringVar(&g.Registry, "registry", "", "registry base URL (env SHARDCTL_REGISTRY; default "+DefaultRegistry+")")
+	f.StringVar(&g.RegistryCA, "registry-ca", "", "CA file an https registry's certificate is checked against (env "+EnvRegistryCA+"; default: the system's roots)")
+	f.StringVar(&g.RegistryCert, "registry-cert", "", "client certificate shown to a registry that asks for one, with --registry-key (env "+EnvRegistryCert+")")
+	f.StringVar(&g.RegistryKey, "registry-key", "", "private key of --registry-cert (env "+EnvRegistryKey+")")
 	f.StringVar(&g.Prometheus, "prometheus", "", "Prometheus server URL for signals (env SHARDCTL_PROMETHEUS)")
 	f.StringArrayVar(&g.Scrape, "scrape", nil, "read a /metrics endpoint directly instead of Prometheus, as [NAME=]URL (repeatable)")
 	f.StringVarP(&g.Output, "output", "o", "", "output format: table, wide, json or yaml (default table)")
@@ -94,6 +101,14 @@ func (g *Globals) RegistryURL() string {
 // --token-file names one.
 const EnvRegistryToken = "SHARDCTL_REGISTRY_TOKEN"
 
+// The environment's names of the registry's TLS files, when the flags
+// give none.
+const (
+	EnvRegistryCA   = "SHARDCTL_REGISTRY_CA"
+	EnvRegistryCert = "SHARDCTL_REGISTRY_CERT"
+	EnvRegistryKey  = "SHARDCTL_REGISTRY_KEY"
+)
+
 // RegistryNamed reports whether --registry or SHARDCTL_REGISTRY names a
 // registry, for commands that use one only when asked to.
 func (g *Globals) RegistryNamed() bool {
@@ -119,7 +134,26 @@ func (g *Globals) RegistryClient(url, tokenFile string) (*registryclient.Client,
 	if err != nil {
 		return nil, UsageError(err)
 	}
+	ca, cert, key := g.or(g.RegistryCA, EnvRegistryCA), g.or(g.RegistryCert, EnvRegistryCert), g.or(g.RegistryKey, EnvRegistryKey)
+	if (cert == "") != (key == "") {
+		return nil, UsageError(fmt.Errorf("--registry-cert and --registry-key go together"))
+	}
+	if ca != "" || cert != "" {
+		tc, err := certs.ClientConfig(ca, cert, key)
+		if err != nil {
+			return nil, fmt.Errorf("registry TLS: %w", err)
+		}
+		c.UseTLS(tc)
+	}
 	return c, nil
+}
+
+// or is a flag's value, else its environment variable's.
+func (g *Globals) or(flag, env string) string {
+	if flag != "" {
+		return flag
+	}
+	return g.Getenv(env)
 }
 
 // PrometheusURL is --prometheus, else SHARDCTL_PROMETHEUS, else "".

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -126,6 +127,9 @@ func (o *ProbeHealthOptions) Run(ctx context.Context) error {
 	}
 	defer access.Close()
 	checker := &health.Checker{Timeout: o.timeout, Shards: access}
+	if o.rc != nil {
+		checker.HTTP = &http.Client{Transport: o.rc.HTTP.Transport} // an https registry's CA and client certificate
+	}
 	stream := o.printer.Stream()
 	for {
 		targets := o.targets

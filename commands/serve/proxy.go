@@ -161,7 +161,8 @@ instanceLimit, queueTarget, backlogInterval, coolingOff, deployTimeout, health (
 unhealthyAfter, healthyAfter, outlierFailures, ejectionTime,
 maxEjectionPercent), clients (maxConnections, handshakeTimeout,
 idleTimeout, keepAlive, resetBudget, cooldown, outputLimit: the --max-client-connections and
---client-* flags), tls (cert, key, clientCA), upstreamCA, credentials, and
+--client-* flags), tls (cert, key, clientCA), upstreamCA, registryCA,
+registryCert, registryKey (--registry-ca and its kin), credentials, and
 shards, a list of {id, address, slot, state, pool, metrics, rest, tls,
 credential, physicalTenants}.
 
@@ -297,6 +298,9 @@ func (o *ProxyServeOptions) Complete(cmd *cobra.Command, _ []string) error {
 		str("tls-key", fc.TLS.Key, &o.tls.key)
 		str("tls-client-ca", fc.TLS.ClientCA, &o.tls.clientCA)
 		str("upstream-ca", fc.UpstreamCA, &o.cfg.UpstreamCA)
+		str("registry-ca", fc.RegistryCA, &o.g.RegistryCA)
+		str("registry-cert", fc.RegistryCert, &o.g.RegistryCert)
+		str("registry-key", fc.RegistryKey, &o.g.RegistryKey)
 		cl := fc.Clients
 		fromFile(flags, "max-client-connections", cl.MaxConnections, &o.cfg.Clients.MaxConns)
 		dur("client-handshake-timeout", cl.HandshakeTimeout, &o.cfg.Clients.HandshakeTimeout)

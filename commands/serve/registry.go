@@ -32,6 +32,7 @@ type RegistryServeOptions struct {
 	shutdownTimeout time.Duration
 	coordinators    []string
 	embedded        store.EmbeddedEtcd
+	tls             tlsFiles
 	logs            logFlags
 }
 
@@ -107,6 +108,8 @@ answers reads from what it saw last with the header Shardctl-Stale-Seconds.`,
 	f.StringVar(&o.cfg.TokenFile, "token-file", "", "file holding a bearer token that writes must present")
 	f.StringVar(&o.cfg.ReadTokenFile, "token-file-read", "", "file holding a bearer token that reads must present")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGTERM, how long requests in flight may take to finish")
+	o.tls.addFlags(f, "the registry")
+	f.StringVar(&o.tls.clientCA, "tls-client-ca", "", "CA file client certificates must be signed by: clients without one are refused (read again when it changes)")
 	o.logs.addFlags(cmd)
 	return cmd
 }
@@ -135,6 +138,9 @@ func (o *RegistryServeOptions) Validate() error {
 	if err := o.logs.validate(); err != nil {
 		return err
 	}
+	if err := o.tls.validate(); err != nil {
+		return err
+	}
 	switch {
 	case o.cfg.LeaseDuration < time.Second:
 		return fmt.Errorf("--lease-expiration %v: want at least 1s", o.cfg.LeaseDuration)
@@ -154,6 +160,11 @@ func (o *RegistryServeOptions) Run(ctx context.Context) error {
 	log, held := o.logs.logger(errOut)
 	defer held.Open()
 	o.cfg.Logger = log
+	tlsServer, err := o.tls.server(errOut)
+	if err != nil {
+		return err
+	}
+	o.cfg.TLS = tlsServer
 	s, err := registry.New(o.cfg)
 	if err != nil {
 		return err
@@ -161,6 +172,6 @@ func (o *RegistryServeOptions) Run(ctx context.Context) error {
 	if err := s.Start(ctx); err != nil {
 		return err
 	}
-	announce(errOut, held, s.Addr(), fmt.Sprintf("eureka at http://%s/eureka, store %s", s.Addr(), s.Store()))
+	announce(errOut, held, s.Addr(), fmt.Sprintf("eureka at %s, store %s", s.URL(), s.Store()))
 	return serveUntilDone(ctx, errOut, "registry", o.shutdownTimeout, nil, s.Close)
 }

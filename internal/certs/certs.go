@@ -134,3 +134,29 @@ func Pool(file string) (*x509.CertPool, error) {
 	}
 	return pool, nil
 }
+
+// ClientConfig is the TLS configuration of a client: servers' certificates
+// checked against caFile ("": the system's roots) and, when certFile and
+// keyFile are given, a client certificate for servers that ask for one,
+// read again when its files change (as a Server's).
+func ClientConfig(caFile, certFile, keyFile string) (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile != "" {
+		pool, err := Pool(caFile)
+		if err != nil {
+			return nil, err
+		}
+		cfg.RootCAs = pool
+	}
+	if certFile == "" && keyFile == "" {
+		return cfg, nil
+	}
+	pair, err := NewServer(certFile, keyFile, "")
+	if err != nil {
+		return nil, fmt.Errorf("client certificate: %w", err)
+	}
+	cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+		return &pair.config(time.Now()).Certificates[0], nil
+	}
+	return cfg, nil
+}

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shardctl/shardctl/internal/certs"
 	"github.com/shardctl/shardctl/internal/registry/httpfront"
 	"github.com/shardctl/shardctl/internal/registry/registryapi"
 	"github.com/shardctl/shardctl/internal/registry/store"
@@ -29,6 +30,10 @@ type Config struct {
 	Options
 	// TokenFile and ReadTokenFile hold bearer tokens for writes and reads.
 	TokenFile, ReadTokenFile string
+	// TLS, when set, serves https (HTTP/2 and HTTP/1.1 for Eureka's
+	// clients), its files read again when they change; with a client CA,
+	// every client must show a certificate it signed.
+	TLS *certs.Server
 	// Logger gets the registry's, the replica's and the HTTP layer's
 	// lines (Options.Logger, when set, the registry's and the replica's).
 	Logger *slog.Logger
@@ -118,8 +123,22 @@ func (s *Server) Start(context.Context) error {
 	}
 	s.ln = ln
 	s.wg.Go(s.reg.Run)
+	if s.cfg.TLS != nil {
+		s.http.TLSConfig = s.cfg.TLS.ConfigALPN("h2", "http/1.1")
+		s.wg.Go(func() { _ = s.http.ServeTLS(ln, "", "") })
+		return nil
+	}
 	s.wg.Go(func() { _ = s.http.Serve(ln) })
 	return nil
+}
+
+// URL is the registry's Eureka URL as it serves it.
+func (s *Server) URL() string {
+	scheme := "http"
+	if s.cfg.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + s.ln.Addr().String() + "/eureka"
 }
 
 // Addr is the address the server bound.

@@ -33,6 +33,7 @@ import (
 //	clients: {maxConnections: 10000, handshakeTimeout: 10s, idleTimeout: 1h, keepAlive: 1m, resetBudget: 200, cooldown: 10s, outputLimit: 4194304}
 //	tls: {cert: /etc/shardctl/tls.crt, key: /etc/shardctl/tls.key, clientCA: /etc/shardctl/ca.crt}
 //	upstreamCA: /etc/shardctl/zeebe-ca.crt
+//	registryCA: /etc/shardctl/registry-ca.crt
 //	credentials:
 //	  default: {tokenURL: https://login.example/oauth/token, clientID: shardctl-proxy,
 //	            clientSecretFile: /etc/shardctl/client-secret, audience: zeebe-api}
@@ -61,6 +62,12 @@ type FileConfig struct {
 	Clients             FileClients `json:"clients"`
 	TLS                 FileTLS     `json:"tls"`
 	UpstreamCA          string      `json:"upstreamCA"`
+	// RegistryCA, RegistryCert and RegistryKey are --registry-ca,
+	// --registry-cert and --registry-key: an https registry's CA, and the
+	// client certificate it may ask for.
+	RegistryCA   string `json:"registryCA"`
+	RegistryCert string `json:"registryCert"`
+	RegistryKey  string `json:"registryKey"`
 	// Credentials are the proxy's own credentials for shards, by name
 	// (see Config.Credentials).
 	Credentials map[string]credential.Config `json:"credentials"`

@@ -9,6 +9,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -54,6 +55,14 @@ func New(base, token string) (*Client, error) {
 		u.Path = "/eureka"
 	}
 	return &Client{Base: u, Token: token, HTTP: &http.Client{Timeout: 10 * time.Second}}, nil
+}
+
+// UseTLS makes the client's calls with tc (an https registry's CA, a
+// client certificate): the registry's API and its watch alike.
+func (c *Client) UseTLS(tc *tls.Config) {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = tc
+	c.HTTP.Transport = tr
 }
 
 // HTTPError is an answer other than the one expected.

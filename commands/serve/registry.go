@@ -100,6 +100,13 @@ answers reads from what it saw last with the header Shardctl-Stale-Seconds.`,
 	f.StringVar(&o.embedded.InitialCluster, "initial-cluster", "", "the embedded members of a new cluster, NAME=PEER-URL,… (default: this one alone)")
 	f.StringVar(&o.embedded.ClientURL, "etcd-client-url", "", "where the embedded member serves etcd clients (default "+store.DefaultEtcdClientURL+")")
 	f.StringVar(&o.embedded.PeerURL, "etcd-peer-url", "", "where the embedded member talks to the others (default: its --initial-cluster entry, else "+store.DefaultEtcdPeerURL+")")
+	f.StringVar(&o.cfg.EtcdLogin.CAFile, "etcd-ca", "", "CA file etcd's certificate is checked against (https:// etcd URLs; with --embedded-etcd: peers' and clients' too)")
+	f.StringVar(&o.cfg.EtcdLogin.CertFile, "etcd-cert", "", "client certificate shown to etcd, with --etcd-key (read again when it changes)")
+	f.StringVar(&o.cfg.EtcdLogin.KeyFile, "etcd-key", "", "private key of --etcd-cert")
+	f.StringVar(&o.cfg.EtcdLogin.Username, "etcd-user", "", "etcd user the registry logs in as, with --etcd-password-file (etcd auth enabled: it then waits for etcd at start)")
+	f.StringVar(&o.cfg.EtcdLogin.PasswordFile, "etcd-password-file", "", "file with the password of --etcd-user")
+	f.StringVar(&o.embedded.CertFile, "etcd-member-cert", "", "serve the embedded member's clients and peers over TLS with this certificate (server and client auth), with --etcd-member-key")
+	f.StringVar(&o.embedded.KeyFile, "etcd-member-key", "", "private key of --etcd-member-cert")
 	f.DurationVar(&o.cfg.LeaseDuration, "lease-expiration", 90*time.Second, "lease duration of instances that do not give their own")
 	f.DurationVar(&o.cfg.EvictionInterval, "eviction-interval", registry.DefaultEvictionInterval, "how often expired leases are evicted: a dead instance is gone within its lease plus this")
 	f.BoolVar(&o.cfg.SelfPreservation, "self-preservation", true, "hold eviction while too few renewals arrive, as Eureka does")
@@ -119,6 +126,7 @@ func (o *RegistryServeOptions) Complete(cmd *cobra.Command, _ []string) error {
 		o.cfg.Replica.Coordinators = append([]string{}, o.coordinators...)
 	}
 	if o.embedded.Dir != "" {
+		o.embedded.CAFile = o.cfg.EtcdLogin.CAFile // peers and clients are checked against the same CA
 		o.cfg.Embedded = &o.embedded
 	}
 	if o.cfg.Replica.ID == "" && (o.cfg.Embedded != nil || strings.HasPrefix(o.cfg.Store, "etcd:")) {

@@ -66,6 +66,7 @@ var frontTests = []string{
 	"TestConnectionsPerShard",
 	"TestTLSClientsAndShards",
 	"TestTLSUpstreamRefusals",
+	"TestCertificateRotatedUnderLoad",
 	"TestForwardsAuthorization",
 	"TestSecuredShards",
 }

@@ -3,8 +3,11 @@ package proxy
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -140,4 +143,113 @@ func TestTLSUpstreamRefusals(t *testing.T) {
 	if _, err := New(Config{Listen: "127.0.0.1:0", Shards: []proxyapi.ShardConfig{{ID: "s1", Addr: "127.0.0.1:1", Slot: 1, TLS: "yes"}}}); err == nil || !strings.Contains(err.Error(), `tls "yes"`) {
 		t.Errorf("tls=yes: %v", err)
 	}
+}
+
+// A certificate rotated on disk while clients keep calling, the proxy's
+// and its shard's at once (a renewed Secret): no call fails, connections
+// opened before keep going, and those opened after get the new
+// certificate from the proxy and the shard alike.
+func TestCertificateRotatedUnderLoad(t *testing.T) {
+	f := certstest.Write(t, t.TempDir())
+	shardTLS, proxyTLS := tlsServer(t, f.Server, f.ServerKey, ""), tlsServer(t, f.Server, f.ServerKey, "")
+	reloaded := make(chan struct{}, 1)
+	proxyTLS.OnReload = func(err error) {
+		if err == nil {
+			select {
+			case reloaded <- struct{}{}:
+			default:
+			}
+		}
+	}
+	shard := simtest.Start(t, sim.Config{Partitions: 2, TLS: shardTLS})
+	p := startProxy(t, Config{Shards: []proxyapi.ShardConfig{{ID: "secure", Addr: shard.Addr().String(), Slot: 1, TLS: "true"}}, UpstreamCA: f.CA, TLS: proxyTLS,
+		Health: route.HealthConfig{Interval: 200 * time.Millisecond, Timeout: 200 * time.Millisecond}})
+	client := func() zbc.Client {
+		c, err := zbc.NewClient(&zbc.ClientConfig{GatewayAddress: p.Addr().String(), CaCertificatePath: f.CA})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	ctx := budget.Context(t, time.Minute)
+	long := client()
+	defer long.Close()
+	if _, err := long.NewDeployResourceCommand().AddResource(load.Process("order", "work"), "order.bpmn").Send(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var calls, failed atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	create := func(c zbc.Client) {
+		if _, err := c.NewCreateInstanceCommand().BPMNProcessId("order").LatestVersion().Send(ctx); err != nil {
+			failed.Add(1)
+			t.Errorf("create: %v", err)
+		}
+		calls.Add(1)
+	}
+	for range 4 { // connections opened before the rotation
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+					create(long)
+				}
+			}
+		})
+	}
+	wg.Go(func() { // a new connection every 100 ms, each a handshake
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+				c := client()
+				create(c)
+				c.Close()
+			}
+		}
+	})
+	time.Sleep(time.Second)
+	now := time.Now()
+	f.Issue(t, "server", now.Add(-time.Minute), now.Add(48*time.Hour), x509.ExtKeyUsageServerAuth)
+	// The proxy looks at its files at a client's handshake, at most once
+	// a second; the shard at the next connection to it (the proxy's stay
+	// open), which the check below makes.
+	taken := false
+	select {
+	case <-reloaded:
+		taken = true
+		time.Sleep(time.Second)
+	case <-time.After(budget.Of(10 * time.Second)):
+	}
+	close(stop)
+	wg.Wait()
+	if !taken {
+		t.Fatal("the proxy did not take the rotated certificate")
+	}
+	want, err := tls.LoadX509KeyPair(f.Server, f.ServerKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots, err := certs.Pool(f.CA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, addr := range map[string]string{"proxy": p.Addr().String(), "shard": shard.Addr().String()} {
+		conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: roots, NextProtos: []string{"h2"}})
+		if err != nil {
+			t.Fatalf("%s after the rotation: %v", what, err)
+		}
+		got := conn.ConnectionState().PeerCertificates[0].Raw
+		conn.Close()
+		if string(got) != string(want.Certificate[0]) {
+			t.Errorf("the %s serves the old certificate after the rotation", what)
+		}
+	}
+	if calls.Load() < 50 || failed.Load() > 0 {
+		t.Fatalf("%d calls across the rotation, %d failed; want many, none failed", calls.Load(), failed.Load())
+	}
+	t.Logf("%d calls across the rotation of the proxy's and the shard's certificate, none failed", calls.Load())
 }

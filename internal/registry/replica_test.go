@@ -494,7 +494,7 @@ func TestReplicaWithdrawsAStrayCandidacy(t *testing.T) {
 
 	// b's session is the lease of its member key; a campaign under it
 	// puts the key concurrency.Election names: the prefix, the lease in hex.
-	st, err := store.OpenEtcdStore([]string{m.ClientURL}, "")
+	st, err := store.OpenEtcdStore([]string{m.ClientURL}, "", store.EtcdLogin{})
 	if err != nil {
 		t.Fatal(err)
 	}

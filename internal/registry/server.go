@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -24,6 +25,10 @@ type Config struct {
 	Store string
 	// EtcdPrefix is where an etcd store keeps the registry's keys.
 	EtcdPrefix string
+	// EtcdLogin is how an etcd store is reached: TLS, a user. A replica
+	// dials its embedded member with the member's own certificate unless
+	// it names another.
+	EtcdLogin store.EtcdLogin
 	// Embedded, if set, runs an etcd member in this process; the store is
 	// then etcd through it, unless Store names another etcd.
 	Embedded *store.EmbeddedEtcd
@@ -87,7 +92,11 @@ func New(cfg Config) (*Server, error) {
 		}
 		return nil, err
 	}
-	st, err := store.OpenStore(cfg.Store, cfg.EtcdPrefix)
+	if e := cfg.Embedded; e != nil && e.CertFile != "" && cfg.EtcdLogin.CertFile == "" {
+		cfg.EtcdLogin.CertFile, cfg.EtcdLogin.KeyFile = e.CertFile, e.KeyFile
+		cfg.EtcdLogin.CAFile = cmp.Or(cfg.EtcdLogin.CAFile, e.CAFile)
+	}
+	st, err := store.OpenStore(cfg.Store, cfg.EtcdPrefix, cfg.EtcdLogin)
 	if err != nil {
 		return fail(err)
 	}

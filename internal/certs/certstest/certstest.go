@@ -65,15 +65,16 @@ func (f *Files) selfSigned(t testing.TB, cn, name string) (*x509.Certificate, *e
 }
 
 // Issue signs a certificate with the CA for 127.0.0.1 and localhost,
-// valid from notBefore to notAfter, and writes it as name.pem and
-// name-key.pem (replacing what is there: a rotation).
-func (f *Files) Issue(t testing.TB, name string, notBefore, notAfter time.Time, usage x509.ExtKeyUsage) (cert, key string) {
+// valid from notBefore to notAfter for its usages (a server, a client, or
+// both as etcd's members are), and writes it as name.pem and name-key.pem
+// (replacing what is there: a rotation).
+func (f *Files) Issue(t testing.TB, name string, notBefore, notAfter time.Time, usage ...x509.ExtKeyUsage) (cert, key string) {
 	t.Helper()
 	k := newKey(t)
 	f.serial++
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(f.serial), Subject: pkix.Name{CommonName: name},
 		NotBefore: notBefore, NotAfter: notAfter, KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{usage}, DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
+		ExtKeyUsage: usage, DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, f.caCert, &k.PublicKey, f.caKey)
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 )
@@ -28,6 +29,12 @@ type EmbeddedEtcd struct {
 	// InitialCluster is every member, NAME=PEER-URL,…; by default this
 	// member alone.
 	InitialCluster string
+	// CertFile and KeyFile, when set, serve clients and peers over TLS
+	// (https:// URLs) with a certificate for both ends (server and client
+	// auth: the members dial each other with it); with CAFile, clients and
+	// peers must show a certificate it signed, and peers are checked
+	// against it.
+	CertFile, KeyFile, CAFile string
 }
 
 // Default URLs of an embedded member, etcd's own.
@@ -80,6 +87,16 @@ func StartEmbeddedEtcd(c EmbeddedEtcd) (*EmbeddedMember, error) {
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
 	cfg.InitialCluster = c.InitialCluster
 	cfg.InitialClusterToken = "shardctl-registry"
+	if (c.CertFile == "") != (c.KeyFile == "") {
+		return nil, fmt.Errorf("the embedded etcd member's certificate and key go together")
+	}
+	if c.CertFile != "" {
+		if cu.Scheme != "https" || pu.Scheme != "https" {
+			return nil, fmt.Errorf("an embedded etcd member serving TLS wants https:// client and peer URLs (%s, %s)", c.ClientURL, c.PeerURL)
+		}
+		tls := transport.TLSInfo{CertFile: c.CertFile, KeyFile: c.KeyFile, TrustedCAFile: c.CAFile, ClientCertAuth: c.CAFile != ""}
+		cfg.ClientTLSInfo, cfg.PeerTLSInfo = tls, tls
+	}
 	// The digests of renewals are rewritten twice a second: keep ten
 	// minutes of history, enough for a watch to catch up after a pause.
 	cfg.AutoCompactionMode, cfg.AutoCompactionRetention = "periodic", "10m"

@@ -210,8 +210,8 @@ func applyBatch(tx *bolt.Tx, b Batch) error {
 func (s *boltStore) Close() error { return s.db.Close() }
 
 // OpenStore opens a store named as on the command line: memory,
-// bolt:PATH or etcd:URL[,URL] (keys under prefix).
-func OpenStore(spec, prefix string) (Store, error) {
+// bolt:PATH or etcd:URL[,URL] (keys under prefix, reached as login says).
+func OpenStore(spec, prefix string, login EtcdLogin) (Store, error) {
 	switch kind, arg, _ := strings.Cut(spec, ":"); kind {
 	case "", "memory":
 		return NewMemoryStore(), nil
@@ -227,7 +227,7 @@ func OpenStore(spec, prefix string) (Store, error) {
 				urls = append(urls, u)
 			}
 		}
-		return OpenEtcdStore(urls, prefix)
+		return OpenEtcdStore(urls, prefix, login)
 	default:
 		return nil, fmt.Errorf("--store %q: expected memory, bolt:PATH or etcd:URL[,URL]", spec)
 	}

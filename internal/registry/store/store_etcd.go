@@ -2,9 +2,12 @@ package store
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -12,6 +15,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/shardctl/shardctl/internal/certs"
+	"github.com/shardctl/shardctl/internal/credential"
 	"github.com/shardctl/shardctl/internal/ledger"
 	"github.com/shardctl/shardctl/internal/registry/registryapi"
 )
@@ -58,9 +63,74 @@ const (
 // as unreachable for that request.
 const EtcdTimeout = 5 * time.Second
 
+// EtcdLogin is how the registry reaches an etcd that wants TLS or a user:
+// the CA its certificate is checked against, the client certificate it
+// asks for (read again when its files change), and a user whose password
+// is in a file. The zero EtcdLogin is plain text, no user.
+type EtcdLogin struct {
+	CAFile, CertFile, KeyFile string
+	Username, PasswordFile    string
+}
+
+// config is what clientv3 dials with: TLS when a file is named, the
+// user's credentials when one is (clientv3 logs in again by itself when
+// its token expires).
+func (l EtcdLogin) config(c *clientv3.Config) error {
+	if l.CAFile != "" || l.CertFile != "" {
+		tc, err := certs.ClientConfig(l.CAFile, l.CertFile, l.KeyFile)
+		if err != nil {
+			return fmt.Errorf("etcd TLS: %w", err)
+		}
+		c.TLS = tc
+	}
+	if (l.Username == "") != (l.PasswordFile == "") {
+		return fmt.Errorf("an etcd user needs its password file, and a password file its user")
+	}
+	if l.Username != "" {
+		pw, err := credential.WatchFile(l.PasswordFile)
+		if err != nil {
+			return fmt.Errorf("etcd password: %w", err)
+		}
+		c.Username = l.Username
+		if c.Password, err = pw.Read(); err != nil {
+			return fmt.Errorf("etcd password: %w", err)
+		}
+	}
+	return nil
+}
+
+// tlsRefusal says why etcd refused a TLS connection, which gRPC reports
+// as a timeout only ("" when it did not, or TLS is off): a handshake of
+// its own, and a read, since TLS 1.3 refuses a client certificate after
+// the handshake.
+func tlsRefusal(endpoint string, tc *tls.Config) string {
+	if tc == nil {
+		return ""
+	}
+	addr := endpoint
+	if u, err := url.Parse(endpoint); err == nil && u.Host != "" {
+		addr = u.Host
+	}
+	c := tc.Clone()
+	if c.ServerName == "" {
+		c.ServerName, _, _ = net.SplitHostPort(addr)
+	}
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 2 * time.Second}, "tcp", addr, c)
+	if err == nil {
+		_ = conn.SetReadDeadline(time.Now().Add(time.Second))
+		_, err = conn.Read(make([]byte, 1))
+		conn.Close()
+	}
+	var ne net.Error
+	if err == nil || errors.As(err, &ne) && ne.Timeout() {
+		return ""
+	}
+	return " (TLS: " + err.Error() + ")"
+}
+
 // OpenEtcdStore connects to etcd; it does not wait for it to answer, so a
 // registry starts while its etcd does.
-func OpenEtcdStore(endpoints []string, prefix string) (Store, error) {
+func OpenEtcdStore(endpoints []string, prefix string, login EtcdLogin) (Store, error) {
 	if len(endpoints) == 0 {
 		return nil, fmt.Errorf("--store etcd:URL[,URL] needs at least one etcd endpoint")
 	}
@@ -75,15 +145,19 @@ func OpenEtcdStore(endpoints []string, prefix string) (Store, error) {
 	if !strings.HasSuffix(prefix, "/") {
 		prefix += "/"
 	}
-	cli, err := clientv3.New(clientv3.Config{
+	cfg := clientv3.Config{
 		Endpoints:            endpoints,
 		DialTimeout:          EtcdTimeout,
 		DialKeepAliveTime:    2 * time.Second,
 		DialKeepAliveTimeout: 2 * time.Second,
 		Logger:               zap.NewNop(),
-	})
+	}
+	if err := login.config(&cfg); err != nil {
+		return nil, err
+	}
+	cli, err := clientv3.New(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("etcd %s: %w", strings.Join(endpoints, ","), err)
+		return nil, fmt.Errorf("etcd %s: %w%s", strings.Join(endpoints, ","), err, tlsRefusal(endpoints[0], cfg.TLS))
 	}
 	return &Etcd{Client: cli, Prefix: prefix}, nil
 }

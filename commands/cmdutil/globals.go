@@ -2,6 +2,7 @@ package cmdutil
 
 import (
 	"fmt"
+	"net/http"
 	"os"
 	"strings"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/shardctl/shardctl/internal/registry/registryapi"
 	"github.com/shardctl/shardctl/internal/registry/registryclient"
 	"github.com/shardctl/shardctl/plugins"
+	"github.com/shardctl/shardctl/probes/proxies"
 )
 
 // DefaultRegistry is the registry URL when neither --registry nor
@@ -37,10 +39,13 @@ type Globals struct {
 	// RegistryCA, RegistryCert and RegistryKey are how an https registry
 	// is trusted, and the client certificate shown when it asks for one.
 	RegistryCA, RegistryCert, RegistryKey string
-	Prometheus                            string
-	Scrape                                []string
-	Output                                string
-	NoColor                               bool
+	// ProxyCA and ProxyTokenFile are how the proxies' admin endpoints
+	// are asked: an https admin's CA, and the token GET /shards wants.
+	ProxyCA, ProxyTokenFile string
+	Prometheus              string
+	Scrape                  []string
+	Output                  string
+	NoColor                 bool
 	// Kube resolves --kubeconfig/--context/-n exactly as kubectl does. It
 	// reads nothing until a command asks it for a client or a namespace.
 	Kube *genericclioptions.ConfigFlags
@@ -53,6 +58,8 @@ func (g *Globals) AddFlags(cmd *cobra.Command) {
 	f.StringVar(&g.RegistryCA, "registry-ca", "", "CA file an https registry's certificate is checked against (env "+EnvRegistryCA+"; default: the system's roots)")
 	f.StringVar(&g.RegistryCert, "registry-cert", "", "client certificate shown to a registry that asks for one, with --registry-key (env "+EnvRegistryCert+")")
 	f.StringVar(&g.RegistryKey, "registry-key", "", "private key of --registry-cert (env "+EnvRegistryKey+")")
+	f.StringVar(&g.ProxyCA, "proxy-ca", "", "CA file the proxies' https admin certificates are checked against (env "+EnvProxyCA+"; default: the system's roots)")
+	f.StringVar(&g.ProxyTokenFile, "proxy-token-file", "", "file with the bearer token the proxies' GET /shards wants (proxy serve --admin-token-file; env "+EnvProxyTokenFile+")")
 	f.StringVar(&g.Prometheus, "prometheus", "", "Prometheus server URL for signals (env SHARDCTL_PROMETHEUS)")
 	f.StringArrayVar(&g.Scrape, "scrape", nil, "read a /metrics endpoint directly instead of Prometheus, as [NAME=]URL (repeatable)")
 	f.StringVarP(&g.Output, "output", "o", "", "output format: table, wide, json or yaml (default table)")
@@ -104,10 +111,35 @@ const EnvRegistryToken = "SHARDCTL_REGISTRY_TOKEN"
 // The environment's names of the registry's TLS files, when the flags
 // give none.
 const (
-	EnvRegistryCA   = "SHARDCTL_REGISTRY_CA"
-	EnvRegistryCert = "SHARDCTL_REGISTRY_CERT"
-	EnvRegistryKey  = "SHARDCTL_REGISTRY_KEY"
+	EnvRegistryCA     = "SHARDCTL_REGISTRY_CA"
+	EnvRegistryCert   = "SHARDCTL_REGISTRY_CERT"
+	EnvRegistryKey    = "SHARDCTL_REGISTRY_KEY"
+	EnvProxyCA        = "SHARDCTL_PROXY_CA"
+	EnvProxyTokenFile = "SHARDCTL_PROXY_TOKEN_FILE"
 )
+
+// ProxyAdmin is how this command asks the proxies' admin endpoints:
+// --proxy-ca and --proxy-token-file, or their environment variables.
+func (g *Globals) ProxyAdmin() (proxies.Admin, error) {
+	var a proxies.Admin
+	if ca := g.or(g.ProxyCA, EnvProxyCA); ca != "" {
+		tc, err := certs.ClientConfig(ca, "", "")
+		if err != nil {
+			return a, fmt.Errorf("--proxy-ca: %w", err)
+		}
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.TLSClientConfig = tc
+		a.HTTP = &http.Client{Transport: tr}
+	}
+	if file := g.or(g.ProxyTokenFile, EnvProxyTokenFile); file != "" {
+		tok, err := registryapi.ReadTokenFile(file)
+		if err != nil {
+			return a, fmt.Errorf("--proxy-token-file: %w", err)
+		}
+		a.Token = tok
+	}
+	return a, nil
+}
 
 // RegistryNamed reports whether --registry or SHARDCTL_REGISTRY names a
 // registry, for commands that use one only when asked to.

@@ -104,7 +104,11 @@ func (s *signalSource) open() error {
 			if s.preset != "zeebe" {
 				return fmt.Errorf("--preset %s with the registry's shards: the registry lists the shards' metrics, give --scrape for the proxy's", s.preset)
 			}
-			sc.Discover = (&discover.RegistryTargets{Registry: c, App: s.app}).Find
+			admin, err := s.g.ProxyAdmin()
+			if err != nil {
+				return err
+			}
+			sc.Discover = (&discover.RegistryTargets{Registry: c, App: s.app, Admin: admin}).Find
 			s.discovered = true
 		}
 		s.src, s.scrape = sc, sc
@@ -155,7 +159,7 @@ func Snapshots(src source.Source, window, step time.Duration) func(context.Conte
 // and the proxies' refusals show beside the shards' backpressure. A
 // registry or a proxy that does not answer leaves its part out, not the
 // pictures.
-func WithStates(fetch func(context.Context) (signals.Snapshot, error), c *registryclient.Client, app string) func(context.Context) (signals.Snapshot, error) {
+func WithStates(fetch func(context.Context) (signals.Snapshot, error), c *registryclient.Client, admin proxies.Admin, app string) func(context.Context) (signals.Snapshot, error) {
 	meter := &proxies.Meter{}
 	return func(ctx context.Context) (signals.Snapshot, error) {
 		snap, err := fetch(ctx)
@@ -170,7 +174,7 @@ func WithStates(fetch func(context.Context) (signals.Snapshot, error), c *regist
 		for _, s := range shards {
 			snap.States[s.ID] = s.State
 		}
-		views, _ := proxies.Read(ctx, c)
+		views, _ := admin.Read(ctx, c)
 		if snap.Federation, _ = migrate.FederationOf(ctx, c, app, shards, views); snap.Federation != nil {
 			snap.Federation.Refusals = meter.Read(ctx, views)
 		}
@@ -191,7 +195,11 @@ func (s *signalSource) fetcher() (func(context.Context) (signals.Snapshot, error
 	if err != nil {
 		return nil, err
 	}
-	return WithStates(s.snapshot, c, s.app), nil
+	admin, err := s.g.ProxyAdmin()
+	if err != nil {
+		return nil, err
+	}
+	return WithStates(s.snapshot, c, admin, s.app), nil
 }
 
 // SignalsOptions evaluates the degradation signals once, or on a watch.

@@ -126,7 +126,11 @@ func (o *ProbeHealthOptions) Run(ctx context.Context) error {
 		return err
 	}
 	defer access.Close()
-	checker := &health.Checker{Timeout: o.timeout, Shards: access}
+	admin, err := o.g.ProxyAdmin()
+	if err != nil {
+		return err
+	}
+	checker := &health.Checker{Timeout: o.timeout, Shards: access, ProxyHTTP: admin.HTTP}
 	if o.rc != nil {
 		checker.HTTP = &http.Client{Transport: o.rc.HTTP.Transport} // an https registry's CA and client certificate
 	}
@@ -137,7 +141,7 @@ func (o *ProbeHealthOptions) Run(ctx context.Context) error {
 			// Listed again each round: a watch follows shards coming
 			// and going.
 			var err error
-			targets, err = health.FederationTargets(ctx, o.rc, o.app, o.proxy, o.g.PrometheusURL())
+			targets, err = health.FederationTargets(ctx, o.rc, admin, o.app, o.proxy, o.g.PrometheusURL())
 			if err != nil {
 				return err
 			}

@@ -19,6 +19,7 @@ import (
 	"github.com/shardctl/shardctl/internal/registry/registryapi"
 	"github.com/shardctl/shardctl/internal/signals"
 	"github.com/shardctl/shardctl/internal/source"
+	"github.com/shardctl/shardctl/probes/proxies"
 	"github.com/shardctl/shardctl/tui"
 )
 
@@ -128,7 +129,7 @@ func (o *DemoOptions) Run(ctx context.Context) error {
 	}
 	go scrape.Run(ctx)
 	const window = 5 * time.Minute
-	snapshot := observe.WithStates(observe.Snapshots(scrape, window, time.Second), d.Registry(), registryapi.DefaultShardsApp)
+	snapshot := observe.WithStates(observe.Snapshots(scrape, window, time.Second), d.Registry(), proxies.Admin{}, registryapi.DefaultShardsApp)
 	if o.noTUI {
 		return o.print(ctx, d, snapshot)
 	}

@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -36,6 +37,7 @@ type ProxyServeOptions struct {
 	coolingOff      time.Duration
 	shutdownTimeout time.Duration
 	tls             tlsFiles
+	adminTLS        tlsFiles
 	// cred is the --shard-* flags: the proxy's "default" credential.
 	cred      cmdutil.CredentialFlags
 	sizeProcs bool
@@ -239,6 +241,9 @@ work. A --shard without slot= gets its place among the
 	f.IntVar(&o.cfg.Clients.OutputLimit, "client-output-limit", route.DefaultClientOutputLimit, "bytes of answers a client connection may have waiting for it to read; past it, its new calls are refused (REFUSED_STREAM) until it reads (negative: none)")
 	f.IntVar(&o.cfg.Clients.ResetBudget, "client-reset-budget", route.DefaultClientResetBudget, "how many more calls a connection may cancel before their answer than it completes (refilled over 10s); past it: GOAWAY (negative: off)")
 	f.BoolVar(&o.cfg.Profiling, "profiling", false, "serve Go's /debug/pprof on the admin address")
+	f.StringVar(&o.adminTLS.cert, "admin-tls-cert", "", "serve the admin address over https with this certificate (with --admin-tls-key; read again when it changes)")
+	f.StringVar(&o.adminTLS.key, "admin-tls-key", "", "private key of --admin-tls-cert")
+	f.StringVar(&o.cfg.AdminTokenFile, "admin-token-file", "", "file with the bearer token GET /shards and /debug/pprof want; /metrics, /healthz and /readyz stay open")
 	f.BoolVar(&o.sizeProcs, "size-procs", true, "run Go code on as few threads as the load needs (see Threads above; false: always GOMAXPROCS)")
 	f.StringVar(&o.app, "app", registryapi.DefaultShardsApp, "registry application of the shards (registry mode)")
 	f.StringVar(&o.cfg.ID, "proxy-id", "", "the id this proxy registers as in "+registryapi.ProxiesApp+" (registry mode; default HOSTNAME-PORT)")
@@ -297,6 +302,9 @@ func (o *ProxyServeOptions) Complete(cmd *cobra.Command, _ []string) error {
 		str("tls-cert", fc.TLS.Cert, &o.tls.cert)
 		str("tls-key", fc.TLS.Key, &o.tls.key)
 		str("tls-client-ca", fc.TLS.ClientCA, &o.tls.clientCA)
+		str("admin-tls-cert", fc.AdminTLS.Cert, &o.adminTLS.cert)
+		str("admin-tls-key", fc.AdminTLS.Key, &o.adminTLS.key)
+		str("admin-token-file", fc.AdminTokenFile, &o.cfg.AdminTokenFile)
 		str("upstream-ca", fc.UpstreamCA, &o.cfg.UpstreamCA)
 		str("registry-ca", fc.RegistryCA, &o.g.RegistryCA)
 		str("registry-cert", fc.RegistryCert, &o.g.RegistryCert)
@@ -368,6 +376,9 @@ func (o *ProxyServeOptions) Validate() error {
 	if err := o.tls.validate(); err != nil {
 		return err
 	}
+	if (o.adminTLS.cert == "") != (o.adminTLS.key == "") {
+		return cmdutil.UsageError(errors.New("--admin-tls-cert and --admin-tls-key go together"))
+	}
 	if err := o.logs.validate(); err != nil {
 		return err
 	}
@@ -394,6 +405,9 @@ func (o *ProxyServeOptions) Run(ctx context.Context) error {
 		return err
 	}
 	o.cfg.TLS = tlsServer
+	if o.cfg.AdminTLS, err = o.adminTLS.server(errOut); err != nil {
+		return err
+	}
 	o.cfg.OnDrain = func(ended, left int) {
 		fmt.Fprintf(errOut, "stopping: ended %d long polls and job streams, %d left\n", ended, left)
 	}
@@ -405,7 +419,7 @@ func (o *ProxyServeOptions) Run(ctx context.Context) error {
 		return err
 	}
 	// Where the shards come from and each one added are log lines.
-	more := []string{fmt.Sprintf("admin on http://%s/shards", p.AdminAddr())}
+	more := []string{fmt.Sprintf("admin on %s/shards", p.AdminURL())}
 	if a := p.RESTAddr(); a != nil {
 		more = append(more, restLine(a, o.cfg.TLS != nil))
 	}

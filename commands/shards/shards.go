@@ -156,6 +156,7 @@ type ShardsListOptions struct {
 	state   string
 	printer *output.Printer
 	c       *registryclient.Client
+	admin   proxies.Admin
 }
 
 func newCmdShardsList(f *cmdutil.RegistryFlags) *cobra.Command {
@@ -182,6 +183,9 @@ func (o *ShardsListOptions) Complete(*cobra.Command, []string) (err error) {
 	if o.printer, err = o.f.Globals.Printer(); err != nil {
 		return err
 	}
+	if o.admin, err = o.f.Globals.ProxyAdmin(); err != nil {
+		return err
+	}
 	o.c, err = o.f.Client()
 	return err
 }
@@ -201,7 +205,7 @@ func (o *ShardsListOptions) Run(ctx context.Context) error {
 	// What the proxies see: a shard the registry calls UP may not
 	// answer, and one it dropped may still hold keys. A proxy that does
 	// not answer is said, not fatal.
-	views, err := proxies.Read(ctx, o.c)
+	views, err := o.admin.Read(ctx, o.c)
 	l.Proxies = views
 	// --state filters by the state shown: DOWN when a proxy holds it so.
 	wanted := func(pool, state, id string) bool {

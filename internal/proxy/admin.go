@@ -1,16 +1,24 @@
 package proxy
 
 import (
+	"crypto/subtle"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/pprof"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/shardctl/shardctl/internal/credential"
 )
 
-func (p *Proxy) adminHandler() http.Handler {
+func (p *Proxy) adminHandler() (http.Handler, error) {
+	guard, err := adminGuard(p.Config().AdminTokenFile)
+	if err != nil {
+		return nil, err
+	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(p.Metrics().Registry(), promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
@@ -29,19 +37,43 @@ func (p *Proxy) adminHandler() http.Handler {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	if p.Config().Profiling {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.Handle("/debug/pprof/", guard(http.HandlerFunc(pprof.Index)))
+		mux.Handle("/debug/pprof/profile", guard(http.HandlerFunc(pprof.Profile)))
+		mux.Handle("/debug/pprof/trace", guard(http.HandlerFunc(pprof.Trace)))
+		mux.Handle("/debug/pprof/symbol", guard(http.HandlerFunc(pprof.Symbol)))
+		mux.Handle("/debug/pprof/cmdline", guard(http.HandlerFunc(pprof.Cmdline)))
 	}
-	mux.HandleFunc("GET /shards", func(w http.ResponseWriter, _ *http.Request) {
+	mux.Handle("GET /shards", guard(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		doc := map[string]any{"shards": p.Shards()}
 		if weights := p.Weights(); weights != nil {
 			doc["weights"] = weights
 		}
 		_ = json.NewEncoder(w).Encode(doc)
-	})
-	return mux
+	})))
+	return mux, nil
+}
+
+// adminGuard wraps what wants the admin token (/shards, pprof): with no
+// token file, nothing. The file is read again when it changes.
+func adminGuard(tokenFile string) (func(http.Handler) http.Handler, error) {
+	if tokenFile == "" {
+		return func(h http.Handler) http.Handler { return h }, nil
+	}
+	token, err := credential.WatchFile(tokenFile)
+	if err != nil {
+		return nil, fmt.Errorf("--admin-token-file: %w", err)
+	}
+	return func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			want, err := token.Read()
+			scheme, got, _ := strings.Cut(req.Header.Get("Authorization"), " ")
+			if err != nil || !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(want)) != 1 {
+				w.Header().Set("WWW-Authenticate", "Bearer")
+				http.Error(w, "this endpoint wants the admin bearer token (--admin-token-file)", http.StatusUnauthorized)
+				return
+			}
+			h.ServeHTTP(w, req)
+		})
+	}, nil
 }

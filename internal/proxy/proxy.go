@@ -138,19 +138,32 @@ func (p *Proxy) Start(ctx context.Context) error {
 		}
 	}
 	if cfg.AdminListen != "" {
-		aln, err := net.Listen("tcp", cfg.AdminListen)
-		if err != nil {
+		stopFronts := func() {
 			p.grpc.Stop()
 			if p.rest != nil {
 				_ = p.rest.Close()
 			}
 			p.CloseShards()
+		}
+		handler, err := p.adminHandler()
+		if err != nil {
+			stopFronts()
+			return err
+		}
+		aln, err := net.Listen("tcp", cfg.AdminListen)
+		if err != nil {
+			stopFronts()
 			return fmt.Errorf("listen for admin on %s: %w", cfg.AdminListen, err)
 		}
 		p.adminAddr = aln.Addr()
-		p.admin = &http.Server{Handler: p.adminHandler(), ReadHeaderTimeout: 10 * time.Second}
+		p.admin = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+		serve := func() error { return p.admin.Serve(aln) }
+		if cfg.AdminTLS != nil {
+			p.admin.TLSConfig = cfg.AdminTLS.ConfigALPN("h2", "http/1.1")
+			serve = func() error { return p.admin.ServeTLS(aln, "", "") }
+		}
 		p.Go(func() {
-			if err := p.admin.Serve(aln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := serve(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				p.failed <- fmt.Errorf("serve admin on %s: %w", p.adminAddr, err)
 			}
 		})

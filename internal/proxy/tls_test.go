@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,8 +26,10 @@ import (
 	"github.com/shardctl/shardctl/internal/load"
 	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
 	"github.com/shardctl/shardctl/internal/proxy/route"
+	"github.com/shardctl/shardctl/internal/registry/registryapi"
 	"github.com/shardctl/shardctl/internal/sim"
 	"github.com/shardctl/shardctl/internal/sim/simtest"
+	"github.com/shardctl/shardctl/probes/proxies"
 )
 
 // tlsServer serves cert and key (with clientCA: client certificates
@@ -252,4 +256,74 @@ func TestCertificateRotatedUnderLoad(t *testing.T) {
 		t.Fatalf("%d calls across the rotation, %d failed; want many, none failed", calls.Load(), failed.Load())
 	}
 	t.Logf("%d calls across the rotation of the proxy's and the shard's certificate, none failed", calls.Load())
+}
+
+// The admin address over https with a token: /metrics, /healthz and
+// /readyz answer anyone (scrapers, the kubelet), GET /shards and pprof
+// want the token; the tools' reader of /shards (probes/proxies) brings
+// it and the CA.
+func TestAdminTLSAndToken(t *testing.T) {
+	f := certstest.Write(t, t.TempDir())
+	token := filepath.Join(t.TempDir(), "admin-token")
+	if err := os.WriteFile(token, []byte("admin-token-7a2c\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	shard := simtest.Start(t, sim.Config{Partitions: 1})
+	p := startProxy(t, Config{Shards: simtest.ShardConfigs([]*sim.Sim{shard}), Profiling: true,
+		AdminTLS: tlsServer(t, f.Server, f.ServerKey, ""), AdminTokenFile: token})
+	if !strings.HasPrefix(p.AdminURL(), "https://") {
+		t.Fatalf("admin URL %s", p.AdminURL())
+	}
+	tc, err := certs.ClientConfig(f.CA, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: tc}, Timeout: budget.Of(10 * time.Second)}
+	defer hc.CloseIdleConnections()
+	get := func(path, tok string) int {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, p.AdminURL()+path, nil)
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, tc := range []struct {
+		path, token string
+		want        int
+	}{
+		{"/metrics", "", 200},
+		{"/healthz", "", 200},
+		{"/readyz", "", 200},
+		{"/shards", "", 401},
+		{"/shards", "wrong", 401},
+		{"/shards", "admin-token-7a2c", 200},
+		{"/debug/pprof/cmdline", "", 401},
+		{"/debug/pprof/cmdline", "admin-token-7a2c", 200},
+	} {
+		if got := get(tc.path, tc.token); got != tc.want {
+			t.Errorf("GET %s with token %q: %d, want %d", tc.path, tc.token, got, tc.want)
+		}
+	}
+	reg := adminRegistry{p.AdminURL()}
+	views, err := proxies.Admin{HTTP: hc, Token: "admin-token-7a2c"}.Read(budget.Context(t, 10*time.Second), reg)
+	if err != nil || len(views) != 1 || views[0].Error != "" || len(views[0].Shards) != 1 {
+		t.Errorf("the tools' read of /shards with the token and CA: %v, %+v", err, views)
+	}
+	views, _ = proxies.Admin{HTTP: hc}.Read(budget.Context(t, 10*time.Second), reg)
+	if len(views) != 1 || !strings.Contains(views[0].Error, "401") {
+		t.Errorf("the tools' read of /shards without the token: %+v", views)
+	}
+}
+
+// adminRegistry lists one proxy at admin.
+type adminRegistry struct{ admin string }
+
+func (r adminRegistry) Shards(context.Context, string) ([]registryapi.Shard, error) {
+	return []registryapi.Shard{{ID: "proxy-a", Metadata: map[string]string{registryapi.MetaAdmin: r.admin}}}, nil
 }

@@ -27,6 +27,8 @@ import (
 type RegistryTargets struct {
 	Registry *registryclient.Client
 	App      string
+	// Admin is how the proxies are asked which shards they route to.
+	Admin proxies.Admin
 
 	known map[string]string // id → metrics URL, every one found so far
 }
@@ -47,7 +49,7 @@ func (d *RegistryTargets) Find(ctx context.Context) ([]source.Target, error) {
 		}
 	}
 	// A proxy that cannot be asked hides nothing the registry lists.
-	views, _ := proxies.Read(ctx, d.Registry)
+	views, _ := d.Admin.Read(ctx, d.Registry)
 	for _, s := range proxies.Unlisted(views, shards) {
 		if u, ok := d.known[s.ID]; ok {
 			want[s.ID] = u

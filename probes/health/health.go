@@ -163,6 +163,9 @@ type Checker struct {
 	Timeout time.Duration
 	// HTTP is the client of the HTTP checks; nil is one of its own.
 	HTTP *http.Client
+	// ProxyHTTP, when set, asks the proxies' admin /readyz (an https
+	// admin's CA); HTTP the other HTTP targets.
+	ProxyHTTP *http.Client
 	// Shards is how zeebe targets are reached: the CA and the
 	// credentials their TLS and Credential name (nil: the system's roots,
 	// no credential).
@@ -200,9 +203,11 @@ func (c *Checker) check(ctx context.Context, t Target) Result {
 			res.Reason = res.Topology.summary()
 		}
 	case KindPrometheus:
-		res.Reason, err = c.ready(ctx, t.Address, "/-/ready")
+		res.Reason, err = c.ready(ctx, c.HTTP, t.Address, "/-/ready")
+	case KindProxy:
+		res.Reason, err = c.ready(ctx, cmp.Or(c.ProxyHTTP, c.HTTP), t.Address, "/readyz")
 	default:
-		res.Reason, err = c.ready(ctx, t.Address, "/readyz")
+		res.Reason, err = c.ready(ctx, c.HTTP, t.Address, "/readyz")
 	}
 	res.Seconds = time.Since(start).Seconds()
 	if err != nil {
@@ -348,7 +353,7 @@ func (t *Topology) summary() string {
 
 // ready asks base+path and calls a 2xx answer ready. A registry's JSON
 // answer carries its reason; other answers' first line is shown.
-func (c *Checker) ready(ctx context.Context, base, path string) (string, error) {
+func (c *Checker) ready(ctx context.Context, hc *http.Client, base, path string) (string, error) {
 	u, err := readyURL(base, path)
 	if err != nil {
 		return "", err
@@ -357,7 +362,6 @@ func (c *Checker) ready(ctx context.Context, base, path string) (string, error) 
 	if err != nil {
 		return "", err
 	}
-	hc := c.HTTP
 	if hc == nil {
 		hc = http.DefaultClient
 	}
@@ -414,7 +418,7 @@ func firstLine(body []byte) string {
 // knows it: every shard of app (named by its id), the registry itself,
 // every proxy registered there (its gateway and its admin), and the
 // proxy admin and Prometheus named by URL ("" names none).
-func FederationTargets(ctx context.Context, c *registryclient.Client, app, proxyAdmin, prometheus string) ([]Target, error) {
+func FederationTargets(ctx context.Context, c *registryclient.Client, admin proxies.Admin, app, proxyAdmin, prometheus string) ([]Target, error) {
 	shards, err := c.Shards(ctx, app)
 	if err != nil {
 		return nil, fmt.Errorf("list the shards: %w", err)
@@ -425,7 +429,7 @@ func FederationTargets(ctx context.Context, c *registryclient.Client, app, proxy
 	}
 	// What the proxies see: a shard they hold DOWN is DOWN here too, and
 	// one the registry dropped while they still route to it is checked.
-	views, _ := proxies.Read(ctx, c) // a proxy that cannot be asked hides nothing listed
+	views, _ := admin.Read(ctx, c) // a proxy that cannot be asked hides nothing listed
 	held := func(id string) string {
 		switch h := proxies.Of(views, id); {
 		case h.Down > 0:

@@ -38,9 +38,21 @@ type Registry interface {
 	Shards(ctx context.Context, app string) ([]registryapi.Shard, error)
 }
 
+// Admin is how the proxies' admin endpoints are asked: HTTP's client
+// (an https admin's CA) and the bearer token their GET /shards may want
+// (proxy serve --admin-token-file). The zero Admin asks in the clear,
+// without a token.
+type Admin struct {
+	HTTP  *http.Client
+	Token string
+}
+
+// Read is Admin{}.Read.
+func Read(ctx context.Context, r Registry) ([]View, error) { return Admin{}.Read(ctx, r) }
+
 // Read lists the proxies registered in registry.ProxiesApp and asks each
 // for GET /shards, at once, each within Timeout; views are by proxy id.
-func Read(ctx context.Context, r Registry) ([]View, error) {
+func (a Admin) Read(ctx context.Context, r Registry) ([]View, error) {
 	instances, err := r.Shards(ctx, registryapi.ProxiesApp)
 	if err != nil {
 		return nil, fmt.Errorf("list the proxies: %w", err)
@@ -49,14 +61,14 @@ func Read(ctx context.Context, r Registry) ([]View, error) {
 	var wg sync.WaitGroup
 	for i, in := range instances {
 		views[i] = View{Proxy: in.ID, Admin: in.Metadata[registryapi.MetaAdmin]}
-		wg.Go(func() { views[i].Shards, views[i].Error = ask(ctx, views[i].Admin) })
+		wg.Go(func() { views[i].Shards, views[i].Error = a.ask(ctx, views[i].Admin) })
 	}
 	wg.Wait()
 	slices.SortFunc(views, func(a, b View) int { return strings.Compare(a.Proxy, b.Proxy) })
 	return views, nil
 }
 
-func ask(ctx context.Context, admin string) ([]proxyapi.ShardStatus, string) {
+func (a Admin) ask(ctx context.Context, admin string) ([]proxyapi.ShardStatus, string) {
 	if admin == "" {
 		return nil, "registered without an admin address"
 	}
@@ -66,7 +78,14 @@ func ask(ctx context.Context, admin string) ([]proxyapi.ShardStatus, string) {
 	if err != nil {
 		return nil, err.Error()
 	}
-	resp, err := http.DefaultClient.Do(req)
+	if a.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+a.Token)
+	}
+	hc := a.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		return nil, "unreachable: " + err.Error()
 	}

@@ -61,7 +61,11 @@ type FileConfig struct {
 	Health              FileHealth  `json:"health"`
 	Clients             FileClients `json:"clients"`
 	TLS                 FileTLS     `json:"tls"`
-	UpstreamCA          string      `json:"upstreamCA"`
+	// AdminTLS and AdminTokenFile are --admin-tls-cert, --admin-tls-key
+	// and --admin-token-file.
+	AdminTLS       FileTLS `json:"adminTLS"`
+	AdminTokenFile string  `json:"adminTokenFile"`
+	UpstreamCA     string  `json:"upstreamCA"`
 	// RegistryCA, RegistryCert and RegistryKey are --registry-ca,
 	// --registry-cert and --registry-key: an https registry's CA, and the
 	// client certificate it may ask for.

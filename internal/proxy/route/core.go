@@ -84,6 +84,13 @@ type Config struct {
 	Ledger ledger.Ledger
 	// Profiling serves Go's /debug/pprof on the admin address.
 	Profiling bool
+	// AdminTLS, when set, serves the admin address over https (its files
+	// read again when they change). AdminTokenFile, when set, holds the
+	// bearer token GET /shards and /debug/pprof want (read again when it
+	// changes); /metrics, /healthz and /readyz stay open to scrapers and
+	// probes.
+	AdminTLS       *certs.Server
+	AdminTokenFile string
 	// ShutdownDelay is how long Close keeps serving after /readyz turns
 	// 503, for endpoints and load balancers to notice; DrainBatch is how
 	// many long polls and job streams it then ends a second (0: all at
@@ -620,6 +627,19 @@ func (p *Core) upstreamCounter(s *Shard, rpc string, code codes.Code) prometheus
 	c := p.metrics.upstream.WithLabelValues(s.ID, rpc, code.String())
 	s.upstream.Store(k, c)
 	return c
+}
+
+// AdminURL is the admin address's base URL (https with AdminTLS), or ""
+// before the admin listens.
+func (p *Core) AdminURL() string {
+	if p.adminAddr == nil {
+		return ""
+	}
+	scheme := "http"
+	if p.cfg.AdminTLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + p.adminAddr.String()
 }
 
 // CloseShards closes every shard's connections, and the credentials

@@ -245,7 +245,7 @@ func (p *Core) announce(ctx context.Context) error {
 		id = host + "-" + port
 	}
 	in, err := registryapi.NewShardInstance(registryapi.ShardRegistration{App: registryapi.ProxiesApp, ID: id, Address: p.addr.String(),
-		Admin: "http://" + p.adminAddr.String(), Metrics: "http://" + p.adminAddr.String() + "/metrics",
+		Admin: p.AdminURL(), Metrics: p.AdminURL() + "/metrics",
 		RenewalInterval: 10 * time.Second, LeaseDuration: 30 * time.Second})
 	if err != nil {
 		return fmt.Errorf("register the proxy: %w", err)
@@ -256,7 +256,7 @@ func (p *Core) announce(ctx context.Context) error {
 				p.logRepeating(slog.LevelWarn, "proxy registration failed, retrying", "proxy", id, "app", registryapi.ProxiesApp, "err", err)
 				return
 			}
-			p.log.Info("proxy registered", "proxy", id, "app", registryapi.ProxiesApp, "admin", "http://"+p.adminAddr.String())
+			p.log.Info("proxy registered", "proxy", id, "app", registryapi.ProxiesApp, "admin", p.AdminURL())
 		})
 	})
 	return nil

@@ -193,6 +193,9 @@ type Runner struct {
 	OnEvent     func(CutoverEvent)
 }
 
+// Close ends what the runner holds: its credentials' refresh (Shards).
+func (r *Runner) Close() { r.Shards.Close() }
+
 // DefaultLeaseTTL is how long a cutover lease lasts without renewal.
 const DefaultLeaseTTL = 15 * time.Second
 
@@ -803,7 +806,7 @@ func (s *session) drain(ctx context.Context, k int) error {
 	for _, sh := range s.plan.FromShards {
 		from = append(from, sh.ID)
 	}
-	d := &drain.Helper{Registry: s.r.Registry, App: s.plan.App, Backlog: s.r.Backlog, Poll: s.r.Poll, StuckAfter: s.r.StuckAfter,
+	d := &drain.Helper{Registry: s.r.Registry, App: s.plan.App, Backlog: s.r.Backlog, Poll: s.r.Poll, StuckAfter: s.r.StuckAfter, Shards: s.r.Shards,
 		OnEvent: func(e drain.Event) {
 			s.emit(k, CutoverDrain, "", func(ce *CutoverEvent) { ce.Drain = &e })
 			_ = s.save(ctx, func(_ *registryapi.Cutover, p *Progress) {
@@ -894,7 +897,7 @@ func (r *Runner) Rollback(ctx context.Context, name string, o RollbackOptions) (
 			to = append(to, sh.ID)
 		}
 	}
-	d := &drain.Helper{Registry: r.Registry, App: plan.App, Backlog: r.Backlog, Poll: r.Poll, StuckAfter: r.StuckAfter,
+	d := &drain.Helper{Registry: r.Registry, App: plan.App, Backlog: r.Backlog, Poll: r.Poll, StuckAfter: r.StuckAfter, Shards: r.Shards,
 		OnEvent: func(e drain.Event) { s.emit(rec.Step, CutoverDrain, "", func(ce *CutoverEvent) { ce.Drain = &e }) }}
 	drained, err := d.Begin(ctx, to)
 	if err != nil {

@@ -510,6 +510,8 @@ type runnerFlags struct {
 	poll       time.Duration
 	stuckAfter int
 	leaseTTL   time.Duration
+	// shards is how the preflight and the drain reach the shards.
+	shards cmdutil.ShardAccessFlags
 }
 
 func (rf *runnerFlags) add(cmd *cobra.Command) {
@@ -518,6 +520,7 @@ func (rf *runnerFlags) add(cmd *cobra.Command) {
 	f.DurationVar(&rf.poll, "poll", drain.DefaultPoll, "how often the drain reads each shard")
 	f.IntVar(&rf.stuckAfter, "stuck-after", drain.DefaultStuckAfter, "polls without progress before the drain says what blocks a shard")
 	f.DurationVar(&rf.leaseTTL, "lease-ttl", migrate.DefaultLeaseTTL, "how long the cutover's lease outlives a process that stops renewing it")
+	rf.shards.AddFlags(f)
 }
 
 // runner builds a Runner whose events go to printer (and the log).
@@ -530,12 +533,17 @@ func (rf *runnerFlags) runner(f *cmdutil.RegistryFlags, c *registryclient.Client
 	if err != nil {
 		return nil, nil, err
 	}
-	ep, err := newEventPrinter(printer, f.Globals.Streams.Out, rf.logFile)
+	shards, err := rf.shards.Access(nil)
 	if err != nil {
 		return nil, nil, err
 	}
+	ep, err := newEventPrinter(printer, f.Globals.Streams.Out, rf.logFile)
+	if err != nil {
+		shards.Close()
+		return nil, nil, err
+	}
 	r := &migrate.Runner{Registry: c, Sources: src, Backlog: reader, LeaseTTL: rf.leaseTTL, Poll: rf.poll,
-		StuckAfter: rf.stuckAfter, OnEvent: ep.print}
+		StuckAfter: rf.stuckAfter, OnEvent: ep.print, Shards: shards}
 	// A cutover with a clients step reaches the cluster the kubectl flags
 	// name; one without never touches it, so no kubeconfig is needed then.
 	r.Kube, r.KubeErr = kube.New(f.Globals.Kube)
@@ -548,13 +556,11 @@ type CutoverApplyOptions struct {
 	pf       planFlags
 	rf       runnerFlags
 	planFile string
-	// shards is how the preflight reaches the target pool's gateways.
-	shards  cmdutil.ShardAccessFlags
-	yes     bool
-	dryRun  string
-	dry     kube.DryRun
-	printer *output.Printer
-	c       *registryclient.Client
+	yes      bool
+	dryRun   string
+	dry      kube.DryRun
+	printer  *output.Printer
+	c        *registryclient.Client
 	// given are the plan flags the command line set.
 	given []string
 }
@@ -573,7 +579,6 @@ func newCmdCutoverApply(f *cmdutil.RegistryFlags) *cobra.Command {
 	o.pf.add(cmd)
 	o.pf.completions(cmd)
 	o.rf.add(cmd)
-	o.shards.AddFlags(cmd.Flags())
 	cmd.Flags().StringVar(&o.planFile, "plan", "", "run a plan saved by cutover plan --out (refused if the registry moved on since); only --pause-before and --drain-timeout may change how it runs")
 	cmd.Flags().BoolVar(&o.yes, "yes", false, "do not ask; required without a terminal")
 	addDryRunFlag(cmd, &o.dryRun)
@@ -729,10 +734,7 @@ func (o *CutoverApplyOptions) Run(ctx context.Context) error {
 		return err
 	}
 	defer ep.close()
-	if r.Shards, err = o.shards.Access(nil); err != nil {
-		return err
-	}
-	defer r.Shards.Close()
+	defer r.Close()
 	_, err = r.Apply(ctx, plan)
 	if err == nil {
 		err = ep.err
@@ -1088,6 +1090,7 @@ func (o *CutoverPromoteOptions) Run(ctx context.Context) error {
 		return err
 	}
 	defer ep.close()
+	defer r.Close()
 	if err := o.confirm("cutover "+name+" will:", "go on from where it paused, and run to its end"); err != nil {
 		return err
 	}
@@ -1140,6 +1143,7 @@ func (o *CutoverRollbackOptions) Run(ctx context.Context) error {
 		return err
 	}
 	defer ep.close()
+	defer r.Close()
 	if dry != kube.DryRunNone {
 		return o.dryRunRollback(ctx, name, dry)
 	}

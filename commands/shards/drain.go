@@ -28,6 +28,8 @@ type DrainOptions struct {
 	timeout    time.Duration
 	poll       time.Duration
 	stuckAfter int
+	// shards is how a stuck shard's REST API is asked what it runs.
+	shards cmdutil.ShardAccessFlags
 
 	printer *output.Printer
 	c       *registryclient.Client
@@ -70,6 +72,7 @@ be reached. "shardctl undrain SHARD..." reverses a drain at any point.`,
 	f.DurationVar(&o.timeout, "timeout", 30*time.Minute, "with --wait: give up after this long (exit 4; the shards stay DRAINING)")
 	f.DurationVar(&o.poll, "poll", drain.DefaultPoll, "with --wait: how often to read each shard")
 	f.IntVar(&o.stuckAfter, "stuck-after", drain.DefaultStuckAfter, "with --wait: polls without progress before saying what blocks a shard")
+	o.shards.AddFlags(f)
 	o.f.AddFlags(cmd.Flags())
 	return cmd
 }
@@ -97,7 +100,12 @@ func (o *DrainOptions) Validate() error {
 
 func (o *DrainOptions) Run(ctx context.Context) error {
 	events := newDrainPrinter(o.printer, o.f.Globals.Streams.Out)
-	d := &drain.Helper{Registry: o.c, App: o.f.App, Backlog: o.reader, Poll: o.poll, StuckAfter: o.stuckAfter, OnEvent: events.print}
+	access, err := o.shards.Access(nil)
+	if err != nil {
+		return err
+	}
+	defer access.Close()
+	d := &drain.Helper{Registry: o.c, App: o.f.App, Backlog: o.reader, Poll: o.poll, StuckAfter: o.stuckAfter, OnEvent: events.print, Shards: access}
 	shards, err := d.Begin(ctx, o.ids)
 	if err != nil {
 		return err

@@ -42,6 +42,8 @@ type Config struct {
 	Clients []Client
 	// TokenLifetime of an access token (default a minute).
 	TokenLifetime time.Duration
+	// OnIssue, when set, hears each access token issued, by client id.
+	OnIssue func(clientID string)
 }
 
 // Server is a running provider.
@@ -67,7 +69,7 @@ func Start(cfg Config) (*Server, error) {
 	}
 	s := &Server{ln: ln, issuer: scheme + "://" + ln.Addr().String(), done: make(chan struct{})}
 	s.life.Store(int64(cmp.Or(cfg.TokenLifetime, time.Minute)))
-	s.store, err = newStorage(cfg.Clients, func() time.Duration { return time.Duration(s.life.Load()) })
+	s.store, err = newStorage(cfg.Clients, func() time.Duration { return time.Duration(s.life.Load()) }, cfg.OnIssue)
 	if err != nil {
 		ln.Close()
 		return nil, err

@@ -23,6 +23,7 @@ type storage struct {
 	key      *rsa.PrivateKey
 	keyID    string
 	lifetime func() time.Duration
+	onIssue  func(string)
 
 	mu      sync.Mutex
 	clients map[string]*client
@@ -34,12 +35,12 @@ var (
 	_ op.ClientCredentialsStorage = (*storage)(nil)
 )
 
-func newStorage(clients []Client, lifetime func() time.Duration) (*storage, error) {
+func newStorage(clients []Client, lifetime func() time.Duration, onIssue func(string)) (*storage, error) {
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		return nil, err
 	}
-	s := &storage{key: key, keyID: rand.Text()[:12], lifetime: lifetime, clients: map[string]*client{}, issued: map[string]int{}}
+	s := &storage{key: key, keyID: rand.Text()[:12], lifetime: lifetime, onIssue: onIssue, clients: map[string]*client{}, issued: map[string]int{}}
 	for _, c := range clients {
 		s.clients[c.ID] = &client{Client: c}
 	}
@@ -81,6 +82,9 @@ func (s *storage) CreateAccessToken(_ context.Context, req op.TokenRequest) (str
 	s.mu.Lock()
 	s.issued[req.GetSubject()]++
 	s.mu.Unlock()
+	if s.onIssue != nil {
+		s.onIssue(req.GetSubject())
+	}
 	return rand.Text(), time.Now().Add(s.lifetime()), nil
 }
 

@@ -1,12 +1,10 @@
 package proxy
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -68,47 +66,10 @@ func proxyLogin(t *testing.T, op *oidctest.Server, secret string) map[string]cre
 	return map[string]credential.Config{"default": {TokenURL: op.TokenURL(), ClientID: "shardctl-proxy", ClientSecretFile: file, Audience: "zeebe-api"}}
 }
 
-// oauthClient is the real Zeebe Go client logging in as the worker with
-// its own OAuth provider, as a Camunda 8 client does. (The client reads
-// its ZEEBE_* environment variables only outside a test binary: they
-// configure this same provider.)
+// oauthClient is the real Zeebe Go client logging in as the worker.
 func oauthClient(t *testing.T, op *oidctest.Server, addr string) zbc.Client {
 	t.Helper()
-	cache, err := zbc.NewOAuthYamlCredentialsCache(filepath.Join(t.TempDir(), "credentials"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	login, err := zbc.NewOAuthCredentialsProvider(&zbc.OAuthProviderConfig{ClientID: "worker", ClientSecret: workerSecret,
-		AuthorizationServerURL: op.TokenURL(), Audience: "zeebe-api", Cache: cache})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := zbc.NewClient(&zbc.ClientConfig{GatewayAddress: addr, UsePlaintextConnection: true, CredentialsProvider: &serialLogin{p: login}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
-
-// serialLogin makes one call at a time on the Go client's OAuth
-// provider: 8.5's reads and writes its token unguarded from every call
-// in flight (a data race the race detector reports in the client).
-type serialLogin struct {
-	mu sync.Mutex
-	p  zbc.CredentialsProvider
-}
-
-func (s *serialLogin) ApplyCredentials(ctx context.Context, headers map[string]string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.p.ApplyCredentials(ctx, headers)
-}
-
-func (s *serialLogin) ShouldRetryRequest(ctx context.Context, err error) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.p.ShouldRetryRequest(ctx, err)
+	return simtest.OAuthClient(t, addr, simtest.OAuth{TokenURL: op.TokenURL(), ClientID: "worker", ClientSecret: workerSecret, Audience: "zeebe-api"}, "")
 }
 
 // TestSecuredShards runs a workload through the proxy to shards that

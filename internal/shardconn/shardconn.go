@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/http"
 	"slices"
 	"strings"
 
@@ -82,6 +83,23 @@ func (t Target) TLSConfig() (*tls.Config, error) {
 		return nil, err
 	}
 	return TLSConfig(mode, t.Roots), nil
+}
+
+// Authorization is the header t's credential gives now, for a call to
+// the shard's REST API ("" without a credential).
+func (t Target) Authorization(ctx context.Context) (string, error) {
+	if t.Credential == nil {
+		return "", nil
+	}
+	return t.Credential.Header(ctx)
+}
+
+// RESTClient is an HTTP client for shards' REST APIs: an https one's
+// certificate checked against the roots.
+func (a *Access) RESTClient() *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: a.Roots()}
+	return &http.Client{Transport: tr}
 }
 
 // Transport is how grpc-go dials t.

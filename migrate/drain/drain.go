@@ -20,6 +20,7 @@ import (
 	"github.com/shardctl/shardctl/internal/human"
 	"github.com/shardctl/shardctl/internal/keyslot"
 	"github.com/shardctl/shardctl/internal/registry/registryapi"
+	"github.com/shardctl/shardctl/internal/shardconn"
 	"github.com/shardctl/shardctl/internal/signals"
 )
 
@@ -53,6 +54,10 @@ type Helper struct {
 	StuckAfter int
 	// OnEvent is told everything the drain does, in order.
 	OnEvent func(Event)
+	// Shards is how a stuck shard's REST API is asked what it still runs:
+	// the CA and the credential its metadata names (nil: the system's
+	// roots, no credential).
+	Shards *shardconn.Access
 }
 
 // Event kinds.
@@ -305,7 +310,7 @@ func (d *Helper) pollOnce(ctx context.Context, f *follow, stuckAfter int) error 
 		stuck := ev
 		stuck.Event = EventStuck
 		stuck.Blockers = d.blockers(ctx, f)
-		list, total, asked, err := waiting(ctx, f.shard)
+		list, total, asked, err := waiting(ctx, d.Shards, f.shard)
 		switch {
 		case err != nil:
 			stuck.Blockers = append(stuck.Blockers, "its running instances cannot be listed through its REST API: "+err.Error())

@@ -11,6 +11,7 @@ import (
 	"github.com/shardctl/shardctl/internal/keyslot"
 	"github.com/shardctl/shardctl/internal/registry/registryapi"
 	"github.com/shardctl/shardctl/internal/search"
+	"github.com/shardctl/shardctl/internal/shardconn"
 )
 
 // waitingShown is how many of a stuck shard's running instances a drain
@@ -33,16 +34,25 @@ type Waiting struct {
 }
 
 // waiting reads the instances a shard still runs, oldest first, and where
-// each waits: total is how many there are in all. A shard registered
-// without a REST address (registryapi.MetaREST) is not asked: ok false.
-func waiting(ctx context.Context, shard registryapi.Shard) (list []Waiting, total int64, ok bool, err error) {
+// each waits: total is how many there are in all, asked with the
+// credential its metadata names (shards). A shard registered without a
+// REST address (registryapi.MetaREST) is not asked: ok false.
+func waiting(ctx context.Context, shards *shardconn.Access, shard registryapi.Shard) (list []Waiting, total int64, ok bool, err error) {
 	base := shard.Metadata[registryapi.MetaREST]
 	if base == "" {
 		return nil, 0, false, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, searchTimeout)
 	defer cancel()
-	g := search.Remote{Base: base}
+	t, err := shards.Target(shard.ID, shard.Address, shard.Metadata[registryapi.MetaTLS], shard.Metadata[registryapi.MetaCredential])
+	if err != nil {
+		return nil, 0, true, err
+	}
+	auth, err := t.Authorization(ctx)
+	if err != nil {
+		return nil, 0, true, err
+	}
+	g := search.Remote{Base: base, Auth: auth, Client: shards.RESTClient()}
 	pi := search.ProcessInstances
 	q, err := search.Parse(pi, fmt.Appendf(nil, `{"filter":{"state":"ACTIVE"},"sort":[{"field":"startDate"}],"page":{"limit":%d}}`, waitingShown))
 	if err != nil {

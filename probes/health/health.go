@@ -454,7 +454,7 @@ func FederationTargets(ctx context.Context, c *registryclient.Client, admin prox
 	}
 	out = append(out, Target{Name: KindRegistry, Kind: KindRegistry, Address: c.Base.String()})
 	for _, p := range proxyInstances {
-		out = append(out, Target{Name: p.ID, Kind: KindZeebe, Address: p.Address})
+		out = append(out, Target{Name: p.ID, Kind: KindZeebe, Address: p.Address, TLS: p.Metadata[registryapi.MetaTLS]})
 		if admin := p.Metadata[registryapi.MetaAdmin]; admin != "" {
 			out = append(out, Target{Name: p.ID, Kind: KindProxy, Address: admin})
 		}

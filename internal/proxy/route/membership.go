@@ -244,7 +244,11 @@ func (p *Core) announce(ctx context.Context) error {
 		_, port, _ := net.SplitHostPort(p.addr.String())
 		id = host + "-" + port
 	}
-	in, err := registryapi.NewShardInstance(registryapi.ShardRegistration{App: registryapi.ProxiesApp, ID: id, Address: p.addr.String(),
+	gatewayTLS := ""
+	if p.cfg.TLS != nil {
+		gatewayTLS = "true" // probes reach its gateway as a shard's
+	}
+	in, err := registryapi.NewShardInstance(registryapi.ShardRegistration{App: registryapi.ProxiesApp, ID: id, Address: p.addr.String(), TLS: gatewayTLS,
 		Admin: p.AdminURL(), Metrics: p.AdminURL() + "/metrics",
 		RenewalInterval: 10 * time.Second, LeaseDuration: 30 * time.Second})
 	if err != nil {

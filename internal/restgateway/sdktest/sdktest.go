@@ -65,6 +65,9 @@ func Files() map[string][]byte {
 // SDK is the SDK installed and a directory to run the workload in.
 type SDK struct {
 	dir, base string
+	// Env is added to the SDK's environment, over its defaults (an
+	// OAuth login: CAMUNDA_AUTH_STRATEGY=OAUTH, CAMUNDA_CLIENT_ID, …).
+	Env []string
 }
 
 // New installs the SDK (once per machine) and prepares the workload
@@ -117,6 +120,7 @@ func (s *SDK) run(t *testing.T, limit time.Duration, phase string, args ...strin
 	cmd.Dir = s.dir
 	cmd.Env = append(npmtest.Env(), "CAMUNDA_REST_ADDRESS="+s.base, "CAMUNDA_AUTH_STRATEGY=NONE",
 		"CAMUNDA_SDK_LOG_LEVEL=error", "CAMUNDA_SDK_VALIDATION=req:strict,res:strict", "HOME="+s.dir)
+	cmd.Env = append(cmd.Env, s.Env...) // the last of a name counts
 	cmd.WaitDelay = 5 * time.Second
 	stdout, err := cmd.Output()
 	if err != nil {

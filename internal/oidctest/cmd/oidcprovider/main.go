@@ -3,7 +3,8 @@
 // a user would: discovery, signing keys and the client credentials grant,
 // JWT access tokens of --token-lifetime. Each --client is ID:AUDIENCE:FILE,
 // the client secret read from FILE. As shardctl's runtimes, it prints
-// "listening on ISSUER-URL" on stderr, then a line per token issued, and
+// "listening on ISSUER-URL" on stderr, then "issued a token to CLIENT"
+// for each token, and
 // serves until SIGTERM or SIGINT.
 //
 //	oidcprovider -listen 127.0.0.1:0 -client shardctl:zeebe-api:/run/secret -token-lifetime 5s
@@ -52,7 +53,8 @@ func main() {
 	key := flag.String("tls-key", "", "the key of -tls-cert")
 	flag.Var(&cs, "client", "a client that may log in, ID:AUDIENCE:SECRET-FILE (repeatable)")
 	flag.Parse()
-	cfg := oidctest.Config{Listen: *listen, Clients: cs, TokenLifetime: *life}
+	cfg := oidctest.Config{Listen: *listen, Clients: cs, TokenLifetime: *life,
+		OnIssue: func(client string) { fmt.Fprintln(os.Stderr, "issued a token to", client) }}
 	if *cert != "" {
 		tc, err := certs.NewServer(*cert, *key, "")
 		if err != nil {

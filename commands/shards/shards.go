@@ -322,6 +322,7 @@ lowest free slot; a shard keeps its slot until it is deregistered with
 	cmd.Flags().StringVar(&o.reg.REST, "rest", "", "base URL of the shard's REST API (/v2 below it), where proxies send the searches they federate and drain lists what a stuck shard still runs")
 	cmd.Flags().StringSliceVar(&o.reg.PhysicalTenants, "physical-tenants", nil, "the 8.10 physical tenants the shard serves, comma-separated (default: default only); proxies place their work there")
 	cmd.Flags().StringVar(&o.reg.TLS, "tls", "", "how proxies connect to the shard: true (TLS checked against their --upstream-ca) or insecure (TLS unchecked); plain text when not set")
+	cmd.Flags().StringVar(&o.reg.Credential, "credential", "", "the name of the proxies' credential their own calls to the shard carry (one their configuration defines; default: their \"default\")")
 	_ = cmd.RegisterFlagCompletionFunc("pool", completions.Pools(f.Catalog))
 	return cmd
 }

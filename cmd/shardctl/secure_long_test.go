@@ -13,14 +13,11 @@ import (
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
-
 	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/certs"
 	"github.com/shardctl/shardctl/internal/certs/certstest"
 	"github.com/shardctl/shardctl/internal/proctest"
-	"github.com/shardctl/shardctl/internal/registry/store"
+	"github.com/shardctl/shardctl/internal/registry/store/etcdtest"
 	"github.com/shardctl/shardctl/internal/restgateway/sdktest"
 	"github.com/shardctl/shardctl/internal/sim/simtest"
 )
@@ -76,7 +73,7 @@ func TestEverythingSecured(t *testing.T) {
 		"--etcd-member-cert", memberCert, "--etcd-member-key", memberKey, "--etcd-ca", f.CA,
 		"--etcd-user", "shardctl", "--etcd-password-file", file("etcd"))
 	regURL := "https://" + reg.Addr + "/eureka"
-	enableEtcdAuth(t, clientURL, f.CA, memberCert, memberKey, secrets["etcd"])
+	etcdtest.EnableAuth(t, clientURL, f.CA, memberCert, memberKey, "shardctl", secrets["etcd"])
 	registryFlags := []string{"--registry-ca", f.CA}
 	env := append(baseEnv(), "SHARDCTL_REGISTRY="+regURL, "SHARDCTL_REGISTRY_CA="+f.CA, "SHARDCTL_REGISTRY_TOKEN="+secrets["registry-token"],
 		"SHARDCTL_PROXY_CA="+f.CA, "SHARDCTL_PROXY_TOKEN_FILE="+file("admin-token"))
@@ -218,39 +215,6 @@ func TestEverythingSecured(t *testing.T) {
 		}
 	}
 	t.Logf("%d orders through the proxy over a cutover, 3 by zbctl, %d by the SDK; the proxy logged in %d times; none failed", orders, len(steady.Created), logins)
-}
-
-// enableEtcdAuth turns etcd's auth on as an operator does: root, and a
-// user shardctl whose role reads and writes the registry's prefix only.
-func enableEtcdAuth(t *testing.T, endpoint, ca, cert, key, password string) {
-	t.Helper()
-	tc, err := certs.ClientConfig(ca, cert, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, TLS: tc, DialTimeout: budget.Of(10 * time.Second), Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ctx := budget.Context(t, 30*time.Second)
-	steps := []func() error{
-		func() error { _, err := c.UserAdd(ctx, "root", "root-pw-never-shown"); return err },
-		func() error { _, err := c.UserGrantRole(ctx, "root", "root"); return err },
-		func() error { _, err := c.RoleAdd(ctx, "registry"); return err },
-		func() error {
-			_, err := c.RoleGrantPermission(ctx, "registry", store.DefaultEtcdPrefix, clientv3.GetPrefixRangeEnd(store.DefaultEtcdPrefix), clientv3.PermissionType(clientv3.PermReadWrite))
-			return err
-		},
-		func() error { _, err := c.UserAdd(ctx, "shardctl", password); return err },
-		func() error { _, err := c.UserGrantRole(ctx, "shardctl", "registry"); return err },
-		func() error { _, err := c.AuthEnable(ctx); return err },
-	}
-	for _, step := range steps {
-		if err := step(); err != nil {
-			t.Fatalf("enable etcd auth: %v", err)
-		}
-	}
 }
 
 // securedAdmin reads a proxy's GET /shards over https with its token.

@@ -14,12 +14,10 @@ import (
 	"github.com/camunda/zeebe/clients/go/v8/pkg/zbc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/shardctl/shardctl/internal/authn"
 	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/credential"
-	pb "github.com/shardctl/shardctl/internal/gatewaypb"
 	"github.com/shardctl/shardctl/internal/load"
 	"github.com/shardctl/shardctl/internal/logs/logstest"
 	"github.com/shardctl/shardctl/internal/oidctest"
@@ -138,19 +136,7 @@ func TestSecuredShards(t *testing.T) {
 	}
 	var held []entities.Job
 	budget.Eventually(t, 10*time.Second, "3 jobs activated", func() bool { held = append(held, activate()...); return len(held) >= 3 })
-	var back []*pb.ActivatedJob
-	for _, j := range held {
-		b, err := proto.Marshal(j.ActivatedJob) // the Go client's 8.5 message, read as the proxy's
-		if err != nil {
-			t.Fatal(err)
-		}
-		job := &pb.ActivatedJob{}
-		if err := proto.Unmarshal(b, job); err != nil {
-			t.Fatal(err)
-		}
-		back = append(back, job)
-	}
-	p.gateway.ReturnJobs(back, "test")
+	p.gateway.ReturnJobs(proxyJobs(t, held), "test")
 	var again []entities.Job
 	budget.Eventually(t, 10*time.Second, "the handed-back jobs activatable again", func() bool { again = append(again, activate()...); return len(again) >= len(held) })
 	for _, s := range p.Shards() {

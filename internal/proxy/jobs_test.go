@@ -261,19 +261,7 @@ func TestCloseWaitsForHandBacks(t *testing.T) {
 	if len(jobs) != 3 {
 		t.Fatalf("activated %d jobs, want 3", len(jobs))
 	}
-	var back []*pb.ActivatedJob
-	for _, j := range jobs {
-		// The Go client's 8.5 message, read as the proxy's.
-		b, err := proto.Marshal(j.ActivatedJob)
-		if err != nil {
-			t.Fatal(err)
-		}
-		job := &pb.ActivatedJob{}
-		if err := proto.Unmarshal(b, job); err != nil {
-			t.Fatal(err)
-		}
-		back = append(back, job)
-	}
+	back := proxyJobs(t, jobs)
 	// The shard takes a moment to process each hand-back, as a busy one
 	// does.
 	shards[0].Pause(300 * time.Millisecond)
@@ -288,6 +276,25 @@ func TestCloseWaitsForHandBacks(t *testing.T) {
 	if err := p.Close(ctx); err != closeErr {
 		t.Errorf("second Close: %v, want %v", err, closeErr)
 	}
+}
+
+// proxyJobs reads the Go client's jobs (its 8.5 messages) as the
+// proxy's.
+func proxyJobs(t *testing.T, jobs []entities.Job) []*pb.ActivatedJob {
+	t.Helper()
+	out := make([]*pb.ActivatedJob, 0, len(jobs))
+	for _, j := range jobs {
+		b, err := proto.Marshal(j.ActivatedJob)
+		if err != nil {
+			t.Fatal(err)
+		}
+		job := &pb.ActivatedJob{}
+		if err := proto.Unmarshal(b, job); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, job)
+	}
+	return out
 }
 
 // A lone shard gets one long poll per worker poll, no sweep before it;

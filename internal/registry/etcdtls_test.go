@@ -18,6 +18,7 @@ import (
 	"github.com/shardctl/shardctl/internal/proctest"
 	"github.com/shardctl/shardctl/internal/registry/replica"
 	"github.com/shardctl/shardctl/internal/registry/store"
+	"github.com/shardctl/shardctl/internal/registry/store/etcdtest"
 )
 
 // The registry's etcd secured as production wants it: the member serves
@@ -38,8 +39,9 @@ func TestEtcdOverTLSWithAuth(t *testing.T) {
 	}
 	t.Cleanup(m.Close)
 
-	// An operator enables auth as etcd's docs say: root, and a user whose
-	// role reads and writes the registry's prefix.
+	// An operator enables auth as etcd's docs say.
+	const password = "etcd-pw-9d1e"
+	etcdtest.EnableAuth(t, m.ClientURL, f.CA, memberCert, memberKey, "shardctl", password)
 	tc, err := certs.ClientConfig(f.CA, memberCert, memberKey)
 	if err != nil {
 		t.Fatal(err)
@@ -50,23 +52,6 @@ func TestEtcdOverTLSWithAuth(t *testing.T) {
 	}
 	defer admin.Close()
 	ctx := budget.Context(t, 30*time.Second)
-	const password = "etcd-pw-9d1e"
-	for _, step := range []func() error{
-		func() error { _, err := admin.UserAdd(ctx, "root", "root-pw"); return err },
-		func() error { _, err := admin.UserGrantRole(ctx, "root", "root"); return err },
-		func() error { _, err := admin.RoleAdd(ctx, "registry"); return err },
-		func() error {
-			_, err := admin.RoleGrantPermission(ctx, "registry", store.DefaultEtcdPrefix, clientv3.GetPrefixRangeEnd(store.DefaultEtcdPrefix), clientv3.PermissionType(clientv3.PermReadWrite))
-			return err
-		},
-		func() error { _, err := admin.UserAdd(ctx, "shardctl", password); return err },
-		func() error { _, err := admin.UserGrantRole(ctx, "shardctl", "registry"); return err },
-		func() error { _, err := admin.AuthEnable(ctx); return err },
-	} {
-		if err := step(); err != nil {
-			t.Fatalf("enable etcd auth: %v", err)
-		}
-	}
 	dir := t.TempDir()
 	pw := filepath.Join(dir, "etcd-password")
 	if err := os.WriteFile(pw, []byte(password), 0o600); err != nil {

@@ -7,11 +7,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/oauth2/clientcredentials"
 
 	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/certs"
@@ -88,6 +91,32 @@ func TestEverythingSecured(t *testing.T) {
 			"--register", regURL, "--registry-token-file", file("registry-token"), "--shard-id", s.id, "--pool", s.pool, "--status", s.status}, registryFlags...)...)
 		p.Line(t, "registered as shard ")
 		sims[s.id] = p
+	}
+
+	// A shard's REST API is https and wants a token too, as its gateway.
+	simREST := strings.TrimSuffix(sims["blue-1"].Line(t, "REST API on "), "/v2")
+	if !strings.HasPrefix(simREST, "https://") {
+		t.Fatalf("a simulator serving TLS offers its REST API at %s", simREST)
+	}
+	login := clientcredentials.Config{ClientID: "sre", ClientSecret: secrets["sre"], TokenURL: tokenURL, EndpointParams: url.Values{"audience": {"zeebe-api"}}}
+	tok, err := login.Token(budget.Context(t, 10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	https := caClient(t, f.CA)
+	for _, bearer := range []string{"", tok.AccessToken} {
+		req, _ := http.NewRequest(http.MethodGet, simREST+"/v2/topology", nil)
+		if bearer != "" {
+			req.Header.Set("Authorization", "Bearer "+bearer)
+		}
+		resp, err := https.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if want := map[bool]int{true: 401, false: 200}[bearer == ""]; resp.StatusCode != want {
+			t.Errorf("GET %s/v2/topology (token %v): %d, want %d", simREST, bearer != "", resp.StatusCode, want)
+		}
 	}
 
 	proxyArgs := func(id, secret string) []string {
@@ -224,6 +253,11 @@ type securedAdmin struct {
 }
 
 func adminReader(t *testing.T, ca, token, url string) securedAdmin {
+	return securedAdmin{url: url, token: token, hc: caClient(t, ca)}
+}
+
+// caClient is an HTTP client trusting ca.
+func caClient(t *testing.T, ca string) *http.Client {
 	t.Helper()
 	tc, err := certs.ClientConfig(ca, "", "")
 	if err != nil {
@@ -231,7 +265,7 @@ func adminReader(t *testing.T, ca, token, url string) securedAdmin {
 	}
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: tc}, Timeout: budget.Of(10 * time.Second)}
 	t.Cleanup(hc.CloseIdleConnections)
-	return securedAdmin{url: url, token: token, hc: hc}
+	return hc
 }
 
 func (a securedAdmin) shards(t *testing.T) []shardStatus {

@@ -332,5 +332,9 @@ func (o *SimServeOptions) restURL(bound string) string {
 			host = h
 		}
 	}
-	return "http://" + net.JoinHostPort(host, port)
+	scheme := "http"
+	if o.tls.cert != "" {
+		scheme = "https"
+	}
+	return scheme + "://" + net.JoinHostPort(host, port)
 }

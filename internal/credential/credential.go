@@ -122,6 +122,9 @@ type Source struct {
 	secret  *SecretFile
 	httpc   *http.Client
 	refresh *refresher
+
+	mu         sync.Mutex
+	usedSecret string // what the last login sent
 }
 
 // New readies the credential c, named name in what it says. A token or
@@ -197,7 +200,7 @@ func (s *Source) Header(ctx context.Context) (string, error) {
 
 // Refused tells the credential that a gateway refused what it sent
 // (UNAUTHENTICATED, 401): an OAuth 2 token is then fetched again before
-// its time, at most once a second, in case it was revoked.
+// its time, in case it was revoked, at most once every 10 s.
 func (s *Source) Refused() {
 	if s != nil && s.refresh != nil {
 		s.refresh.early()
@@ -232,7 +235,7 @@ func (s *Source) startOAuth(c Config) error {
 	if c.Audience != "" {
 		s.oauth.EndpointParams = map[string][]string{"audience": {c.Audience}}
 	}
-	s.refresh = newRefresher(s.fetch, s.log)
+	s.refresh = newRefresher(s.fetch, s.secretChanged, s.log)
 	return nil
 }
 
@@ -242,6 +245,9 @@ func (s *Source) fetch(ctx context.Context) (*oauth2.Token, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.mu.Lock()
+	s.usedSecret = secret
+	s.mu.Unlock()
 	cfg := s.oauth
 	cfg.ClientSecret = secret
 	tok, err := cfg.Token(context.WithValue(ctx, oauth2.HTTPClient, s.httpc))
@@ -252,6 +258,15 @@ func (s *Source) fetch(ctx context.Context) (*oauth2.Token, error) {
 		return nil, fmt.Errorf("log in at %s as %s: the answer holds no access token", s.oauth.TokenURL, s.oauth.ClientID)
 	}
 	return tok, nil
+}
+
+// secretChanged says whether the secret's file holds another secret than
+// the last login sent.
+func (s *Source) secretChanged() bool {
+	secret, err := s.secret.Read()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return err == nil && secret != s.usedSecret
 }
 
 // scrub takes a secret out of an error's text: an authorization server

@@ -146,7 +146,7 @@ func TestOAuthRefreshesBeforeExpiry(t *testing.T) {
 }
 
 // TestOAuthWrongSecret: the error names the client and the endpoint,
-// never the secret; a corrected secret file is read at the next login.
+// never the secret; a corrected secret file is taken at once.
 func TestOAuthWrongSecret(t *testing.T) {
 	op, err := oidctest.Start(oidctest.Config{Clients: []oidctest.Client{{ID: "proxy", Secret: "right-secret", Audience: []string{"zeebe-api"}}}})
 	if err != nil {
@@ -171,8 +171,9 @@ func TestOAuthWrongSecret(t *testing.T) {
 			t.Fatalf("a secret shows: %s", text)
 		}
 	}
+	// The corrected file is taken within a second, not at the backoff's
+	// next try.
 	write(t, secret, "right-secret")
-	src.Refused()
 	for {
 		h, err := src.Header(ctx)
 		if err == nil && strings.HasPrefix(h, "Bearer ") {

@@ -20,14 +20,23 @@ const (
 	fetchTimeout = 10 * time.Second
 	retryFirst   = time.Second
 	retryMost    = 30 * time.Second
-	earlyEvery   = time.Second
+	// earlyEvery bounds the fetches a refusal asks for: a token a gateway
+	// refuses for good (another audience) costs the authorization server
+	// one login in this long, not one per call.
+	earlyEvery = 10 * time.Second
+	// recheckEvery is how often a failing login looks at its secret's
+	// file: a corrected secret is used at once, not after the backoff.
+	recheckEvery = time.Second
 )
 
 // refresher keeps an OAuth 2 token current in its own goroutine, which
 // close stops and waits for.
 type refresher struct {
 	fetch func(context.Context) (*oauth2.Token, error)
-	log   *slog.Logger
+	// changed says whether what fetch logs in with changed since its
+	// last call (a rotated secret).
+	changed func() bool
+	log     *slog.Logger
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -37,12 +46,12 @@ type refresher struct {
 	mu        sync.Mutex
 	tok       *oauth2.Token
 	err       error         // the last fetch's, until one succeeds
-	changed   chan struct{} // closed (and replaced) at each fetch's end
+	notify    chan struct{} // closed (and replaced) at each fetch's end
 	lastEarly time.Time
 }
 
-func newRefresher(fetch func(context.Context) (*oauth2.Token, error), log *slog.Logger) *refresher {
-	r := &refresher{fetch: fetch, log: log, wake: make(chan struct{}, 1), done: make(chan struct{}), changed: make(chan struct{})}
+func newRefresher(fetch func(context.Context) (*oauth2.Token, error), changed func() bool, log *slog.Logger) *refresher {
+	r := &refresher{fetch: fetch, changed: changed, log: log, wake: make(chan struct{}, 1), done: make(chan struct{}), notify: make(chan struct{})}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	go r.run()
 	return r
@@ -69,8 +78,8 @@ func (r *refresher) run() {
 			r.tok, r.err = tok, nil
 			wait, retry = renewIn(tok, now), retryFirst
 		}
-		close(r.changed)
-		r.changed = make(chan struct{})
+		close(r.notify)
+		r.notify = make(chan struct{})
 		r.mu.Unlock()
 		switch {
 		case err != nil && !failing:
@@ -82,14 +91,35 @@ func (r *refresher) run() {
 		case err == nil:
 			r.log.Debug("credential token refreshed", "expiresIn", expiresIn(tok, now))
 		}
-		t := time.NewTimer(wait)
+		if !r.sleep(wait, err != nil) {
+			return
+		}
+	}
+}
+
+// sleep waits d, or until a refusal asks for a fetch, or (failing) until
+// the secret changes; false when the refresher closes.
+func (r *refresher) sleep(d time.Duration, failing bool) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	var recheck <-chan time.Time
+	if failing {
+		tick := time.NewTicker(recheckEvery)
+		defer tick.Stop()
+		recheck = tick.C
+	}
+	for {
 		select {
 		case <-r.ctx.Done():
-			t.Stop()
-			return
+			return false
 		case <-t.C:
+			return true
 		case <-r.wake:
-			t.Stop()
+			return true
+		case <-recheck:
+			if r.changed() {
+				return true
+			}
 		}
 	}
 }
@@ -119,7 +149,7 @@ func expiresIn(tok *oauth2.Token, now time.Time) string {
 func (r *refresher) current(ctx context.Context) (*oauth2.Token, error) {
 	for {
 		r.mu.Lock()
-		tok, err, changed := r.tok, r.err, r.changed
+		tok, err, notify := r.tok, r.err, r.notify
 		r.mu.Unlock()
 		now := time.Now()
 		if tok != nil && (tok.Expiry.IsZero() || now.Before(tok.Expiry)) {
@@ -135,7 +165,7 @@ func (r *refresher) current(ctx context.Context) (*oauth2.Token, error) {
 			r.early() // expired while its refresh is late: hurry it
 		}
 		select {
-		case <-changed:
+		case <-notify:
 		case <-ctx.Done():
 			return nil, fmt.Errorf("no token yet: %w", ctx.Err())
 		case <-r.done:

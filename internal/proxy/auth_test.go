@@ -258,3 +258,36 @@ func TestWrongProxySecret(t *testing.T) {
 		}
 	}
 }
+
+// Shards that trust different issuers: each names the proxy's credential
+// for its issuer (credential=, as its registry metadata does), and each
+// takes the proxy's own calls; a shard naming a credential the
+// configuration does not define is refused, naming it.
+func TestShardsOfTwoIssuers(t *testing.T) {
+	eu, euShards := securedFederation(t, 1)
+	us, usShards := securedFederation(t, 1)
+	creds := map[string]credential.Config{"eu": proxyLogin(t, eu, proxySecret)["default"], "us": proxyLogin(t, us, proxySecret)["default"]}
+	shards := simtest.ShardConfigs(append(euShards, usShards...))
+	shards[0].Credential, shards[1].Credential = "eu", "us"
+	log, lines := logstest.New()
+	p := startProxy(t, Config{Shards: shards, Logger: log, Credentials: creds,
+		Health: route.HealthConfig{Interval: 200 * time.Millisecond, Timeout: 200 * time.Millisecond}})
+	time.Sleep(time.Second) // five health rounds
+	for _, s := range p.Shards() {
+		if s.Health.Auth != "" || !s.Health.Up {
+			t.Errorf("shard %s (credential %s): up %v, auth %q", s.ID, s.Credential, s.Health.Up, s.Health.Auth)
+		}
+	}
+	if eu.Issued("shardctl-proxy") == 0 || us.Issued("shardctl-proxy") == 0 {
+		t.Errorf("logins: %d at eu, %d at us; want the proxy at both", eu.Issued("shardctl-proxy"), us.Issued("shardctl-proxy"))
+	}
+	if refused := lines.Find(t, "shard refuses the proxy's credential"); len(refused) > 0 {
+		t.Errorf("a shard refused the proxy: %v", refused)
+	}
+
+	shards[1].Credential = "asia"
+	_, err := New(Config{Listen: "127.0.0.1:0", Shards: shards, Credentials: creds})
+	if err == nil || !strings.Contains(err.Error(), `names credential "asia", which the configuration does not define`) {
+		t.Errorf("a shard naming an undefined credential: %v", err)
+	}
+}

@@ -82,8 +82,8 @@ type Config struct {
 	// MaxConcurrentStreams is the SETTINGS_MAX_CONCURRENT_STREAMS the
 	// gateway advertises: calls per HTTP/2 connection (0: no limit).
 	MaxConcurrentStreams uint32
-	// TLS, when set, serves the gateway over TLS, as a Zeebe gateway with
-	// zeebe.gateway.security.enabled.
+	// TLS, when set, serves the gateway and the REST API over TLS, as a
+	// Zeebe gateway with zeebe.gateway.security.enabled.
 	TLS *certs.Server
 	// Logger gets one line per fault injected or ended (nil: none).
 	Logger *slog.Logger
@@ -305,13 +305,19 @@ func (s *Sim) listenREST(addr string) error {
 		ro.Authenticate = s.cfg.Auth.Check
 	}
 	srv := &http.Server{Handler: restgateway.Handler(s.gw, ro), ReadHeaderTimeout: 10 * time.Second}
+	serve := func() error { return srv.Serve(ln) }
+	if s.cfg.TLS != nil {
+		// As the gateway: a secured gateway's REST API is https too.
+		srv.TLSConfig = s.cfg.TLS.ConfigALPN("h2", "http/1.1")
+		serve = func() error { return srv.ServeTLS(ln, "", "") }
+	}
 	s.mu.Lock()
 	s.rest, s.restAddr = srv, ln.Addr()
 	s.mu.Unlock()
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		_ = srv.Serve(ln) // ends with Close or Shutdown
+		_ = serve() // ends with Close or Shutdown
 	}()
 	return nil
 }

@@ -162,7 +162,7 @@ func (r *refresher) current(ctx context.Context) (*oauth2.Token, error) {
 			return nil, err
 		}
 		if tok != nil {
-			r.early() // expired while its refresh is late: hurry it
+			r.fetchNow() // expired while its refresh is late (a process paused): hurry it
 		}
 		select {
 		case <-notify:
@@ -184,6 +184,11 @@ func (r *refresher) early() {
 	}
 	r.lastEarly = now
 	r.mu.Unlock()
+	r.fetchNow()
+}
+
+// fetchNow wakes the refresher for a fetch at once.
+func (r *refresher) fetchNow() {
 	select {
 	case r.wake <- struct{}{}:
 	default:

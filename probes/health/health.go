@@ -57,9 +57,10 @@ type Target struct {
 	// TLS and Credential are how a zeebe target is reached, as a shard's
 	// registry metadata names them (see shardconn.Access.Target).
 	TLS, Credential string
-	// Held says why the proxies hold a shard DOWN ("" when none does):
-	// such a shard is unhealthy whatever it answers us, for the work
-	// goes through the proxies.
+	// Held says why the proxies cannot use a shard ("" when they can):
+	// they hold it DOWN, or it refuses their own calls' credential. Such
+	// a shard is unhealthy whatever it answers us, for the work goes
+	// through the proxies.
 	Held string
 }
 

@@ -22,6 +22,14 @@ func TestLoadFile(t *testing.T) {
 			func(fc FileConfig) bool {
 				return len(fc.Shards) == 1 && strings.Join(fc.Shards[0].PhysicalTenants, ",") == "default,acme"
 			}},
+		{"credentials", "credentials:\n  default: {tokenURL: https://login/t, clientID: p, clientSecretFile: /s, audience: zeebe-api, scopes: [a, b]}\n  eu: {tokenFile: /t}\n" +
+			"shards: [{id: a, address: 127.0.0.1:1, slot: 1, credential: eu}]\nregistryCA: /ca\nadminTLS: {cert: /c, key: /k}\nadminTokenFile: /a\n", "",
+			func(fc FileConfig) bool {
+				d := fc.Credentials["default"]
+				return d.TokenURL == "https://login/t" && d.ClientSecretFile == "/s" && d.Audience == "zeebe-api" && len(d.Scopes) == 2 &&
+					fc.Credentials["eu"].TokenFile == "/t" && fc.Shards[0].Credential == "eu" && fc.RegistryCA == "/ca" && fc.AdminTLS.Key == "/k" && fc.AdminTokenFile == "/a"
+			}},
+		{"a secret inline", "credentials:\n  default: {clientID: p, clientSecret: s3cret}\n", `unknown field "clientSecret"`, nil},
 		{"a typo", "helth: {interval: 1s}\n", `proxy.yaml:1:1: unknown field "helth"`, nil},
 		{"an unknown health field", "health: {intervall: 1s}\n", `unknown field "intervall"`, nil},
 		{"a bad duration", "health: {timeout: soon}\n", `health.timeout "soon"`, nil},

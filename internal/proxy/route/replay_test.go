@@ -48,7 +48,10 @@ func TestMarkDownDuringAReplayWins(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Close(context.Background()) })
-	p.cfg.Health.Interval = time.Hour // checks run, but no loop: the test runs them
+	// Checks run, but no loop: the test runs them; each may take its time
+	// (with the interval -1 at New the timeout defaulted to 1 ms, which a
+	// Topology call under -race on a busy machine can miss).
+	p.cfg.Health.Interval, p.cfg.Health.Timeout = time.Hour, budget.Of(10*time.Second)
 	s := p.Snapshot()[0]
 	replayEnds(t, s) // the first, at Open
 	p.markDown(s, "a first failure")

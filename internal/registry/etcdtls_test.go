@@ -67,6 +67,7 @@ func TestEtcdOverTLSWithAuth(t *testing.T) {
 	}
 
 	_, base := startServer(t, cfg(login))
+	waitReplicasReady(t, map[string]string{"r1": base}) // it has loaded the registry from etcd
 	register(t, base, "ORDERS", "a", "UP")
 	within(t, budget.Of(10*time.Second), "the registration read back", func() bool { return present(t, base, "ORDERS", "a") })
 	got, err := admin.Get(ctx, store.DefaultEtcdPrefix, clientv3.WithPrefix(), clientv3.WithCountOnly())

@@ -127,9 +127,7 @@ func (g *Globals) ProxyAdmin() (proxies.Admin, error) {
 		if err != nil {
 			return a, fmt.Errorf("--proxy-ca: %w", err)
 		}
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.TLSClientConfig = tc
-		a.HTTP = &http.Client{Transport: tr}
+		a.HTTP = &http.Client{Transport: certs.Transport(tc)}
 	}
 	if file := g.or(g.ProxyTokenFile, EnvProxyTokenFile); file != "" {
 		tok, err := registryapi.ReadTokenFile(file)

@@ -66,13 +66,11 @@ func New(cfg Config) (Checker, error) {
 		}
 		hc := &http.Client{Timeout: 10 * time.Second}
 		if cfg.IssuerCA != "" {
-			roots, err := certs.Pool(cfg.IssuerCA)
+			tc, err := certs.ClientConfig(cfg.IssuerCA, "", "")
 			if err != nil {
 				return nil, err
 			}
-			tr := http.DefaultTransport.(*http.Transport).Clone()
-			tr.TLSClientConfig.RootCAs = roots
-			hc.Transport = tr
+			hc.Transport = certs.Transport(tc)
 		}
 		// The provider keeps this context for its key fetches: it must
 		// outlive every call, and its client bounds each fetch.

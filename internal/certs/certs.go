@@ -10,6 +10,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"sync"
 	"time"
@@ -133,6 +134,15 @@ func Pool(file string) (*x509.CertPool, error) {
 		return nil, fmt.Errorf("TLS CA %s: no PEM certificate in it", file)
 	}
 	return pool, nil
+}
+
+// Transport is net/http's default transport speaking TLS with tc (a
+// server's CA, a client certificate): how a client of this module dials
+// https with trust of its own.
+func Transport(tc *tls.Config) *http.Transport {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = tc
+	return tr
 }
 
 // ClientConfig is the TLS configuration of a client: servers' certificates

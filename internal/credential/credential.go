@@ -223,13 +223,11 @@ func (s *Source) startOAuth(c Config) error {
 	s.secret = secret
 	s.httpc = &http.Client{Timeout: 10 * time.Second}
 	if c.TokenCA != "" {
-		roots, err := certs.Pool(c.TokenCA)
+		tc, err := certs.ClientConfig(c.TokenCA, "", "")
 		if err != nil {
 			return err
 		}
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.TLSClientConfig.RootCAs = roots
-		s.httpc.Transport = tr
+		s.httpc.Transport = certs.Transport(tc)
 	}
 	s.oauth = clientcredentials.Config{ClientID: c.ClientID, TokenURL: c.TokenURL, Scopes: c.Scopes}
 	if c.Audience != "" {

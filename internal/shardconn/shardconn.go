@@ -97,9 +97,7 @@ func (t Target) Authorization(ctx context.Context) (string, error) {
 // RESTClient is an HTTP client for shards' REST APIs: an https one's
 // certificate checked against the roots.
 func (a *Access) RESTClient() *http.Client {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: a.Roots()}
-	return &http.Client{Transport: tr}
+	return &http.Client{Transport: certs.Transport(TLSConfig(TLSVerified, a.Roots()))}
 }
 
 // Transport is how grpc-go dials t.

@@ -32,6 +32,7 @@ import (
 
 	"google.golang.org/grpc/status"
 
+	"github.com/shardctl/shardctl/internal/certs"
 	"github.com/shardctl/shardctl/internal/keyslot"
 	"github.com/shardctl/shardctl/internal/physicaltenant"
 	"github.com/shardctl/shardctl/internal/proxy/proxyapi"
@@ -82,15 +83,14 @@ func New(core *route.Core, opts Options) *Federation {
 	}
 	f := &Federation{core: core, opts: opts, clients: map[string]*http.Client{}}
 	for _, mode := range []string{shardconn.TLSPlain, shardconn.TLSVerified, shardconn.TLSInsecure} {
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		t.MaxIdleConnsPerHost = 16
 		// An https:// REST address is checked as the shard's gRPC address
 		// is (plain: as verified).
-		if tc := shardconn.TLSConfig(mode, core.UpstreamRoots()); tc != nil {
-			t.TLSClientConfig = tc
-		} else {
-			t.TLSClientConfig = shardconn.TLSConfig(shardconn.TLSVerified, core.UpstreamRoots())
+		tc := shardconn.TLSConfig(mode, core.UpstreamRoots())
+		if tc == nil {
+			tc = shardconn.TLSConfig(shardconn.TLSVerified, core.UpstreamRoots())
 		}
+		t := certs.Transport(tc)
+		t.MaxIdleConnsPerHost = 16
 		f.clients[mode] = &http.Client{Transport: t}
 	}
 	f.metrics = metrics{

@@ -22,6 +22,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shardctl/shardctl/internal/certs"
 	"github.com/shardctl/shardctl/internal/ledger"
 	"github.com/shardctl/shardctl/internal/registry/registryapi"
 )
@@ -60,9 +61,7 @@ func New(base, token string) (*Client, error) {
 // UseTLS makes the client's calls with tc (an https registry's CA, a
 // client certificate): the registry's API and its watch alike.
 func (c *Client) UseTLS(tc *tls.Config) {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = tc
-	c.HTTP.Transport = tr
+	c.HTTP.Transport = certs.Transport(tc)
 }
 
 // HTTPError is an answer other than the one expected.

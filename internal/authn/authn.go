@@ -92,6 +92,53 @@ func refuse(format string, args ...any) error {
 	return status.Errorf(codes.Unauthenticated, format, args...)
 }
 
+// bearer is the token of a Bearer Authorization header (ok false: none).
+func bearer(authorization string) (token string, ok bool) {
+	scheme, token, _ := strings.Cut(authorization, " ")
+	token = strings.TrimSpace(token)
+	return token, strings.EqualFold(scheme, "Bearer") && token != ""
+}
+
+// TokenFile is the Checker of one bearer token held in a file, read
+// again when it changes (a proxy's admin endpoints).
+func TokenFile(path string) (Checker, error) {
+	f, err := credential.WatchFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return tokenChecker{f}, nil
+}
+
+type tokenChecker struct{ token *credential.SecretFile }
+
+func (c tokenChecker) Check(_ context.Context, authorization string) error {
+	got, ok := bearer(authorization)
+	if !ok {
+		return refuse("Expected a bearer token in the Authorization header")
+	}
+	want, err := c.token.Read()
+	if err != nil {
+		return status.Error(codes.Internal, "the server cannot read its token file")
+	}
+	if subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
+		return refuse("Wrong bearer token")
+	}
+	return nil
+}
+
+// HTTP serves next what c lets in; the rest get 401, WWW-Authenticate
+// and why.
+func HTTP(c Checker, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if err := c.Check(req.Context(), req.Header.Get("Authorization")); err != nil {
+			w.Header().Set("WWW-Authenticate", "Bearer")
+			http.Error(w, status.Convert(err).Message(), http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, req)
+	})
+}
+
 // oidcChecker verifies bearer JWTs. The issuer is found lazily and
 // again after a failure (at most once a second), so a server may start
 // before its issuer does, as a gateway does.
@@ -106,15 +153,15 @@ type oidcChecker struct {
 }
 
 func (c *oidcChecker) Check(ctx context.Context, authorization string) error {
-	scheme, token, _ := strings.Cut(authorization, " ")
-	if !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
+	token, ok := bearer(authorization)
+	if !ok {
 		return refuse("Expected a bearer token in the Authorization header")
 	}
 	v, err := c.verifierNow()
 	if err != nil {
 		return refuse("The token cannot be checked: the issuer %s is not reachable: %v", c.issuer, err)
 	}
-	if _, err := v.Verify(ctx, strings.TrimSpace(token)); err != nil {
+	if _, err := v.Verify(ctx, token); err != nil {
 		return refuse("The token is not valid: %s", reason(err))
 	}
 	return nil

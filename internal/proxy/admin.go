@@ -1,17 +1,15 @@
 package proxy
 
 import (
-	"crypto/subtle"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/pprof"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/shardctl/shardctl/internal/credential"
+	"github.com/shardctl/shardctl/internal/authn"
 )
 
 func (p *Proxy) adminHandler() (http.Handler, error) {
@@ -55,25 +53,14 @@ func (p *Proxy) adminHandler() (http.Handler, error) {
 }
 
 // adminGuard wraps what wants the admin token (/shards, pprof): with no
-// token file, nothing. The file is read again when it changes.
+// token file, nothing.
 func adminGuard(tokenFile string) (func(http.Handler) http.Handler, error) {
 	if tokenFile == "" {
 		return func(h http.Handler) http.Handler { return h }, nil
 	}
-	token, err := credential.WatchFile(tokenFile)
+	token, err := authn.TokenFile(tokenFile)
 	if err != nil {
 		return nil, fmt.Errorf("--admin-token-file: %w", err)
 	}
-	return func(h http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-			want, err := token.Read()
-			scheme, got, _ := strings.Cut(req.Header.Get("Authorization"), " ")
-			if err != nil || !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(want)) != 1 {
-				w.Header().Set("WWW-Authenticate", "Bearer")
-				http.Error(w, "this endpoint wants the admin bearer token (--admin-token-file)", http.StatusUnauthorized)
-				return
-			}
-			h.ServeHTTP(w, req)
-		})
-	}, nil
+	return func(h http.Handler) http.Handler { return authn.HTTP(token, h) }, nil
 }

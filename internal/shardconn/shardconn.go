@@ -146,7 +146,9 @@ func (perRPC) RequireTransportSecurity() bool { return false }
 
 // Own is ctx carrying src's credential for one of the caller's own calls
 // (src nil: ctx as it is). A credential that cannot be had now is an
-// UNAUTHENTICATED error naming why.
+// UNAUTHENTICATED error naming why, with ctx as it is: a caller may ask
+// without a token all the same (a live gateway still answers, if only to
+// refuse).
 func Own(ctx context.Context, src *credential.Source) (context.Context, error) {
 	if src == nil {
 		return ctx, nil

@@ -46,9 +46,8 @@ func (p *Server) HandBack(s *route.Shard, jobs []*pb.ActivatedJob, reason string
 		defer cancel()
 		// Without a token to give it asks without one: a shard that wants
 		// one refuses, and its jobs time out there, as any gone worker's.
-		if own, err := s.Conn.Own(ctx); err == nil {
-			ctx = own
-		} else {
+		ctx, err := s.Conn.Own(ctx)
+		if err != nil {
 			s.NoteError(err)
 		}
 		for _, j := range jobs {

@@ -168,10 +168,7 @@ func (p *Core) replayOne(ctx context.Context, s *Shard, d ledger.Deployment) err
 	}
 	// Without a token to give it asks without one, as the health checks
 	// do: a shard that wants none takes it.
-	dctx, err := s.Conn.Own(ctx)
-	if err != nil {
-		dctx = ctx
-	}
+	dctx, _ := s.Conn.Own(ctx)
 	if d.PhysicalTenant != "" {
 		dctx = metadata.AppendToOutgoingContext(dctx, physicaltenant.Header, d.PhysicalTenant)
 	}

@@ -101,11 +101,8 @@ func (s *Shard) checkTopology(ctx context.Context) (refused, err error) {
 // token to give asks without one, so a live shard still tells itself
 // from a dead one.
 func (s *Shard) topology(ctx context.Context) (refused, err error) {
-	octx, noToken := s.Conn.Own(ctx)
-	if noToken != nil {
-		octx = ctx
-	}
-	topo, err := s.Conn.Client().Topology(octx, &pb.TopologyRequest{})
+	ctx, noToken := s.Conn.Own(ctx)
+	topo, err := s.Conn.Client().Topology(ctx, &pb.TopologyRequest{})
 	switch {
 	case shardconn.Refused(err):
 		if noToken != nil {

@@ -13,11 +13,9 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"errors"
-	"fmt"
 	"net"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/zitadel/oidc/v3/pkg/op"
@@ -52,7 +50,6 @@ type Server struct {
 	srv     *http.Server
 	issuer  string
 	store   *storage
-	life    atomic.Int64
 	done    chan struct{}
 	closeMu sync.Once
 }
@@ -68,8 +65,7 @@ func Start(cfg Config) (*Server, error) {
 		scheme = "https"
 	}
 	s := &Server{ln: ln, issuer: scheme + "://" + ln.Addr().String(), done: make(chan struct{})}
-	s.life.Store(int64(cmp.Or(cfg.TokenLifetime, time.Minute)))
-	s.store, err = newStorage(cfg.Clients, func() time.Duration { return time.Duration(s.life.Load()) }, cfg.OnIssue)
+	s.store, err = newStorage(cfg.Clients, cmp.Or(cfg.TokenLifetime, time.Minute), cfg.OnIssue)
 	if err != nil {
 		ln.Close()
 		return nil, err
@@ -109,21 +105,6 @@ func (s *Server) Issued(clientID string) int {
 	defer s.store.mu.Unlock()
 	return s.store.issued[clientID]
 }
-
-// SetSecret changes a client's secret (a rotation, or a wrong one).
-func (s *Server) SetSecret(clientID, secret string) error {
-	s.store.mu.Lock()
-	defer s.store.mu.Unlock()
-	c, ok := s.store.clients[clientID]
-	if !ok {
-		return fmt.Errorf("no client %q", clientID)
-	}
-	c.Secret = secret
-	return nil
-}
-
-// SetTokenLifetime changes the lifetime of the tokens issued from now.
-func (s *Server) SetTokenLifetime(d time.Duration) { s.life.Store(int64(d)) }
 
 // Close stops serving and waits for it; safe twice.
 func (s *Server) Close() {

@@ -22,7 +22,7 @@ var errNotServed = errors.New("this provider serves the client credentials grant
 type storage struct {
 	key      *rsa.PrivateKey
 	keyID    string
-	lifetime func() time.Duration
+	lifetime time.Duration
 	onIssue  func(string)
 
 	mu      sync.Mutex
@@ -35,7 +35,7 @@ var (
 	_ op.ClientCredentialsStorage = (*storage)(nil)
 )
 
-func newStorage(clients []Client, lifetime func() time.Duration, onIssue func(string)) (*storage, error) {
+func newStorage(clients []Client, lifetime time.Duration, onIssue func(string)) (*storage, error) {
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		return nil, err
@@ -85,7 +85,7 @@ func (s *storage) CreateAccessToken(_ context.Context, req op.TokenRequest) (str
 	if s.onIssue != nil {
 		s.onIssue(req.GetSubject())
 	}
-	return rand.Text(), time.Now().Add(s.lifetime()), nil
+	return rand.Text(), time.Now().Add(s.lifetime), nil
 }
 
 func (s *storage) SigningKey(context.Context) (op.SigningKey, error) {

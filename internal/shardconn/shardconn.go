@@ -100,27 +100,24 @@ func (a *Access) RESTClient() *http.Client {
 	return &http.Client{Transport: certs.Transport(TLSConfig(TLSVerified, a.Roots()))}
 }
 
-// Transport is how grpc-go dials t.
-func (t Target) Transport() (credentials.TransportCredentials, error) {
-	c, err := t.TLSConfig()
-	if err != nil {
-		return nil, err
+// Transport is how grpc-go dials with a TLS configuration (nil: plain
+// text).
+func Transport(tc *tls.Config) credentials.TransportCredentials {
+	if tc != nil {
+		return credentials.NewTLS(tc)
 	}
-	if c != nil {
-		return credentials.NewTLS(c), nil
-	}
-	return insecure.NewCredentials(), nil
+	return insecure.NewCredentials()
 }
 
 // Dial is a grpc-go connection to t whose every call carries t's
 // credential: for a caller that makes only calls of its own (a probe, a
 // preflight). opts are added after t's.
 func (t Target) Dial(opts ...grpc.DialOption) (*grpc.ClientConn, error) {
-	tc, err := t.Transport()
+	tc, err := t.TLSConfig()
 	if err != nil {
 		return nil, fmt.Errorf("gateway %s: %w", t.Addr, err)
 	}
-	all := []grpc.DialOption{grpc.WithTransportCredentials(tc)}
+	all := []grpc.DialOption{grpc.WithTransportCredentials(Transport(tc))}
 	if t.Credential != nil {
 		all = append(all, grpc.WithPerRPCCredentials(perRPC{t.Credential}))
 	}

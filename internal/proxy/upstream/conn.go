@@ -66,7 +66,7 @@ func Dial(id string, t shardconn.Target, n int, frames bool) (*Conn, error) {
 		c.clients = []pb.GatewayClient{pb.NewGatewayClient(&grpcConn{u: c.Frames, id: id, authority: t.Addr})}
 		return c, nil
 	}
-	transport, _ := t.Transport() // its TLS mode was read above
+	transport := shardconn.Transport(tc)
 	for range max(n, 1) {
 		conn, err := grpc.NewClient(t.Addr,
 			grpc.WithTransportCredentials(transport),

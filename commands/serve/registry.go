@@ -181,5 +181,5 @@ func (o *RegistryServeOptions) Run(ctx context.Context) error {
 		return err
 	}
 	announce(errOut, held, s.Addr(), fmt.Sprintf("eureka at %s, store %s", s.URL(), s.Store()))
-	return serveUntilDone(ctx, errOut, "registry", o.shutdownTimeout, nil, s.Close)
+	return serveUntilDone(ctx, errOut, "registry", o.shutdownTimeout, s.Failed(), s.Close)
 }

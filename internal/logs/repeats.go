@@ -43,9 +43,10 @@ type kind struct {
 }
 
 type line struct {
-	level slog.Level
-	msg   string
-	args  []any
+	level  slog.Level
+	msg    string
+	args   []any
+	argsFn func() []any // made when written, instead of args
 }
 
 // NewRepeats writes to log at most one line of a kind every every
@@ -66,7 +67,17 @@ func (r *Repeats) Every() time.Duration { return r.every }
 // Log writes a line of kind key at level, or counts it when a line of
 // that kind was written less than Every ago.
 func (r *Repeats) Log(level slog.Level, key, msg string, args ...any) {
-	if !r.log.Enabled(context.Background(), level) {
+	r.log1(key, line{level: level, msg: msg, args: args})
+}
+
+// LogFunc is Log with the line's fields made only if it is written: a
+// kind that comes thousands of times a second costs a count each.
+func (r *Repeats) LogFunc(level slog.Level, key, msg string, args func() []any) {
+	r.log1(key, line{level: level, msg: msg, argsFn: args})
+}
+
+func (r *Repeats) log1(key string, l line) {
+	if !r.log.Enabled(context.Background(), l.level) {
 		return
 	}
 	now := r.now()
@@ -78,14 +89,14 @@ func (r *Repeats) Log(level slog.Level, key, msg string, args ...any) {
 	}
 	if !k.written.IsZero() && now.Sub(k.written) < r.every {
 		k.suppressed++
-		k.last = line{level, msg, args}
+		k.last = l
 		r.mu.Unlock()
 		return
 	}
 	n := k.suppressed
 	k.written, k.suppressed, k.last = now, 0, line{}
 	r.mu.Unlock()
-	r.write(line{level, msg, args}, n)
+	r.write(l, n)
 }
 
 // Flush writes, for each kind with lines suppressed and none written for
@@ -126,6 +137,9 @@ func (r *Repeats) flush(all bool) {
 // writer.
 func (r *Repeats) write(l line, suppressed int) {
 	args := l.args
+	if l.argsFn != nil {
+		args = l.argsFn()
+	}
 	if suppressed > 0 {
 		args = append(args[:len(args):len(args)], Suppressed, suppressed)
 	}

@@ -322,18 +322,23 @@ func (r *Registry) Register(app string, in *registryapi.Instance) error {
 	}
 	var again bool
 	var o registryapi.Override
+	// The slot the shard asks for: a plan writes the one it got into the
+	// metadata, which a plan made again must not read as asked.
+	asked := in.Metadata[registryapi.MetaSlot]
 	err := r.write(func(now time.Time) (*store.Batch, error) {
 		ref := registryapi.InstanceRef{App: in.App, ID: in.InstanceID}
 		again, o = r.apps[in.App][in.InstanceID] != nil, r.overrides[ref]
-		return r.planRegister(in, now)
+		return r.planRegister(in, asked, now)
 	})
 	if err == nil {
-		sh := registryapi.ShardOf(in, o)
-		args := []any{"address", sh.Address, "status", in.Status, "state", sh.State, "again", again, "lease", logSeconds(in.LeaseInfo.DurationInSecs)}
-		if in.App == r.opts.ShardsApp {
-			args = append(args, "pool", sh.Pool)
-		}
-		r.logInstance(slog.LevelInfo, "instance registered", registryapi.InstanceRef{App: in.App, ID: in.InstanceID}, sh.Slot, args...)
+		r.logInstanceFunc(slog.LevelInfo, "instance registered", registryapi.InstanceRef{App: in.App, ID: in.InstanceID}, func() (int, []any) {
+			sh := registryapi.ShardOf(in, o)
+			args := []any{"address", sh.Address, "status", in.Status, "state", sh.State, "again", again, "lease", logSeconds(in.LeaseInfo.DurationInSecs)}
+			if in.App == r.opts.ShardsApp {
+				args = append(args, "pool", sh.Pool)
+			}
+			return sh.Slot, args
+		})
 	}
 	return err
 }
@@ -341,9 +346,9 @@ func (r *Registry) Register(app string, in *registryapi.Instance) error {
 // planRegister is the batch that registers in; callers hold r.mu. It
 // may run again on the same instance (a replica's write that lost a
 // race), so it only sets what it derives.
-func (r *Registry) planRegister(in *registryapi.Instance, now time.Time) (*store.Batch, error) {
+func (r *Registry) planRegister(in *registryapi.Instance, asked string, now time.Time) (*store.Batch, error) {
 	ref := registryapi.InstanceRef{App: in.App, ID: in.InstanceID}
-	slot, err := r.assignSlot(ref, in)
+	slot, err := r.assignSlot(ref, in, asked)
 	if err != nil {
 		return nil, err
 	}
@@ -374,7 +379,7 @@ func (r *Registry) planRegister(in *registryapi.Instance, now time.Time) (*store
 // the one it had, else the lowest free one; it writes it into the
 // instance's metadata, and the caller stores it with the instance.
 // Instances of other apps get 0. Callers hold r.mu.
-func (r *Registry) assignSlot(ref registryapi.InstanceRef, in *registryapi.Instance) (int, error) {
+func (r *Registry) assignSlot(ref registryapi.InstanceRef, in *registryapi.Instance, asked string) (int, error) {
 	if ref.App != r.opts.ShardsApp {
 		return 0, nil
 	}
@@ -382,7 +387,7 @@ func (r *Registry) assignSlot(ref registryapi.InstanceRef, in *registryapi.Insta
 		return 0, fmt.Errorf("metadata %s: %w", registryapi.MetaPhysicalTenants, err)
 	}
 	want := 0
-	if s := in.Metadata[registryapi.MetaSlot]; s != "" {
+	if s := asked; s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > 31 {
 			return 0, fmt.Errorf("metadata slot %q: a shard's slot is a number from 1 to 31", s)
@@ -560,7 +565,11 @@ func (r *Registry) Evict() int {
 	}
 	var gone []evicted
 	expiredCount := 0
-	err := r.write(func(now time.Time) (*store.Batch, error) {
+	write := r.write
+	if r.repl != nil {
+		write = r.repl.WriteAsCoordinator
+	}
+	err := write(func(now time.Time) (*store.Batch, error) {
 		var expired []registryapi.InstanceRef
 		size := 0
 		for app, m := range r.apps {
@@ -640,11 +649,22 @@ func (r *Registry) checkPreservation() bool {
 // probe), so of those one line of a kind an app is written an interval,
 // with the count.
 func (r *Registry) logInstance(level slog.Level, msg string, ref registryapi.InstanceRef, slot int, args ...any) {
+	r.logInstanceFunc(level, msg, ref, func() (int, []any) { return slot, args })
+}
+
+// logInstanceFunc is logInstance with the slot and fields made only if
+// the line is written: registration's line, the hot path's, is one of
+// thousands that are counted, not written.
+func (r *Registry) logInstanceFunc(level slog.Level, msg string, ref registryapi.InstanceRef, fields func() (slot int, args []any)) {
 	if ref.App == r.opts.ShardsApp {
+		slot, args := fields()
 		r.log.Log(context.Background(), level, msg, append([]any{"app", ref.App, "shard", ref.ID, "slot", slot}, args...)...)
 		return
 	}
-	r.repeats.Log(level, msg+"\x00"+ref.App, msg, append([]any{"app", ref.App, "instance", ref.ID}, args...)...)
+	r.repeats.LogFunc(level, msg+"\x00"+ref.App, msg, func() []any {
+		_, args := fields()
+		return append([]any{"app", ref.App, "instance", ref.ID}, args...)
+	})
 }
 
 // logSeconds renders a lease in seconds as a duration ("1m30s").

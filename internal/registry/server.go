@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/shardctl/shardctl/internal/certs"
+	"github.com/shardctl/shardctl/internal/logs"
 	"github.com/shardctl/shardctl/internal/registry/httpfront"
 	"github.com/shardctl/shardctl/internal/registry/registryapi"
 	"github.com/shardctl/shardctl/internal/registry/store"
@@ -48,14 +49,20 @@ type Config struct {
 	WatchKeepAlive time.Duration
 }
 
-// Server is the registry runtime: New → Start → Addr → Close.
+// Server is the registry runtime: New → Start → Addr → Close. It owns
+// every goroutine it starts, and Close waits for them.
 type Server struct {
-	cfg  Config
-	reg  *Registry
-	http *http.Server
-	ln   net.Listener
-	etcd *store.EmbeddedMember
-	wg   sync.WaitGroup // eviction and the HTTP server, which Close waits for
+	cfg    Config
+	reg    *Registry
+	http   *http.Server
+	ln     net.Listener
+	etcd   *store.EmbeddedMember
+	wg     sync.WaitGroup // eviction, the HTTP server, the member's watch
+	stop   chan struct{}  // closed by Close
+	failed chan error     // what ended the listener or the member
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // New checks the configuration and opens the store.
@@ -79,11 +86,17 @@ func New(cfg Config) (*Server, error) {
 		if cfg.Embedded.Name == "" {
 			cfg.Embedded.Name = cfg.Replica.ID
 		}
+		if cfg.Embedded.Logger == nil {
+			cfg.Embedded.Logger = cfg.Logger
+		}
 		if member, err = store.StartEmbeddedEtcd(*cfg.Embedded); err != nil {
 			return nil, err
 		}
 		if !strings.HasPrefix(cfg.Store, "etcd:") {
 			cfg.Store = "etcd:" + member.ClientURL
+			if cfg.Replica.MaxTxnOps == 0 {
+				cfg.Replica.MaxTxnOps = cmp.Or(cfg.Embedded.MaxTxnOps, store.EmbeddedMaxTxnOps)
+			}
 		}
 	}
 	fail := func(err error) (*Server, error) {
@@ -109,7 +122,7 @@ func New(cfg Config) (*Server, error) {
 		st.Close()
 		return fail(err)
 	}
-	s := &Server{cfg: cfg, reg: reg, etcd: member}
+	s := &Server{cfg: cfg, reg: reg, etcd: member, stop: make(chan struct{}), failed: make(chan error, 2)}
 	s.http = &http.Server{
 		Handler:           httpfront.Handler(reg, httpfront.Options{WriteToken: writeToken, ReadToken: readTok, Logger: cfg.Logger, Metrics: httpfront.NewMetrics(reg), Heartbeat: cfg.WatchKeepAlive}),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -132,14 +145,44 @@ func (s *Server) Start(context.Context) error {
 	}
 	s.ln = ln
 	s.wg.Go(s.reg.Run)
+	if s.etcd != nil {
+		s.wg.Go(func() {
+			select {
+			case err, ok := <-s.etcd.Err():
+				if ok && err != nil {
+					s.fail(fmt.Errorf("embedded etcd member %s: %w", s.cfg.Embedded.Name, err))
+				}
+			case <-s.stop:
+			}
+		})
+	}
+	serve := func() error { return s.http.Serve(ln) }
 	if s.cfg.TLS != nil {
 		s.http.TLSConfig = s.cfg.TLS.ConfigALPN("h2", "http/1.1")
-		s.wg.Go(func() { _ = s.http.ServeTLS(ln, "", "") })
-		return nil
+		serve = func() error { return s.http.ServeTLS(ln, "", "") }
 	}
-	s.wg.Go(func() { _ = s.http.Serve(ln) })
+	s.wg.Go(func() {
+		if err := serve(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.fail(fmt.Errorf("serve on %s: %w", ln.Addr(), err))
+		}
+	})
 	return nil
 }
+
+// fail reports what ended a part of the server, logged and delivered by
+// Failed; the caller stops the server.
+func (s *Server) fail(err error) {
+	logs.Or(s.cfg.Logger).Error("registry failed", "err", err)
+	select {
+	case s.failed <- err:
+	default:
+	}
+}
+
+// Failed delivers what ended the listener or the embedded etcd member
+// while the registry ran; a caller that serves until a signal should stop
+// on it too.
+func (s *Server) Failed() <-chan error { return s.failed }
 
 // URL is the registry's Eureka URL as it serves it.
 func (s *Server) URL() string {
@@ -165,8 +208,16 @@ func (s *Server) Store() string {
 func (s *Server) Registry() *Registry { return s.reg }
 
 // Close stops taking requests, lets those in flight finish within ctx
-// (watch streams end at once), and closes the store.
+// (watch streams end at once), closes the store and the embedded member,
+// and waits for every goroutine it started. A second call returns what
+// the first did.
 func (s *Server) Close(ctx context.Context) error {
+	s.closeOnce.Do(func() { s.closeErr = s.close(ctx) })
+	return s.closeErr
+}
+
+func (s *Server) close(ctx context.Context) error {
+	close(s.stop)
 	err := s.http.Shutdown(ctx)
 	if errors.Is(err, context.DeadlineExceeded) {
 		err = s.http.Close()

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -59,7 +60,12 @@ type Options struct {
 	// Cutoff is how stale the replica's view may be before it reports not
 	// ready and stops evicting.
 	Cutoff time.Duration
-	Logger *slog.Logger
+	// MaxTxnOps is the etcd server's --max-txn-ops: writes waiting
+	// together go as one transaction of at most this many operations
+	// (etcd's default, 128, when zero; a server that allows fewer is
+	// learnt from its refusal).
+	MaxTxnOps int
+	Logger    *slog.Logger
 }
 
 func (o *Options) defaults() {
@@ -71,6 +77,9 @@ func (o *Options) defaults() {
 	}
 	if o.Cutoff <= 0 {
 		o.Cutoff = 3 * time.Second
+	}
+	if o.MaxTxnOps <= 0 {
+		o.MaxTxnOps = DefaultMaxTxnOps
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -94,9 +103,18 @@ type Memory interface {
 	ExtendLeases(renewed map[string]map[string]int64)
 }
 
+// DefaultMaxTxnOps is etcd's own default --max-txn-ops.
+const DefaultMaxTxnOps = 128
+
+// maxTxnBytes bounds one group transaction's keys and values, under
+// etcd's default request limit (1.5 MiB) with room for the rest.
+const maxTxnBytes = 1 << 20
+
 // maxWriteAttempts bounds how often a write that lost a race to another
-// replica is planned again.
-const maxWriteAttempts = 5
+// replica is planned again: a key that replicas write at once (the slots
+// of shards registering together through several) is written by one a
+// transaction, so a burst needs a few rounds.
+const maxWriteAttempts = 16
 
 type Replica struct {
 	mem  Memory
@@ -127,18 +145,32 @@ type Replica struct {
 
 	loaded      atomic.Bool // memory holds what etcd held at start
 	coordinator atomic.Bool
-	session     atomic.Pointer[concurrency.Session]
+	// fence is the election key this replica won with, while it
+	// coordinates: its writes as coordinator hold only while that key
+	// exists, so a replica that lost its lease unaware (paused, cut off)
+	// writes nothing as coordinator.
+	fence     atomic.Pointer[fence]
+	fenceLost chan struct{} // cap 1: a write as coordinator found the key gone
+	session   atomic.Pointer[concurrency.Session]
 
 	pendingMu sync.Mutex
 	pending   map[registryapi.InstanceRef]int64 // renewals since the last digest
 
 	repeats *logs.Repeats // etcd errors, which repeat while etcd is away
+
+	group groupCommit
 }
 
 // freshCheck is a quorum read's revision, and when it was asked: once
 // the watch reaches that revision, the view was fresh as of then.
 type freshCheck struct {
 	at  time.Time
+	rev int64
+}
+
+// fence is an election key and the revision it was created at.
+type fence struct {
+	key string
 	rev int64
 }
 
@@ -162,8 +194,9 @@ func New(mem Memory, st *store.Etcd, opts Options) (*Replica, error) {
 		watchCtx:  clientv3.WithRequireLeader(ctx),
 		revs:      map[string]int64{},
 		appliedCh: make(chan struct{}), members: map[string]bool{}, electionKeys: map[string]candidate{},
-		viewChanged: make(chan struct{}, 1), pending: map[registryapi.InstanceRef]int64{},
+		viewChanged: make(chan struct{}, 1), fenceLost: make(chan struct{}, 1), pending: map[registryapi.InstanceRef]int64{},
 		repeats: logs.NewRepeats(opts.Logger, 0, nil),
+		group:   groupCommit{maxOps: opts.MaxTxnOps, maxBytes: maxTxnBytes, wake: make(chan struct{}, 1), writing: map[string]chan struct{}{}},
 	}
 	return p, nil
 }
@@ -172,8 +205,9 @@ func New(mem Memory, st *store.Etcd, opts Options) (*Replica, error) {
 // be starting too, as the members of a new cluster do together), the
 // replica answers 503 and reports not ready.
 func (p *Replica) Start() {
-	p.wg.Add(1)
+	p.wg.Add(2)
 	go p.run()
+	go p.commitLoop()
 }
 
 func (p *Replica) run() {
@@ -222,11 +256,10 @@ func (p *Replica) resync() error {
 		return err
 	}
 	m := p.mem
-	now := m.Now()
 	var b store.Batch
 	seen := map[string]bool{}
 	view := map[string]*mvccpb.KeyValue{}
-	m.Lock()
+	var changes []decoded
 	for _, kv := range resp.Kvs {
 		k := strings.TrimPrefix(string(kv.Key), p.st.Prefix)
 		if !store.IsStateKey(k) {
@@ -234,14 +267,18 @@ func (p *Replica) resync() error {
 			continue
 		}
 		seen[k] = true
-		p.stateEvent(k, kv, false, &b)
+		changes = append(changes, decode(k, kv, false))
+	}
+	m.Lock()
+	for _, d := range changes {
+		p.stateEvent(d, &b)
 	}
 	for k := range p.revs {
 		if !seen[k] {
-			p.stateEvent(k, nil, true, &b)
+			p.stateEvent(decoded{k: k, deleted: true}, &b)
 		}
 	}
-	m.ApplyLocked(&b, now)
+	m.ApplyLocked(&b, m.Now())
 	m.Unlock()
 
 	p.mu.Lock()
@@ -260,10 +297,30 @@ func (p *Replica) resync() error {
 	return nil
 }
 
-// stateEvent adds a change of a state key to a batch, and keeps its
-// revision; callers hold mem's lock.
-func (p *Replica) stateEvent(k string, kv *mvccpb.KeyValue, deleted bool, b *store.Batch) {
-	if deleted {
+// decoded is a change of a state key, read before mem's lock is taken:
+// every replica decodes every write, and handlers wait on that lock.
+type decoded struct {
+	k       string
+	kv      *mvccpb.KeyValue
+	deleted bool
+	part    store.Batch     // what the value holds
+	slots   *store.AppSlots // or, for slots/APP, the app's whole map
+	err     error
+}
+
+func decode(k string, kv *mvccpb.KeyValue, deleted bool) decoded {
+	d := decoded{k: k, kv: kv, deleted: deleted}
+	if !deleted {
+		d.slots, d.err = store.DecodeKV(k, kv.Value, &d.part)
+	}
+	return d
+}
+
+// stateEvent adds a decoded change to a batch, and keeps its revision;
+// callers hold mem's lock.
+func (p *Replica) stateEvent(d decoded, b *store.Batch) {
+	k, kv := d.k, d.kv
+	if d.deleted {
 		delete(p.revs, k)
 		switch {
 		case strings.HasPrefix(k, store.KeyInstances):
@@ -283,14 +340,14 @@ func (p *Replica) stateEvent(k string, kv *mvccpb.KeyValue, deleted bool, b *sto
 		return // memory has it (a resync over what the watch applied)
 	}
 	p.revs[k] = kv.ModRevision
-	slots, err := store.DecodeKV(k, kv.Value, b)
-	if err != nil {
+	if d.err != nil {
 		// A value no replica wrote; skip it rather than stop the watch.
-		p.opts.Logger.Error("etcd key skipped", "err", err)
+		p.opts.Logger.Error("etcd key skipped", "err", d.err)
 		return
 	}
-	if slots != nil {
-		p.setSlots(slots, b)
+	b.Add(&d.part)
+	if d.slots != nil {
+		p.setSlots(d.slots, b)
 	}
 }
 
@@ -390,13 +447,19 @@ func (p *Replica) apply(evs []*clientv3.Event) {
 	var b store.Batch
 	var digests []*mvccpb.KeyValue
 	view := false
+	changes := make([]decoded, len(evs))
+	for i, ev := range evs {
+		if k := strings.TrimPrefix(string(ev.Kv.Key), p.st.Prefix); store.IsStateKey(k) {
+			changes[i] = decode(k, ev.Kv, ev.Type == mvccpb.DELETE)
+		}
+	}
 	m.Lock()
-	for _, ev := range evs {
+	for i, ev := range evs {
 		k := strings.TrimPrefix(string(ev.Kv.Key), p.st.Prefix)
 		deleted := ev.Type == mvccpb.DELETE
 		switch {
 		case store.IsStateKey(k):
-			p.stateEvent(k, ev.Kv, deleted, &b)
+			p.stateEvent(changes[i], &b)
 		case strings.HasPrefix(k, store.KeyRenewals):
 			if !deleted && k[len(store.KeyRenewals):] != p.opts.ID {
 				digests = append(digests, ev.Kv)
@@ -554,14 +617,38 @@ func (p *Replica) MayEvict() bool {
 }
 
 // Write makes a change over etcd: planned against memory, committed if no
-// key it read has moved since, and answered once the watch applied it.
-// A write that lost a race is planned again on the newer memory.
+// key it read has moved since (with the writes waiting beside it, in one
+// transaction: group.go), and answered once the watch applied it. A
+// write that lost a race to another replica is planned again on the
+// newer memory; one that touches a key this replica is writing already
+// waits for that write, and is planned after it.
 func (p *Replica) Write(plan func(now time.Time) (*store.Batch, error)) error {
+	return p.write(plan, nil)
+}
+
+// WriteAsCoordinator is Write for what only the coordinator does
+// (eviction): committed only while the election key this replica won
+// with still exists. A replica whose session ended while it could not
+// tell (paused past its lease, cut off) is refused by etcd, and gets
+// ErrNotCoordinator.
+func (p *Replica) WriteAsCoordinator(plan func(now time.Time) (*store.Batch, error)) error {
+	f := p.fence.Load()
+	if f == nil || !p.coordinator.Load() {
+		return ErrNotCoordinator
+	}
+	return p.write(plan, f)
+}
+
+// ErrNotCoordinator refuses a coordinator's write from a replica that is
+// not, or no longer, the coordinator.
+var ErrNotCoordinator = errors.New("not the coordinator: its election key is gone (its etcd lease ended)")
+
+func (p *Replica) write(plan func(now time.Time) (*store.Batch, error), f *fence) error {
 	m := p.mem
 	if stale := p.Staleness(); stale > p.opts.Cutoff {
 		return fmt.Errorf("%w: cut off from etcd for %s", registryapi.ErrUnavailable, stale.Round(time.Millisecond))
 	}
-	for attempt := 1; ; attempt++ {
+	for attempt := 1; ; {
 		m.Lock()
 		now := m.Now()
 		b, err := plan(now)
@@ -574,22 +661,60 @@ func (p *Replica) Write(plan func(now time.Time) (*store.Batch, error)) error {
 			m.Unlock()
 			return err
 		}
-		guards := make([]clientv3.Cmp, len(keys))
+		guards := make([]clientv3.Cmp, len(keys), len(keys)+1)
 		for i, k := range keys {
 			guards[i] = clientv3.Compare(clientv3.ModRevision(p.st.Prefix+k), "=", p.revs[k])
 		}
+		if f != nil {
+			guards = append(guards, clientv3.Compare(clientv3.CreateRevision(f.key), "=", f.rev))
+		}
+		busy := p.group.claim(keys)
 		m.Unlock()
+		if busy != nil {
+			select {
+			case <-busy:
+				continue
+			case <-p.ctx.Done():
+				return errClosing
+			}
+		}
 
-		resp, err := p.commit(guards, ops)
+		held, err := p.submit(guards, ops, keys)
+		p.group.release(keys)
 		switch {
 		case err != nil:
 			return err
-		case resp.Succeeded:
+		case held:
 			return nil
+		case f != nil && !p.fenceHolds(f):
+			// Step down now: the campaign loop hears it and stands again.
+			p.coordinator.Store(false)
+			select {
+			case p.fenceLost <- struct{}{}:
+			default:
+			}
+			return ErrNotCoordinator
 		case attempt == maxWriteAttempts:
 			return fmt.Errorf("%w: changed on another replica %d times while this one wrote; try again", registryapi.ErrConflict, attempt)
 		}
+		// Lost to another replica: step aside a moment, so that two
+		// replicas writing one key do not meet again at once.
+		select {
+		case <-time.After(rand.N(time.Duration(attempt) * 5 * time.Millisecond)):
+		case <-p.ctx.Done():
+			return errClosing
+		}
+		attempt++
 	}
+}
+
+// fenceHolds reads whether the election key of f still exists as
+// created; an etcd that does not answer counts as not.
+func (p *Replica) fenceHolds(f *fence) bool {
+	ctx, cancel := context.WithTimeout(p.ctx, store.EtcdTimeout)
+	defer cancel()
+	resp, err := p.st.Client.Get(ctx, f.key)
+	return err == nil && len(resp.Kvs) == 1 && resp.Kvs[0].CreateRevision == f.rev
 }
 
 // commit sends a transaction and waits until the watch has applied it.
@@ -615,7 +740,7 @@ func (p *Replica) commit(guards []clientv3.Cmp, ops []clientv3.Op) (*clientv3.Tx
 			if errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
 				err = fmt.Errorf("%w: etcd did not answer within %v (is a leader being elected?): %v", registryapi.ErrUnavailable, store.EtcdTimeout, err)
 			} else {
-				err = fmt.Errorf("%w: etcd: %v", registryapi.ErrUnavailable, err)
+				err = fmt.Errorf("%w: etcd: %w", registryapi.ErrUnavailable, err)
 			}
 			p.repeats.Log(slog.LevelWarn, "etcd write failed", "etcd write failed", "replica", p.opts.ID, "err", err)
 			return nil, err
@@ -755,10 +880,11 @@ func (p *Replica) runSession(s *concurrency.Session) {
 		cctx, stop := context.WithCancel(p.ctx)
 		won := make(chan error, 1)
 		go func() { won <- el.Campaign(cctx, p.opts.ID) }()
-		ended := p.candidacy(s, won)
+		ended := p.candidacy(s, el, won)
 		stop()
 		<-won
 		p.coordinator.Store(false)
+		p.fence.Store(nil)
 		if ended || !p.withdraw(s) {
 			return
 		}
@@ -807,7 +933,7 @@ func (p *Replica) withdraw(s *concurrency.Session) bool {
 // candidacy waits while the replica campaigns or coordinates; it returns
 // when the replica is no longer eligible (false) or the session or the
 // replica ends (true).
-func (p *Replica) candidacy(s *concurrency.Session, won chan error) bool {
+func (p *Replica) candidacy(s *concurrency.Session, el *concurrency.Election, won chan error) bool {
 	for {
 		select {
 		case err := <-won:
@@ -815,6 +941,11 @@ func (p *Replica) candidacy(s *concurrency.Session, won chan error) bool {
 			if err != nil {
 				return true
 			}
+			select { // a refusal of an earlier term is no news
+			case <-p.fenceLost:
+			default:
+			}
+			p.fence.Store(&fence{key: el.Key(), rev: el.Rev()})
 			p.coordinator.Store(true)
 			p.opts.Logger.Info("replica became coordinator: it evicts", "replica", p.opts.ID)
 			for p.eligible() {
@@ -825,6 +956,9 @@ func (p *Replica) candidacy(s *concurrency.Session, won chan error) bool {
 				case <-s.Done():
 					p.opts.Logger.Warn("replica no longer coordinator", "replica", p.opts.ID, "reason", "its etcd session ended")
 					return true
+				case <-p.fenceLost:
+					p.opts.Logger.Warn("replica no longer coordinator", "replica", p.opts.ID, "reason", "etcd refused its write as coordinator: its election key is gone")
+					return false
 				case <-p.viewChanged:
 				}
 			}

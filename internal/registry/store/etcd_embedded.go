@@ -1,14 +1,17 @@
 package store
 
 import (
+	"cmp"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strings"
 	"sync"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
-	"go.uber.org/zap"
+
+	"github.com/shardctl/shardctl/internal/logs"
 )
 
 // EmbeddedEtcd runs an etcd member inside the registry process, for small
@@ -35,6 +38,10 @@ type EmbeddedEtcd struct {
 	// peers must show a certificate it signed, and peers are checked
 	// against it.
 	CertFile, KeyFile, CAFile string
+	// MaxTxnOps is the member's --max-txn-ops (0: EmbeddedMaxTxnOps).
+	MaxTxnOps int
+	// Logger gets the member's lines of warn and above (nil: none).
+	Logger *slog.Logger
 }
 
 // Default URLs of an embedded member, etcd's own.
@@ -42,6 +49,11 @@ const (
 	DefaultEtcdClientURL = "http://127.0.0.1:2379"
 	DefaultEtcdPeerURL   = "http://127.0.0.1:2380"
 )
+
+// EmbeddedMaxTxnOps is an embedded member's --max-txn-ops: a replica
+// sends the writes waiting together as one transaction, and etcd's
+// default (128) would cut a burst of registrations into many.
+const EmbeddedMaxTxnOps = 4096
 
 // EmbeddedMember is a started member.
 type EmbeddedMember struct {
@@ -87,6 +99,7 @@ func StartEmbeddedEtcd(c EmbeddedEtcd) (*EmbeddedMember, error) {
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
 	cfg.InitialCluster = c.InitialCluster
 	cfg.InitialClusterToken = "shardctl-registry"
+	cfg.MaxTxnOps = uint(cmp.Or(c.MaxTxnOps, EmbeddedMaxTxnOps))
 	if (c.CertFile == "") != (c.KeyFile == "") {
 		return nil, fmt.Errorf("the embedded etcd member's certificate and key go together")
 	}
@@ -100,9 +113,10 @@ func StartEmbeddedEtcd(c EmbeddedEtcd) (*EmbeddedMember, error) {
 	// The digests of renewals are rewritten twice a second: keep ten
 	// minutes of history, enough for a watch to catch up after a pause.
 	cfg.AutoCompactionMode, cfg.AutoCompactionRetention = "periodic", "10m"
-	// etcd logs every peer it cannot reach yet and every step of its
-	// close; the registry reports what matters (not ready, stale).
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	// etcd logs every step of its start and close at info; its warnings
+	// (a peer it cannot reach, a slow fsync, a disk filling up) and errors
+	// reach the registry's log.
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(logs.Zap(c.Logger, slog.LevelWarn))
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("embedded etcd in %s: %w", c.Dir, err)
@@ -114,5 +128,9 @@ func StartEmbeddedEtcd(c EmbeddedEtcd) (*EmbeddedMember, error) {
 	return &EmbeddedMember{e: e, ClientURL: u.String()}, nil
 }
 
-// close stops the member; safe twice.
+// Close stops the member; safe twice.
 func (m *EmbeddedMember) Close() { m.once.Do(m.e.Close) }
+
+// Err delivers what stopped the member while it ran (its server or a
+// peer listener failing), once.
+func (m *EmbeddedMember) Err() <-chan error { return m.e.Err() }

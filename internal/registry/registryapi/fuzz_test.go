@@ -176,3 +176,25 @@ func fzShape(apps *Applications) string {
 	}
 	return b.String()
 }
+
+// FuzzDecodeInstanceParsedAsWalked: the fast path reads what the token
+// walker reads, whenever it does not hand the body to the walker.
+func FuzzDecodeInstanceParsedAsWalked(f *testing.F) {
+	for _, s := range wiretest.InstanceJSONSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		defer wiretest.Watchdog(t)()
+		got, ok := decodeInstanceParsed(body)
+		if !ok {
+			return
+		}
+		want, err := decodeInstanceWalked(body)
+		if err != nil {
+			t.Fatalf("%q: the fast path read %+v, the walker refused: %v", body, got, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q:\n fast path %+v\n walker    %+v", body, got, want)
+		}
+	})
+}

@@ -5,7 +5,7 @@ COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 DATE     ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 LDFLAGS  := -X $(PKG).version=$(VERSION) -X $(PKG).commit=$(COMMIT) -X $(PKG).date=$(DATE)
 
-.PHONY: build test test-long bench bench-tui bench-sim bench-proxy bench-rest bench-search bench-jobs bench-drift bench-capacity bench-overload bench-registry bench-registry-floor bench-registry-probe bench-resilience fuzz lint snapshot completions clean
+.PHONY: build test test-long bench bench-tui bench-sim bench-proxy bench-rest bench-search bench-jobs bench-drift bench-capacity bench-overload bench-registry bench-registry-floor bench-registry-probe bench-registry-failover bench-resilience fuzz lint snapshot completions clean
 
 build: ## bin/shardctl with version stamped
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/shardctl ./cmd/shardctl
@@ -45,11 +45,15 @@ bench-capacity: ## the headline: probe capacity against one simulated monolith a
 bench-overload: ## overload past the knee: the proxy over four --degrade simulators offered 1, 1.5, 2 and 3 times the federation's knee (probe capacity, same run), the three-task streamed process and a one-task one, admission on and --instance-limit -1 beside it; a process with a 10-minute timer stepped from 10% to 60% of the knee, then 2x
 	go test -run '^$$' -bench Overload -benchtime 1x -timeout 120m ./probes/capacity/
 
-bench-registry-floor: ## registrations at 50 concurrent against the memory-store registry and against a net/http endpoint that keeps nothing (the floor of the HTTP stack here), separate processes, 3 rounds, medians and ratios
-	go test -run '^$$' -bench RegisterFloor -benchtime 1x -timeout 20m ./probes/registryprobe/
+bench-registry-floor: ## the memory-store registry against a net/http endpoint that keeps nothing (the floor of the HTTP stack here), separate processes, 3 rounds, medians and ratios: registrations at 50 concurrent, then the open-loop mix 70/20/10 at 5000/s over 3500 instances (p99s, their ratio, offers dropped)
+	go test -run '^$$' -bench 'RegisterFloor|MixFloor' -benchtime 1x -timeout 20m ./probes/registryprobe/
 
-bench-registry-probe: build ## shardctl probe registry against a memory-store registry, then three replicas over embedded etcd, with the ratio (all share this machine's cores)
+bench-registry-probe: build ## shardctl probe registry against a memory-store registry, then three replicas over embedded etcd, with the ratio (all share this machine's cores); then etcd alone, three embedded members taking groups of 50 puts: the ceiling of any replicated write here
 	scripts/bench-registry-probe.sh bin/shardctl
+	go test -run '^$$' -bench EtcdPuts -benchtime 1000x -count 3 ./internal/registry/store/ | scripts/bench-median.sh
+
+bench-registry-failover: ## registry failover, three replicas with embedded etcd: SIGKILL of the coordinator (and etcd leader) under registrations at half the measured rate (election time, registrations lost, fargo and eureka-js-client errors and recovery, the killed one back), a SIGSTOPped coordinator fenced, all three restarted (SIGTERM, SIGKILL)
+	go test -tags long -count=1 -timeout 15m -v -run 'TestKillCoordinatorUnderRegistrations|TestPausedCoordinatorIsFenced|TestRestartAllReplicas' ./internal/registry/ | grep -E '^(---|ok|FAIL)|failover_long_test\.go:[0-9]+: '
 
 bench-resilience: ## proxy under failure: time to DOWN and throughput around a SIGKILL, a stalled and a slowed shard's share, SIGTERM, 1.5x the knee, saturation (RESOURCE_EXHAUSTED latency against a shard's own, heap)
 	go test -tags long -count=1 -timeout 20m -v -run 'TestKillOneShardUnderLoad|TestStalledShardUnderLoad|TestProxySIGTERMUnderLoad|TestOverloadPastTheKnee' ./cmd/shardctl/ | grep -E '^(---|ok|FAIL)|_test.go:[0-9]+: (DOWN|slow|pause|stopped|created|job completions|stage|offered|after the fill|shard-[0-9]:)'

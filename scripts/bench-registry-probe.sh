@@ -36,7 +36,10 @@ serve() {
 	local log
 	log="$work/serve-${#pids[@]}.log"
 	addr=""
-	"$bin" registry serve --listen 127.0.0.1:0 "$@" 2>"$log" &
+	# Self-preservation off: the probe's last phase times a lease's
+	# expiry, and after a minute of fetches with no renewals a registry
+	# that preserves itself holds eviction (as Eureka would).
+	"$bin" registry serve --listen 127.0.0.1:0 --self-preservation=false "$@" 2>"$log" &
 	pids+=($!)
 	for _ in $(seq 100); do
 		addr=$(sed -n 's/^listening on //p' "$log")

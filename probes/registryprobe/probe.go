@@ -120,6 +120,9 @@ type Phase struct {
 	PerSec      float64 `json:"opsPerSec"`
 	P50         float64 `json:"p50Seconds"`
 	P99         float64 `json:"p99Seconds"`
+	// Dropped is, of an open-loop phase's Errors, the offers that found
+	// all its workers busy when due and were never sent.
+	Dropped int `json:"dropped,omitempty"`
 	// FirstError is the first error of the phase, to say what went wrong.
 	FirstError string `json:"firstError,omitempty"`
 }
@@ -414,6 +417,7 @@ func (p *prober) paced(ctx context.Context, name string, rate float64, conc int,
 	stopProgress()
 	ph := rec.phase(name, conc, time.Since(start))
 	ph.Errors += unserved
+	ph.Dropped = unserved
 	return ph
 }
 
@@ -638,6 +642,8 @@ func (p *prober) detect(ctx context.Context) (Detection, error) {
 		return d, fmt.Errorf("the watch never showed the instance registered: %w", ctx.Err())
 	}
 	var watchAt, fetchAt time.Time
+	// Once the lease is long past, whether self-preservation holds it.
+	checkAt := start.Add(p.cfg.Lease + 5*time.Second)
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for watchAt.IsZero() || fetchAt.IsZero() {
@@ -648,6 +654,12 @@ func (p *prober) detect(ctx context.Context) (Detection, error) {
 		case at := <-gone:
 			watchAt = at
 		case <-tick.C:
+			if now := time.Now(); now.After(checkAt) {
+				checkAt = now.Add(time.Second)
+				if held := p.evictionHeld(ctx); held != nil {
+					return d, held
+				}
+			}
 			if fetchAt.IsZero() {
 				listed, err := p.listed(ctx, id)
 				if err != nil {
@@ -665,6 +677,18 @@ func (p *prober) detect(ctx context.Context) (Detection, error) {
 	p.mu.Unlock()
 	d.Watch, d.Fetch = watchAt.Sub(start).Seconds(), fetchAt.Sub(start).Seconds()
 	return d, nil
+}
+
+// evictionHeld is an error once the lease is long past while the
+// registry's self-preservation holds eviction: the instance would stay
+// listed for as long as it lasts, and the probe would time nothing.
+func (p *prober) evictionHeld(ctx context.Context) error {
+	h, err := p.c.Status(ctx)
+	if err != nil || !h.SelfPreserving {
+		return nil
+	}
+	return fmt.Errorf("the registry holds eviction (self-preservation: %.0f renewals in the last minute, below its threshold of %.0f), so no lease expires: run it with self-preservation off (registry serve --self-preservation=false) to time failure detection",
+		h.RenewalsLastMinute, h.RenewalThreshold)
 }
 
 // listed says whether a fresh full fetch lists the lease instance.

@@ -365,24 +365,21 @@ func decodeInstanceParsed(b []byte) (*Instance, bool) {
 	if err != nil || fastjson.ValidateBytes(b) != nil || v.Type() != fastjson.TypeObject {
 		return nil, false
 	}
-	o, _ := v.Object()
 	var w *jsonInInstance
-	ok := true
-	o.Visit(func(name []byte, iv *fastjson.Value) {
-		if !ok || !strings.EqualFold(string(name), "instance") {
-			return
-		}
-		switch iv.Type() {
-		case fastjson.TypeNull:
+	ok := valueObject(v, func(name []byte, iv *fastjson.Value) bool {
+		switch {
+		case !strings.EqualFold(string(name), "instance"):
+			return true
+		case iv.Type() == fastjson.TypeNull:
 			w = nil
-		case fastjson.TypeObject:
-			if w == nil {
-				w = &jsonInInstance{}
-			}
-			ok = valueFields(iv, w, instanceFields)
-		default:
-			ok = false
+			return true
+		case iv.Type() != fastjson.TypeObject:
+			return false
 		}
+		if w == nil {
+			w = &jsonInInstance{}
+		}
+		return valueFields(iv, w, instanceFields)
 	})
 	if !ok || w == nil {
 		return nil, false
@@ -480,9 +477,10 @@ func jsonFields[T any](d *jsontext.Decoder, what string, dst *T, fields []jsonFi
 	return err
 }
 
-// valueFields is jsonFields over a parsed value: false where the walker
-// would fail (the caller then lets the walker say why).
-func valueFields[T any](v *fastjson.Value, dst *T, fields []jsonField[T]) bool {
+// valueObject is jsonObject over a parsed value: field reads each name's
+// value until it says false; null is an absent object. False where the
+// walker would fail (the caller then lets the walker say why).
+func valueObject(v *fastjson.Value, field func(name []byte, fv *fastjson.Value) bool) bool {
 	switch v.Type() {
 	case fastjson.TypeNull:
 		return true
@@ -492,12 +490,16 @@ func valueFields[T any](v *fastjson.Value, dst *T, fields []jsonField[T]) bool {
 	}
 	o, _ := v.Object()
 	ok := true
-	o.Visit(func(name []byte, fv *fastjson.Value) {
-		if i := fieldIndex(fields, name); ok && i >= 0 {
-			ok = fields[i].value(dst, fv)
-		}
-	})
+	o.Visit(func(name []byte, fv *fastjson.Value) { ok = ok && field(name, fv) })
 	return ok
+}
+
+// valueFields is jsonFields over a parsed value.
+func valueFields[T any](v *fastjson.Value, dst *T, fields []jsonField[T]) bool {
+	return valueObject(v, func(name []byte, fv *fastjson.Value) bool {
+		i := fieldIndex(fields, name)
+		return i < 0 || fields[i].value(dst, fv)
+	})
 }
 
 // jsonScalar reads the next value into a flex type.
@@ -544,28 +546,21 @@ func jsonStrings(d *jsontext.Decoder, what string, m *map[string]flexString) err
 
 // valueStrings is jsonStrings over a parsed value.
 func valueStrings(v *fastjson.Value, m *map[string]flexString) bool {
-	switch v.Type() {
-	case fastjson.TypeNull:
+	if v.Type() == fastjson.TypeNull {
 		*m = nil
 		return true
-	case fastjson.TypeObject:
-	default:
-		return false
 	}
-	o, _ := v.Object()
-	ok := true
-	o.Visit(func(name []byte, fv *fastjson.Value) {
+	return valueObject(v, func(name []byte, fv *fastjson.Value) bool {
 		var s flexString
-		if !ok || !s.fromValue(fv) {
-			ok = false
-			return
+		if !s.fromValue(fv) {
+			return false
 		}
 		if *m == nil {
 			*m = map[string]flexString{}
 		}
 		(*m)[string(name)] = s
+		return true
 	})
-	return ok
 }
 
 func (w *jsonInInstance) read(d *jsontext.Decoder) error {

@@ -280,34 +280,30 @@ func ejsFind(apps map[string][]ejsSeen, app, id string) *ejsSeen {
 	return nil
 }
 
-// ejsNode is client.js running under node.
-type ejsNode struct {
-	events   chan ejsEvent // closed when stdout ends
-	stdin    io.WriteCloser
-	stderr   *ejsBuffer
-	deadline time.Time
-
+// nodeProc is a script of testdata/eurekajs under node, with the Eureka
+// client's modules: each line it prints goes to line, and when its
+// stdout ends, to end; it exits when its stdin ends, which the test's
+// cleanup does (killing it 3 s later), and its stderr is kept.
+type nodeProc struct {
+	stdin   io.WriteCloser
+	stderr  *ejsBuffer
 	exited  chan struct{} // closed when the process has been waited for
 	exitErr error
-
-	mu   sync.Mutex
-	seen []ejsEvent
 }
 
-func ejsStart(t *testing.T, modules, script string, opts map[string]any) *ejsNode {
+// startNode runs node script opts until ctx ends (cancel ends it too).
+func startNode(t *testing.T, ctx context.Context, cancel context.CancelFunc, modules, script string, opts any, line func([]byte), end func()) *nodeProc {
 	t.Helper()
 	arg, err := json.Marshal(opts)
 	if err != nil {
+		cancel()
 		t.Fatal(err)
 	}
-	// The whole run, not one step: a hung client ends with the test.
-	runTimeout := budget.Of(25 * time.Second)
-	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	cmd := exec.CommandContext(ctx, "node", script, string(arg))
 	cmd.Dir = t.TempDir() // no eureka-client.yml for the client to find
 	cmd.Env = append(os.Environ(), "NODE_PATH="+modules)
 	cmd.WaitDelay = 2 * time.Second
-	n := &ejsNode{events: make(chan ejsEvent, 8192), stderr: &ejsBuffer{}, exited: make(chan struct{}), deadline: time.Now().Add(runTimeout)}
+	n := &nodeProc{stderr: &ejsBuffer{}, exited: make(chan struct{})}
 	cmd.Stderr = n.stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -326,18 +322,14 @@ func ejsStart(t *testing.T, modules, script string, opts map[string]any) *ejsNod
 		sc := bufio.NewScanner(stdout)
 		sc.Buffer(make([]byte, 64<<10), 4<<20)
 		for sc.Scan() {
-			e := ejsEvent{raw: sc.Text()}
-			if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-				e = ejsEvent{Step: "output", Msg: sc.Text(), raw: sc.Text()}
-			}
-			n.events <- e
+			line(sc.Bytes())
 		}
-		close(n.events)
+		end()
 		n.exitErr = cmd.Wait()
 		close(n.exited)
 	}()
 	t.Cleanup(func() {
-		n.stdin.Close() // client.js exits when stdin ends
+		n.stdin.Close()
 		select {
 		case <-n.exited:
 		case <-time.After(budget.Of(3 * time.Second)):
@@ -349,6 +341,32 @@ func ejsStart(t *testing.T, modules, script string, opts map[string]any) *ejsNod
 			t.Logf("node stderr:\n%s", n.stderr.String())
 		}
 	})
+	return n
+}
+
+// ejsNode is client.js running under node.
+type ejsNode struct {
+	*nodeProc
+	events   chan ejsEvent // closed when stdout ends
+	deadline time.Time
+
+	mu   sync.Mutex
+	seen []ejsEvent
+}
+
+func ejsStart(t *testing.T, modules, script string, opts map[string]any) *ejsNode {
+	t.Helper()
+	// The whole run, not one step: a hung client ends with the test.
+	runTimeout := budget.Of(25 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	n := &ejsNode{events: make(chan ejsEvent, 8192), deadline: time.Now().Add(runTimeout)}
+	n.nodeProc = startNode(t, ctx, cancel, modules, script, opts, func(b []byte) {
+		e := ejsEvent{raw: string(b)}
+		if err := json.Unmarshal(b, &e); err != nil {
+			e = ejsEvent{Step: "output", Msg: string(b), raw: string(b)}
+		}
+		n.events <- e
+	}, func() { close(n.events) })
 	return n
 }
 

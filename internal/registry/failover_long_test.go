@@ -21,7 +21,6 @@ package registry
 // The figures go to the test log: make bench-registry-failover greps them.
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -29,7 +28,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -770,10 +768,8 @@ func fargoEvent(id, op string, err error) clientEvent {
 
 // jsRun is testdata/eurekajs/failover.js under node.
 type jsRun struct {
-	tally  *clientTally
-	stdin  io.WriteCloser
-	stderr *ejsBuffer
-	exited chan struct{}
+	*nodeProc
+	tally *clientTally
 }
 
 // runEurekaJS starts eureka-js-client instances pointed at urls (in that
@@ -786,72 +782,35 @@ func runEurekaJS(t *testing.T, urls []string, app string) *jsRun {
 	if err != nil {
 		t.Fatal(err)
 	}
-	arg, _ := json.Marshal(map[string]any{"serviceUrls": urls, "app": app, "heartbeatInterval": 500, "leaseSecs": int(clientLease / time.Second),
-		"spawnEvery": 1000, "spawnMax": 60})
+	opts := map[string]any{"serviceUrls": urls, "app": app, "heartbeatInterval": 500, "leaseSecs": int(clientLease / time.Second),
+		"spawnEvery": 1000, "spawnMax": 60}
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, "node", script, string(arg))
-	cmd.Dir = t.TempDir() // no eureka-client.yml for the client to find
-	cmd.Env = append(os.Environ(), "NODE_PATH="+modules)
-	cmd.WaitDelay = 2 * time.Second
-	r := &jsRun{tally: &clientTally{}, stderr: &ejsBuffer{}, exited: make(chan struct{})}
-	cmd.Stderr = r.stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	if r.stdin, err = cmd.StdinPipe(); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		cancel()
-		t.Fatalf("start node: %v", err)
-	}
-	go func() {
-		defer close(r.exited)
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			var e struct {
-				Step, ID, URL, Error, Level, Msg string
-				Status                           int
-			}
-			if json.Unmarshal(sc.Bytes(), &e) != nil {
-				continue
-			}
-			ev := clientEvent{at: time.Now(), id: e.ID, code: e.Status, detail: e.Error}
-			switch e.Step {
-			case "register":
-				ev.op, ev.ok = "register", e.Status == http.StatusNoContent
-			case "renew":
-				ev.op, ev.ok = "heartbeat", e.Status == http.StatusOK
-			case "retry":
-				ev.op, ev.detail = "retry", "attempt failed on "+e.URL
-			case "start-failed":
-				ev.op = "start-failed"
-			case "timeout":
-				ev.op, ev.detail = "timeout", "failover.js gave up"
-			default:
-				continue
-			}
-			r.tally.add(ev)
+	r := &jsRun{tally: &clientTally{}}
+	r.nodeProc = startNode(t, ctx, cancel, modules, script, opts, func(b []byte) {
+		var e struct {
+			Step, ID, URL, Error, Level, Msg string
+			Status                           int
 		}
-		_ = cmd.Wait()
-	}()
-	t.Cleanup(func() {
-		r.stdin.Close() // failover.js exits when stdin ends
-		select {
-		case <-r.exited:
-		case <-time.After(budget.Of(3 * time.Second)):
-			cancel()
-			<-r.exited
+		if json.Unmarshal(b, &e) != nil {
+			return
 		}
-		cancel()
-		if t.Failed() {
-			t.Logf("node stderr:\n%s", r.stderr.String())
+		ev := clientEvent{at: time.Now(), id: e.ID, code: e.Status, detail: e.Error}
+		switch e.Step {
+		case "register":
+			ev.op, ev.ok = "register", e.Status == http.StatusNoContent
+		case "renew":
+			ev.op, ev.ok = "heartbeat", e.Status == http.StatusOK
+		case "retry":
+			ev.op, ev.detail = "retry", "attempt failed on "+e.URL
+		case "start-failed":
+			ev.op = "start-failed"
+		case "timeout":
+			ev.op, ev.detail = "timeout", "failover.js gave up"
+		default:
+			return
 		}
-	})
+		r.tally.add(ev)
+	}, func() {})
 	return r
 }
 

@@ -3,7 +3,10 @@
 # ends with the median of ns/op and of every rate (x/s) per benchmark: these
 # machines are noisy, so one run proves little.
 set -euo pipefail
-tee /dev/stderr | awk '
+# Passed through by awk itself: a tee to /dev/stderr would open the file
+# anew when stderr is one (make … >log 2>&1), and cut what came before.
+awk '
+  { print; fflush() }
   /^Benchmark/ {
     name = $1; sub(/-[0-9]+$/, "", name)
     for (i = 3; i < NF; i++) if ($(i+1) ~ /\/s$/ || $(i+1) == "ns/op") { key = name " " $(i+1); vals[key] = vals[key] " " $i }

@@ -19,7 +19,8 @@ import (
 // batch instead of fifty. etcd refuses a transaction that puts or
 // deletes one key twice, and reads every guard before it writes, so two
 // writes that touch a key never go together: the later one waits for
-// the next transaction, where its guard sees the earlier one's change.
+// the earlier one's answer before it is even planned (claim), and plans
+// on its change.
 type groupCommit struct {
 	mu       sync.Mutex
 	queue    []*pendingWrite
@@ -68,7 +69,7 @@ func (g *groupCommit) release(keys []string) {
 type pendingWrite struct {
 	guards []clientv3.Cmp
 	ops    []clientv3.Op
-	keys   []string // the state keys it guards and changes
+	keys   []string // the state keys it guards and changes (claimed)
 	bytes  int
 	done   chan struct{}
 	held   bool // its guards held: it is written
@@ -165,44 +166,34 @@ func (p *Replica) commitLoop() {
 	}
 }
 
-// take removes the next group from the queue, in queue order: writes
-// whose keys no write before them in the queue touches, within etcd's
-// limits. etcd counts a nested transaction's operations against what
-// the outer one leaves: writes + the largest write ≤ --max-txn-ops.
+// size is what a write counts against --max-txn-ops, nested: the more
+// of its compares and its operations.
+func (w *pendingWrite) size() int { return max(len(w.ops), len(w.guards)) }
+
+// txnOps is what etcd counts of a group: a nested transaction's
+// operations count against what the outer one leaves.
+func txnOps(writes, largest int) int { return writes + largest }
+
+// take removes the next group from the queue, in queue order, within
+// etcd's limits. The writes queued never share a key: each claimed its
+// keys before it was queued.
 func (g *groupCommit) take() []*pendingWrite {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	var group []*pendingWrite
 	rest := g.queue[:0]
-	seen := map[string]bool{}
 	largest, bytes := 0, 0
 	for _, w := range g.queue {
-		fits := !clashes(seen, w.keys)
-		if len(group) > 0 {
-			fits = fits && len(group)+1+max(largest, len(w.ops), len(w.guards)) <= g.maxOps && bytes+w.bytes <= g.maxBytes
-		}
-		for _, k := range w.keys {
-			seen[k] = true
-		}
-		if !fits {
+		if len(group) > 0 && (txnOps(len(group)+1, max(largest, w.size())) > g.maxOps || bytes+w.bytes > g.maxBytes) {
 			rest = append(rest, w)
 			continue
 		}
 		group = append(group, w)
-		largest, bytes = max(largest, len(w.ops), len(w.guards)), bytes+w.bytes
+		largest, bytes = max(largest, w.size()), bytes+w.bytes
 	}
 	clear(g.queue[len(rest):])
 	g.queue = rest
 	return group
-}
-
-func clashes(seen map[string]bool, keys []string) bool {
-	for _, k := range keys {
-		if seen[k] {
-			return true
-		}
-	}
-	return false
 }
 
 // commitGroup sends one group and answers its writes. A write alone goes
@@ -245,11 +236,11 @@ func (p *Replica) refusedAsTooLarge(err error, group []*pendingWrite) bool {
 	if ops {
 		// etcd does not say its limit: come down in steps of a quarter
 		// from what this group asked for.
-		asked := len(group)
+		largest := 0
 		for _, w := range group {
-			asked = max(asked, len(group)+len(w.ops), len(group)+len(w.guards))
+			largest = max(largest, w.size())
 		}
-		g.maxOps = max(min(g.maxOps, asked)*3/4, 2)
+		g.maxOps = max(min(g.maxOps, txnOps(len(group), largest))*3/4, 2)
 	} else {
 		g.maxBytes = max(g.maxBytes*3/4, 1)
 	}

@@ -447,16 +447,16 @@ func (p *Replica) apply(evs []*clientv3.Event) {
 	var b store.Batch
 	var digests []*mvccpb.KeyValue
 	view := false
-	changes := make([]decoded, len(evs))
+	keys, changes := make([]string, len(evs)), make([]decoded, len(evs))
 	for i, ev := range evs {
-		if k := strings.TrimPrefix(string(ev.Kv.Key), p.st.Prefix); store.IsStateKey(k) {
-			changes[i] = decode(k, ev.Kv, ev.Type == mvccpb.DELETE)
+		keys[i] = strings.TrimPrefix(string(ev.Kv.Key), p.st.Prefix)
+		if store.IsStateKey(keys[i]) {
+			changes[i] = decode(keys[i], ev.Kv, ev.Type == mvccpb.DELETE)
 		}
 	}
 	m.Lock()
 	for i, ev := range evs {
-		k := strings.TrimPrefix(string(ev.Kv.Key), p.st.Prefix)
-		deleted := ev.Type == mvccpb.DELETE
+		k, deleted := keys[i], ev.Type == mvccpb.DELETE
 		switch {
 		case store.IsStateKey(k):
 			p.stateEvent(changes[i], &b)

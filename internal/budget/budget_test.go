@@ -15,7 +15,7 @@ func TestOfStretchesNeverShrinks(t *testing.T) {
 	if again := Of(10 * time.Second); again < first {
 		t.Errorf("Of(10s) went down from %v to %v within one process", first, again)
 	}
-	t.Logf("slowdown here and now: %.2f× (work took %v)", Slowdown(), time.Duration(Slowdown()/extra()*float64(quietWork)).Round(time.Microsecond))
+	t.Logf("slowdown here and now: %.2f× (work took %v)", Slowdown(), time.Duration(Slowdown()/Declared()*float64(quietWork)).Round(time.Microsecond))
 }
 
 func TestEnvSlowdownMultiplies(t *testing.T) {
@@ -26,7 +26,7 @@ func TestEnvSlowdownMultiplies(t *testing.T) {
 	}
 	for _, bad := range []string{"0.5", "x", "-2", "+Inf"} {
 		t.Setenv(EnvSlowdown, bad)
-		if got := extra(); got != 1 {
+		if got := Declared(); got != 1 {
 			t.Errorf("%s=%q: multiplier %v, want it ignored", EnvSlowdown, bad, got)
 		}
 	}

@@ -27,11 +27,9 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -129,48 +127,12 @@ func newFailoverHTTP(t *testing.T) *http.Client {
 	return &http.Client{Transport: tr, Timeout: budget.Of(15 * time.Second)}
 }
 
-// tryDo is do that reports a request that got no answer rather than
-// failing the test: the replica may be dead.
-func tryDo(c *http.Client, method, url, body string) (int, string, error) {
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		return 0, "", err
-	}
-	req.Header.Set("Accept", "application/json")
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b), err
-}
-
-// readyzQuiet is readyz for a replica that may not answer.
-func readyzQuiet(c *http.Client, base string) (registryapi.ReplicaStatus, bool, error) {
-	code, body, err := tryDo(c, "GET", base+"/readyz", "")
-	if err != nil {
-		return registryapi.ReplicaStatus{}, false, err
-	}
-	var st struct {
-		Ready bool `json:"ready"`
-		registryapi.ReplicaStatus
-	}
-	if err := json.Unmarshal([]byte(body), &st); err != nil {
-		return registryapi.ReplicaStatus{}, false, fmt.Errorf("/readyz: %d %q: %v", code, body, err)
-	}
-	return st.ReplicaStatus, st.Ready, nil
-}
-
 // agreedCoordinator is the coordinator every replica of ids names, one of
 // them, which knows it is; "" while they do not agree.
 func agreedCoordinator(c *http.Client, bases map[string]string, ids []string) string {
 	coord := ""
 	for _, id := range ids {
-		st, _, err := readyzQuiet(c, bases[id])
+		st, _, _, err := readyzQuiet(c, bases[id])
 		if err != nil || st.Coordinator == "" || (coord != "" && st.Coordinator != coord) {
 			return ""
 		}
@@ -180,7 +142,7 @@ func agreedCoordinator(c *http.Client, bases map[string]string, ids []string) st
 		return ""
 	}
 	for _, id := range ids {
-		if st, _, _ := readyzQuiet(c, bases[id]); st.IsCoordinator != (id == coord) {
+		if st, _, _, _ := readyzQuiet(c, bases[id]); st.IsCoordinator != (id == coord) {
 			return ""
 		}
 	}
@@ -195,17 +157,6 @@ func waitAgreedCoordinator(t *testing.T, c *http.Client, rs *replicaSet, ids []s
 		return coord != ""
 	})
 	return coord
-}
-
-// openEtcd is a client of the members at urls, closed when the test ends.
-func openEtcd(t *testing.T, urls ...string) *store.Etcd {
-	t.Helper()
-	st, err := store.OpenEtcdStore(urls, "", store.EtcdLogin{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st.(*store.Etcd)
 }
 
 // moveEtcdLeader makes replica to's etcd member the raft leader, so that
@@ -245,35 +196,6 @@ func moveEtcdLeader(t *testing.T, rs *replicaSet, to string) bool {
 		return err == nil && st.Leader == members[to]
 	})
 	return true
-}
-
-// appIDs is the instance ids of an app as a replica serves them.
-func appIDs(c *http.Client, base, app string) (map[string]bool, error) {
-	code, body, err := tryDo(c, "GET", base+"/eureka/apps/"+app, "")
-	if err != nil {
-		return nil, err
-	}
-	ids := map[string]bool{}
-	if code == http.StatusNotFound {
-		return ids, nil
-	}
-	if code != http.StatusOK {
-		return nil, fmt.Errorf("GET /eureka/apps/%s: %d %s", app, code, body)
-	}
-	var doc struct {
-		Application struct {
-			Instance []struct {
-				InstanceID string `json:"instanceId"`
-			} `json:"instance"`
-		} `json:"application"`
-	}
-	if err := json.Unmarshal([]byte(body), &doc); err != nil {
-		return nil, fmt.Errorf("GET /eureka/apps/%s: %v", app, err)
-	}
-	for _, in := range doc.Application.Instance {
-		ids[in.InstanceID] = true
-	}
-	return ids, nil
 }
 
 // missingOn waits (budget.Of limit at most) until a replica serves every
@@ -342,16 +264,6 @@ func (rs *replicaSet) logsSincePause(froms map[string]int, words ...string) stri
 	return b.String()
 }
 
-// envSlowdown is $SHARDCTL_TEST_SLOWDOWN (budget.EnvSlowdown), 1 when
-// unset or less.
-func envSlowdown() float64 {
-	v, err := strconv.ParseFloat(os.Getenv(budget.EnvSlowdown), 64)
-	if err != nil || v < 1 {
-		return 1
-	}
-	return v
-}
-
 // --- the registration load ---
 
 // regAttempt is one POST of a registration to one replica.
@@ -399,7 +311,7 @@ func (l *regLoad) register(n int) {
 		}
 		via := replicaIDs[(n+a)%len(replicaIDs)]
 		at := regAttempt{id: id, via: via, start: time.Now()}
-		code, resp, err := tryDo(l.c, "POST", l.bases[via]+"/eureka/apps/"+l.app, body)
+		code, resp, err := send(l.c, "POST", l.bases[via]+"/eureka/apps/"+l.app, jsonHeader, body)
 		at.end, at.code = time.Now(), code
 		if err != nil {
 			at.err = err.Error()
@@ -869,7 +781,7 @@ func TestKillCoordinatorUnderRegistrations(t *testing.T) {
 	// The bound is the issue's, TTL + 2 s: what it measures is etcd's
 	// and the registry's timeouts, not the machine's speed, so it is not
 	// stretched by budget.Of, only by $SHARDCTL_TEST_SLOWDOWN when set.
-	bound := ttl + time.Duration(float64(2*time.Second)*envSlowdown())
+	bound := ttl + time.Duration(float64(2*time.Second)*budget.Declared())
 	load := newRegLoad(hc, rs.bases, app)
 	const workers = 20
 	rate := load.closed(workers, 3*time.Second)
@@ -1114,7 +1026,7 @@ func TestPausedCoordinatorIsFenced(t *testing.T) {
 			}
 			for i, id := range ids {
 				via := live[(i+k)%2]
-				code, _, err := tryDo(hc, "PUT", rs.bases[via]+"/eureka/apps/"+app+"/"+id, "")
+				code, _, err := send(hc, "PUT", rs.bases[via]+"/eureka/apps/"+app+"/"+id, jsonHeader, "")
 				switch {
 				case err != nil:
 					failed.Add(1)
@@ -1171,7 +1083,7 @@ func TestPausedCoordinatorIsFenced(t *testing.T) {
 	// must evict, and the watch must see go.
 	controlAt := time.Now()
 	budget.Eventually(t, 15*time.Second, "register the control", func() bool {
-		code, _, err := tryDo(hc, "POST", rs.bases[heir]+"/eureka/apps/"+app, fmt.Sprintf(leaseJSON, "control", app, 2, ""))
+		code, _, err := send(hc, "POST", rs.bases[heir]+"/eureka/apps/"+app, jsonHeader, fmt.Sprintf(leaseJSON, "control", app, 2, ""))
 		return err == nil && code == http.StatusNoContent
 	})
 	budget.Eventually(t, 15*time.Second, "the control's delete, seen in etcd", func() bool {
@@ -1195,7 +1107,7 @@ func TestPausedCoordinatorIsFenced(t *testing.T) {
 	var last registryapi.ReplicaStatus
 	var lastErr error
 	if err := budget.Wait(budget.Of(15*time.Second), func() bool {
-		last, _, lastErr = readyzQuiet(hc, rs.bases[victim])
+		last, _, _, lastErr = readyzQuiet(hc, rs.bases[victim])
 		stepDown = time.Since(contAt)
 		return lastErr == nil && !last.IsCoordinator
 	}); err != nil {
@@ -1208,7 +1120,7 @@ func TestPausedCoordinatorIsFenced(t *testing.T) {
 	}); err != nil {
 		var views []string
 		for _, id := range replicaIDs {
-			st, ready, err := readyzQuiet(hc, rs.bases[id])
+			st, ready, _, err := readyzQuiet(hc, rs.bases[id])
 			views = append(views, fmt.Sprintf("%s: %+v ready %v (%v)", id, st, ready, err))
 		}
 		t.Fatalf("after %s woke the replicas do not agree on a coordinator but it: %v\n%s\n%s", victim, err, strings.Join(views, "\n"), rs.logsSincePause(froms, "coordinator", "session"))
@@ -1217,7 +1129,7 @@ func TestPausedCoordinatorIsFenced(t *testing.T) {
 		t.Logf("after %s woke, the coordinator moved from %s to %s; since the pause:\n%s", victim, heir, now, rs.logsSincePause(froms, "coordinator", "session", "lease not found", "leader changed"))
 	}
 	budget.Eventually(t, 15*time.Second, victim+" ready again", func() bool {
-		_, ready, err := readyzQuiet(hc, rs.bases[victim])
+		_, ready, _, err := readyzQuiet(hc, rs.bases[victim])
 		return err == nil && ready
 	})
 	readyAfter := time.Since(contAt)
@@ -1301,7 +1213,7 @@ func TestRestartAllReplicas(t *testing.T) {
 		ids = append(ids, id)
 		via := replicaIDs[i%len(replicaIDs)]
 		budget.Eventually(t, 10*time.Second, "register "+id+" through "+via, func() bool {
-			code, body, err := tryDo(hc, "POST", rs.bases[via]+"/eureka/apps/"+app, fmt.Sprintf(leaseJSON, id, app, 3600, ""))
+			code, body, err := send(hc, "POST", rs.bases[via]+"/eureka/apps/"+app, jsonHeader, fmt.Sprintf(leaseJSON, id, app, 3600, ""))
 			if err == nil && code != http.StatusNoContent && code < 500 {
 				t.Fatalf("register %s through %s: %d %s", id, via, code, body)
 			}

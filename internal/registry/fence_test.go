@@ -35,12 +35,7 @@ func TestEvictionFencedByElectionKey(t *testing.T) {
 	waitReplicasReady(t, map[string]string{"a": base})
 	lines.Wait(t, 5*time.Second, "replica became coordinator: it evicts", "replica", "a")
 
-	st, err := store.OpenEtcdStore([]string{m.ClientURL}, "", store.EtcdLogin{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	cli := st.(*store.Etcd)
+	cli := openEtcd(t, m.ClientURL)
 	ctx, cancel := context.WithTimeout(context.Background(), budget.Of(10*time.Second))
 	defer cancel()
 	resp, err := cli.Client.Get(ctx, cli.Prefix+store.KeyElection, clientv3.WithPrefix())

@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/shardctl/shardctl/internal/budget"
 	"github.com/shardctl/shardctl/internal/logs/logstest"
 	"github.com/shardctl/shardctl/internal/registry/registryapi"
@@ -47,11 +45,7 @@ func TestReplicaGroupCommit(t *testing.T) {
 		}})
 	}
 	waitReplicasReady(t, bases)
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{m.ClientURL}, DialTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	cli := openEtcd(t, m.ClientURL).Client
 	revision := func() int64 {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -102,11 +96,8 @@ func TestReplicaGroupCommit(t *testing.T) {
 
 	for id, base := range bases {
 		budget.Eventually(t, 10*time.Second, "every write on "+id, func() bool {
-			code, body := do(t, "GET", base+"/eureka/apps/GROUP", jsonHeader, "")
-			var app struct {
-				Application struct{ Instance []json.RawMessage } `json:"application"`
-			}
-			return code == http.StatusOK && json.Unmarshal([]byte(body), &app) == nil && len(app.Application.Instance) == instances
+			ids, err := appIDs(testClient, base, "GROUP")
+			return err == nil && len(ids) == instances
 		})
 		code, body := do(t, "GET", base+"/shardctl/v1/shards", nil, "")
 		var out struct{ Shards []registryapi.Shard }

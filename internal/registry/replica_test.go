@@ -40,19 +40,72 @@ func initialCluster(t *testing.T, ids []string) string {
 // readyz reads a replica's /readyz: its view and whether it is ready.
 func readyz(t testing.TB, base string) (registryapi.ReplicaStatus, bool, string) {
 	t.Helper()
-	code, body := do(t, "GET", base+"/readyz", nil, "")
+	st, ready, reason, err := readyzQuiet(testClient, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, ready, reason
+}
+
+// readyzQuiet is readyz for a replica that may not answer: an error for
+// one that does not, or answers what /readyz does not.
+func readyzQuiet(c *http.Client, base string) (registryapi.ReplicaStatus, bool, string, error) {
+	code, body, err := send(c, "GET", base+"/readyz", nil, "")
+	if err != nil {
+		return registryapi.ReplicaStatus{}, false, "", err
+	}
 	var st struct {
 		Ready  bool   `json:"ready"`
 		Reason string `json:"reason"`
 		registryapi.ReplicaStatus
 	}
 	if err := json.Unmarshal([]byte(body), &st); err != nil {
-		t.Fatalf("%s/readyz: %d %q: %v", base, code, body, err)
+		return registryapi.ReplicaStatus{}, false, "", fmt.Errorf("%s/readyz: %d %q: %v", base, code, body, err)
 	}
 	if st.Ready != (code == http.StatusOK) {
-		t.Fatalf("%s/readyz: code %d with ready=%v", base, code, st.Ready)
+		return registryapi.ReplicaStatus{}, false, "", fmt.Errorf("%s/readyz: code %d with ready=%v", base, code, st.Ready)
 	}
-	return st.ReplicaStatus, st.Ready, st.Reason
+	return st.ReplicaStatus, st.Ready, st.Reason, nil
+}
+
+// openEtcd is a client of the members at urls, closed when the test ends.
+func openEtcd(t testing.TB, urls ...string) *store.Etcd {
+	t.Helper()
+	st, err := store.OpenEtcdStore(urls, "", store.EtcdLogin{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st.(*store.Etcd)
+}
+
+// appIDs is the instance ids of an app as a replica serves them.
+func appIDs(c *http.Client, base, app string) (map[string]bool, error) {
+	code, body, err := send(c, "GET", base+"/eureka/apps/"+app, jsonHeader, "")
+	if err != nil {
+		return nil, err
+	}
+	ids := map[string]bool{}
+	if code == http.StatusNotFound {
+		return ids, nil
+	}
+	if code != http.StatusOK {
+		return nil, fmt.Errorf("GET /eureka/apps/%s: %d %s", app, code, body)
+	}
+	var doc struct {
+		Application struct {
+			Instance []struct {
+				InstanceID string `json:"instanceId"`
+			} `json:"instance"`
+		} `json:"application"`
+	}
+	if err := json.Unmarshal([]byte(body), &doc); err != nil {
+		return nil, fmt.Errorf("GET /eureka/apps/%s: %v", app, err)
+	}
+	for _, in := range doc.Application.Instance {
+		ids[in.InstanceID] = true
+	}
+	return ids, nil
 }
 
 func waitReplicasReady(t *testing.T, bases map[string]string) {
@@ -494,12 +547,7 @@ func TestReplicaWithdrawsAStrayCandidacy(t *testing.T) {
 
 	// b's session is the lease of its member key; a campaign under it
 	// puts the key concurrency.Election names: the prefix, the lease in hex.
-	st, err := store.OpenEtcdStore([]string{m.ClientURL}, "", store.EtcdLogin{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	cli := st.(*store.Etcd)
+	cli := openEtcd(t, m.ClientURL)
 	ctx, cancel := context.WithTimeout(context.Background(), budget.Of(5*time.Second))
 	defer cancel()
 	resp, err := cli.Client.Get(ctx, cli.Prefix+store.KeyMembers+"b")

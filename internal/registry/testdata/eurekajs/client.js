@@ -173,18 +173,9 @@ const failsafe = setTimeout(() => {
 }, 120000);
 failsafe.unref();
 
-let buf = '';
-process.stdin.setEncoding('utf8');
-process.stdin.on('data', (chunk) => {
-  buf += chunk;
-  let i;
-  while ((i = buf.indexOf('\n')) >= 0) {
-    const line = buf.slice(0, i).trim();
-    buf = buf.slice(i + 1);
-    if (line === 'stop') stop();
-  }
-});
-process.stdin.on('end', () => process.exit(2));
+require('./stdin.js')((line) => {
+  if (line === 'stop') stop();
+}, () => process.exit(2));
 
 function stop() {
   // stop() clears the timers itself, but a heartbeat in flight when the

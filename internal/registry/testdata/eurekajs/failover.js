@@ -133,15 +133,6 @@ const failsafe = setTimeout(() => {
 }, 180000);
 failsafe.unref();
 
-let buf = '';
-process.stdin.setEncoding('utf8');
-process.stdin.on('data', (chunk) => {
-  buf += chunk;
-  let i;
-  while ((i = buf.indexOf('\n')) >= 0) {
-    const line = buf.slice(0, i).trim();
-    buf = buf.slice(i + 1);
-    if (line === 'hold') held = true;
-  }
-});
-process.stdin.on('end', () => process.exit(0));
+require('./stdin.js')((line) => {
+  if (line === 'hold') held = true;
+}, () => process.exit(0));

@@ -408,8 +408,9 @@ type trend struct {
 // grows linearly when any of those fits rises with a good R² by enough
 // records, and the last minute still rises at half that pace or more and
 // has not turned to fall (a queue that has turned is not growing,
-// whatever a longer fit says); the shortest such fit is reported, the
-// rate it grows at now (else the last minute's, else the whole window's).
+// whatever a longer fit says), and its latest samples have not left the
+// line (offLine); the shortest such fit is reported, the rate it grows
+// at now (else the last minute's, else the whole window's).
 func QueueTrend(q Series, now time.Time, th Thresholds) (slope, r2 float64, growing bool) {
 	t := queueTrend(q, now, th)
 	return t.fit.Slope, t.fit.R2, t.growing
@@ -441,7 +442,7 @@ func queueTrend(q Series, now time.Time, th Thresholds) trend {
 		f := LinearFit(part)
 		growth := f.Slope * part[len(part)-1].T.Sub(part[0].T).Seconds()
 		if f.Slope > 0 && f.R2 >= th.QueueR2 && growth >= th.QueueMinGrowth {
-			if len(last) >= 3 && LinearFit(last).Slope < f.Slope/2 {
+			if len(last) >= 3 && LinearFit(last).Slope < f.Slope/2 || offLine(part) {
 				return t // it has turned: not growing, whatever this fit says
 			}
 			t.fit, t.growing = f, true
@@ -450,6 +451,32 @@ func queueTrend(q Series, now time.Time, th Thresholds) trend {
 	}
 	return t
 }
+
+// offLine says whether the last offLinePoints of s all lie more than
+// offLineScatters below the line the points before them grew along (in
+// that line's scatter): a queue that has turned, read before the turn
+// itself shows as a line (a batch of job completions taken back into a
+// falling queue keeps its fall off a line), yet not from a queue that
+// grows through noise, whose samples stray that far below its line one
+// in forty times each, and seldom three together.
+func offLine(s Series) bool {
+	if len(s) < 3*offLinePoints {
+		return false
+	}
+	before, latest := s[:len(s)-offLinePoints], s[len(s)-offLinePoints:]
+	f := LinearFit(before)
+	for _, p := range latest {
+		if f.Below(before[0].T, p) <= offLineScatters {
+			return false
+		}
+	}
+	return true
+}
+
+const (
+	offLinePoints   = 3
+	offLineScatters = 2
+)
 
 // belowFor is how long, back from now, completion has stayed under ratio ×
 // creation (ignoring idle steps).

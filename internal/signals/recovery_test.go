@@ -393,3 +393,52 @@ func hasReason(reasons []string, part string) bool {
 	}
 	return false
 }
+
+// A queue that turned and takes back a batch of job completions every
+// few seconds on its way down falls off any line for a while: its turn
+// is read from the samples that left the line it grew along (offLine),
+// and a queue that grows through as much noise as it falls through is
+// still read as growing.
+func TestQueueOffItsLine(t *testing.T) {
+	const (
+		window = 10 * time.Minute
+		peakAt = 300  // seconds
+		rise   = 44.0 // records a second
+		fall   = 100.0
+		batch  = 250.0 // records taken back every batchEvery seconds: a net fall of 50/s
+	)
+	const batchEvery = 5.0
+	turned := func(x float64) float64 {
+		if x <= peakAt {
+			return rise * x
+		}
+		since := x - peakAt
+		return rise*peakAt - fall*since + batch*math.Floor(since/batchEvery)
+	}
+	th := DefaultThresholds()
+	// growing reads q as it stood at (seconds; at1s samples a second apart).
+	growing := func(q Series, at int) bool {
+		_, _, g := QueueTrend(q[:at+1], t0.Add(time.Duration(at)*time.Second), th)
+		return g
+	}
+	for seed := uint64(1); seed <= 50; seed++ {
+		q := at1s(window, noisy(seed, 60, turned))
+		if !growing(q, peakAt) {
+			t.Fatalf("seed %d: not growing at its peak", seed)
+		}
+		if at := peakAt + 7; growing(q, at) {
+			t.Errorf("seed %d: still growing 7 s after its turn, at %.0f", seed, q[at].V)
+		}
+	}
+	const seeds = 2000
+	stopped := 0
+	for seed := uint64(1); seed <= seeds; seed++ {
+		q := at1s(window, noisy(seed, 400, func(x float64) float64 { return 3000 + 40*x }))
+		if !growing(q, len(q)-1) {
+			stopped++
+		}
+	}
+	if stopped > seeds/100 {
+		t.Errorf("%d of %d queues rising at 40/s through ±400 read as no longer growing", stopped, seeds)
+	}
+}

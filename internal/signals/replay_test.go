@@ -69,7 +69,7 @@ func TestRecordedFromThePeak(t *testing.T) {
 		"testdata/burst.json", "testdata/burst-2.json", "testdata/burst-3.json", "testdata/burst-4.json"} {
 		t.Run(file, func(t *testing.T) {
 			r, evals := replay(t, file)
-			v := signalstest.JudgeFromPeak(r, evals, signals.DefaultThresholds())
+			v := signalstest.JudgeFromPeak(r, evals, signals.DefaultThresholds(), signalstest.ETAError)
 			t.Logf("every 5s, %d of %d ETAs after the peak within the bar:\n%s", v.Within, v.Judged, strings.Join(v.Lines, "\n"))
 			for _, f := range v.Failures {
 				t.Error(f)

@@ -71,6 +71,18 @@ type Fit struct {
 	// SlopeErr is the slope's standard error: how far the slope itself
 	// may be off, given the scatter around the line (0 under 4 points).
 	SlopeErr float64
+	// Scatter is the residuals' standard deviation: how far a point
+	// strays from the line (0 under 3 points).
+	Scatter float64
+}
+
+// Below is how many Scatters p lies under the line, t0 being the time of
+// the first point fitted (0 when the points sat on the line).
+func (f Fit) Below(t0 time.Time, p Point) float64 {
+	if f.Scatter == 0 {
+		return 0
+	}
+	return (f.Intercept + f.Slope*p.T.Sub(t0).Seconds() - p.V) / f.Scatter
 }
 
 // LinearFit fits a line; fewer than three points give a flat fit of R² 0.
@@ -111,7 +123,7 @@ func LinearFit(s Series) Fit {
 	if n > 3 {
 		slopeErr = math.Sqrt(ssRes / (n - 2) / (sxx - sx*sx/n))
 	}
-	return Fit{Slope: slope, Intercept: icept, R2: r2, SlopeErr: slopeErr}
+	return Fit{Slope: slope, Intercept: icept, R2: r2, SlopeErr: slopeErr, Scatter: math.Sqrt(ssRes / (n - 2))}
 }
 
 // Heatmap is a latency histogram over time: per time step, how many

@@ -88,7 +88,8 @@ func TestAdvisorOnTheWayDown(t *testing.T) {
 // TestAdvisorOnTheWayDown. Its queue peaks and falls; from the first
 // evaluation after the peak to the burst worked off (nothing in flight,
 // nothing queued), at least 80% of the evaluations must give an ETA
-// within 20% (or 10 s) of the time actually left; no reason may say the
+// within 30% (or 10 s) of the time actually left (20% for the recorded
+// runs replayed in the default suite); no reason may say the
 // queue grows once it has turned; and the level must not be ok while the
 // debt is still being paid (signalstest.JudgeFromPeak).
 //
@@ -119,7 +120,11 @@ func TestAdvisorAfterABurst(t *testing.T) {
 	r.hold(25 * time.Second)
 	recording, evals := r.finish()
 
-	r.judge(signalstest.JudgeFromPeak(recording, evals, signals.DefaultThresholds()), everyEval)
+	// As TestAdvisorOnTheWayDown: the recordings are held to 20%
+	// (TestRecordedFromThePeak); a live run, whose workers pay the debt
+	// at a pace that moves with what else the machine runs, is counted
+	// within up to 30%, and its lines mark each ETA over 20%.
+	r.judge(signalstest.JudgeFromPeak(recording, evals, signals.DefaultThresholds(), 0.3), everyEval)
 }
 
 // simRun is a degraded simulator under a load, read by the advisor (an

@@ -10,8 +10,9 @@ package registry
 //     once) under an open-loop registration load at half the measured
 //     rate, with hudl/fargo and eureka-js-client pointed at all three
 //     replicas. Registrations resume on the survivors within the session
-//     TTL + 2 s, no acknowledged registration is lost, the clients
-//     recover with their own retry.
+//     TTL + 2 s and do not stop again, no survivor holds a registration
+//     for etcd's timeout, no acknowledged registration is lost, the
+//     clients recover with their own retry.
 //   - TestPausedCoordinatorIsFenced: SIGSTOP of the coordinator for longer
 //     than its session: another takes over; the paused one, woken, steps
 //     down and evicts nothing (a watch of etcd would see its delete).
@@ -407,8 +408,11 @@ func (l *regLoad) ackedIDs() []string {
 // a registration sent after it was acknowledged by a survivor, the longest
 // time without any acknowledgement, and the failed attempts.
 type failover struct {
-	resume, stall         time.Duration
-	stallFrom             time.Duration // after the kill
+	resume, stall time.Duration
+	stallFrom     time.Duration // after the kill
+	// wait is the longest a survivor kept an attempt sent after the kill
+	// unanswered, and waitFrom when that attempt was sent.
+	wait, waitFrom        time.Duration
 	errors, errorsAfter   int
 	byVictim, bySurvivors int
 	sample                []string
@@ -420,6 +424,9 @@ func (l *regLoad) failover(killAt, end time.Time, victim string) failover {
 	f := failover{resume: -1}
 	var acks []time.Time
 	for _, a := range l.attempts {
+		if !a.start.Before(killAt) && a.via != victim && a.end.Sub(a.start) > f.wait {
+			f.wait, f.waitFrom = a.end.Sub(a.start), a.start.Sub(killAt)
+		}
 		if a.code == http.StatusNoContent {
 			if !a.end.Before(killAt) && !a.end.After(end) {
 				acks = append(acks, a.end)
@@ -750,10 +757,14 @@ func (r *jsRun) hold(t *testing.T) {
 // TestKillCoordinatorUnderRegistrations: SIGKILL of the coordinator (and
 // of etcd's raft leader, moved to it first) under a registration load at
 // half the rate measured: registrations resume on the survivors within
-// the session TTL + 2 s; every registration acknowledged before, during
-// and after the kill is on both survivors, and on the killed replica once
-// it is back; fargo and eureka-js-client, pointed at all three replicas,
-// keep registering and renewing with their own retry.
+// the session TTL + 2 s, and the longest time without an
+// acknowledgement ends within it too (they do not stop again); no
+// survivor keeps an attempt waiting EtcdTimeout (the writes etcd lost
+// with its leader are answered at the election); every
+// registration acknowledged before, during and after the kill is on both
+// survivors, and on the killed replica once it is back; fargo and
+// eureka-js-client, pointed at all three replicas, keep registering and
+// renewing with their own retry.
 func TestKillCoordinatorUnderRegistrations(t *testing.T) {
 	const ttl = 4 * time.Second
 	const app = "FAILOVER"
@@ -847,6 +858,20 @@ func TestKillCoordinatorUnderRegistrations(t *testing.T) {
 	}
 	if f.resume < 0 || f.resume > bound {
 		t.Errorf("registrations resumed on the survivors %v after the kill; want within the session TTL + 2 s (%v)", f.resume, bound)
+	}
+	if until := f.stallFrom + f.stall; f.resume >= 0 && until > bound {
+		// Resumed, then stopped again: a replica that reported itself cut
+		// off from etcd once the next leader was elected.
+		t.Errorf("no registration acknowledged from kill+%v to kill+%v: they stopped again past the session TTL + 2 s (%v)",
+			f.stallFrom.Round(time.Millisecond), until.Round(time.Millisecond), bound)
+	}
+	t.Logf("writes in flight: a survivor kept an attempt waiting %v at most (one sent at kill+%v)", f.wait.Round(time.Millisecond), f.waitFrom.Round(time.Millisecond))
+	if f.wait >= store.EtcdTimeout {
+		// What etcd's member forwarded to the leader that died is lost
+		// unanswered; the replica answers it when its member sees the
+		// next leader, not at the timeout (replica/leader.go).
+		t.Errorf("a survivor kept an attempt sent at kill+%v waiting %v: writes lost with the leader waited out EtcdTimeout (%v)",
+			f.waitFrom.Round(time.Millisecond), f.wait.Round(time.Millisecond), store.EtcdTimeout)
 	}
 	if f.stall > bound {
 		t.Errorf("no registration was acknowledged for %v after the kill; want at most the session TTL + 2 s (%v)", f.stall, bound)

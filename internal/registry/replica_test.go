@@ -382,13 +382,34 @@ func startMember(t *testing.T) *store.EmbeddedMember {
 // drops them all and refuses new ones: a network partition, at once.
 // (Stopping an etcd member is no such cut: its Close refuses new
 // requests, but lets the streams open on it, a replica's watch and
-// session among them, go on for its request timeout, 7 s.)
+// session among them, go on for its request timeout, 7 s.) silence
+// instead keeps every connection open and lets nothing through it: a
+// request sent then is never answered, as one etcd lost.
 type partition struct {
-	ln    net.Listener
-	mu    sync.Mutex
-	conns []net.Conn
-	isCut bool // a connection accepted as the cut came is dropped too
-	wg    sync.WaitGroup
+	ln     net.Listener
+	mu     sync.Mutex
+	conns  []net.Conn
+	isCut  bool // a connection accepted as the cut came is dropped too
+	silent atomic.Bool
+	wg     sync.WaitGroup
+}
+
+// silence lets nothing more through the connections, without closing
+// them.
+func (p *partition) silence() { p.silent.Store(true) }
+
+// relayWriter writes to its connection until the partition is silenced,
+// and swallows what comes after.
+type relayWriter struct {
+	p   *partition
+	dst net.Conn
+}
+
+func (w relayWriter) Write(b []byte) (int, error) {
+	if w.p.silent.Load() {
+		return len(b), nil
+	}
+	return w.dst.Write(b)
 }
 
 // newPartition listens on a free 127.0.0.1 port, forwarding to target,
@@ -422,7 +443,7 @@ func newPartition(t *testing.T, target string) *partition {
 			p.mu.Unlock()
 			for _, dir := range [][2]net.Conn{{in, out}, {out, in}} {
 				p.wg.Go(func() {
-					_, _ = io.Copy(dir[0], dir[1])
+					_, _ = io.Copy(relayWriter{p, dir[0]}, dir[1])
 					in.Close()
 					out.Close()
 				})

@@ -97,6 +97,7 @@ func New(cfg Config) (*Server, error) {
 			if cfg.Replica.MaxTxnOps == 0 {
 				cfg.Replica.MaxTxnOps = cmp.Or(cfg.Embedded.MaxTxnOps, store.EmbeddedMaxTxnOps)
 			}
+			cfg.Replica.LeaderChanged = member.LeaderChanged
 		}
 	}
 	fail := func(err error) (*Server, error) {

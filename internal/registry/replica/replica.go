@@ -65,7 +65,13 @@ type Options struct {
 	// (etcd's default, 128, when zero; a server that allows fewer is
 	// learnt from its refusal).
 	MaxTxnOps int
-	Logger    *slog.Logger
+	// LeaderChanged, when set, gives a channel closed when the etcd
+	// member this replica talks to sees a new leader (an embedded
+	// member's: store.EmbeddedMember.LeaderChanged); the writes in flight
+	// then are answered at once (leader.go). Nil: they wait out
+	// EtcdTimeout.
+	LeaderChanged func() <-chan struct{}
+	Logger        *slog.Logger
 }
 
 func (o *Options) defaults() {
@@ -159,6 +165,10 @@ type Replica struct {
 	repeats *logs.Repeats // etcd errors, which repeat while etcd is away
 
 	group groupCommit
+	// term ends when etcd's leader changes, and with it the writes in
+	// flight (leader.go); commitsInFlight counts those.
+	term            atomic.Pointer[term]
+	commitsInFlight atomic.Int64
 }
 
 // freshCheck is a quorum read's revision, and when it was asked: once
@@ -198,6 +208,7 @@ func New(mem Memory, st *store.Etcd, opts Options) (*Replica, error) {
 		repeats: logs.NewRepeats(opts.Logger, 0, nil),
 		group:   groupCommit{maxOps: opts.MaxTxnOps, maxBytes: maxTxnBytes, wake: make(chan struct{}, 1), writing: map[string]chan struct{}{}},
 	}
+	p.term.Store(newTerm())
 	return p, nil
 }
 
@@ -208,6 +219,10 @@ func (p *Replica) Start() {
 	p.wg.Add(2)
 	go p.run()
 	go p.commitLoop()
+	if p.opts.LeaderChanged != nil {
+		p.wg.Add(1)
+		go p.leaderLoop()
+	}
 }
 
 func (p *Replica) run() {
@@ -231,9 +246,10 @@ func (p *Replica) run() {
 	}
 	p.loaded.Store(true)
 	p.opts.Logger.Info("replica loaded the registry from etcd", "replica", p.opts.ID, "revision", p.appliedRev())
-	p.wg.Add(3)
+	p.wg.Add(4)
 	go p.watchLoop()
 	go p.heartbeatLoop()
+	go p.digestLoop()
 	go p.campaignLoop()
 }
 
@@ -533,8 +549,7 @@ func (p *Replica) waitApplied(ctx context.Context, rev int64) error {
 
 // heartbeatLoop proves, twice a second, that this replica's view is
 // etcd's: a quorum read gives the current revision, and a progress
-// request makes the watch report when it has reached it. It also
-// publishes the digest of renewals.
+// request makes the watch report when it has reached it.
 func (p *Replica) heartbeatLoop() {
 	defer p.wg.Done()
 	t := time.NewTicker(p.opts.DigestInterval)
@@ -573,6 +588,25 @@ func (p *Replica) heartbeatLoop() {
 			ctx, cancel := context.WithTimeout(p.watchCtx, p.opts.Cutoff/2)
 			_ = p.st.Client.RequestProgress(ctx)
 			cancel()
+		}
+	}
+}
+
+// digestLoop publishes the digest of renewals twice a second. It is a
+// loop of its own, not a step of the heartbeat's: a digest put lost with
+// an etcd leader that died waits out its timeout, and the heartbeat
+// behind it could not prove the view fresh once the next leader was
+// elected: the replica reported itself cut off and refused every write
+// for up to 3.5 s more (TestKillCoordinatorUnderRegistrations).
+func (p *Replica) digestLoop() {
+	defer p.wg.Done()
+	t := time.NewTicker(p.opts.DigestInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.ctx.Done():
+			return
+		case <-t.C:
 		}
 		p.flushDigest()
 	}
@@ -720,12 +754,19 @@ func (p *Replica) fenceHolds(f *fence) bool {
 // commit sends a transaction and waits until the watch has applied it.
 // A member without a leader refuses it at once (nothing was written), and
 // it is sent again until etcdTimeout; a proposal lost with a leader that
-// died is not known to be lost, and fails at etcdTimeout.
+// died is not known to be lost, and fails when the member sees the next
+// leader (LeaderChanged), else at etcdTimeout.
 func (p *Replica) commit(guards []clientv3.Cmp, ops []clientv3.Op) (*clientv3.TxnResponse, error) {
 	ctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(p.ctx), store.EtcdTimeout)
 	defer cancel()
 	for {
-		resp, err := p.st.Client.Txn(ctx).If(guards...).Then(ops...).Commit()
+		tctx, stop := p.inTerm(ctx)
+		resp, err := p.st.Client.Txn(tctx).If(guards...).Then(ops...).Commit()
+		if stop() && err != nil && ctx.Err() == nil {
+			err = lostWithLeader()
+			p.repeats.Log(slog.LevelWarn, "etcd write failed", "etcd write failed", "replica", p.opts.ID, "err", err)
+			return nil, err
+		}
 		if errors.Is(err, rpctypes.ErrNoLeader) {
 			select {
 			case <-time.After(100 * time.Millisecond):

@@ -134,3 +134,7 @@ func (m *EmbeddedMember) Close() { m.once.Do(m.e.Close) }
 // Err delivers what stopped the member while it ran (its server or a
 // peer listener failing), once.
 func (m *EmbeddedMember) Err() <-chan error { return m.e.Err() }
+
+// LeaderChanged is closed when the member sees a new leader (the first
+// one too); each call gives the channel of the next change.
+func (m *EmbeddedMember) LeaderChanged() <-chan struct{} { return m.e.Server.LeaderChangedNotify() }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/shardctl/shardctl/internal/budget"
+	"github.com/shardctl/shardctl/internal/linktest"
 	"github.com/shardctl/shardctl/internal/logs/logstest"
 	"github.com/shardctl/shardctl/internal/registry/replica"
 	"github.com/shardctl/shardctl/internal/registry/store"
@@ -49,10 +50,10 @@ func TestWriteLostWithTheLeaderIsAnswered(t *testing.T) {
 	}
 	t.Parallel()
 	m := startMember(t)
-	link := newPartition(t, strings.TrimPrefix(m.ClientURL, "http://"))
+	link := linktest.Start(t, strings.TrimPrefix(m.ClientURL, "http://"))
 	leader := &leaderChanges{}
 	log, lines := logstest.New()
-	_, base := startServer(t, Config{Store: "etcd:http://" + link.addr(), Logger: log, Options: Options{
+	_, base := startServer(t, Config{Store: "etcd:http://" + link.Addr(), Logger: log, Options: Options{
 		Replica: replica.Options{ID: "a", LeaderChanged: leader.changed, Cutoff: 2 * store.EtcdTimeout},
 	}})
 	waitReplicasReady(t, map[string]string{"a": base})
@@ -60,7 +61,7 @@ func TestWriteLostWithTheLeaderIsAnswered(t *testing.T) {
 		t.Fatalf("register before: %d %s", code, body)
 	}
 
-	link.silence()
+	link.Silence()
 	type answer struct {
 		code int
 		body string

@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -18,6 +16,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/shardctl/shardctl/internal/budget"
+	"github.com/shardctl/shardctl/internal/linktest"
 	"github.com/shardctl/shardctl/internal/logs/logstest"
 	"github.com/shardctl/shardctl/internal/proctest"
 	"github.com/shardctl/shardctl/internal/registry/registryapi"
@@ -367,7 +366,7 @@ func TestReplicasOverEmbeddedEtcd(t *testing.T) {
 
 // startMember runs a one-member etcd cluster for the test: the replicas
 // of a test may all share it, and one cut off from it is cut off as well
-// as one whose member stopped (see partition).
+// as one whose member stopped (see linktest).
 func startMember(t *testing.T) *store.EmbeddedMember {
 	t.Helper()
 	m, err := store.StartEmbeddedEtcd(store.EmbeddedEtcd{Dir: t.TempDir(), Name: "m", ClientURL: "http://127.0.0.1:0", InitialCluster: initialCluster(t, []string{"m"})})
@@ -376,97 +375,6 @@ func startMember(t *testing.T) *store.EmbeddedMember {
 	}
 	t.Cleanup(m.Close)
 	return m
-}
-
-// partition forwards TCP connections to an address until cut, which
-// drops them all and refuses new ones: a network partition, at once.
-// (Stopping an etcd member is no such cut: its Close refuses new
-// requests, but lets the streams open on it, a replica's watch and
-// session among them, go on for its request timeout, 7 s.) silence
-// instead keeps every connection open and lets nothing through it: a
-// request sent then is never answered, as one etcd lost.
-type partition struct {
-	ln     net.Listener
-	mu     sync.Mutex
-	conns  []net.Conn
-	isCut  bool // a connection accepted as the cut came is dropped too
-	silent atomic.Bool
-	wg     sync.WaitGroup
-}
-
-// silence lets nothing more through the connections, without closing
-// them.
-func (p *partition) silence() { p.silent.Store(true) }
-
-// relayWriter writes to its connection until the partition is silenced,
-// and swallows what comes after.
-type relayWriter struct {
-	p   *partition
-	dst net.Conn
-}
-
-func (w relayWriter) Write(b []byte) (int, error) {
-	if w.p.silent.Load() {
-		return len(b), nil
-	}
-	return w.dst.Write(b)
-}
-
-// newPartition listens on a free 127.0.0.1 port, forwarding to target,
-// and is cut when the test ends.
-func newPartition(t *testing.T, target string) *partition {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &partition{ln: ln}
-	p.wg.Go(func() {
-		for {
-			in, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			out, err := net.Dial("tcp", target)
-			if err != nil {
-				in.Close()
-				continue
-			}
-			p.mu.Lock()
-			if p.isCut {
-				p.mu.Unlock()
-				in.Close()
-				out.Close()
-				continue
-			}
-			p.conns = append(p.conns, in, out)
-			p.mu.Unlock()
-			for _, dir := range [][2]net.Conn{{in, out}, {out, in}} {
-				p.wg.Go(func() {
-					_, _ = io.Copy(relayWriter{p, dir[0]}, dir[1])
-					in.Close()
-					out.Close()
-				})
-			}
-		}
-	})
-	t.Cleanup(p.cut)
-	return p
-}
-
-// addr is where to connect through the partition.
-func (p *partition) addr() string { return p.ln.Addr().String() }
-
-// cut drops every connection and refuses new ones; safe twice.
-func (p *partition) cut() {
-	p.ln.Close()
-	p.mu.Lock()
-	p.isCut = true
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.mu.Unlock()
-	p.wg.Wait()
 }
 
 // TestReplicaCutOffFromEtcd cuts the coordinator off from etcd (a
@@ -481,9 +389,12 @@ func TestReplicaCutOffFromEtcd(t *testing.T) {
 	}
 	t.Parallel() // waits on leases and sessions
 	m := startMember(t)
-	// a reaches the member through a partition, to be cut.
-	cutA := newPartition(t, strings.TrimPrefix(m.ClientURL, "http://"))
-	urls := map[string]string{"a": "http://" + cutA.addr(), "b": m.ClientURL, "c": m.ClientURL}
+	// a reaches the member through a link, to be cut: a partition. (Stopping
+	// an etcd member is no such cut: its Close refuses new requests, but
+	// lets the streams open on it, a replica's watch and session among
+	// them, go on for its request timeout, 7 s.)
+	cutA := linktest.Start(t, strings.TrimPrefix(m.ClientURL, "http://"))
+	urls := map[string]string{"a": "http://" + cutA.Addr(), "b": m.ClientURL, "c": m.ClientURL}
 	servers, bases, lines := map[string]*Server{}, map[string]string{}, map[string]*logstest.Lines{}
 	for _, id := range replicaIDs {
 		var log *slog.Logger
@@ -502,7 +413,7 @@ func TestReplicaCutOffFromEtcd(t *testing.T) {
 		t.Fatalf("register: %d %s", code, body)
 	}
 	within(t, budget.Of(time.Second), "x on a", func() bool { return present(t, bases["a"], "CUT", "x") })
-	cutA.cut()
+	cutA.Cut()
 	stopped := time.Now()
 
 	budget.Eventually(t, 10*time.Second, "a not ready", func() bool { _, ready, _ := readyz(t, bases["a"]); return !ready })

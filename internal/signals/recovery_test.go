@@ -401,13 +401,13 @@ func hasReason(reasons []string, part string) bool {
 // still read as growing.
 func TestQueueOffItsLine(t *testing.T) {
 	const (
-		window = 10 * time.Minute
-		peakAt = 300  // seconds
-		rise   = 44.0 // records a second
-		fall   = 100.0
-		batch  = 250.0 // records taken back every batchEvery seconds: a net fall of 50/s
+		window     = 10 * time.Minute
+		peakAt     = 300   // seconds
+		rise       = 44.0  // records a second, up to the peak
+		fall       = 100.0 // records a second, after it
+		batch      = 250.0 // records taken back every batchEvery seconds: a net fall of 50/s
+		batchEvery = 5.0
 	)
-	const batchEvery = 5.0
 	turned := func(x float64) float64 {
 		if x <= peakAt {
 			return rise * x

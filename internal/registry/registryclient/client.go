@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/shardctl/shardctl/internal/certs"
@@ -39,6 +40,8 @@ type Client struct {
 	// not even the keep-alive the registry sends every 15 s, is taken
 	// for a half-open connection and dialled again (0: 45 s).
 	WatchSilence time.Duration
+	// withCert: UseTLS gave a client certificate.
+	withCert bool
 }
 
 const defaultWatchSilence = 45 * time.Second
@@ -62,6 +65,7 @@ func New(base, token string) (*Client, error) {
 // client certificate): the registry's API and its watch alike.
 func (c *Client) UseTLS(tc *tls.Config) {
 	c.HTTP.Transport = certs.Transport(tc)
+	c.withCert = tc != nil && (len(tc.Certificates) > 0 || tc.GetClientCertificate != nil)
 }
 
 // HTTPError is an answer other than the one expected.
@@ -154,7 +158,20 @@ func (c *Client) unreachable(err error) error {
 	if errors.As(err, &ue) {
 		err = ue.Err
 	}
+	if c.Base.Scheme == "https" && !c.withCert && closedByPeer(err) {
+		// A registry that asks for a client certificate and gets none
+		// refuses it after the handshake, by an alert the client may
+		// never read: its request, written after the server closed,
+		// meets a reset instead.
+		return fmt.Errorf("registry %s closed the connection: %w; it may ask for a client certificate (--registry-cert and --registry-key, or SHARDCTL_REGISTRY_CERT and SHARDCTL_REGISTRY_KEY)", c.Base, err)
+	}
 	return fmt.Errorf("registry %s is unreachable: %w (set --registry or SHARDCTL_REGISTRY)", c.Base, err)
+}
+
+// closedByPeer says whether err is the other end closing or resetting
+// the connection.
+func closedByPeer(err error) bool {
+	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // Register registers an instance through Eureka's API.

@@ -45,8 +45,11 @@ func (p *Replica) leaderLoop() {
 			return
 		case <-changed:
 		}
+		// Counted before they are cancelled: each stops counting itself
+		// as soon as it is.
+		inFlight := p.commitsInFlight.Load()
 		p.term.Swap(newTerm()).cancel()
-		p.opts.Logger.Info("etcd leader changed", "replica", p.opts.ID, "commitsInFlight", p.commitsInFlight.Load())
+		p.opts.Logger.Info("etcd leader changed", "replica", p.opts.ID, "commitsInFlight", inFlight)
 	}
 }
 

@@ -16,6 +16,16 @@ import (
 // memory changes only when the replica's watch brings it back, so every
 // replica applies the same batches in etcd's order.
 
+// writeAsCoordinator is write for what only the coordinator does
+// (eviction): over etcd, it holds only while this replica is still the
+// coordinator it was elected (replica.WriteAsCoordinator).
+func (r *Registry) writeAsCoordinator(plan func(now time.Time) (*store.Batch, error)) error {
+	if r.repl != nil {
+		return r.repl.WriteAsCoordinator(plan)
+	}
+	return r.write(plan)
+}
+
 // write plans a change under r.mu (plan reads memory and returns the
 // batch, or nil for nothing to do) and makes it.
 func (r *Registry) write(plan func(now time.Time) (*store.Batch, error)) error {

@@ -30,12 +30,7 @@ func TestReplicaGroupCommit(t *testing.T) {
 	}
 	t.Parallel()
 	const memberLimit = 6
-	m, err := store.StartEmbeddedEtcd(store.EmbeddedEtcd{Dir: t.TempDir(), Name: "m", ClientURL: "http://127.0.0.1:0",
-		InitialCluster: initialCluster(t, []string{"m"}), MaxTxnOps: memberLimit})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(m.Close)
+	m := startMember(t, func(c *store.EmbeddedEtcd) { c.MaxTxnOps = memberLimit })
 	bases, lines := map[string]string{}, map[string]*logstest.Lines{}
 	for _, id := range []string{"a", "b"} {
 		var log *slog.Logger

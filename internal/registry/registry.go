@@ -565,11 +565,7 @@ func (r *Registry) Evict() int {
 	}
 	var gone []evicted
 	expiredCount := 0
-	write := r.write
-	if r.repl != nil {
-		write = r.repl.WriteAsCoordinator
-	}
-	err := write(func(now time.Time) (*store.Batch, error) {
+	err := r.writeAsCoordinator(func(now time.Time) (*store.Batch, error) {
 		var expired []registryapi.InstanceRef
 		size := 0
 		for app, m := range r.apps {

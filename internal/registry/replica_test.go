@@ -366,10 +366,15 @@ func TestReplicasOverEmbeddedEtcd(t *testing.T) {
 
 // startMember runs a one-member etcd cluster for the test: the replicas
 // of a test may all share it, and one cut off from it is cut off as well
-// as one whose member stopped (see linktest).
-func startMember(t *testing.T) *store.EmbeddedMember {
+// as one whose member stopped (see linktest). set, if given, changes the
+// member's configuration first.
+func startMember(t *testing.T, set ...func(*store.EmbeddedEtcd)) *store.EmbeddedMember {
 	t.Helper()
-	m, err := store.StartEmbeddedEtcd(store.EmbeddedEtcd{Dir: t.TempDir(), Name: "m", ClientURL: "http://127.0.0.1:0", InitialCluster: initialCluster(t, []string{"m"})})
+	c := store.EmbeddedEtcd{Dir: t.TempDir(), Name: "m", ClientURL: "http://127.0.0.1:0", InitialCluster: initialCluster(t, []string{"m"})}
+	for _, f := range set {
+		f(&c)
+	}
+	m, err := store.StartEmbeddedEtcd(c)
 	if err != nil {
 		t.Fatal(err)
 	}

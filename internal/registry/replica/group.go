@@ -69,7 +69,6 @@ func (g *groupCommit) release(keys []string) {
 type pendingWrite struct {
 	guards []clientv3.Cmp
 	ops    []clientv3.Op
-	keys   []string // the state keys it guards and changes (claimed)
 	bytes  int
 	done   chan struct{}
 	held   bool // its guards held: it is written
@@ -81,8 +80,8 @@ var errClosing = fmt.Errorf("%w: the registry is closing", registryapi.ErrUnavai
 
 // submit queues a write for the next group transaction and waits for
 // it: whether its guards held, or why etcd was not reached.
-func (p *Replica) submit(guards []clientv3.Cmp, ops []clientv3.Op, keys []string) (bool, error) {
-	w := &pendingWrite{guards: guards, ops: ops, keys: keys, done: make(chan struct{})}
+func (p *Replica) submit(guards []clientv3.Cmp, ops []clientv3.Op) (bool, error) {
+	w := &pendingWrite{guards: guards, ops: ops, done: make(chan struct{})}
 	for _, op := range ops {
 		w.bytes += len(op.KeyBytes()) + len(op.ValueBytes())
 	}

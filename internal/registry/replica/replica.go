@@ -713,7 +713,7 @@ func (p *Replica) write(plan func(now time.Time) (*store.Batch, error), f *fence
 			}
 		}
 
-		held, err := p.submit(guards, ops, keys)
+		held, err := p.submit(guards, ops)
 		p.group.release(keys)
 		switch {
 		case err != nil:
